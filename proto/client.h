@@ -1,0 +1,41 @@
+/* Client side of the squashd protocol: one request, one response, over a
+ * fresh SOCK_SEQPACKET connection. Used by the SPANK plugin, squashctl and
+ * the tests. */
+#ifndef SQUASH_CLIENT_H
+#define SQUASH_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "squash.pb-c.h"
+
+#define SQUASH_DEFAULT_SOCKET "/run/squashd/squashd.sock"
+
+struct squash_client_options {
+	const char *socket_path;  /* NULL: SQUASH_DEFAULT_SOCKET */
+	bool use_munge;           /* sign the request with a MUNGE credential */
+	const char *munge_socket; /* NULL: libmunge's default */
+	int timeout_ms;           /* for connect+send+receive; <=0: 30000 */
+};
+
+/* Sends req and waits for the response. Returns 0 with *resp set (free with
+ * squash__response__free_unpacked(*resp, NULL)) whatever the response's
+ * status; returns -1 with a reason in err when no response could be had
+ * (socket missing, daemon not running, timeout, version mismatch, garbage),
+ * e.g. "cannot connect to squashd at /run/squashd/squashd.sock: No such file
+ * or directory (is squashd running?)". */
+int squash_client_call(const struct squash_client_options *opts,
+		       const Squash__Request *req, Squash__Response **resp,
+		       char *err, size_t errlen);
+
+/* Packs req into a SignedRequest frame payload, signing it when use_munge.
+ * Returns a malloc'd buffer and its length, or NULL with err. Exposed for
+ * tests that replay or corrupt requests. */
+unsigned char *squash_client_pack_request(const struct squash_client_options *opts,
+					  const Squash__Request *req,
+					  size_t *len, char *err, size_t errlen);
+
+const char *squash_status_name(Squash__Status status);
+const char *squash_mode_name(Squash__MountMode mode);
+
+#endif

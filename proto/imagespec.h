@@ -1,0 +1,47 @@
+/* The --squash-image option syntax, defined once for the plugin, the daemon
+ * and the tests:
+ *
+ *     IMAGE[:TARGET][,IMAGE[:TARGET]...]
+ *
+ * IMAGE and TARGET are paths; neither may contain ',' or ':' (documented
+ * limitation) nor control characters. At most SQUASH_MAX_IMAGES images,
+ * each path at most SQUASH_PATH_MAX-1 bytes. A missing TARGET stays NULL;
+ * squash_default_target() derives it. */
+#ifndef SQUASH_IMAGESPEC_H
+#define SQUASH_IMAGESPEC_H
+
+#include <stddef.h>
+
+#define SQUASH_MAX_IMAGES 16
+#define SQUASH_PATH_MAX 4096
+#define SQUASH_OPTION_MAX (SQUASH_MAX_IMAGES * 2 * SQUASH_PATH_MAX)
+
+struct squash_image_spec {
+	char *image;  /* as written; may be relative before resolution */
+	char *target; /* NULL when not given */
+};
+
+struct squash_image_list {
+	size_t count;
+	struct squash_image_spec items[SQUASH_MAX_IMAGES];
+};
+
+/* Parses text into out (zeroed first). Returns 0, or -1 with a message for
+ * the user in err, naming the offending item. Empty items, empty image or
+ * target, too many images and too long paths are errors. */
+int squash_imagespec_parse(const char *text, struct squash_image_list *out,
+			   char *err, size_t errlen);
+
+void squash_imagespec_free(struct squash_image_list *list);
+
+/* Canonical text of the list: "image:target,..." (targets that are NULL are
+ * left out). Returns a malloc'd string, or NULL when out of memory. */
+char *squash_imagespec_format(const struct squash_image_list *list);
+
+/* Default mount point of an image: BASE/NAME, where NAME is the image's file
+ * name without a .sqfs, .squashfs, .sqsh or .sfs suffix. Returns 0, or -1
+ * (with err) when the name would be empty or the result too long. */
+int squash_default_target(const char *image, const char *base, char *out,
+			  size_t outlen, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,31 @@
+/* Server-side decoding of one request frame, shared by squashd and the
+ * fuzzers: frame header, SignedRequest, then the Request it carries, plus
+ * the structural limits every request must meet before any policy runs
+ * (exactly one operation, at most SQUASH_MAX_IMAGES images, strings shorter
+ * than SQUASH_PATH_MAX without control characters). */
+#ifndef SQUASH_REQUEST_CODEC_H
+#define SQUASH_REQUEST_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "squash.pb-c.h"
+
+struct squash_decoded_request {
+	Squash__SignedRequest *signed_request; /* holds request bytes and credential */
+	Squash__Request *request;              /* decoded from signed_request->request */
+	uint16_t peer_version;                 /* frame header version */
+};
+
+/* Returns 0 with *out filled, or -1 with *status (BAD_REQUEST or
+ * VERSION_MISMATCH) and a reason in err. *out is always safe to free. */
+int squash_request_decode(const uint8_t *frame, size_t len,
+			  struct squash_decoded_request *out,
+			  Squash__Status *status, char *err, size_t errlen);
+
+void squash_decoded_request_free(struct squash_decoded_request *d);
+
+/* Encodes a Response into a response frame and sends it. */
+int squash_response_send(int fd, const Squash__Response *resp);
+
+#endif

@@ -1,0 +1,37 @@
+/* Where an image may be mounted inside a job: the textual part of the target
+ * policy, shared by the plugin (early errors) and squashd (authoritative).
+ * The filesystem part (no symlink in the path) is checked where the bind
+ * happens, by walking the path with O_NOFOLLOW. */
+#ifndef SQUASH_TARGET_H
+#define SQUASH_TARGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define SQUASH_MAX_PREFIXES 16
+
+/* A list of allowed prefixes parsed from "P1:P2:...". */
+struct squash_prefixes {
+	size_t count;
+	char *items[SQUASH_MAX_PREFIXES];
+};
+
+/* Parses a colon-separated list of absolute, normalised directories that
+ * are not system paths. Returns 0, or -1 with err naming the bad entry. */
+int squash_prefixes_parse(const char *text, struct squash_prefixes *out,
+			  char *err, size_t errlen);
+void squash_prefixes_free(struct squash_prefixes *p);
+
+/* True when path is / or is, or lies under, a system directory: /etc, /usr,
+ * /bin, /sbin, /lib, /lib32, /lib64, /libx32, /var, /run, /proc, /sys,
+ * /dev, /boot, /root, /srv, /opt is not one (sites list it when they want). */
+bool squash_is_system_path(const char *path);
+
+/* Checks a target: absolute, at most SQUASH_PATH_MAX-1 bytes, no empty, "."
+ * or ".." component, no trailing '/', no ',' ':' or control characters, not
+ * a system path, and strictly below one of the allowed prefixes. Returns 0
+ * or -1 with a user-facing reason in err. */
+int squash_target_check(const char *target, const struct squash_prefixes *allowed,
+			char *err, size_t errlen);
+
+#endif
