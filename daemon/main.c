@@ -1,0 +1,147 @@
+/* squashd: per-node root service that mounts squashfs images for Slurm jobs
+ * (see squashd(8) and docs/architecture.md). */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "job_mounts.h"
+#include "settings.h"
+#include "log.h"
+#include "server.h"
+#include "state_file.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: squashd [--config PATH] [--socket PATH] [--debug]\n"
+		"Mounts squashfs images for Slurm jobs; runs in the foreground.\n"
+		"  -c, --config PATH  configuration file (default " SQUASHD_DEFAULT_CONFIG ")\n"
+		"  -s, --socket PATH  listen here instead of the configured socket\n"
+		"  -d, --debug        log debug messages\n"
+		"  -h, --help         this help\n"
+		"  -V, --version      print the version\n");
+}
+
+/* mkdir -p for one directory whose parent exists, then force its mode. */
+static int ensure_dir(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) < 0 && errno != EEXIST) {
+		log_error("cannot create %s: %s", path, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_error("%s is not a directory", path);
+		return -1;
+	}
+	if (st.st_uid != 0 && chown(path, 0, 0) < 0) {
+		log_error("cannot make %s owned by root: %s", path, strerror(errno));
+		return -1;
+	}
+	if ((st.st_mode & 07777) != mode && chmod(path, mode) < 0) {
+		log_error("cannot set mode of %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"socket", required_argument, NULL, 's'},
+		{"debug", no_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *config_path = SQUASHD_DEFAULT_CONFIG, *socket_path = NULL;
+	bool config_given = false, debug = false;
+	int opt;
+	while ((opt = getopt_long(argc, argv, "c:s:dhV", options, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			config_path = optarg;
+			config_given = true;
+			break;
+		case 's':
+			socket_path = optarg;
+			break;
+		case 'd':
+			debug = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("squashd %s\n", PACKAGE_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	log_init(debug);
+	if (geteuid() != 0) {
+		log_error("must run as root (it mounts file systems)");
+		return 1;
+	}
+
+	static struct squashd_config cfg;
+	char err[PATH_MAX + 512];
+	if (config_load(config_path, config_given, &cfg, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return 1;
+	}
+	if (socket_path) {
+		if (strlen(socket_path) >= sizeof(cfg.socket_path)) {
+			log_error("socket path too long");
+			return 1;
+		}
+		snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", socket_path);
+	}
+
+	static struct daemon_state ds;
+	ds.cfg = &cfg;
+	if (snprintf(ds.state_path, sizeof(ds.state_path), "%s/state", cfg.state_dir) >= (int)sizeof(ds.state_path) ||
+	    snprintf(ds.mount_dir, sizeof(ds.mount_dir), "%s/mnt", cfg.state_dir) >= (int)sizeof(ds.mount_dir)) {
+		log_error("state_dir %s is too long", cfg.state_dir);
+		return 1;
+	}
+	/* mnt/ is root-only: the node-level mounts are reached by jobs only
+	 * through the binds in their steps. */
+	if (ensure_dir(cfg.state_dir, 0755) < 0 || ensure_dir(ds.mount_dir, 0700) < 0 ||
+	    ensure_dir(cfg.base_dir, 0755) < 0)
+		return 1;
+
+	if (state_file_load(&ds.registry, ds.state_path, err, sizeof(err)) < 0)
+		log_error("%s", err);
+	job_mounts_adopt(&ds);
+
+	int listen_fd = server_listen(cfg.socket_path, err, sizeof(err));
+	if (listen_fd < 0) {
+		log_error("%s", err);
+		registry_free(&ds.registry);
+		config_free(&cfg);
+		return 1;
+	}
+	log_info("listening on %s (mount mode %s, MUNGE %s)", cfg.socket_path,
+		 mount_policy_name(cfg.mount_policy), cfg.require_munge ? "required" : "optional");
+	int rc = server_run(listen_fd, &ds);
+	close(listen_fd);
+	unlink(cfg.socket_path);
+	job_mounts_save(&ds);
+	registry_free(&ds.registry);
+	config_free(&cfg);
+	return rc == 0 ? 0 : 1;
+}

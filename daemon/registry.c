@@ -1,0 +1,167 @@
+#include "config.h"
+#include "registry.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool key_equal(const struct mount_key *a, const struct mount_key *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec &&
+	       a->mode == b->mode && a->owner_uid == b->owner_uid;
+}
+
+struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key)
+{
+	for (struct mount_entry *m = r->mounts; m; m = m->next)
+		if (key_equal(&m->key, key))
+			return m;
+	return NULL;
+}
+
+struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id)
+{
+	for (struct mount_entry *m = r->mounts; m; m = m->next)
+		if (m->id == id)
+			return m;
+	return NULL;
+}
+
+struct mount_entry *registry_mount_by_server(struct registry *r, pid_t pid)
+{
+	for (struct mount_entry *m = r->mounts; m; m = m->next)
+		if (pid > 0 && m->server_pid == pid)
+			return m;
+	return NULL;
+}
+
+struct mount_entry *registry_add_mount(struct registry *r, const struct mount_key *key,
+				       const char *image, const char *mount_point)
+{
+	struct mount_entry *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->key = *key;
+	m->image = strdup(image);
+	m->mount_point = strdup(mount_point);
+	if (!m->image || !m->mount_point) {
+		free(m->image);
+		free(m->mount_point);
+		free(m);
+		return NULL;
+	}
+	m->id = ++r->next_mount_id;
+	m->next = r->mounts;
+	r->mounts = m;
+	return m;
+}
+
+static void free_mount(struct mount_entry *m)
+{
+	free(m->image);
+	free(m->mount_point);
+	free(m);
+}
+
+void registry_remove_mount(struct registry *r, struct mount_entry *m)
+{
+	for (struct mount_entry **p = &r->mounts; *p; p = &(*p)->next) {
+		if (*p == m) {
+			*p = m->next;
+			free_mount(m);
+			return;
+		}
+	}
+}
+
+struct job_entry *registry_find_job(struct registry *r, uint32_t job_id)
+{
+	for (struct job_entry *j = r->jobs; j; j = j->next)
+		if (j->job_id == job_id)
+			return j;
+	return NULL;
+}
+
+struct job_entry *registry_add_job(struct registry *r, uint32_t job_id, uid_t uid)
+{
+	struct job_entry *j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	j->job_id = job_id;
+	j->uid = uid;
+	j->status = SQUASH__STATUS__OK;
+	j->next = r->jobs;
+	r->jobs = j;
+	return j;
+}
+
+int registry_job_add_image(struct job_entry *job, const char *image,
+			   const char *target, struct mount_entry *m)
+{
+	if (job->count >= SQUASH_MAX_IMAGES)
+		return -1;
+	struct job_image *ji = &job->images[job->count];
+	ji->image = strdup(image);
+	ji->target = strdup(target);
+	if (!ji->image || !ji->target) {
+		free(ji->image);
+		free(ji->target);
+		ji->image = ji->target = NULL;
+		return -1;
+	}
+	ji->mount = m;
+	if (m)
+		m->refcount++;
+	job->count++;
+	return 0;
+}
+
+int registry_job_set_failure(struct job_entry *job, Squash__Status status,
+			     const char *message)
+{
+	char *copy = strdup(message);
+	if (!copy)
+		return -1;
+	free(job->message);
+	job->message = copy;
+	job->status = status;
+	return 0;
+}
+
+static void free_job(struct job_entry *j)
+{
+	for (size_t i = 0; i < j->count; i++) {
+		free(j->images[i].image);
+		free(j->images[i].target);
+	}
+	free(j->message);
+	free(j);
+}
+
+void registry_remove_job(struct registry *r, struct job_entry *job)
+{
+	for (struct job_entry **p = &r->jobs; *p; p = &(*p)->next) {
+		if (*p == job) {
+			*p = job->next;
+			free_job(job);
+			return;
+		}
+	}
+}
+
+bool registry_job_uses(const struct job_entry *job, const struct mount_entry *m)
+{
+	for (size_t i = 0; i < job->count; i++)
+		if (job->images[i].mount == m)
+			return true;
+	return false;
+}
+
+void registry_free(struct registry *r)
+{
+	while (r->jobs)
+		registry_remove_job(r, r->jobs);
+	while (r->mounts)
+		registry_remove_mount(r, r->mounts);
+	r->next_mount_id = 0;
+}

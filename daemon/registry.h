@@ -1,0 +1,85 @@
+/* squashd's registry: the node-level mounts and the jobs that hold
+ * references to them. In memory; state_file.c persists it. */
+#ifndef SQUASHD_REGISTRY_H
+#define SQUASHD_REGISTRY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "imagespec.h"
+#include "squash.pb-c.h"
+
+#define MOUNT_OWNER_ANY ((uid_t)-1)
+
+/* What makes two requests share one mount: the same file content (device,
+ * inode, size, mtime) in the same sharing domain (mode, and for FUSE the
+ * user whose server reads it). */
+struct mount_key {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_sec;
+	long mtime_nsec;
+	Squash__MountMode mode;
+	uid_t owner_uid; /* MOUNT_OWNER_ANY for kernel mounts */
+};
+
+struct mount_entry {
+	unsigned id;
+	struct mount_key key;
+	char *image;       /* path it was first requested by */
+	char *mount_point; /* STATE_DIR/mnt/mID */
+	pid_t server_pid;  /* FUSE server, 0 if none or gone */
+	char loop_device[32];
+	unsigned refcount;
+	struct mount_entry *next;
+};
+
+struct job_image {
+	char *image;
+	char *target;
+	struct mount_entry *mount;
+};
+
+struct job_entry {
+	uint32_t job_id;
+	uid_t uid;
+	Squash__Status status; /* OK, or why the prolog's request failed */
+	char *message;
+	size_t count;
+	struct job_image images[SQUASH_MAX_IMAGES];
+	struct job_entry *next;
+};
+
+struct registry {
+	struct mount_entry *mounts;
+	struct job_entry *jobs;
+	unsigned next_mount_id;
+};
+
+struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key);
+struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id);
+struct mount_entry *registry_mount_by_server(struct registry *r, pid_t pid);
+/* Adds a mount with refcount 0; takes ownership of nothing (copies). */
+struct mount_entry *registry_add_mount(struct registry *r, const struct mount_key *key,
+				       const char *image, const char *mount_point);
+void registry_remove_mount(struct registry *r, struct mount_entry *m);
+
+struct job_entry *registry_find_job(struct registry *r, uint32_t job_id);
+struct job_entry *registry_add_job(struct registry *r, uint32_t job_id, uid_t uid);
+/* Adds an image reference to job (incrementing the mount's refcount). */
+int registry_job_add_image(struct job_entry *job, const char *image,
+			   const char *target, struct mount_entry *m);
+int registry_job_set_failure(struct job_entry *job, Squash__Status status,
+			     const char *message);
+/* Unlinks and frees the job; its mounts' refcounts are NOT changed. */
+void registry_remove_job(struct registry *r, struct job_entry *job);
+
+/* Whether job uses mount m. */
+bool registry_job_uses(const struct job_entry *job, const struct mount_entry *m);
+
+void registry_free(struct registry *r);
+
+#endif

@@ -1,0 +1,249 @@
+#include "config.h"
+#include "state_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STATE_MAGIC "squashd-state 1"
+#define STATE_LINE_MAX (4 * 3 * SQUASH_PATH_MAX)
+
+/* Percent-encodes everything but printable non-space ASCII, so a field never
+ * contains a space or newline. "-" stands for an empty/absent string. */
+static void put_field(FILE *f, const char *s)
+{
+	if (!s || !*s) {
+		fputs(" -", f);
+		return;
+	}
+	fputc(' ', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p > ' ' && *p < 0x7f && *p != '%')
+			fputc(*p, f);
+		else
+			fprintf(f, "%%%02X", *p);
+	}
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* Decodes in place; returns NULL on a malformed escape. */
+static char *decode_field(char *s)
+{
+	if (!strcmp(s, "-")) {
+		s[0] = '\0';
+		return s;
+	}
+	char *out = s;
+	for (char *p = s; *p; p++) {
+		if (*p == '%') {
+			int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
+			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+				return NULL;
+			*out++ = (char)(hi * 16 + lo);
+			p += 2;
+		} else {
+			*out++ = *p;
+		}
+	}
+	*out = '\0';
+	return s;
+}
+
+int state_file_save(const struct registry *r, const char *path, char *err, size_t errlen)
+{
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+		snprintf(err, errlen, "state file path too long");
+		return -1;
+	}
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+		close(fd);
+		unlink(tmp);
+		return -1;
+	}
+	fprintf(f, "%s\nnext %u\n", STATE_MAGIC, r->next_mount_id);
+	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
+		fprintf(f, "mount %u %d %ju %ju %jd %" PRId64 " %ld %jd %d",
+			m->id, (int)m->key.mode, (uintmax_t)m->key.dev, (uintmax_t)m->key.ino,
+			(intmax_t)m->key.size, m->key.mtime_sec, m->key.mtime_nsec,
+			m->key.owner_uid == MOUNT_OWNER_ANY ? (intmax_t)-1 : (intmax_t)m->key.owner_uid,
+			(int)m->server_pid);
+		put_field(f, m->loop_device);
+		put_field(f, m->mount_point);
+		put_field(f, m->image);
+		fputc('\n', f);
+	}
+	for (const struct job_entry *j = r->jobs; j; j = j->next) {
+		fprintf(f, "job %u %u %d", j->job_id, (unsigned)j->uid, (int)j->status);
+		put_field(f, j->message);
+		fputc('\n', f);
+		for (size_t i = 0; i < j->count; i++) {
+			fprintf(f, "image %u %u", j->job_id, j->images[i].mount ? j->images[i].mount->id : 0);
+			put_field(f, j->images[i].image);
+			put_field(f, j->images[i].target);
+			fputc('\n', f);
+		}
+	}
+	int failed = fflush(f) != 0 || fsync(fileno(f)) != 0;
+	failed |= fclose(f) != 0;
+	if (failed || rename(tmp, path) < 0) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+/* Splits line into at most max space-separated fields. */
+static int split(char *line, char **fields, int max)
+{
+	int n = 0;
+	for (char *save = NULL, *tok = strtok_r(line, " \n", &save); tok;
+	     tok = strtok_r(NULL, " \n", &save)) {
+		if (n == max)
+			return -1;
+		fields[n++] = tok;
+	}
+	return n;
+}
+
+static int parse_mount(struct registry *r, char **fv, int n)
+{
+	if (n != 13)
+		return -1;
+	struct mount_key key = {0};
+	unsigned id;
+	int mode, pid;
+	uintmax_t dev, ino;
+	intmax_t size, owner;
+	long nsec;
+	int64_t sec;
+	if (sscanf(fv[1], "%u", &id) != 1 || sscanf(fv[2], "%d", &mode) != 1 ||
+	    sscanf(fv[3], "%ju", &dev) != 1 || sscanf(fv[4], "%ju", &ino) != 1 ||
+	    sscanf(fv[5], "%jd", &size) != 1 || sscanf(fv[6], "%" SCNd64, &sec) != 1 ||
+	    sscanf(fv[7], "%ld", &nsec) != 1 || sscanf(fv[8], "%jd", &owner) != 1 ||
+	    sscanf(fv[9], "%d", &pid) != 1)
+		return -1;
+	char *loop = decode_field(fv[10]), *mp = decode_field(fv[11]), *image = decode_field(fv[12]);
+	if (!loop || !mp || !image || !*mp || !*image || strlen(loop) >= sizeof(((struct mount_entry *)0)->loop_device))
+		return -1;
+	if (mode != SQUASH__MOUNT_MODE__FUSE && mode != SQUASH__MOUNT_MODE__KERNEL)
+		return -1;
+	key.dev = (dev_t)dev;
+	key.ino = (ino_t)ino;
+	key.size = (off_t)size;
+	key.mtime_sec = sec;
+	key.mtime_nsec = nsec;
+	key.mode = (Squash__MountMode)mode;
+	key.owner_uid = owner < 0 ? MOUNT_OWNER_ANY : (uid_t)owner;
+	struct mount_entry *m = registry_add_mount(r, &key, image, mp);
+	if (!m)
+		return -1;
+	m->id = id;
+	m->server_pid = pid > 0 ? pid : 0;
+	snprintf(m->loop_device, sizeof(m->loop_device), "%s", loop);
+	return 0;
+}
+
+static int parse_job(struct registry *r, char **fv, int n)
+{
+	unsigned job_id, uid;
+	int status;
+	if (n != 5 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &uid) != 1 ||
+	    sscanf(fv[3], "%d", &status) != 1 || registry_find_job(r, job_id))
+		return -1;
+	char *message = decode_field(fv[4]);
+	struct job_entry *j = message ? registry_add_job(r, job_id, uid) : NULL;
+	if (!j)
+		return -1;
+	if (status != SQUASH__STATUS__OK && registry_job_set_failure(j, (Squash__Status)status, message) < 0)
+		return -1;
+	return 0;
+}
+
+static int parse_image(struct registry *r, char **fv, int n)
+{
+	unsigned job_id, mount_id;
+	if (n != 5 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &mount_id) != 1)
+		return -1;
+	struct job_entry *j = registry_find_job(r, job_id);
+	struct mount_entry *m = mount_id ? registry_mount_by_id(r, mount_id) : NULL;
+	char *image = decode_field(fv[3]), *target = decode_field(fv[4]);
+	if (!j || (mount_id && !m) || !image || !target)
+		return -1;
+	return registry_job_add_image(j, image, target, m);
+}
+
+int state_file_load(struct registry *r, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		if (errno == ENOENT)
+			return 0;
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+		return -1;
+	}
+	char *line = malloc(STATE_LINE_MAX);
+	if (!line) {
+		fclose(f);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	unsigned lineno = 0;
+	int rc = 0;
+	while (rc == 0 && fgets(line, STATE_LINE_MAX, f)) {
+		lineno++;
+		if (lineno == 1) {
+			if (strcmp(line, STATE_MAGIC "\n"))
+				rc = -1;
+			continue;
+		}
+		char *fv[16];
+		int n = split(line, fv, 16);
+		if (n <= 0)
+			rc = -1;
+		else if (!strcmp(fv[0], "next"))
+			rc = (n == 2 && sscanf(fv[1], "%u", &r->next_mount_id) == 1) ? 0 : -1;
+		else if (!strcmp(fv[0], "mount"))
+			rc = parse_mount(r, fv, n);
+		else if (!strcmp(fv[0], "job"))
+			rc = parse_job(r, fv, n);
+		else if (!strcmp(fv[0], "image"))
+			rc = parse_image(r, fv, n);
+		else
+			rc = -1;
+	}
+	free(line);
+	fclose(f);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s:%u: malformed record; starting with an empty registry", path, lineno);
+		registry_free(r);
+		return -1;
+	}
+	/* Mount ids must stay unique after adoption. */
+	for (struct mount_entry *m = r->mounts; m; m = m->next)
+		if (m->id > r->next_mount_id)
+			r->next_mount_id = m->id;
+	return 0;
+}
