@@ -100,6 +100,13 @@ static enum result mount_one(struct daemon_state *ds, const struct identity *id,
 		return res;
 	}
 	Squash__MountMode mode = policy_mount_mode(ds->cfg, fd, &st);
+	if (mode == SQUASH__MOUNT_MODE__FUSE && id->uid == 0) {
+		/* FUSE servers parse untrusted images; they never run as root. */
+		snprintf(err, errlen, "image %s: jobs of root may only use trusted images "
+			 "(its FUSE server would run as root)", spec->image);
+		close(fd);
+		return RESULT_USER_ERROR;
+	}
 	enum squash_reader reader = mode == SQUASH__MOUNT_MODE__KERNEL ? SQUASH_READER_KERNEL
 									: SQUASH_READER_FUSE;
 	if (squash_superblock_check_fd(fd, reader, NULL, why, sizeof(why)) < 0) {
