@@ -1,0 +1,172 @@
+/* Prolog and epilog requests to squashd (see job_request.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "imagespec.h"
+#include "job_request.h"
+
+/* Set by the submit check with spank_job_control_setenv("SQUASH_IMAGES"). */
+#define IMAGES_ENV "SPANK_SQUASH_IMAGES"
+
+/* Reads a decimal id from the environment. */
+static int env_id(const char *name, uint32_t *out)
+{
+	const char *text = getenv(name);
+	char *end;
+	unsigned long v;
+
+	if (!text || !*text)
+		return -1;
+	errno = 0;
+	v = strtoul(text, &end, 10);
+	if (errno || *end || v > UINT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* The job id and owner. spank_get_item answers both in job_script context;
+ * the prolog environment is the fallback. */
+static int job_identity(spank_t sp, uint32_t *job_id, uint32_t *uid)
+{
+	uid_t u;
+
+	if (spank_get_item(sp, S_JOB_ID, job_id) != ESPANK_SUCCESS &&
+	    env_id("SLURM_JOB_ID", job_id)) {
+		slurm_error("spank_squash: cannot tell the job id (no S_JOB_ID, no SLURM_JOB_ID)");
+		return -1;
+	}
+	if (spank_get_item(sp, S_JOB_UID, &u) == ESPANK_SUCCESS) {
+		*uid = (uint32_t)u;
+		return 0;
+	}
+	if (env_id("SLURM_JOB_UID", uid)) {
+		slurm_error("spank_squash: job %u: cannot tell the job's user (no S_JOB_UID, no SLURM_JOB_UID)",
+			    *job_id);
+		return -1;
+	}
+	return 0;
+}
+
+/* Sends req and logs anything but OK. Returns the status, or -1 when
+ * squashd could not be asked. */
+static int ask(const struct squash_settings *s, const Squash__Request *req,
+	       uint32_t job_id, const char *what)
+{
+	struct squash_client_options opts = squash_settings_client(s);
+	Squash__Response *resp = NULL;
+	char why[512];
+	int status;
+
+	if (squash_client_call(&opts, req, &resp, why, sizeof why)) {
+		slurm_error("spank_squash: job %u: cannot %s: %s", job_id, what, why);
+		return -1;
+	}
+	status = resp->status;
+	if (status == SQUASH__STATUS__USER_ERROR)
+		/* The job's own mistake: its steps will report it; the node is fine. */
+		slurm_info("spank_squash: job %u: cannot %s: %s", job_id, what,
+			   resp->message ? resp->message : "(no reason given)");
+	else if (status != SQUASH__STATUS__OK)
+		slurm_error("spank_squash: job %u: cannot %s: squashd answered %s: %s",
+			    job_id, what, squash_status_name(resp->status),
+			    resp->message ? resp->message : "(no reason given)");
+	squash__response__free_unpacked(resp, NULL);
+	return status;
+}
+
+/* The submit check always fills in targets; a list that lacks some is
+ * completed the same way (squashd checks the result anyway). */
+static int fill_targets(const struct squash_settings *s, uint32_t job_id,
+			struct squash_image_list *list)
+{
+	char buf[SQUASH_PATH_MAX], why[256];
+
+	for (size_t i = 0; i < list->count; i++) {
+		struct squash_image_spec *item = &list->items[i];
+
+		if (item->target)
+			continue;
+		if (squash_default_target(item->image, s->default_target, buf,
+					  sizeof buf, why, sizeof why)) {
+			slurm_info("spank_squash: job %u: %s: %s", job_id, item->image, why);
+			return -1;
+		}
+		item->target = strdup(buf);
+		if (!item->target) {
+			slurm_error("spank_squash: job %u: out of memory", job_id);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Builds the MountJobRequest from the complete list and sends it. */
+static void mount_job(const struct squash_settings *s, uint32_t job_id,
+		      uint32_t uid, const struct squash_image_list *list)
+{
+	Squash__ImageSpec specs[SQUASH_MAX_IMAGES];
+	Squash__ImageSpec *ptrs[SQUASH_MAX_IMAGES];
+	Squash__MountJobRequest mount = SQUASH__MOUNT_JOB_REQUEST__INIT;
+	Squash__Request req = SQUASH__REQUEST__INIT;
+
+	for (size_t i = 0; i < list->count; i++) {
+		squash__image_spec__init(&specs[i]);
+		specs[i].image = list->items[i].image;
+		specs[i].target = list->items[i].target;
+		ptrs[i] = &specs[i];
+	}
+	mount.job_id = job_id;
+	mount.uid = uid;
+	mount.n_images = list->count;
+	mount.images = ptrs;
+	req.op_case = SQUASH__REQUEST__OP_MOUNT_JOB;
+	req.mount_job = &mount;
+	if (ask(s, &req, job_id, "mount the job's images") == SQUASH__STATUS__OK)
+		slurm_verbose("spank_squash: job %u: %zu image(s) mounted", job_id,
+			      list->count);
+}
+
+int squash_job_prolog(spank_t sp, const struct squash_settings *s)
+{
+	const char *text = getenv(IMAGES_ENV);
+	struct squash_image_list list;
+	uint32_t job_id, uid;
+	char why[512];
+
+	if (!text)
+		return 0; /* the job did not ask for images */
+	if (job_identity(sp, &job_id, &uid))
+		return 0;
+	if (squash_imagespec_parse(text, &list, why, sizeof why)) {
+		slurm_info("spank_squash: job %u: bad %s: %s", job_id, IMAGES_ENV, why);
+		return 0;
+	}
+	if (fill_targets(s, job_id, &list) == 0)
+		mount_job(s, job_id, uid, &list);
+	squash_imagespec_free(&list);
+	return 0; /* never drain the node; steps report failures */
+}
+
+int squash_job_epilog(spank_t sp, const struct squash_settings *s)
+{
+	Squash__ReleaseJobRequest release = SQUASH__RELEASE_JOB_REQUEST__INIT;
+	Squash__Request req = SQUASH__REQUEST__INIT;
+	uint32_t job_id, uid;
+
+	if (!getenv(IMAGES_ENV))
+		return 0;
+	if (job_identity(sp, &job_id, &uid))
+		return 0;
+	release.job_id = job_id;
+	req.op_case = SQUASH__REQUEST__OP_RELEASE_JOB;
+	req.release_job = &release;
+	ask(s, &req, job_id, "release the job's images");
+	return 0; /* a stuck release is squashd's to clean up, not a reason to drain */
+}

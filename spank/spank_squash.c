@@ -1,0 +1,172 @@
+/* spank_squash: mounts squashfs images for Slurm jobs (--squash-image).
+ *
+ * Entry points only: each one dispatches on the context it runs in.
+ *   sbatch/salloc/srun (as the user)   submit_check.c
+ *   slurmd prolog/epilog (root)        job_request.c
+ *   slurmstepd, every step (root)      step_bind.c
+ * See docs/architecture.md and spank_squash(8). */
+#include "config.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <slurm/spank.h>
+
+#include "job_request.h"
+#include "plugin_settings.h"
+#include "step_bind.h"
+#include "submit_check.h"
+
+SPANK_PLUGIN(squash, 1);
+
+static struct squash_settings settings;
+static bool settings_loaded;
+static char *image_option; /* --squash-image as given; NULL when absent */
+static char option_usage[256];
+
+/* Only stores the text: Slurm may call this more than once, with the same
+ * value or (a later option on the command line) another one. */
+static int image_option_cb(int val, const char *optarg, int remote)
+{
+	char *copy;
+
+	if (!optarg)
+		return -1;
+	if (image_option && !strcmp(image_option, optarg))
+		return 0;
+	copy = strdup(optarg);
+	if (!copy) {
+		slurm_error("squash: out of memory");
+		return -1;
+	}
+	free(image_option);
+	image_option = copy;
+	return 0;
+}
+
+static struct spank_option image_opt = {
+	.name = "squash-image",
+	.arginfo = "IMAGE[:TARGET][,...]",
+	.usage = option_usage,
+	.has_arg = 1,
+	.val = 0,
+	.cb = image_option_cb,
+};
+
+static int register_option(spank_t sp)
+{
+	spank_err_t rc;
+
+	snprintf(option_usage, sizeof option_usage,
+		 "Mount squashfs IMAGE read-only at TARGET in the job's steps "
+		 "(default %s/NAME, NAME = file name without .sqfs); "
+		 "comma-separate several images",
+		 settings.default_target);
+	rc = spank_option_register(sp, &image_opt);
+	if (rc != ESPANK_SUCCESS) {
+		slurm_error("spank_squash: cannot register --squash-image: %s",
+			    spank_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
+
+static int load_settings(int ac, char **av)
+{
+	char err[512];
+
+	if (settings_loaded)
+		return 0;
+	if (squash_settings_parse(ac, av, &settings, err, sizeof err) != 0) {
+		slurm_error("%s", err);
+		return -1;
+	}
+	settings_loaded = true;
+	return 0;
+}
+
+static void unload_settings(void)
+{
+	if (settings_loaded)
+		squash_settings_free(&settings);
+	settings_loaded = false;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	/* A bad plugstack.conf line stops the plugin everywhere. */
+	if (load_settings(ac, av) != 0)
+		return -1;
+	switch (spank_context()) {
+	case S_CTX_ALLOCATOR:
+	case S_CTX_LOCAL:
+	case S_CTX_REMOTE:
+		return register_option(sp);
+	default:
+		return 0;
+	}
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	switch (spank_context()) {
+	case S_CTX_ALLOCATOR:
+	case S_CTX_LOCAL:
+		return squash_submit_check(sp, image_option, &settings);
+	case S_CTX_REMOTE:
+		return squash_step_setup(sp, image_option, &settings);
+	default:
+		return 0;
+	}
+}
+
+int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
+{
+	int rc;
+
+	switch (spank_context()) {
+	case S_CTX_JOB_SCRIPT:
+		/* Slurm (22.05) does not call slurm_spank_init before the job
+		 * prolog/epilog. Bad settings are logged; the steps fail on them. */
+		rc = load_settings(ac, av) ? 0 : squash_job_prolog(sp, &settings);
+		unload_settings();
+		return rc;
+	default:
+		return 0;
+	}
+}
+
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
+{
+	int rc;
+
+	switch (spank_context()) {
+	case S_CTX_JOB_SCRIPT:
+		rc = load_settings(ac, av) ? 0 : squash_job_epilog(sp, &settings);
+		unload_settings();
+		return rc;
+	default:
+		return 0;
+	}
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	switch (spank_context()) {
+	case S_CTX_REMOTE:
+		return squash_step_task_init(sp);
+	default:
+		return 0;
+	}
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+	squash_step_cleanup();
+	free(image_option);
+	image_option = NULL;
+	unload_settings();
+	return 0;
+}

@@ -1,0 +1,404 @@
+/* Binding the job's node-level mounts into a step (see step_bind.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "imagespec.h"
+#include "step_bind.h"
+#include "target.h"
+
+/* Why this step cannot use its images; NULL when all is well. Kept from
+ * slurmstepd's setup until the tasks print it: errors logged earlier do not
+ * reach the user reliably. */
+static char *step_error;
+static char step_error_oom[] = "squash: cannot set up the job's images (out of memory)";
+
+static void keep_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void keep_error(const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	if (step_error)
+		return; /* the first reason is the one that matters */
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = step_error_oom;
+	va_end(ap);
+	slurm_error("%s", msg);
+	step_error = msg;
+}
+
+void squash_step_cleanup(void)
+{
+	if (step_error != step_error_oom)
+		free(step_error);
+	step_error = NULL;
+}
+
+/* Opens one directory below dirfd without following a symlink; shown is
+ * the path up to and including name, for messages. */
+static int open_component(int dirfd, const char *name, const char *shown,
+			  char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", shown, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "%s: %s", shown, strerror(errno));
+	} else if (S_ISLNK(st.st_mode)) {
+		snprintf(err, errlen, "%s is a symbolic link", shown);
+	} else if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s is not a directory", shown);
+	} else {
+		return fd;
+	}
+	close(fd);
+	return -1;
+}
+
+/* Walks path from dirfd, which stands for the part of path before skip
+ * bytes, one component at a time and never through a symlink. With create,
+ * missing directories are made (mode 0755 whatever the umask). Returns an
+ * O_PATH descriptor of the last directory, or -1 with err. */
+static int walk(int dirfd, const char *path, size_t skip, bool create,
+		char *err, size_t errlen)
+{
+	char buf[SQUASH_PATH_MAX];
+	char *p, *slash;
+	int fd;
+
+	if (strlen(path) >= sizeof buf || skip > strlen(path)) {
+		snprintf(err, errlen, "%s: path too long", path);
+		return -1;
+	}
+	strcpy(buf, path);
+	fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	for (p = buf + skip; *p; p = slash + 1) {
+		int next;
+
+		slash = strchr(p, '/');
+		if (slash)
+			*slash = '\0';
+		if (!strcmp(p, ".") || !strcmp(p, "..") || !*p) {
+			snprintf(err, errlen, "%s: not a normalised path", path);
+			close(fd);
+			return -1;
+		}
+		if (create && mkdirat(fd, p, 0755) == 0) {
+			/* fchmodat: the umask must not make the target unreachable. */
+			fchmodat(fd, p, 0755, 0);
+		} else if (create && errno != EEXIST) {
+			snprintf(err, errlen, "cannot create %s: %s", buf, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		next = open_component(fd, p, buf, err, errlen);
+		close(fd);
+		if (next < 0)
+			return -1;
+		fd = next;
+		if (!slash)
+			break;
+		*slash = '/';
+	}
+	return fd;
+}
+
+static int walk_from_root(const char *path, char *err, size_t errlen)
+{
+	int root, fd;
+
+	if (path[0] != '/') {
+		snprintf(err, errlen, "%s: not an absolute path", path);
+		return -1;
+	}
+	root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0) {
+		snprintf(err, errlen, "/: %s", strerror(errno));
+		return -1;
+	}
+	fd = walk(root, path, 1, false, err, errlen);
+	close(root);
+	return fd;
+}
+
+static void fd_path(int fd, char *buf, size_t len)
+{
+	snprintf(buf, len, "/proc/self/fd/%d", fd);
+}
+
+/* Mounts a small tmpfs on base (which must exist) and returns a descriptor
+ * of the tmpfs' root, so targets below base are made in the step only. */
+static int mount_base(const char *base, char *err, size_t errlen)
+{
+	char at[64], why[512];
+	int fd = walk_from_root(base, why, sizeof why);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "base directory %s: %s", base, why);
+		return -1;
+	}
+	fd_path(fd, at, sizeof at);
+	if (mount("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0) {
+		snprintf(err, errlen, "cannot mount a tmpfs on %s: %s", base, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	/* A fresh lookup lands on the tmpfs, not on the directory below it. */
+	fd = walk_from_root(base, why, sizeof why);
+	if (fd < 0)
+		snprintf(err, errlen, "base directory %s: %s", base, why);
+	return fd;
+}
+
+/* True when target lies strictly below base. */
+static bool below(const char *target, const char *base)
+{
+	size_t n = strlen(base);
+
+	return !strncmp(target, base, n) && target[n] == '/' && target[n + 1];
+}
+
+/* Binds source on target and makes the bind read-only, nosuid, nodev. */
+static int bind_one(const Squash__JobMount *jm, const char *base, int basefd,
+		    char *err, size_t errlen)
+{
+	char at[64], why[512];
+	int fd;
+
+	if (squash_is_system_path(jm->target)) {
+		snprintf(err, errlen, "refusing to mount %s on system path %s", jm->image, jm->target);
+		return -1;
+	}
+	if (base && below(jm->target, base))
+		fd = walk(basefd, jm->target, strlen(base) + 1, true, why, sizeof why);
+	else
+		fd = walk_from_root(jm->target, why, sizeof why);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot mount %s on %s: %s", jm->image, jm->target, why);
+		return -1;
+	}
+	fd_path(fd, at, sizeof at);
+	if (mount(jm->source, at, NULL, MS_BIND, NULL) != 0) {
+		snprintf(err, errlen, "cannot mount %s on %s: bind from %s: %s", jm->image,
+			 jm->target, jm->source, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	/* fd saw the directory under the new mount; remount through the
+	 * mount's own root, which a fresh lookup returns. */
+	fd = walk_from_root(jm->target, why, sizeof why);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot mount %s on %s: %s", jm->image, jm->target, why);
+		return -1;
+	}
+	fd_path(fd, at, sizeof at);
+	if (mount(NULL, at, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+		  NULL) != 0) {
+		snprintf(err, errlen, "cannot make %s read-only on %s: %s", jm->image,
+			 jm->target, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int squash_step_bind_mounts(const Squash__Response *resp, char *err,
+			    size_t errlen)
+{
+	const char *base = resp->base_dir && *resp->base_dir ? resp->base_dir : NULL;
+	int basefd = -1, rc = 0;
+
+	if (resp->n_job_mounts == 0) {
+		snprintf(err, errlen, "squashd reported no images for this job");
+		return -1;
+	}
+	if (base) {
+		if (base[0] != '/' || squash_is_system_path(base)) {
+			snprintf(err, errlen, "squashd reported an unusable base directory %s", base);
+			return -1;
+		}
+		basefd = mount_base(base, err, errlen);
+		if (basefd < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < resp->n_job_mounts && rc == 0; i++)
+		rc = bind_one(resp->job_mounts[i], base, basefd, err, errlen);
+	if (basefd >= 0)
+		close(basefd);
+	return rc;
+}
+
+/* Joins one field of every mount with sep. */
+static char *join(const Squash__Response *resp, bool targets, char sep)
+{
+	size_t len = 1;
+	char *out, *p;
+
+	for (size_t i = 0; i < resp->n_job_mounts; i++) {
+		const Squash__JobMount *jm = resp->job_mounts[i];
+
+		len += strlen(targets ? jm->target : jm->image) + 1;
+	}
+	out = p = malloc(len);
+	if (!out)
+		return NULL;
+	*p = '\0';
+	for (size_t i = 0; i < resp->n_job_mounts; i++) {
+		const Squash__JobMount *jm = resp->job_mounts[i];
+		const char *field = targets ? jm->target : jm->image;
+		size_t n = strlen(field);
+
+		if (i)
+			*p++ = sep;
+		memcpy(p, field, n + 1);
+		p += n;
+	}
+	return out;
+}
+
+/* SQUASH_MOUNTS (targets, ':'), SQUASH_MOUNT (first), SQUASH_IMAGES (',').
+ * Returns 0 or -1 with err. */
+static int export_env(spank_t sp, const Squash__Response *resp, char *err,
+		      size_t errlen)
+{
+	char *mounts = join(resp, true, ':');
+	char *images = join(resp, false, ',');
+	spank_err_t rc = ESPANK_ERROR;
+
+	if (mounts && images) {
+		rc = spank_setenv(sp, "SQUASH_MOUNTS", mounts, 1);
+		if (rc == ESPANK_SUCCESS)
+			rc = spank_setenv(sp, "SQUASH_MOUNT", resp->job_mounts[0]->target, 1);
+		if (rc == ESPANK_SUCCESS)
+			rc = spank_setenv(sp, "SQUASH_IMAGES", images, 1);
+		if (rc != ESPANK_SUCCESS)
+			snprintf(err, errlen, "cannot set the tasks' environment: %s",
+				 spank_strerror(rc));
+	} else {
+		snprintf(err, errlen, "out of memory");
+	}
+	free(mounts);
+	free(images);
+	return rc == ESPANK_SUCCESS ? 0 : -1;
+}
+
+/* Makes the step's mount namespace, binds the mounts and exports them. */
+static void set_up(spank_t sp, uint32_t job_id, const Squash__Response *resp)
+{
+	char why[1024];
+
+	if (unshare(CLONE_NEWNS) != 0) {
+		keep_error("squash: job %u: cannot make a private mount namespace: %s",
+			   job_id, strerror(errno));
+		return;
+	}
+	/* Nothing this step mounts may propagate back to the host. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+		keep_error("squash: job %u: cannot make the step's mounts private: %s",
+			   job_id, strerror(errno));
+		return;
+	}
+	if (squash_step_bind_mounts(resp, why, sizeof why) != 0 ||
+	    export_env(sp, resp, why, sizeof why) != 0)
+		keep_error("squash: job %u: %s", job_id, why);
+}
+
+/* Turns a non-OK answer into the reason the tasks print. */
+static void explain(uint32_t job_id, const char *host, const Squash__Response *resp)
+{
+	const char *msg = resp->message && *resp->message ? resp->message
+							  : "no reason given";
+
+	switch (resp->status) {
+	case SQUASH__STATUS__USER_ERROR:
+		keep_error("squash: job %u: %s", job_id, msg);
+		break;
+	case SQUASH__STATUS__NOT_FOUND:
+		/* Typically srun --squash-image inside a job allocated without it. */
+		keep_error("squash: job %u: node %s has no images for this job (%s); "
+			   "--squash-image takes effect only when the job is allocated "
+			   "(sbatch, salloc, or an srun that creates the job)",
+			   job_id, host, msg);
+		break;
+	default:
+		keep_error("squash: job %u: squashd on node %s answered %s: %s",
+			   job_id, host, squash_status_name(resp->status), msg);
+		break;
+	}
+}
+
+int squash_step_setup(spank_t sp, const char *option,
+		      const struct squash_settings *s)
+{
+	struct squash_client_options opts = squash_settings_client(s);
+	Squash__StepInfoRequest info = SQUASH__STEP_INFO_REQUEST__INIT;
+	Squash__Request req = SQUASH__REQUEST__INIT;
+	Squash__Response *resp = NULL;
+	char host[256] = "?", why[512];
+	uint32_t job_id;
+	uid_t uid;
+
+	if (!option)
+		return 0; /* jobs without --squash-image never contact squashd */
+	if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS) {
+		keep_error("squash: cannot tell this step's job; the job cannot use --squash-image");
+		return 0;
+	}
+	gethostname(host, sizeof host - 1);
+
+	info.job_id = job_id;
+	req.op_case = SQUASH__REQUEST__OP_STEP_INFO;
+	req.step_info = &info;
+	if (squash_client_call(&opts, &req, &resp, why, sizeof why) != 0) {
+		keep_error("squash: squashd on node %s is not reachable: %s (job cannot use --squash-image)",
+			   host, why);
+		return 0;
+	}
+	if (resp->status != SQUASH__STATUS__OK)
+		explain(job_id, host, resp);
+	else if (resp->has_job_uid && resp->job_uid != (uint32_t)uid)
+		/* A stale record under a reused job id must not be handed over. */
+		keep_error("squash: job %u: squashd on node %s holds images of uid %u for this job id, not of uid %u",
+			   job_id, host, resp->job_uid, (unsigned)uid);
+	else
+		set_up(sp, job_id, resp);
+	squash__response__free_unpacked(resp, NULL);
+	return 0; /* the tasks report failures; see squash_step_task_init */
+}
+
+int squash_step_task_init(spank_t sp)
+{
+	int local_id = 0;
+
+	if (!step_error)
+		return 0;
+	/* One copy of the reason per node is enough; every task fails. */
+	if (spank_get_item(sp, S_TASK_ID, &local_id) != ESPANK_SUCCESS || local_id == 0)
+		fprintf(stderr, "%s\n", step_error);
+	return -1;
+}

@@ -1,0 +1,17 @@
+/* Submit-time check of --squash-image in sbatch, salloc and srun (as the
+ * user): every image must exist, be readable and look like a squashfs image,
+ * and every target must be allowed, so a mistake is refused before the job
+ * is queued. Hands the canonical list to the prolog. */
+#ifndef SPANK_SQUASH_SUBMIT_CHECK_H
+#define SPANK_SQUASH_SUBMIT_CHECK_H
+
+#include <slurm/spank.h>
+
+#include "plugin_settings.h"
+
+/* option: the --squash-image text, NULL when not given. Returns 0, or -1
+ * after telling the user why (the command then refuses to submit). */
+int squash_submit_check(spank_t sp, const char *option,
+			const struct squash_settings *s);
+
+#endif
