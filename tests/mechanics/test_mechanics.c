@@ -1,0 +1,752 @@
+/* Root-only tests of squashd's mount mechanics against the real kernel:
+ * opening images as another user, FUSE and loop mounts, teardown, and the
+ * failure paths (nothing may be left mounted, running or attached).
+ * Skipped (exit 77) without root, /dev/fuse, /dev/loop-control or the
+ * squashfs tools. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "identity.h"
+#include "image_open.h"
+#include "log.h"
+#include "mount_fuse.h"
+#include "mount_loop.h"
+#include "unmount.h"
+
+#define SKIP 77
+#define TIMEOUT_MS 5000
+#define NOBODY 65534
+
+static char tmpdir[256];
+static int failures, checks;
+
+/* Everything the cleanup must undo if a check aborts the run. */
+#define MAX_TRACKED 16
+static char mounts[MAX_TRACKED][512];
+static pid_t servers[MAX_TRACKED];
+
+static void check(bool ok, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void check(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	checks++;
+	if (!ok)
+		failures++;
+	printf("%s %d - ", ok ? "ok" : "not ok", checks);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+/* A failed requirement makes the rest meaningless: exit (cleanup runs). */
+#define REQUIRE(cond, ...)                                                   \
+	do {                                                                 \
+		bool ok_ = (cond);                                           \
+		check(ok_, __VA_ARGS__);                                     \
+		if (!ok_)                                                    \
+			exit(1);                                             \
+	} while (0)
+
+static void track_mount(const char *path)
+{
+	for (int i = 0; i < MAX_TRACKED; i++)
+		if (mounts[i][0] == '\0') {
+			snprintf(mounts[i], sizeof(mounts[i]), "%s", path);
+			return;
+		}
+}
+
+static void track_server(pid_t pid)
+{
+	for (int i = 0; i < MAX_TRACKED; i++)
+		if (servers[i] == 0) {
+			servers[i] = pid;
+			return;
+		}
+}
+
+static void untrack_server(pid_t pid)
+{
+	for (int i = 0; i < MAX_TRACKED; i++)
+		if (servers[i] == pid)
+			servers[i] = 0;
+}
+
+static void cleanup(void)
+{
+	char cmd[512];
+
+	for (int i = 0; i < MAX_TRACKED; i++)
+		while (mounts[i][0] != '\0' && is_mount_point(mounts[i]) &&
+		       umount2(mounts[i], MNT_DETACH) == 0)
+			;
+	for (int i = 0; i < MAX_TRACKED; i++)
+		if (servers[i] > 0) {
+			kill(servers[i], SIGKILL);
+			waitpid(servers[i], NULL, 0);
+		}
+	if (tmpdir[0] != '\0') {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cleanup: could not remove %s\n", tmpdir);
+	}
+}
+
+static void path_in_tmp(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", tmpdir, name);
+}
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+
+	REQUIRE(fd >= 0, "create %s", path);
+	REQUIRE(write(fd, text, strlen(text)) == (ssize_t)strlen(text),
+		"write %s", path);
+	close(fd);
+	chmod(path, mode);
+}
+
+static bool file_has(const char *path, const char *want)
+{
+	char buf[256];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return false;
+	buf[n] = '\0';
+	return strstr(buf, want) != NULL;
+}
+
+/* Finds path in mountinfo; copies the per-mount options, the fs type and
+ * the super options. Returns false when not mounted. */
+static bool mountinfo_of(const char *path, char *opts, char *fstype,
+			 char *super, size_t len)
+{
+	char line[4096];
+	bool found = false;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (f == NULL)
+		return false;
+	while (!found && fgets(line, sizeof(line), f) != NULL) {
+		char mnt[1024], o[1000], *sep = strstr(line, " - ");
+		char t[256], so[1000];
+
+		if (sep == NULL ||
+		    sscanf(line, "%*s %*s %*s %*s %1023s %999s", mnt, o) != 2 ||
+		    sscanf(sep + 3, "%255s %*s %999s", t, so) != 2)
+			continue;
+		if (strcmp(mnt, path) != 0)
+			continue;
+		found = true;
+		snprintf(opts, len, ",%s,", o);
+		snprintf(fstype, len, "%s", t);
+		snprintf(super, len, ",%s,", so);
+	}
+	fclose(f);
+	return found;
+}
+
+static bool has_opt(const char *list, const char *opt)
+{
+	char want[128];
+
+	snprintf(want, sizeof(want), ",%s,", opt);
+	return strstr(list, want) != NULL;
+}
+
+/* Finds the loop device backed by file, if any. */
+static bool loop_backed_by(const char *file, char *dev, size_t len)
+{
+	DIR *d = opendir("/sys/block");
+	struct dirent *e;
+	bool found = false;
+
+	if (d == NULL)
+		return false;
+	while (!found && (e = readdir(d)) != NULL) {
+		char p[512], back[1024] = "";
+		FILE *f;
+
+		if (strncmp(e->d_name, "loop", 4) != 0)
+			continue;
+		snprintf(p, sizeof(p), "/sys/block/%s/loop/backing_file",
+			 e->d_name);
+		f = fopen(p, "re");
+		if (f == NULL)
+			continue;
+		if (fgets(back, sizeof(back), f) != NULL) {
+			back[strcspn(back, "\n")] = '\0';
+			if (strcmp(back, file) == 0) {
+				found = true;
+				snprintf(dev, len, "/dev/%s", e->d_name);
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found;
+}
+
+/* True once no loop device is backed by file (autoclear may finish just
+ * after the last close, so poll up to wait_ms). */
+static bool loop_released(const char *file, int wait_ms)
+{
+	char dev[300];
+
+	for (int waited = 0; loop_backed_by(file, dev, sizeof(dev));
+	     waited += 20) {
+		if (waited >= wait_ms)
+			return false;
+		usleep(20000);
+	}
+	return true;
+}
+
+static bool process_gone(pid_t pid)
+{
+	return kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Children of this process still running or unreaped (servers, probes). */
+static int count_children(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	char want[64];
+	int n = 0;
+
+	if (d == NULL)
+		return -1;
+	snprintf(want, sizeof(want), "PPid:\t%d\n", (int)getpid());
+	while ((e = readdir(d)) != NULL) {
+		char p[300];
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(p, sizeof(p), "/proc/%s/status", e->d_name);
+		FILE *f = fopen(p, "re");
+		char line[256];
+
+		if (f == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (strcmp(line, want) == 0)
+				n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+static bool status_uid_is(pid_t pid, unsigned uid)
+{
+	char p[64], want[128];
+
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	snprintf(want, sizeof(want), "Uid:\t%u\t%u\t%u\t%u", uid, uid, uid, uid);
+	FILE *f = fopen(p, "re");
+	char line[256];
+	bool ok = false;
+
+	if (f == NULL)
+		return false;
+	while (!ok && fgets(line, sizeof(line), f) != NULL)
+		ok = strncmp(line, want, strlen(want)) == 0;
+	fclose(f);
+	return ok;
+}
+
+static bool have_tools(void)
+{
+	if (geteuid() != 0) {
+		printf("# skipped: needs root\n");
+		return false;
+	}
+	if (access("/dev/fuse", R_OK | W_OK) != 0 ||
+	    access("/dev/loop-control", R_OK | W_OK) != 0) {
+		printf("# skipped: needs /dev/fuse and /dev/loop-control\n");
+		return false;
+	}
+	if (access(SQUASHFUSE_LL_PATH, X_OK) != 0 ||
+	    system("mksquashfs -version >/dev/null 2>&1") != 0) {
+		printf("# skipped: needs %s and mksquashfs\n", SQUASHFUSE_LL_PATH);
+		return false;
+	}
+	return true;
+}
+
+/* ---- fixtures ---------------------------------------------------------- */
+
+static char img[512], secret[512], corrupt[512], notsq[512];
+
+static void make_fixtures(void)
+{
+	char src[512], p[600];
+
+	if (mkdtemp(tmpdir) == NULL) {
+		tmpdir[0] = '\0'; /* nothing for cleanup to remove */
+		REQUIRE(false, "mkdtemp: %s", strerror(errno));
+	}
+	chmod(tmpdir, 0755); /* nobody must reach the readable files */
+	path_in_tmp(src, sizeof(src), "src");
+	REQUIRE(mkdir(src, 0755) == 0, "mkdir src");
+	snprintf(p, sizeof(p), "%s/hello.txt", src);
+	write_file(p, "hello squash\n", 0644);
+	snprintf(p, sizeof(p), "%s/sub", src);
+	REQUIRE(mkdir(p, 0755) == 0, "mkdir sub");
+	snprintf(p, sizeof(p), "%s/sub/deep.txt", src);
+	write_file(p, "deep file\n", 0644);
+
+	path_in_tmp(img, sizeof(img), "img.sqfs");
+	REQUIRE(run("mksquashfs '%s' '%s' -quiet -no-progress -noappend >/dev/null",
+		    src, img) == 0, "mksquashfs builds img.sqfs");
+	chmod(img, 0644);
+
+	path_in_tmp(secret, sizeof(secret), "secret.sqfs");
+	REQUIRE(run("cp '%s' '%s'", img, secret) == 0, "copy secret.sqfs");
+	chmod(secret, 0600);
+
+	/* Superblock intact (so it passes a superblock check), every table
+	 * after it overwritten. */
+	path_in_tmp(corrupt, sizeof(corrupt), "corrupt.sqfs");
+	REQUIRE(run("cp '%s' '%s' && size=$(stat -c %%s '%s') && "
+		    "head -c $((size - 96)) /dev/zero | tr '\\0' '\\377' | "
+		    "dd of='%s' bs=1 seek=96 conv=notrunc status=none",
+		    img, corrupt, corrupt, corrupt) == 0,
+		"build corrupt.sqfs");
+	chmod(corrupt, 0644);
+
+	path_in_tmp(notsq, sizeof(notsq), "not-squashfs.bin");
+	REQUIRE(run("head -c 65536 /dev/urandom > '%s'", notsq) == 0,
+		"build not-squashfs.bin");
+	chmod(notsq, 0644);
+
+	path_in_tmp(p, sizeof(p), "adir");
+	REQUIRE(mkdir(p, 0755) == 0, "mkdir adir");
+	path_in_tmp(p, sizeof(p), "afifo");
+	REQUIRE(mkfifo(p, 0644) == 0, "mkfifo afifo");
+	path_in_tmp(p, sizeof(p), "alink");
+	REQUIRE(symlink(img, p) == 0, "symlink alink");
+}
+
+static void make_mountpoint(char *buf, size_t len, const char *name)
+{
+	path_in_tmp(buf, len, name);
+	REQUIRE(mkdir(buf, 0700) == 0, "mkdir %s", name);
+	track_mount(buf);
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+static void expect_open_error(const char *name, const struct identity *id,
+			      enum result want, const char *text)
+{
+	char path[512], err[512] = "";
+	struct stat st;
+	int fd = -1;
+	enum result r;
+
+	if (name[0] == '/')
+		snprintf(path, sizeof(path), "%s", name);
+	else
+		path_in_tmp(path, sizeof(path), name);
+	r = image_open_as_user(path, id, TIMEOUT_MS, &fd, &st, err,
+			       sizeof(err));
+	check(r == want && fd == -1 && strstr(err, text) != NULL &&
+		      strstr(err, path) != NULL,
+	      "open %s as %s refused (%d): %s", name, id->name, (int)r, err);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void test_open(const struct identity *nobody, const struct identity *root)
+{
+	char err[512] = "";
+	struct stat st, want;
+	int fd = -1;
+	enum result r;
+
+	r = image_open_as_user(img, nobody, TIMEOUT_MS, &fd, &st, err,
+			       sizeof(err));
+	REQUIRE(r == RESULT_OK && fd >= 0, "open readable image as nobody: %s",
+		err);
+	REQUIRE(stat(img, &want) == 0, "stat image");
+	check(st.st_ino == want.st_ino && st.st_dev == want.st_dev &&
+		      st.st_size == want.st_size,
+	      "returned stat describes the image");
+	check((fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY &&
+		      (fcntl(fd, F_GETFD) & FD_CLOEXEC),
+	      "descriptor is O_RDONLY and close-on-exec");
+	close(fd);
+
+	expect_open_error("secret.sqfs", nobody, RESULT_USER_ERROR,
+			  "not readable by user nobody (uid 65534): Permission denied");
+	expect_open_error("adir", nobody, RESULT_USER_ERROR, "is a directory");
+	expect_open_error("afifo", nobody, RESULT_USER_ERROR, "is a FIFO");
+	expect_open_error("alink", nobody, RESULT_USER_ERROR,
+			  "is a symbolic link");
+	expect_open_error("missing.sqfs", nobody, RESULT_USER_ERROR,
+			  "No such file or directory");
+	expect_open_error("img.sqfs/x", nobody, RESULT_USER_ERROR,
+			  "Not a directory");
+	expect_open_error("/dev/null", nobody, RESULT_USER_ERROR, "is a device");
+
+	fd = -1;
+	r = image_open_as_user(secret, root, TIMEOUT_MS, &fd, &st, err,
+			       sizeof(err));
+	check(r == RESULT_OK && fd >= 0, "root may open its 0600 image: %s",
+	      r == RESULT_OK ? "ok" : err);
+	if (fd >= 0)
+		close(fd);
+	check(count_children() == 0, "no opener process left behind");
+}
+
+/* A FUSE mount nobody serves stands in for a hung network file system:
+ * opening an image on it must time out, not hang squashd. */
+static void test_open_hung_fs(const struct identity *nobody)
+{
+	char mnt[512], path[600], opts[128], err[512] = "";
+	struct stat st;
+	struct timespec t0, t1;
+	int fuse_fd, fd = -1;
+	enum result r;
+
+	make_mountpoint(mnt, sizeof(mnt), "mnt-hung");
+	fuse_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	REQUIRE(fuse_fd >= 0, "open /dev/fuse");
+	snprintf(opts, sizeof(opts),
+		 "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other",
+		 fuse_fd);
+	if (mount("hung", mnt, "fuse.hung", MS_RDONLY | MS_NOSUID | MS_NODEV,
+		  opts) < 0) {
+		close(fuse_fd);
+		REQUIRE(false, "mount unserved FUSE: %s", strerror(errno));
+	}
+	snprintf(path, sizeof(path), "%s/img.sqfs", mnt);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = image_open_as_user(path, nobody, 500, &fd, &st, err, sizeof(err));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+		  (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	check(r == RESULT_NODE_ERROR && fd == -1 &&
+		      strstr(err, "timed out") != NULL,
+	      "open on a hung file system times out: %s", err);
+	check(ms < 2000, "open timeout bounded (%ld ms for 500 ms budget)", ms);
+	check(count_children() == 0, "stuck opener killed and reaped");
+	if (fd >= 0)
+		close(fd);
+	umount2(mnt, MNT_DETACH);
+	close(fuse_fd); /* aborts the connection */
+}
+
+static int open_or_die(const char *path, const struct identity *id)
+{
+	char err[512] = "";
+	struct stat st;
+	int fd = -1;
+
+	REQUIRE(image_open_as_user(path, id, TIMEOUT_MS, &fd, &st, err,
+				   sizeof(err)) == RESULT_OK,
+		"open %s as %s: %s", path, id->name, err);
+	return fd;
+}
+
+static void test_fuse(const struct identity *nobody)
+{
+	char mnt[512], p[600], opts[1024], type[1024], super[1024];
+	char err[512] = "";
+	pid_t server = 0;
+	int fd = open_or_die(img, nobody);
+	enum result r;
+
+	make_mountpoint(mnt, sizeof(mnt), "mnt-fuse");
+	r = fuse_mount_image(fd, mnt, nobody, SQUASHFUSE_LL_PATH, TIMEOUT_MS,
+			     &server, err, sizeof(err));
+	close(fd); /* the server holds its own copy */
+	if (server > 0)
+		track_server(server);
+	REQUIRE(r == RESULT_OK && server > 0, "FUSE mount as nobody: %s",
+		r == RESULT_OK ? "ok" : err);
+
+	snprintf(p, sizeof(p), "%s/hello.txt", mnt);
+	check(file_has(p, "hello squash"), "read hello.txt through FUSE");
+	snprintf(p, sizeof(p), "%s/sub/deep.txt", mnt);
+	check(file_has(p, "deep file"), "read sub/deep.txt through FUSE");
+	check(status_uid_is(server, NOBODY), "server %d runs as uid 65534",
+	      (int)server);
+	check(getsid(server) == server, "server runs in its own session");
+	check(is_mount_point(mnt) == 1, "is_mount_point sees the FUSE mount");
+	REQUIRE(mountinfo_of(mnt, opts, type, super, sizeof(opts)),
+		"FUSE mount in mountinfo");
+	check(has_opt(opts, "ro") && has_opt(opts, "nosuid") &&
+		      has_opt(opts, "nodev"),
+	      "FUSE mount options ro,nosuid,nodev: %s", opts);
+	check(strcmp(type, "fuse.squashfuse") == 0, "fs type %s", type);
+	check(has_opt(super, "allow_other") &&
+		      has_opt(super, "default_permissions") &&
+		      has_opt(super, "user_id=65534"),
+	      "FUSE super options: %s", super);
+
+	r = unmount_image(mnt, server, TIMEOUT_MS, err, sizeof(err));
+	check(r == RESULT_OK, "unmount FUSE: %s", r == RESULT_OK ? "ok" : err);
+	untrack_server(server);
+	check(!is_mount_point(mnt) && !mountinfo_of(mnt, opts, type, super,
+						    sizeof(opts)),
+	      "FUSE mount gone from mountinfo");
+	check(process_gone(server), "server exited and was reaped");
+	check(access(mnt, F_OK) != 0 && errno == ENOENT,
+	      "mount point removed");
+	r = unmount_image(mnt, 0, TIMEOUT_MS, err, sizeof(err));
+	check(r == RESULT_OK, "unmounting again is a no-op");
+}
+
+static void test_loop(const struct identity *root)
+{
+	char mnt[512], p[600], opts[1024], type[1024], super[1024];
+	char dev[64] = "", seen[300];
+	char err[512] = "";
+	int fd = open_or_die(img, root);
+	enum result r;
+
+	/* A space in the path exercises mountinfo's octal escapes. */
+	make_mountpoint(mnt, sizeof(mnt), "mnt loop");
+	r = loop_mount_image(fd, mnt, dev, sizeof(dev), err, sizeof(err));
+	close(fd);
+	REQUIRE(r == RESULT_OK, "loop mount: %s", r == RESULT_OK ? dev : err);
+	check(strncmp(dev, "/dev/loop", 9) == 0, "device name %s", dev);
+
+	snprintf(p, sizeof(p), "%s/hello.txt", mnt);
+	check(file_has(p, "hello squash"), "read hello.txt through squashfs");
+	check(is_mount_point(mnt) == 1, "is_mount_point decodes \\040");
+	check(loop_backed_by(img, seen, sizeof(seen)) &&
+		      strcmp(seen, dev) == 0,
+	      "%s is backed by the image", dev);
+	snprintf(p, sizeof(p), "/sys/block/%s/ro", dev + 5);
+	check(file_has(p, "1"), "%s is read-only", dev);
+	snprintf(p, sizeof(p), "/sys/block/%s/loop/autoclear", dev + 5);
+	check(file_has(p, "1"), "%s has autoclear", dev);
+
+	/* mountinfo escapes the space; compare against the escaped form. */
+	char esc[600];
+	snprintf(esc, sizeof(esc), "%s/mnt\\040loop", tmpdir);
+	REQUIRE(mountinfo_of(esc, opts, type, super, sizeof(opts)),
+		"escaped loop mount in mountinfo");
+	check(strcmp(type, "squashfs") == 0, "fs type %s", type);
+	check(has_opt(opts, "ro") && has_opt(opts, "nosuid") &&
+		      has_opt(opts, "nodev"),
+	      "loop mount options ro,nosuid,nodev: %s", opts);
+
+	r = unmount_image(mnt, 0, TIMEOUT_MS, err, sizeof(err));
+	check(r == RESULT_OK, "unmount loop: %s", r == RESULT_OK ? "ok" : err);
+	check(!is_mount_point(mnt), "loop mount gone");
+	check(loop_released(img, 2000),
+	      "autoclear released the loop device");
+}
+
+static void test_busy_unmount(const struct identity *root)
+{
+	char mnt[512], p[600], dev[64] = "", err[512] = "";
+	struct timespec t0, t1;
+	int fd = open_or_die(img, root), busy;
+	enum result r;
+
+	make_mountpoint(mnt, sizeof(mnt), "mnt-busy");
+	r = loop_mount_image(fd, mnt, dev, sizeof(dev), err, sizeof(err));
+	close(fd);
+	REQUIRE(r == RESULT_OK, "loop mount for busy test: %s", err);
+	snprintf(p, sizeof(p), "%s/hello.txt", mnt);
+	busy = open(p, O_RDONLY | O_CLOEXEC);
+	REQUIRE(busy >= 0, "hold a file open in the mount");
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = unmount_image(mnt, 0, 600, err, sizeof(err));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+		  (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	check(r == RESULT_OK && !is_mount_point(mnt),
+	      "busy mount detached lazily: %s", r == RESULT_OK ? "ok" : err);
+	check(ms < 1000, "busy unmount bounded (%ld ms for 600 ms budget)", ms);
+	close(busy);
+	check(loop_released(img, 2000),
+	      "loop device released after the last user closed");
+}
+
+static void test_fuse_corrupt(const struct identity *nobody)
+{
+	char mnt[512], err[512] = "";
+	pid_t server = 0;
+	int fd = open_or_die(corrupt, nobody);
+	enum result r;
+
+	make_mountpoint(mnt, sizeof(mnt), "mnt-corrupt");
+	r = fuse_mount_image(fd, mnt, nobody, SQUASHFUSE_LL_PATH, TIMEOUT_MS,
+			     &server, err, sizeof(err));
+	close(fd);
+	if (server > 0)
+		track_server(server);
+	check(r == RESULT_USER_ERROR && server == 0,
+	      "corrupt image refused as user error (%d): %s", (int)r, err);
+	check(!is_mount_point(mnt), "no FUSE mount left");
+	check(count_children() == 0, "no server or probe left");
+	check(loop_released(corrupt, 0),
+	      "no loop device for the corrupt image");
+
+	/* Not squashfs at all: squashfuse_ll exits before serving. */
+	fd = open_or_die(notsq, nobody);
+	r = fuse_mount_image(fd, mnt, nobody, SQUASHFUSE_LL_PATH, TIMEOUT_MS,
+			     &server, err, sizeof(err));
+	close(fd);
+	if (server > 0)
+		track_server(server);
+	check(r == RESULT_USER_ERROR && server == 0 &&
+		      strstr(err, "exit status") != NULL,
+	      "non-squashfs file refused by FUSE as user error (%d): %s",
+	      (int)r, err);
+	check(!is_mount_point(mnt), "no FUSE mount left");
+	check(count_children() == 0, "failed server reaped");
+}
+
+static void test_fuse_failures(const struct identity *nobody)
+{
+	char mnt[512], script[512], err[512] = "";
+	pid_t server = 0;
+	int fd;
+	enum result r;
+	struct timespec t0, t1;
+
+	/* A server that never answers: the mount must time out cleanly. */
+	path_in_tmp(script, sizeof(script), "hang.sh");
+	write_file(script, "#!/bin/sh\nexec sleep 60\n", 0755);
+	make_mountpoint(mnt, sizeof(mnt), "mnt-hang");
+	fd = open_or_die(img, nobody);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = fuse_mount_image(fd, mnt, nobody, script, 800, &server, err,
+			     sizeof(err));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (server > 0)
+		track_server(server);
+	long ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+		  (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	check(r == RESULT_NODE_ERROR && server == 0,
+	      "silent server times out as node error: %s", err);
+	check(ms < 3000, "timeout bounded (%ld ms for 800 ms budget)", ms);
+	check(!is_mount_point(mnt), "no mount left after timeout");
+	check(count_children() == 0, "hung server killed and reaped");
+
+	/* A server binary that does not exist. */
+	r = fuse_mount_image(fd, mnt, nobody, "/nonexistent/squashfuse_ll",
+			     TIMEOUT_MS, &server, err, sizeof(err));
+	if (server > 0)
+		track_server(server);
+	check(r == RESULT_NODE_ERROR && strstr(err, "cannot run") != NULL,
+	      "missing server binary is a node error: %s", err);
+	check(!is_mount_point(mnt), "no mount left after exec failure");
+	check(count_children() == 0, "failed server reaped");
+	close(fd);
+}
+
+static void test_loop_not_squashfs(const struct identity *root)
+{
+	char mnt[512], dev[64] = "", err[512] = "";
+	int fd = open_or_die(notsq, root);
+	enum result r;
+
+	make_mountpoint(mnt, sizeof(mnt), "mnt-notsq");
+	r = loop_mount_image(fd, mnt, dev, sizeof(dev), err, sizeof(err));
+	close(fd);
+	check(r == RESULT_USER_ERROR &&
+		      strstr(err, "could not mount the image as squashfs"),
+	      "non-squashfs file refused as user error (%d): %s", (int)r, err);
+	check(!is_mount_point(mnt), "nothing mounted");
+	check(loop_released(notsq, 2000),
+	      "no loop device left for the non-squashfs file");
+}
+
+/* Identities are large (group arrays); keep them off the stack, and
+ * global so an early exit leaves nothing unreachable. */
+static struct identity *nobody, *root, *stranger;
+
+static void free_identities(void)
+{
+	free(nobody);
+	free(root);
+	free(stranger);
+}
+
+int main(void)
+{
+	char err[512] = "";
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!have_tools())
+		return SKIP;
+	log_init(false);
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/squash-mech.XXXXXX");
+	atexit(free_identities);
+	nobody = calloc(1, sizeof(*nobody));
+	root = calloc(1, sizeof(*root));
+	stranger = calloc(1, sizeof(*stranger));
+	if (nobody == NULL || root == NULL || stranger == NULL)
+		return 99;
+	/* Registered before anything is created so it always runs. */
+	atexit(cleanup);
+	REQUIRE(identity_lookup(NOBODY, nobody, err, sizeof(err)) == RESULT_OK,
+		"look up uid 65534: %s", err);
+	REQUIRE(identity_lookup(0, root, err, sizeof(err)) == RESULT_OK,
+		"look up uid 0: %s", err);
+	check(identity_lookup(4000000000u, stranger, err, sizeof(err)) ==
+			      RESULT_USER_ERROR &&
+		      strstr(err, "not a known user") != NULL,
+	      "unknown uid is a user error: %s", err);
+
+	make_fixtures();
+	test_open(nobody, root);
+	test_open_hung_fs(nobody);
+	test_fuse(nobody);
+	test_loop(root);
+	test_busy_unmount(root);
+	test_fuse_corrupt(nobody);
+	test_fuse_failures(nobody);
+	test_loop_not_squashfs(root);
+
+	printf("# %d checks, %d failed\n", checks, failures);
+	return failures == 0 ? 0 : 1;
+}
