@@ -25,7 +25,10 @@ int squash_request_decode(const uint8_t *frame, size_t len,
 
 void squash_decoded_request_free(struct squash_decoded_request *d);
 
-/* Encodes a Response into a response frame and sends it. */
+/* Encodes a Response into a response frame and sends it. Returns 0 or a
+ * negative SQUASH_FRAME_* error. A response too large for one frame is
+ * replaced by a short NODE_ERROR response saying so, and
+ * SQUASH_FRAME_ETOOBIG is returned for the caller to log. */
 int squash_response_send(int fd, const Squash__Response *resp);
 
 #endif

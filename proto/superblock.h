@@ -45,7 +45,8 @@ int squash_superblock_check(const uint8_t *buf, size_t len, uint64_t file_size,
 			    size_t errlen);
 
 /* Reads the superblock from an open descriptor (pread at offset 0, fstat for
- * the size) and checks it as above. */
+ * the size) and checks it as above. Anything but a regular file is refused
+ * ("not a regular file"): a FIFO or device could block or change. */
 int squash_superblock_check_fd(int fd, enum squash_reader reader,
 			       struct squash_superblock_info *info, char *err,
 			       size_t errlen);

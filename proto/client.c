@@ -1,0 +1,291 @@
+#include "config.h"
+
+#include <errno.h>
+#include <munge.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "errmsg.h"
+#include "frame.h"
+
+#define DEFAULT_TIMEOUT_MS 30000
+
+/* Signs the encoded request: the credential's payload is exactly those
+ * bytes, so squashd can tie the sender's uid to this request. Returns a
+ * credential for free(), or NULL with err. */
+static char *munge_sign(const struct squash_client_options *opts,
+			const uint8_t *payload, size_t len, char *err,
+			size_t errlen)
+{
+	munge_ctx_t ctx = munge_ctx_create();
+	char *cred = NULL;
+	munge_err_t rc;
+
+	if (!ctx) {
+		squash_errf(err, errlen,
+			    "cannot create MUNGE credential: out of memory");
+		return NULL;
+	}
+	rc = EMUNGE_SUCCESS;
+	if (opts->munge_socket)
+		rc = munge_ctx_set(ctx, MUNGE_OPT_SOCKET, opts->munge_socket);
+	if (rc == EMUNGE_SUCCESS)
+		rc = munge_encode(&cred, ctx, payload, (int)len);
+	if (rc != EMUNGE_SUCCESS) {
+		const char *why = munge_ctx_strerror(ctx);
+
+		squash_errf(err, errlen,
+			    "cannot create MUNGE credential: %s (is munged running?)",
+			    why ? why : munge_strerror(rc));
+		free(cred);
+		cred = NULL;
+	}
+	munge_ctx_destroy(ctx);
+	return cred;
+}
+
+unsigned char *squash_client_pack_request(const struct squash_client_options *opts,
+					  const Squash__Request *req,
+					  size_t *len, char *err, size_t errlen)
+{
+	const size_t limit = SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE;
+	Squash__SignedRequest sr = SQUASH__SIGNED_REQUEST__INIT;
+	size_t request_len = squash__request__get_packed_size(req);
+	uint8_t *request = NULL;
+	unsigned char *out = NULL;
+	char *cred = NULL;
+	size_t out_len;
+
+	*len = 0;
+	if (request_len > limit) {
+		squash_errf(err, errlen, "request too large (%zu bytes, at most %zu)",
+			    request_len, limit);
+		return NULL;
+	}
+	request = malloc(request_len > 0 ? request_len : 1);
+	if (!request)
+		goto oom;
+	squash__request__pack(req, request);
+	sr.request.data = request;
+	sr.request.len = request_len;
+	if (opts && opts->use_munge) {
+		cred = munge_sign(opts, request, request_len, err, errlen);
+		if (!cred)
+			goto out;
+		sr.has_munge_credential = 1;
+		sr.munge_credential.data = (uint8_t *)cred;
+		sr.munge_credential.len = strlen(cred);
+	}
+	out_len = squash__signed_request__get_packed_size(&sr);
+	if (out_len > limit) {
+		squash_errf(err, errlen,
+			    "signed request too large (%zu bytes, at most %zu)",
+			    out_len, limit);
+		goto out;
+	}
+	out = malloc(out_len > 0 ? out_len : 1);
+	if (!out)
+		goto oom;
+	squash__signed_request__pack(&sr, out);
+	*len = out_len;
+	goto out;
+oom:
+	squash_errf(err, errlen, "out of memory");
+out:
+	free(request);
+	free(cred);
+	return out;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Connects within timeout_ms: for AF_UNIX a blocking connect waits on a
+ * full backlog for at most SO_SNDTIMEO, which also bounds the send. */
+static int connect_daemon(const char *path, int timeout_ms, char *err,
+			  size_t errlen)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = timeout_ms / 1000,
+			      .tv_usec = (timeout_ms % 1000) * 1000 };
+	int fd;
+
+	if (strlen(path) >= sizeof(addr.sun_path)) {
+		squash_errf(err, errlen, "squashd socket path is too long: %s",
+			    path);
+		return -1;
+	}
+	memcpy(addr.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		squash_errf(err, errlen, "cannot create socket: %s", strerror(errno));
+		return -1;
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+	    connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		if (errno == EAGAIN || errno == EINPROGRESS)
+			squash_errf(err, errlen,
+				    "squashd at %s did not accept the connection within %g s",
+				    path, timeout_ms / 1000.0);
+		else
+			squash_errf(err, errlen,
+				    "cannot connect to squashd at %s: %s (is squashd running?)",
+				    path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Turns a received response frame into a Response, or explains why not. */
+static Squash__Response *parse_response(const uint8_t *buf, size_t len,
+					char *err, size_t errlen)
+{
+	const uint8_t *payload = NULL;
+	size_t payload_len = 0;
+	uint16_t peer_version = 0;
+	Squash__Response *resp;
+	int rc;
+
+	rc = squash_frame_parse(buf, len, SQUASH_FRAME_RESPONSE, &payload,
+				&payload_len, &peer_version);
+	if (rc == SQUASH_FRAME_EVERSION) {
+		squash_errf(err, errlen,
+			    "squashd speaks protocol version %u, this client speaks version %d: install the same slurm-squash version on both",
+			    peer_version, SQUASH_PROTOCOL_VERSION);
+		return NULL;
+	}
+	if (rc != SQUASH_FRAME_OK) {
+		squash_errf(err, errlen, "bad response from squashd: %s",
+			    squash_frame_strerror(rc));
+		return NULL;
+	}
+	resp = squash__response__unpack(NULL, payload_len, payload);
+	if (!resp)
+		squash_errf(err, errlen, "squashd sent a response that cannot be decoded");
+	return resp;
+}
+
+static void explain_recv_error(int rc, int timeout_ms, char *err, size_t errlen)
+{
+	switch (rc) {
+	case SQUASH_FRAME_ETIMEDOUT:
+		squash_errf(err, errlen, "squashd did not answer within %g s",
+			    timeout_ms / 1000.0);
+		break;
+	case SQUASH_FRAME_ECLOSED:
+		squash_errf(err, errlen,
+			    "squashd closed the connection without answering (see its log)");
+		break;
+	case SQUASH_FRAME_EIO:
+		squash_errf(err, errlen, "cannot read squashd's answer: %s",
+			    strerror(errno));
+		break;
+	default:
+		squash_errf(err, errlen, "bad response from squashd: %s",
+			    squash_frame_strerror(rc));
+		break;
+	}
+}
+
+int squash_client_call(const struct squash_client_options *opts,
+		       const Squash__Request *req, Squash__Response **resp,
+		       char *err, size_t errlen)
+{
+	const char *path = opts && opts->socket_path ? opts->socket_path
+						     : SQUASH_DEFAULT_SOCKET;
+	int timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms
+						      : DEFAULT_TIMEOUT_MS;
+	long long deadline = now_ms() + timeout_ms;
+	unsigned char *payload;
+	uint8_t *buf = NULL;
+	size_t payload_len;
+	size_t len = 0;
+	long long left;
+	int fd = -1;
+	int rc;
+
+	*resp = NULL;
+	/* Sign before connecting: squashd should not wait on munged. */
+	payload = squash_client_pack_request(opts, req, &payload_len, err, errlen);
+	if (!payload)
+		return -1;
+	fd = connect_daemon(path, timeout_ms, err, errlen);
+	if (fd < 0)
+		goto out;
+	rc = squash_frame_send(fd, SQUASH_FRAME_REQUEST, payload, payload_len);
+	if (rc != SQUASH_FRAME_OK) {
+		if (rc == SQUASH_FRAME_EIO && errno == EAGAIN)
+			squash_errf(err, errlen,
+				    "squashd did not take the request within %g s",
+				    timeout_ms / 1000.0);
+		else
+			squash_errf(err, errlen, "cannot send request to squashd: %s",
+				    rc == SQUASH_FRAME_EIO ? strerror(errno)
+						       : squash_frame_strerror(rc));
+		goto out;
+	}
+	buf = malloc(SQUASH_FRAME_MAX);
+	if (!buf) {
+		squash_errf(err, errlen, "out of memory");
+		goto out;
+	}
+	left = deadline - now_ms();
+	rc = squash_frame_recv(fd, buf, &len, left > 0 ? (int)left : 0);
+	if (rc != SQUASH_FRAME_OK) {
+		explain_recv_error(rc, timeout_ms, err, errlen);
+		goto out;
+	}
+	*resp = parse_response(buf, len, err, errlen);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	free(payload);
+	return *resp ? 0 : -1;
+}
+
+const char *squash_status_name(Squash__Status status)
+{
+	switch (status) {
+	case SQUASH__STATUS__OK:
+		return "ok";
+	case SQUASH__STATUS__USER_ERROR:
+		return "user-error";
+	case SQUASH__STATUS__NODE_ERROR:
+		return "node-error";
+	case SQUASH__STATUS__DENIED:
+		return "denied";
+	case SQUASH__STATUS__BAD_REQUEST:
+		return "bad-request";
+	case SQUASH__STATUS__VERSION_MISMATCH:
+		return "version-mismatch";
+	case SQUASH__STATUS__NOT_FOUND:
+		return "not-found";
+	default:
+		return "unknown";
+	}
+}
+
+const char *squash_mode_name(Squash__MountMode mode)
+{
+	switch (mode) {
+	case SQUASH__MOUNT_MODE__FUSE:
+		return "fuse";
+	case SQUASH__MOUNT_MODE__KERNEL:
+		return "kernel";
+	default:
+		return "unknown";
+	}
+}

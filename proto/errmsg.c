@@ -1,0 +1,28 @@
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "errmsg.h"
+
+void squash_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+int squash_has_control_char(const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c < 0x20 || c == 0x7f)
+			return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,177 @@
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errmsg.h"
+#include "frame.h"
+#include "imagespec.h"
+#include "request_codec.h"
+
+/* A string field of a request: bounded and printable before any policy
+ * code looks at it. */
+static int check_string(const char *s, const char *what, size_t index,
+			char *err, size_t errlen)
+{
+	if (!s) {
+		squash_errf(err, errlen, "image %zu: missing %s", index, what);
+		return -1;
+	}
+	if (strnlen(s, SQUASH_PATH_MAX) >= SQUASH_PATH_MAX) {
+		squash_errf(err, errlen, "image %zu: %s is too long (at most %d bytes)",
+			    index, what, SQUASH_PATH_MAX - 1);
+		return -1;
+	}
+	if (squash_has_control_char(s)) {
+		squash_errf(err, errlen, "image %zu: %s contains a control character",
+			    index, what);
+		return -1;
+	}
+	return 0;
+}
+
+static int check_mount_job(const Squash__MountJobRequest *mj, char *err,
+			   size_t errlen)
+{
+	size_t i;
+
+	if (mj->n_images > SQUASH_MAX_IMAGES) {
+		squash_errf(err, errlen, "too many images (%zu, at most %d)",
+			    mj->n_images, SQUASH_MAX_IMAGES);
+		return -1;
+	}
+	for (i = 0; i < mj->n_images; i++) {
+		const Squash__ImageSpec *spec = mj->images[i];
+
+		if (!spec) {
+			squash_errf(err, errlen, "image %zu: missing", i + 1);
+			return -1;
+		}
+		if (check_string(spec->image, "image path", i + 1, err, errlen) < 0 ||
+		    check_string(spec->target, "target", i + 1, err, errlen) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Exactly one operation, with its message present. */
+static int check_request(const Squash__Request *req, char *err, size_t errlen)
+{
+	switch (req->op_case) {
+	case SQUASH__REQUEST__OP_MOUNT_JOB:
+		if (!req->mount_job)
+			break;
+		return check_mount_job(req->mount_job, err, errlen);
+	case SQUASH__REQUEST__OP_STEP_INFO:
+		if (!req->step_info)
+			break;
+		return 0;
+	case SQUASH__REQUEST__OP_RELEASE_JOB:
+		if (!req->release_job)
+			break;
+		return 0;
+	case SQUASH__REQUEST__OP_LIST:
+		if (!req->list)
+			break;
+		return 0;
+	case SQUASH__REQUEST__OP__NOT_SET:
+	default:
+		break;
+	}
+	squash_errf(err, errlen, "request names no known operation");
+	return -1;
+}
+
+int squash_request_decode(const uint8_t *frame, size_t len,
+			  struct squash_decoded_request *out,
+			  Squash__Status *status, char *err, size_t errlen)
+{
+	const uint8_t *payload = NULL;
+	size_t payload_len = 0;
+	uint16_t peer_version = 0;
+	Squash__SignedRequest *sr;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	*status = SQUASH__STATUS__BAD_REQUEST;
+	rc = squash_frame_parse(frame, len, SQUASH_FRAME_REQUEST, &payload,
+				&payload_len, &peer_version);
+	out->peer_version = peer_version;
+	if (rc == SQUASH_FRAME_EVERSION) {
+		*status = SQUASH__STATUS__VERSION_MISMATCH;
+		squash_errf(err, errlen,
+			    "protocol version %u is not supported (squashd speaks %d)",
+			    peer_version, SQUASH_PROTOCOL_VERSION);
+		return -1;
+	}
+	if (rc != SQUASH_FRAME_OK) {
+		squash_errf(err, errlen, "bad request frame: %s",
+			    squash_frame_strerror(rc));
+		return -1;
+	}
+	/* protobuf-c allocates in proportion to the input, which the frame
+	 * buffer bounds to 64 KiB. */
+	sr = squash__signed_request__unpack(NULL, payload_len, payload);
+	if (!sr) {
+		squash_errf(err, errlen, "request is not a valid SignedRequest");
+		return -1;
+	}
+	out->signed_request = sr;
+	out->request = squash__request__unpack(NULL, sr->request.len,
+					       sr->request.data);
+	if (!out->request) {
+		squash_errf(err, errlen, "signed payload is not a valid Request");
+		return -1;
+	}
+	if (check_request(out->request, err, errlen) < 0)
+		return -1;
+	*status = SQUASH__STATUS__OK;
+	return 0;
+}
+
+void squash_decoded_request_free(struct squash_decoded_request *d)
+{
+	if (d->request)
+		squash__request__free_unpacked(d->request, NULL);
+	if (d->signed_request)
+		squash__signed_request__free_unpacked(d->signed_request, NULL);
+	d->request = NULL;
+	d->signed_request = NULL;
+}
+
+/* What the peer gets instead of a response that does not fit in a frame:
+ * a reason rather than a closed connection. */
+static int send_too_large(int fd, size_t size)
+{
+	Squash__Response small = SQUASH__RESPONSE__INIT;
+	char message[128];
+	uint8_t buf[256];
+	size_t len;
+
+	snprintf(message, sizeof(message),
+		 "response too large for one message (%zu bytes, at most %d)",
+		 size, SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE);
+	small.status = SQUASH__STATUS__NODE_ERROR;
+	small.message = message;
+	len = squash__response__pack(&small, buf);
+	squash_frame_send(fd, SQUASH_FRAME_RESPONSE, buf, len);
+	return SQUASH_FRAME_ETOOBIG;
+}
+
+int squash_response_send(int fd, const Squash__Response *resp)
+{
+	size_t size = squash__response__get_packed_size(resp);
+	uint8_t *buf;
+	int rc;
+
+	if (size > SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE)
+		return send_too_large(fd, size);
+	buf = malloc(size > 0 ? size : 1);
+	if (!buf)
+		return SQUASH_FRAME_EIO;
+	squash__response__pack(resp, buf);
+	rc = squash_frame_send(fd, SQUASH_FRAME_RESPONSE, buf, size);
+	free(buf);
+	return rc;
+}

@@ -1,0 +1,212 @@
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errmsg.h"
+#include "imagespec.h"
+#include "target.h"
+
+#define QUOTE_MAX 200
+
+/* Top-level directories a job must never cover: the system the job and
+ * slurmstepd run on, and the kernel's interfaces. */
+static const char *const system_dirs[] = {
+	"etc", "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
+	"var", "run", "proc", "sys", "dev", "boot", "root", "srv",
+};
+
+bool squash_is_system_path(const char *path)
+{
+	const char *first = path;
+	size_t len;
+	size_t i;
+
+	if (*path != '/')
+		return false;
+	/* Compare the first component, so "//etc" and "/etc/x" count too and
+	 * "/etcetera" does not. */
+	while (*first == '/')
+		first++;
+	len = strcspn(first, "/");
+	if (len == 0)
+		return true; /* "/" itself */
+	if ((len == 1 && first[0] == '.') ||
+	    (len == 2 && first[0] == '.' && first[1] == '.'))
+		return true; /* "/./etc": not normalised, assume the worst */
+	for (i = 0; i < sizeof(system_dirs) / sizeof(system_dirs[0]); i++)
+		if (strlen(system_dirs[i]) == len &&
+		    memcmp(first, system_dirs[i], len) == 0)
+			return true;
+	return false;
+}
+
+/* Syntax shared by targets and prefixes. `what` names the kind of path in
+ * the message. */
+static int check_clean_path(const char *path, const char *what, char *err,
+			    size_t errlen)
+{
+	size_t len = strnlen(path, SQUASH_PATH_MAX);
+	const char *p;
+
+	if (len == 0) {
+		squash_errf(err, errlen, "empty %s", what);
+		return -1;
+	}
+	if (squash_has_control_char(path)) {
+		squash_errf(err, errlen, "%s contains a control character", what);
+		return -1;
+	}
+	if (len >= SQUASH_PATH_MAX) {
+		squash_errf(err, errlen, "%s is too long (at most %d bytes)",
+			    what, SQUASH_PATH_MAX - 1);
+		return -1;
+	}
+	if (path[0] != '/') {
+		squash_errf(err, errlen, "%s '%.*s' is not an absolute path",
+			    what, QUOTE_MAX, path);
+		return -1;
+	}
+	if (strpbrk(path, ",:")) {
+		squash_errf(err, errlen, "%s '%.*s' contains ',' or ':'", what,
+			    QUOTE_MAX, path);
+		return -1;
+	}
+	if (len > 1 && path[len - 1] == '/') {
+		squash_errf(err, errlen, "%s '%.*s' ends with '/'", what,
+			    QUOTE_MAX, path);
+		return -1;
+	}
+	for (p = path; *p == '/';) {
+		const char *comp = p + 1;
+		size_t n = strcspn(comp, "/");
+
+		if (len > 1 && (n == 0 || (n == 1 && comp[0] == '.') ||
+				(n == 2 && comp[0] == '.' && comp[1] == '.'))) {
+			squash_errf(err, errlen,
+				    "%s '%.*s' is not normalised (empty, '.' or '..' component)",
+				    what, QUOTE_MAX, path);
+			return -1;
+		}
+		p = comp + n;
+	}
+	if (squash_is_system_path(path)) {
+		squash_errf(err, errlen, "%s '%.*s' is a system directory", what,
+			    QUOTE_MAX, path);
+		return -1;
+	}
+	return 0;
+}
+
+int squash_prefixes_parse(const char *text, struct squash_prefixes *out,
+			  char *err, size_t errlen)
+{
+	const char *p = text;
+
+	memset(out, 0, sizeof(*out));
+	if (!text || !*text) {
+		squash_errf(err, errlen, "no target prefix given");
+		return -1;
+	}
+	for (;;) {
+		const char *colon = strchr(p, ':');
+		size_t len = colon ? (size_t)(colon - p) : strlen(p);
+		char *item;
+
+		if (out->count == SQUASH_MAX_PREFIXES) {
+			squash_errf(err, errlen, "too many target prefixes (at most %d)",
+				    SQUASH_MAX_PREFIXES);
+			goto fail;
+		}
+		if (len >= SQUASH_PATH_MAX) {
+			squash_errf(err, errlen,
+				    "target prefix %zu is too long (at most %d bytes)",
+				    out->count + 1, SQUASH_PATH_MAX - 1);
+			goto fail;
+		}
+		item = strndup(p, len);
+		if (!item) {
+			squash_errf(err, errlen, "out of memory");
+			goto fail;
+		}
+		out->items[out->count++] = item;
+		if (check_clean_path(item, "target prefix", err, errlen) < 0)
+			goto fail;
+		if (!colon)
+			break;
+		p = colon + 1;
+	}
+	return 0;
+fail:
+	squash_prefixes_free(out);
+	return -1;
+}
+
+void squash_prefixes_free(struct squash_prefixes *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->count && i < SQUASH_MAX_PREFIXES; i++)
+		free(p->items[i]);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Component-boundary prefix test: /squash/x is below /squash, /squashX and
+ * /squash itself are not. */
+static bool strictly_below(const char *path, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return strncmp(path, prefix, n) == 0 && path[n] == '/' &&
+	       path[n + 1] != '\0';
+}
+
+static void list_prefixes(const struct squash_prefixes *allowed, char *buf,
+			  size_t buflen)
+{
+	size_t used = 0;
+	size_t i;
+
+	buf[0] = '\0';
+	for (i = 0; i < allowed->count && used < buflen; i++) {
+		int n = snprintf(buf + used, buflen - used, "%s%s",
+				 i > 0 ? ":" : "", allowed->items[i]);
+
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+}
+
+int squash_target_check(const char *target, const struct squash_prefixes *allowed,
+			char *err, size_t errlen)
+{
+	char names[512];
+	size_t i;
+
+	if (!target) {
+		squash_errf(err, errlen, "empty target");
+		return -1;
+	}
+	if (check_clean_path(target, "target", err, errlen) < 0)
+		return -1;
+	if (!allowed || allowed->count == 0) {
+		squash_errf(err, errlen, "no target prefixes are allowed on this node");
+		return -1;
+	}
+	for (i = 0; i < allowed->count; i++) {
+		if (strictly_below(target, allowed->items[i]))
+			return 0;
+		if (strcmp(target, allowed->items[i]) == 0) {
+			squash_errf(err, errlen,
+				    "target '%.*s' is the prefix itself; mount below it, e.g. %.*s/NAME",
+				    QUOTE_MAX, target, QUOTE_MAX, target);
+			return -1;
+		}
+	}
+	list_prefixes(allowed, names, sizeof(names));
+	squash_errf(err, errlen, "target '%.*s' is not below an allowed prefix (%s)",
+		    QUOTE_MAX, target, names);
+	return -1;
+}

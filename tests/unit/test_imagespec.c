@@ -1,0 +1,161 @@
+/* The --squash-image syntax: parsing, canonical text, default targets. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "imagespec.h"
+#include "unit.h"
+
+static char err[512];
+
+/* Parses text expecting failure; returns the message. */
+static const char *parse_error(const char *text)
+{
+	struct squash_image_list list;
+
+	err[0] = '\0';
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), -1);
+	CHECK_INT(list.count, 0);
+	return err;
+}
+
+static void test_single_and_targets(void)
+{
+	struct squash_image_list list;
+
+	CHECK_INT(squash_imagespec_parse("tools.sqfs", &list, err, sizeof(err)), 0);
+	CHECK_INT(list.count, 1);
+	CHECK_STR(list.items[0].image, "tools.sqfs");
+	CHECK(list.items[0].target == NULL);
+	squash_imagespec_free(&list);
+
+	CHECK_INT(squash_imagespec_parse("/a/x.sqfs:/squash/x,rel/y.sqsh,z:/squash/zz",
+					 &list, err, sizeof(err)), 0);
+	CHECK_INT(list.count, 3);
+	CHECK_STR(list.items[0].image, "/a/x.sqfs");
+	CHECK_STR(list.items[0].target, "/squash/x");
+	CHECK_STR(list.items[1].image, "rel/y.sqsh");
+	CHECK(list.items[1].target == NULL);
+	CHECK_STR(list.items[2].image, "z");
+	CHECK_STR(list.items[2].target, "/squash/zz");
+	squash_imagespec_free(&list);
+	CHECK_INT(list.count, 0);
+}
+
+static void test_format_round_trip(void)
+{
+	struct squash_image_list list, again;
+	const char *text = "/a/x.sqfs:/squash/x,/b/y.sqsh,/c/z.sfs:/squash/z";
+	char *formatted;
+
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	formatted = squash_imagespec_format(&list);
+	CHECK_STR(formatted, text);
+	CHECK_INT(squash_imagespec_parse(formatted, &again, err, sizeof(err)), 0);
+	CHECK_INT(again.count, 3);
+	free(formatted);
+	squash_imagespec_free(&again);
+	squash_imagespec_free(&list);
+
+	list.count = 0;
+	formatted = squash_imagespec_format(&list);
+	CHECK_STR(formatted, "");
+	free(formatted);
+}
+
+static void test_syntax_errors(void)
+{
+	CHECK_STR(parse_error(""), "no image given");
+	CHECK_STR(parse_error("a.sqfs,"), "item 2 is empty (stray ',')");
+	CHECK_STR(parse_error(",a.sqfs"), "item 1 is empty (stray ',')");
+	CHECK_STR(parse_error("a,,b"), "item 2 is empty (stray ',')");
+	CHECK_STR(parse_error("a.sqfs:"), "item 1 ('a.sqfs:'): empty target path");
+	CHECK_STR(parse_error(":/squash/t"), "item 1 (':/squash/t'): empty image path");
+	CHECK_CONTAINS(parse_error("a:/b:/c"), "more than one ':'");
+	CHECK_STR(parse_error("ok.sqfs,bad\n.sqfs"),
+		  "item 2 contains a control character");
+	CHECK_STR(parse_error("a.sqfs:/squash/\x1b[31m"),
+		  "item 1 contains a control character");
+	CHECK_STR(parse_error("a\x7f"), "item 1 contains a control character");
+}
+
+static void test_limits(void)
+{
+	struct squash_image_list list;
+	char text[40 * 3];
+	char *long_path;
+	int i;
+
+	/* Exactly SQUASH_MAX_IMAGES is fine, one more is not. */
+	text[0] = '\0';
+	for (i = 0; i < SQUASH_MAX_IMAGES; i++)
+		strcat(text, i ? ",i.sqfs" : "i.sqfs");
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(list.count, SQUASH_MAX_IMAGES);
+	squash_imagespec_free(&list);
+	strcat(text, ",i.sqfs");
+	CHECK_STR(parse_error(text), "too many images (17, at most 16)");
+
+	long_path = malloc(SQUASH_PATH_MAX + 16);
+	memset(long_path, 'p', SQUASH_PATH_MAX - 1);
+	long_path[SQUASH_PATH_MAX - 1] = '\0';
+	CHECK_INT(squash_imagespec_parse(long_path, &list, err, sizeof(err)), 0);
+	squash_imagespec_free(&list);
+	long_path[SQUASH_PATH_MAX - 1] = 'p';
+	long_path[SQUASH_PATH_MAX] = '\0';
+	CHECK_STR(parse_error(long_path),
+		  "item 1: image path is too long (4096 bytes, at most 4095)");
+	strcpy(long_path, "img:/");
+	memset(long_path + 5, 't', SQUASH_PATH_MAX);
+	long_path[SQUASH_PATH_MAX + 5] = '\0';
+	CHECK_CONTAINS(parse_error(long_path), "target path is too long");
+	free(long_path);
+}
+
+static const char *default_target(const char *image, const char *base)
+{
+	static char out[SQUASH_PATH_MAX];
+
+	err[0] = '\0';
+	if (squash_default_target(image, base, out, sizeof(out), err, sizeof(err)) < 0)
+		return NULL;
+	return out;
+}
+
+static void test_default_target(void)
+{
+	CHECK_STR(default_target("/home/a/tools.sqfs", "/squash"), "/squash/tools");
+	CHECK_STR(default_target("ref.squashfs", "/squash"), "/squash/ref");
+	CHECK_STR(default_target("x/y.sqsh", "/squash/"), "/squash/y");
+	CHECK_STR(default_target("x/y.sfs", "/squash"), "/squash/y");
+	CHECK_STR(default_target("data.img", "/squash"), "/squash/data.img");
+	CHECK_STR(default_target("a.sqfs.sqfs", "/squash"), "/squash/a.sqfs");
+	CHECK(default_target("/home/a/.sqfs", "/squash") == NULL);
+	CHECK_STR(err, "cannot derive a mount point from '/home/a/.sqfs'; give one as IMAGE:TARGET");
+	CHECK(default_target("/home/a/", "/squash") == NULL);
+	CHECK(default_target("..", "/squash") == NULL);
+	CHECK(default_target("bad\tname.sqfs", "/squash") == NULL);
+	CHECK_STR(err, "image path contains a control character");
+
+	{
+		char small[16];
+
+		CHECK_INT(squash_default_target("abcdefghij.sqfs", "/squash", small,
+						sizeof(small), err, sizeof(err)), -1);
+		CHECK_CONTAINS(err, "would be too long");
+		CHECK_INT(squash_default_target("abcdefg.sqfs", "/squash", small,
+						sizeof(small), err, sizeof(err)), 0);
+		CHECK_STR(small, "/squash/abcdefg");
+	}
+}
+
+int main(void)
+{
+	test_single_and_targets();
+	test_format_round_trip();
+	test_syntax_errors();
+	test_limits();
+	test_default_target();
+	return unit_exit_code();
+}

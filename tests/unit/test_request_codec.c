@@ -1,0 +1,259 @@
+/* Server-side request decoding and response sending: valid requests of
+ * every kind, and the hostile ones squashd must refuse with a reason. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "frame.h"
+#include "imagespec.h"
+#include "request_codec.h"
+#include "unit.h"
+
+static uint8_t frame[SQUASH_FRAME_MAX];
+static char err[512];
+
+/* Frames a SignedRequest payload as a request of the given version. */
+static size_t frame_payload(const uint8_t *payload, size_t len, uint16_t version)
+{
+	long n = squash_frame_encode(frame, sizeof(frame), SQUASH_FRAME_REQUEST,
+				     payload, len);
+
+	CHECK(n > 0);
+	frame[4] = (uint8_t)(version >> 8);
+	frame[5] = (uint8_t)version;
+	return n > 0 ? (size_t)n : 0;
+}
+
+static size_t frame_request(const Squash__Request *req, uint16_t version)
+{
+	struct squash_client_options opts = { 0 };
+	unsigned char *payload;
+	size_t len, n;
+
+	payload = squash_client_pack_request(&opts, req, &len, err, sizeof(err));
+	CHECK(payload != NULL);
+	if (!payload)
+		return 0;
+	n = frame_payload(payload, len, version);
+	free(payload);
+	return n;
+}
+
+/* Decodes the frame expecting a refusal with the given status. */
+static const char *refusal(size_t len, Squash__Status expect)
+{
+	struct squash_decoded_request d;
+	Squash__Status status = SQUASH__STATUS__OK;
+
+	err[0] = '\0';
+	CHECK_INT(squash_request_decode(frame, len, &d, &status, err, sizeof(err)), -1);
+	CHECK_INT(status, expect);
+	squash_decoded_request_free(&d);
+	return err;
+}
+
+static void test_valid_requests(void)
+{
+	Squash__Request req = SQUASH__REQUEST__INIT;
+	Squash__MountJobRequest mount = SQUASH__MOUNT_JOB_REQUEST__INIT;
+	Squash__ListRequest list = SQUASH__LIST_REQUEST__INIT;
+	Squash__ImageSpec spec = SQUASH__IMAGE_SPEC__INIT;
+	Squash__ImageSpec *specs[] = { &spec };
+	struct squash_decoded_request d;
+	Squash__Status status;
+	size_t len;
+
+	spec.image = "/home/alice/tools.sqfs";
+	spec.target = "/squash/tools";
+	mount.job_id = 77;
+	mount.uid = 1000;
+	mount.n_images = 1;
+	mount.images = specs;
+	req.op_case = SQUASH__REQUEST__OP_MOUNT_JOB;
+	req.mount_job = &mount;
+	len = frame_request(&req, SQUASH_PROTOCOL_VERSION);
+	CHECK_INT(squash_request_decode(frame, len, &d, &status, err, sizeof(err)), 0);
+	CHECK_INT(status, SQUASH__STATUS__OK);
+	CHECK_INT(d.peer_version, SQUASH_PROTOCOL_VERSION);
+	CHECK_INT(d.request->op_case, SQUASH__REQUEST__OP_MOUNT_JOB);
+	CHECK_INT(d.request->mount_job->job_id, 77);
+	CHECK_INT(d.request->mount_job->uid, 1000);
+	CHECK_INT(d.request->mount_job->n_images, 1);
+	CHECK_STR(d.request->mount_job->images[0]->image, "/home/alice/tools.sqfs");
+	CHECK_STR(d.request->mount_job->images[0]->target, "/squash/tools");
+	CHECK(!d.signed_request->has_munge_credential);
+	squash_decoded_request_free(&d);
+	CHECK(d.request == NULL && d.signed_request == NULL);
+
+	req.op_case = SQUASH__REQUEST__OP_LIST;
+	req.list = &list;
+	len = frame_request(&req, SQUASH_PROTOCOL_VERSION);
+	CHECK_INT(squash_request_decode(frame, len, &d, &status, err, sizeof(err)), 0);
+	CHECK_INT(d.request->op_case, SQUASH__REQUEST__OP_LIST);
+	squash_decoded_request_free(&d);
+}
+
+static void test_frame_refusals(void)
+{
+	Squash__Request req = SQUASH__REQUEST__INIT;
+	Squash__StepInfoRequest step = SQUASH__STEP_INFO_REQUEST__INIT;
+	struct squash_decoded_request d;
+	Squash__Status status;
+	size_t len;
+
+	step.job_id = 5;
+	req.op_case = SQUASH__REQUEST__OP_STEP_INFO;
+	req.step_info = &step;
+	len = frame_request(&req, 2);
+	CHECK_STR(refusal(len, SQUASH__STATUS__VERSION_MISMATCH),
+		  "protocol version 2 is not supported (squashd speaks 1)");
+	CHECK_INT(squash_request_decode(frame, len, &d, &status, NULL, 0), -1);
+	CHECK_INT(d.peer_version, 2);
+	squash_decoded_request_free(&d);
+
+	len = frame_request(&req, SQUASH_PROTOCOL_VERSION);
+	frame[7] = SQUASH_FRAME_RESPONSE;
+	CHECK_STR(refusal(len, SQUASH__STATUS__BAD_REQUEST),
+		  "bad request frame: unexpected message kind");
+	memcpy(frame, "GET / HTTP/1.0\r\n", 16);
+	CHECK_STR(refusal(16, SQUASH__STATUS__BAD_REQUEST),
+		  "bad request frame: not a squashd message (bad magic)");
+	CHECK_STR(refusal(3, SQUASH__STATUS__BAD_REQUEST),
+		  "bad request frame: message shorter than the frame header");
+}
+
+static void test_payload_refusals(void)
+{
+	/* Field 1 (request) claims 100 bytes, 2 follow. */
+	static const uint8_t truncated[] = { 0x0a, 0x64, 0x01, 0x02 };
+	/* SignedRequest without its required request field. */
+	static const uint8_t no_request[] = { 0x12, 0x01, 'x' };
+	/* Request bytes that are not a Request (wire type 7 is invalid). */
+	static const uint8_t bad_request[] = { 0x0a, 0x01, 0x0f };
+	/* A Request whose mount_job lacks the required uid. */
+	static const uint8_t missing_uid[] = { 0x0a, 0x04, 0x0a, 0x02, 0x08, 0x01 };
+	/* An empty Request: no operation. */
+	static const uint8_t no_op[] = { 0x0a, 0x00 };
+
+	CHECK_STR(refusal(frame_payload(truncated, sizeof(truncated), 1),
+			  SQUASH__STATUS__BAD_REQUEST),
+		  "request is not a valid SignedRequest");
+	CHECK_STR(refusal(frame_payload(no_request, sizeof(no_request), 1),
+			  SQUASH__STATUS__BAD_REQUEST),
+		  "request is not a valid SignedRequest");
+	CHECK_STR(refusal(frame_payload(bad_request, sizeof(bad_request), 1),
+			  SQUASH__STATUS__BAD_REQUEST),
+		  "signed payload is not a valid Request");
+	CHECK_STR(refusal(frame_payload(missing_uid, sizeof(missing_uid), 1),
+			  SQUASH__STATUS__BAD_REQUEST),
+		  "signed payload is not a valid Request");
+	CHECK_STR(refusal(frame_payload(no_op, sizeof(no_op), 1),
+			  SQUASH__STATUS__BAD_REQUEST),
+		  "request names no known operation");
+	CHECK_STR(refusal(frame_payload(NULL, 0, 1), SQUASH__STATUS__BAD_REQUEST),
+		  "request is not a valid SignedRequest");
+}
+
+static void test_limits(void)
+{
+	Squash__Request req = SQUASH__REQUEST__INIT;
+	Squash__MountJobRequest mount = SQUASH__MOUNT_JOB_REQUEST__INIT;
+	Squash__ImageSpec spec = SQUASH__IMAGE_SPEC__INIT;
+	Squash__ImageSpec *specs[SQUASH_MAX_IMAGES + 1];
+	char *long_path = malloc(SQUASH_PATH_MAX + 1);
+	struct squash_decoded_request d;
+	Squash__Status status;
+	size_t i, len;
+
+	for (i = 0; i < SQUASH_MAX_IMAGES + 1; i++)
+		specs[i] = &spec;
+	spec.image = "/a.sqfs";
+	spec.target = "/squash/a";
+	mount.images = specs;
+	req.op_case = SQUASH__REQUEST__OP_MOUNT_JOB;
+	req.mount_job = &mount;
+
+	mount.n_images = SQUASH_MAX_IMAGES;
+	len = frame_request(&req, 1);
+	CHECK_INT(squash_request_decode(frame, len, &d, &status, err, sizeof(err)), 0);
+	squash_decoded_request_free(&d);
+	mount.n_images = SQUASH_MAX_IMAGES + 1;
+	CHECK_STR(refusal(frame_request(&req, 1), SQUASH__STATUS__BAD_REQUEST),
+		  "too many images (17, at most 16)");
+
+	mount.n_images = 1;
+	spec.target = "/squash/a\nfake log line";
+	CHECK_STR(refusal(frame_request(&req, 1), SQUASH__STATUS__BAD_REQUEST),
+		  "image 1: target contains a control character");
+	spec.target = "/squash/a";
+
+	memset(long_path, 'x', SQUASH_PATH_MAX);
+	long_path[0] = '/';
+	long_path[SQUASH_PATH_MAX] = '\0';
+	spec.image = long_path;
+	CHECK_STR(refusal(frame_request(&req, 1), SQUASH__STATUS__BAD_REQUEST),
+		  "image 1: image path is too long (at most 4095 bytes)");
+	long_path[SQUASH_PATH_MAX - 1] = '\0';
+	len = frame_request(&req, 1);
+	CHECK_INT(squash_request_decode(frame, len, &d, &status, err, sizeof(err)), 0);
+	squash_decoded_request_free(&d);
+	free(long_path);
+}
+
+static void test_response_send(void)
+{
+	Squash__Response resp = SQUASH__RESPONSE__INIT;
+	Squash__Response *got;
+	const uint8_t *payload;
+	size_t payload_len, len;
+	char *huge = malloc(SQUASH_FRAME_MAX);
+	int sv[2];
+
+	CHECK_INT(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	resp.status = SQUASH__STATUS__USER_ERROR;
+	resp.message = "image is truncated";
+	CHECK_INT(squash_response_send(sv[0], &resp), SQUASH_FRAME_OK);
+	CHECK_INT(squash_frame_recv(sv[1], frame, &len, 1000), SQUASH_FRAME_OK);
+	CHECK_INT(squash_frame_parse(frame, len, SQUASH_FRAME_RESPONSE, &payload,
+				     &payload_len, NULL), SQUASH_FRAME_OK);
+	got = squash__response__unpack(NULL, payload_len, payload);
+	CHECK(got != NULL);
+	if (got) {
+		CHECK_INT(got->status, SQUASH__STATUS__USER_ERROR);
+		CHECK_STR(got->message, "image is truncated");
+		squash__response__free_unpacked(got, NULL);
+	}
+
+	/* Too large for a frame: the peer still learns why. */
+	memset(huge, 'm', SQUASH_FRAME_MAX - 1);
+	huge[SQUASH_FRAME_MAX - 1] = '\0';
+	resp.message = huge;
+	CHECK_INT(squash_response_send(sv[0], &resp), SQUASH_FRAME_ETOOBIG);
+	CHECK_INT(squash_frame_recv(sv[1], frame, &len, 1000), SQUASH_FRAME_OK);
+	CHECK_INT(squash_frame_parse(frame, len, SQUASH_FRAME_RESPONSE, &payload,
+				     &payload_len, NULL), SQUASH_FRAME_OK);
+	got = squash__response__unpack(NULL, payload_len, payload);
+	CHECK(got != NULL);
+	if (got) {
+		CHECK_INT(got->status, SQUASH__STATUS__NODE_ERROR);
+		CHECK_CONTAINS(got->message, "response too large for one message");
+		squash__response__free_unpacked(got, NULL);
+	}
+	close(sv[0]);
+	close(sv[1]);
+	free(huge);
+}
+
+int main(void)
+{
+	test_valid_requests();
+	test_frame_refusals();
+	test_payload_refusals();
+	test_limits();
+	test_response_send();
+	return unit_exit_code();
+}
