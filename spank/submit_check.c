@@ -22,12 +22,12 @@ static int resolve_image(struct squash_image_spec *item)
 	char *abs = realpath(item->image, NULL);
 
 	if (!abs) {
-		slurm_error("squash: image '%s': %s", item->image, strerror(errno));
+		slurm_error("squash: %s: %s", item->image, strerror(errno));
 		return -1;
 	}
 	/* The option syntax cannot carry these; a symlink may introduce them. */
 	if (strpbrk(abs, ",:")) {
-		slurm_error("squash: image '%s': its real path %s contains ',' or ':', which --squash-image cannot carry",
+		slurm_error("squash: %s: its real path %s contains ',' or ':', which --squash-image cannot carry",
 			    item->image, abs);
 		free(abs);
 		return -1;

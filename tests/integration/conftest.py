@@ -1,0 +1,519 @@
+"""Integration test fixtures: one throwaway cluster per session
+(tests/cluster/cluster.sh), helpers to build images and run jobs as the test
+users, and a per-test check that nothing is left behind.
+
+Environment:
+  SQUASH_BUILD_DIR   build directory holding daemon/squashd, daemon/squashctl,
+                     spank/.libs/spank_squash.so, tests/tools/squash_rawclient
+                     (default: <repo>/build)
+  SQUASH_KEEP_CLUSTER=1  keep the scratch directory after the session
+  SQUASH_TEST_DEBUG=1    print what a test left at first look, even when it
+                         goes away within the grace period
+"""
+
+import contextlib
+import json
+import os
+import pwd
+import grp
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("SQUASH_BUILD_DIR", REPO / "build")).resolve()
+CLUSTER_SH = REPO / "tests" / "cluster" / "cluster.sh"
+
+SQUASHD = BUILD / "daemon" / "squashd"
+SQUASHCTL = BUILD / "daemon" / "squashctl"
+PLUGIN = BUILD / "spank" / ".libs" / "spank_squash.so"
+RAWCLIENT = BUILD / "tests" / "tools" / "squash_rawclient"
+
+USER1 = "squser1"
+USER2 = "squser2"
+SHARE_GROUP = "sqshare"
+
+TERMINAL_STATES = {
+    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+    "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
+}
+JOB_TIMEOUT = 90
+SQUASH_FSTYPES = ("squashfs", "fuse.squashfuse", "fuse.squashfuse_ll", "fuse")
+
+
+# --------------------------------------------------------------- utilities
+
+def run(cmd, check=True, timeout=120, **kw):
+    """subprocess.run with text output captured; failures show the output."""
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    p = subprocess.run([str(c) for c in cmd], text=True, timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(map(str, cmd))} exited {p.returncode}\n"
+            f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    return p
+
+
+def wait_until(pred, timeout=30.0, interval=0.1, what="condition"):
+    """Polls pred() until it returns a truthy value; returns that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def mountinfo(pid="self"):
+    """Mounts of a process's namespace as dicts: mount_point, fstype, source."""
+    out = []
+    with open(f"/proc/{pid}/mountinfo") as f:
+        for line in f:
+            left, right = line.rstrip("\n").split(" - ", 1)
+            lf = left.split(" ")
+            rf = right.split(" ")
+            out.append({
+                "mount_point": lf[4].replace("\\040", " "),
+                "root": lf[3].replace("\\040", " "),
+                "options": lf[5],
+                "fstype": rf[0],
+                "source": rf[1].replace("\\040", " ") if len(rf) > 1 else "",
+            })
+    return out
+
+
+def is_squash_mount(m):
+    return m["fstype"] in SQUASH_FSTYPES or m["fstype"].startswith("fuse.squashfuse")
+
+
+def loop_backing_files():
+    """{'/dev/loopN': backing file} for every attached loop device."""
+    res = {}
+    for bf in Path("/sys/block").glob("loop*/loop/backing_file"):
+        try:
+            res["/dev/" + bf.parent.parent.name] = bf.read_text().strip()
+        except OSError:
+            pass
+    return res
+
+
+def pids_named(name):
+    res = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if (p / "comm").read_text().strip() == name:
+                res.append(int(p.name))
+        except OSError:
+            pass
+    return res
+
+
+def proc_uids(pid):
+    """Real, effective, saved and filesystem uid of a process."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return [int(x) for x in line.split()[1:]]
+    raise AssertionError(f"no Uid line for pid {pid}")
+
+
+def uid_of(user):
+    return pwd.getpwnam(user).pw_uid
+
+
+# --------------------------------------------------------------- cluster
+
+class Job:
+    def __init__(self, cluster, job_id, out_path, submit):
+        self.cluster = cluster
+        self.id = job_id
+        self.out_path = Path(out_path)
+        self.submit = submit  # CompletedProcess of sbatch
+
+    def info(self):
+        return self.cluster.job_info(self.id)
+
+    def wait(self, timeout=JOB_TIMEOUT):
+        """Waits until the job is over, epilog included; returns its info."""
+        def done():
+            info = self.info()
+            if info is None:
+                return {"JobState": "GONE"}
+            if info.get("JobState") in TERMINAL_STATES:
+                return info
+            return None
+        self.final = wait_until(done, timeout, 0.2, f"job {self.id} to end")
+        return self.final
+
+    @property
+    def state(self):
+        return self.final.get("JobState")
+
+    def output(self):
+        try:
+            return self.out_path.read_text()
+        except FileNotFoundError:
+            return ""
+
+
+class Cluster:
+    def __init__(self, root):
+        self.dir = Path(root)
+        self.slurm_conf = self.dir / "slurm.conf"
+        self.socket = self.dir / "squashd.sock"
+        self.munge_socket = self.dir / "munge.sock"
+        self.state_dir = self.dir / "squashd"
+        self.targets = self.dir / "targets"
+        self.trusted = self.dir / "trusted"
+        self.work = self.dir / "work"
+        self.node = subprocess.run(["hostname", "-s"], text=True,
+                                   stdout=subprocess.PIPE).stdout.strip()
+        self.env = dict(os.environ, SLURM_CONF=str(self.slurm_conf))
+        self._n = 0
+
+    # ---- daemons
+    def cluster_sh(self, *args, check=True):
+        return run([CLUSTER_SH, *args, self.dir], check=check, timeout=180)
+
+    def squashd_pid(self):
+        try:
+            pid = int((self.dir / "run" / "squashd.pid").read_text())
+        except (OSError, ValueError):
+            return None
+        return pid if Path(f"/proc/{pid}").exists() else None
+
+    def squashd_log(self):
+        try:
+            return (self.dir / "log" / "squashd.log").read_text()
+        except OSError:
+            return ""
+
+    # ---- users and files
+    def workdir(self, user, name="w"):
+        """A fresh directory owned by user, readable by all (0755)."""
+        self._n += 1
+        d = self.work / f"{name}-{self._n}"
+        d.mkdir()
+        pw = pwd.getpwnam(user)
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+        d.chmod(0o755)
+        return d
+
+    def make_image(self, path, files, owner="root", group=None, mode=0o644):
+        """Builds a squashfs image at path from {relative name: text}."""
+        path = Path(path)
+        src = Path(tempfile.mkdtemp(prefix="imgsrc.", dir=self.dir))
+        src.chmod(0o755)  # the image's root directory
+        try:
+            for rel, text in files.items():
+                f = src / rel
+                f.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                f.write_text(text)
+                f.chmod(0o755 if rel.endswith(".sh") else 0o644)
+            run(["mksquashfs", src, path, "-noappend", "-quiet", "-no-progress",
+                 "-all-root"])
+        finally:
+            shutil.rmtree(src)
+        pw = pwd.getpwnam(owner)
+        gid = grp.getgrnam(group).gr_gid if group else pw.pw_gid
+        os.chown(path, pw.pw_uid, gid)
+        path.chmod(mode)
+        return path
+
+    # ---- running things as users
+    def as_user(self, user, cmd, check=False, timeout=120, cwd=None, **kw):
+        full = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={self.slurm_conf}",
+                *[str(c) for c in cmd]]
+        return run(full, check=check, timeout=timeout, cwd=cwd, env=self.env, **kw)
+
+    def write_script(self, d, body, name="job.sh"):
+        script = Path(d) / name
+        script.write_text("#!/bin/bash\n" + body)
+        script.chmod(0o755)
+        return script
+
+    def sbatch(self, user, script, args=(), cwd=None, out=None):
+        """Submits script as user. Returns a Job, or the failed
+        CompletedProcess when sbatch refused it."""
+        cwd = Path(cwd or Path(script).parent)
+        out = out or cwd / f"{Path(script).stem}.out"
+        p = self.as_user(user, ["sbatch", "--parsable", "-o", out, *args, script],
+                         cwd=cwd, timeout=60)
+        if p.returncode != 0:
+            return p
+        job_id = int(p.stdout.strip().split(";")[0])
+        return Job(self, job_id, out, p)
+
+    def run_job(self, user, body, args=(), cwd=None):
+        """Submits a batch job and waits for it to end."""
+        cwd = cwd or self.workdir(user, "job")
+        job = self.sbatch(user, self.write_script(cwd, body), args, cwd=cwd)
+        assert isinstance(job, Job), f"sbatch refused the job:\n{job.stderr}"
+        job.wait()
+        return job
+
+    def refused_at_submit(self, user, image_arg, image_shown, reason=None):
+        """Submits a job with --squash-image=image_arg as user and checks that
+        sbatch refuses it with "squash: IMAGE_SHOWN: REASON" (reason: a regex)
+        and queues nothing. Returns sbatch's stderr."""
+        d = self.workdir(user, "sub")
+        p = self.sbatch(user, self.write_script(d, "echo should not run\n"),
+                        [f"--squash-image={image_arg}"], cwd=d)
+        if isinstance(p, Job):
+            p.wait()
+            raise AssertionError(f"sbatch accepted job {p.id}; its output:\n{p.output()}")
+        assert p.returncode != 0
+        assert re.search(r"^(sbatch: error: )?squash: " + re.escape(f"{image_shown}: "),
+                         p.stderr, re.M), p.stderr
+        if reason:
+            assert re.search(reason, p.stderr, re.I), p.stderr
+        assert self.squeue_ids() == []
+        return p.stderr
+
+    def job_info(self, job_id):
+        p = run(["scontrol", "-o", "show", "job", job_id], check=False, env=self.env)
+        if p.returncode != 0 or not p.stdout.strip():
+            return None
+        info = {}
+        for tok in p.stdout.split():
+            if "=" in tok:
+                k, v = tok.split("=", 1)
+                info.setdefault(k, v)
+        return info
+
+    def squeue_ids(self):
+        p = run(["squeue", "-h", "-o", "%i"], env=self.env)
+        return [int(x) for x in p.stdout.split()]
+
+    def node_state(self):
+        return run(["sinfo", "-h", "-N", "-o", "%T"], env=self.env).stdout.strip()
+
+    # ---- squashd views
+    def squashctl(self, *args, check=True):
+        return run([SQUASHCTL, "--socket", self.socket, "--munge-socket",
+                    self.munge_socket, *args], check=check, timeout=60)
+
+    def list_mounts(self):
+        return json.loads(self.squashctl("list", "--json").stdout)["mounts"]
+
+    def rawclient(self, *args, user=None, check=False, timeout=60):
+        cmd = [RAWCLIENT, "--socket", self.socket, "--munge-socket",
+               self.munge_socket, *args]
+        if user:
+            return self.as_user(user, cmd, check=check, timeout=timeout)
+        return run(cmd, check=check, timeout=timeout)
+
+    def node_mounts(self, pid="self"):
+        """squash mounts (kernel or FUSE) under squashd's state dir."""
+        prefix = str(self.state_dir) + "/"
+        return [m for m in mountinfo(pid)
+                if is_squash_mount(m) and m["mount_point"].startswith(prefix)]
+
+    def shared_mount(self, image, blocking_jobs):
+        """squashd's one mount of image, checked to be held by exactly the
+        given jobs."""
+        mounts = [m for m in self.list_mounts() if m["image"] == str(image)]
+        assert len(mounts) == 1, self.list_mounts()
+        m = mounts[0]
+        assert m["refcount"] == len(blocking_jobs), m
+        assert sorted(m["jobs"]) == sorted(b.job.id for b in blocking_jobs), m
+        return m
+
+    def stray_mounts(self, pid="self"):
+        """Mounts that must not exist between tests: anything under the
+        instance's directory or on /squash in the host's namespace."""
+        prefix = str(self.dir) + "/"
+        return [m for m in mountinfo(pid)
+                if m["mount_point"].startswith(prefix) or m["mount_point"] == "/squash"
+                or m["mount_point"].startswith("/squash/")]
+
+    def instance_loops(self):
+        prefix = str(self.dir) + "/"
+        return {d: f for d, f in loop_backing_files().items()
+                if f.startswith(prefix)}
+
+
+# --------------------------------------------------------------- gates
+
+class BlockingJob:
+    """A batch job that signals it runs (writes its pid) and then waits for a
+    go file, so tests can look at the node while the job holds its mounts."""
+
+    def __init__(self, cluster, user, image_arg, after="", extra_args=()):
+        self.cluster = cluster
+        self.dir = cluster.workdir(user, "blk")
+        self.ready = self.dir / "ready"
+        self.go = self.dir / "go"
+        body = f"""
+echo "$$" > {self.ready}.tmp && mv {self.ready}.tmp {self.ready}
+for i in $(seq 1 1200); do [ -e {self.go} ] && break; sleep 0.1; done
+{after}
+"""
+        script = cluster.write_script(self.dir, body)
+        self.job = cluster.sbatch(user, script, [f"--squash-image={image_arg}", *extra_args])
+        assert isinstance(self.job, Job), f"sbatch refused the job:\n{self.job.stderr}"
+
+    def wait_ready(self, timeout=60):
+        def ready():
+            if self.ready.exists():
+                return True
+            info = self.job.info()
+            if info and info.get("JobState") in TERMINAL_STATES:
+                raise AssertionError(
+                    f"job {self.job.id} ended ({info.get('JobState')}) before it was ready:\n"
+                    f"{self.job.output()}")
+            return False
+        wait_until(ready, timeout, 0.1, f"job {self.job.id} to start")
+        self.pid = int(self.ready.read_text().strip())
+        return self.pid
+
+    def release(self):
+        self.go.touch()
+        return self.job.wait()
+
+
+@contextlib.contextmanager
+def blocking_jobs(cluster, *specs):
+    """Starts one BlockingJob per (user, image_arg, after) and waits until all
+    run; lets them all go on the way out, whatever happened."""
+    jobs = []
+    try:
+        for user, image_arg, after in specs:
+            jobs.append(BlockingJob(cluster, user, image_arg, after=after))
+        for b in jobs:
+            b.wait_ready()
+        yield jobs
+    finally:
+        for b in jobs:
+            b.go.touch()
+
+
+# --------------------------------------------------------------- fixtures
+
+def _require_build():
+    missing = [str(p) for p in (SQUASHD, SQUASHCTL, PLUGIN) if not p.exists()]
+    if missing:
+        pytest.exit("not built: " + ", ".join(missing) +
+                    f" (build into {BUILD} or set SQUASH_BUILD_DIR)", returncode=2)
+    if not RAWCLIENT.exists():
+        run(["make", "-C", BUILD / "tests", "tools/squash_rawclient"], timeout=300)
+
+
+@pytest.fixture(scope="session")
+def cluster(request):
+    if os.geteuid() != 0:
+        pytest.exit("the integration tests must run as root", returncode=2)
+    _require_build()
+    root = tempfile.mkdtemp(prefix="sqtest.")
+    os.chmod(root, 0o755)
+    c = Cluster(root)
+
+    def stop():
+        run([CLUSTER_SH, "stop", root], check=False, timeout=300)
+        leftover = [m for m in mountinfo() if m["mount_point"].startswith(root + "/")]
+        if os.environ.get("SQUASH_KEEP_CLUSTER") == "1" or leftover:
+            print(f"\nkeeping {root}" + (f" (mounts left: {leftover})" if leftover else ""))
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    request.addfinalizer(stop)
+    p = run([CLUSTER_SH, "start", root], check=False, timeout=300)
+    if p.returncode != 0:
+        stop()
+        pytest.exit(f"cluster did not start:\n{p.stdout}\n{p.stderr}", returncode=3)
+    return c
+
+
+def _leftovers(c):
+    problems = []
+    if c.squashd_pid() and c.socket.exists():
+        try:
+            mounts = c.list_mounts()
+        except AssertionError as e:
+            mounts = []
+            problems.append(f"squashctl list failed: {e}")
+        if mounts:
+            problems.append(f"squashd still lists mounts: {mounts}")
+    for pid in ("self", "1"):
+        ms = c.stray_mounts(pid)
+        if ms:
+            problems.append(f"mounts left in /proc/{pid}/mountinfo: {ms}")
+    loops = c.instance_loops()
+    if loops:
+        problems.append(f"loop devices left: {loops}")
+    fuse = pids_named("squashfuse_ll")
+    if fuse:
+        problems.append(f"squashfuse_ll processes left: {fuse}")
+    return problems
+
+
+def _cleanup(c):
+    """Brings the node back to a clean state whatever a test left."""
+    ids = c.squeue_ids()
+    if ids:
+        run(["scancel", *ids], check=False, env=c.env)
+        wait_until(lambda: not c.squeue_ids(), 60, 0.2, "cancelled jobs to end")
+    if not c.squashd_pid():
+        c.cluster_sh("squashd-start", check=False)
+    try:
+        for m in c.list_mounts():
+            for j in m.get("jobs", []):
+                c.squashctl("release", j, check=False)
+    except AssertionError:
+        pass
+    for m in sorted(c.stray_mounts(), key=lambda m: -len(m["mount_point"])):
+        run(["umount", "-l", m["mount_point"]], check=False)
+    for dev in c.instance_loops():
+        run(["losetup", "-d", dev], check=False)
+    for pid in pids_named("squashfuse_ll"):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            ours = any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith(str(c.dir) + "/")
+                       for fd in fds)
+        except OSError:
+            continue
+        if ours:
+            run(["kill", "-KILL", pid], check=False)
+    state = c.node_state()
+    if state not in ("idle", "mixed", "allocated"):
+        run(["scontrol", "update", f"nodename={c.node}", "state=resume"],
+            check=False, env=c.env)
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(request, cluster):
+    """After each test: no job, mount, loop device or FUSE server is left,
+    and the node is not drained. Cleans up (so later tests start clean) and
+    fails the test's teardown when something was left."""
+    yield
+    problems = []
+    ids = cluster.squeue_ids()
+    if ids:
+        problems.append(f"jobs still queued or running: {ids}")
+        _cleanup(cluster)
+    # Teardown is asynchronous (epilog, lazy unmount, FUSE server exit):
+    # give it a few seconds before calling anything a leftover.
+    deadline = time.monotonic() + 10
+    left = _leftovers(cluster)
+    if left and os.environ.get("SQUASH_TEST_DEBUG"):
+        print("\nleftovers at first look (may still go away):\n  " + "\n  ".join(left))
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = _leftovers(cluster)
+    problems += left
+    state = cluster.node_state()
+    if state not in ("idle", "mixed", "allocated"):
+        problems.append(f"node state is {state!r}, not idle")
+    if not cluster.squashd_pid():
+        problems.append("squashd is not running")
+    if problems:
+        _cleanup(cluster)
+        pytest.fail("left behind by this test:\n  " + "\n  ".join(problems), pytrace=False)
