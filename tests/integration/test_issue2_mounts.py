@@ -165,3 +165,31 @@ def test_srun_and_salloc(cluster):
     assert p.returncode == 0, p.stderr
     assert p.stdout == "/squash/inter\nhello from the image\n", (p.stdout, p.stderr)
     wait_until(lambda: not cluster.squeue_ids(), 30, 0.2, "the allocation to end")
+
+
+def test_squashd_restart_keeps_running_jobs_mounts(cluster):
+    """A restart of squashd (KillMode=process in the unit) leaves the FUSE
+    server and the mount to the running job; the new squashd adopts them
+    from its state file and still tears them down when the job ends."""
+    img = image_of(cluster, USER1, "restart.sqfs")
+    after = "cat /squash/restart/hello.txt"
+    with blocking_jobs(cluster, (USER1, img, after)) as (blk,):
+        before = cluster.shared_mount(img, [blk])
+        server = before["server_pid"]
+        old = cluster.squashd_pid()
+        cluster.cluster_sh("squashd-stop")
+        wait_until(lambda: not os.path.exists(f"/proc/{old}"), 10, what="squashd to exit")
+        assert os.path.exists(f"/proc/{server}"), "the FUSE server died with squashd"
+        assert len(cluster.node_mounts()) == 1
+
+        cluster.cluster_sh("squashd-start")
+        adopted = cluster.shared_mount(img, [blk])
+        assert adopted["mount_point"] == before["mount_point"]
+        assert adopted["server_pid"] == server
+        assert "adopted mount" in cluster.squashd_log()
+
+        blk.release()
+        assert blk.job.state == "COMPLETED", blk.job.output()
+        assert "hello from the image\n" in blk.job.output()
+    wait_until(lambda: not cluster.node_mounts(), 10, what="the adopted mount to go")
+    wait_until(lambda: not os.path.exists(f"/proc/{server}"), 10, what="the FUSE server to exit")
