@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "clock.h"
 
 /* What the child tells the parent; the parent words the error, the child
  * only reports which step failed and why. */
@@ -128,14 +129,6 @@ child_open(int sock, const char *path, const struct identity *id)
 out:
 	child_send(sock, &status, fd);
 	_exit(0);
-}
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 /* Reaps the child without ever blocking for long: a child stuck in a hung
@@ -275,7 +268,7 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 {
 	struct open_status status;
 	int sv[2], fd = -1;
-	long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	long deadline = squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	pid_t pid;
 
 	*fd_out = -1;
@@ -300,7 +293,7 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 	/* A hung file system (NFS server gone) blocks the child, never us. */
 	for (;;) {
 		struct pollfd p = { .fd = sv[0], .events = POLLIN };
-		long left = deadline - now_ms();
+		long left = deadline - squash_now_ms();
 		int r;
 
 		if (left < 0)

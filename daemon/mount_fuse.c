@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "clock.h"
 
 #ifndef FUSE_SUPER_MAGIC
 #define FUSE_SUPER_MAGIC 0x65735546
@@ -30,14 +31,6 @@
  * these for its own errors: squashfuse_ll exits 1 on a bad image). */
 #define EXIT_BECOME_FAILED 126
 #define EXIT_EXEC_FAILED 127
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static void close_from(int lowfd)
 {
@@ -131,7 +124,7 @@ static int wait_until(pid_t pid, long deadline, int *status)
 			return 1;
 		if (r < 0 && errno != EINTR)
 			return -1;
-		if (r == 0 && now_ms() >= deadline)
+		if (r == 0 && squash_now_ms() >= deadline)
 			return 0;
 		usleep(2000);
 	}
@@ -144,7 +137,7 @@ static void kill_and_reap(pid_t pid, const char *what)
 	int status;
 
 	kill(pid, SIGKILL);
-	if (wait_until(pid, now_ms() + 1000, &status) == 0)
+	if (wait_until(pid, squash_now_ms() + 1000, &status) == 0)
 		log_warning("%s (pid %d) did not exit after SIGKILL; leaving it to be reaped later",
 			    what, (int)pid);
 }
@@ -192,8 +185,8 @@ static enum result wait_ready(const char *mountpoint, pid_t server,
 		probe(mountpoint);
 
 	for (;;) {
-		int s = wait_until(server, now_ms(), &status);
-		p = wait_until(prober, now_ms(), &pstatus);
+		int s = wait_until(server, squash_now_ms(), &status);
+		p = wait_until(prober, squash_now_ms(), &pstatus);
 
 		if (s != 0) {
 			*server_gone = true; /* never signal a reaped pid */
@@ -210,7 +203,7 @@ static enum result wait_ready(const char *mountpoint, pid_t server,
 		}
 		if (p != 0)
 			break;
-		if (now_ms() >= deadline) {
+		if (squash_now_ms() >= deadline) {
 			kill_and_reap(prober, "FUSE probe");
 			snprintf(err, errlen,
 				 "squashfuse_ll did not answer within %.1f s",
@@ -228,7 +221,7 @@ static enum result wait_ready(const char *mountpoint, pid_t server,
 		return RESULT_OK;
 
 	/* The probe failed; a server that is exiting explains why better. */
-	int s = wait_until(server, now_ms() + 200, &status);
+	int s = wait_until(server, squash_now_ms() + 200, &status);
 
 	if (s != 0)
 		*server_gone = true;
@@ -268,7 +261,7 @@ enum result fuse_mount_image(int image_fd, const char *mountpoint,
 			     const char *squashfuse_path, int timeout_ms,
 			     pid_t *server_pid, char *err, size_t errlen)
 {
-	long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	long deadline = squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	char opts[256];
 	bool server_gone = false;
 	enum result res;

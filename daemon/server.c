@@ -22,6 +22,7 @@
 #include "peer.h"
 #include "policy.h"
 #include "request_codec.h"
+#include "clock.h"
 
 #define MAX_CONNECTIONS 64
 #define MAX_CONNECTIONS_PER_USER 8 /* root is exempt: slurmd must get through */
@@ -32,13 +33,6 @@ struct connection {
 	struct peer peer;
 	long long deadline_ms;
 };
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int server_listen(const char *path, char *err, size_t errlen)
 {
@@ -163,7 +157,7 @@ static void accept_connections(int listen_fd, struct connection *conns, size_t *
 			close(fd);
 			continue;
 		}
-		conns[(*n)++] = (struct connection){fd, peer, now_ms() + CONNECTION_IDLE_MS};
+		conns[(*n)++] = (struct connection){fd, peer, squash_now_ms() + CONNECTION_IDLE_MS};
 	}
 }
 
@@ -222,7 +216,7 @@ int server_run(int listen_fd, struct daemon_state *ds)
 		struct pollfd pfd[2 + MAX_CONNECTIONS];
 		pfd[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
 		pfd[1] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
-		long long now = now_ms(), wait = -1;
+		long long now = squash_now_ms(), wait = -1;
 		for (size_t i = 0; i < n; i++) {
 			pfd[2 + i] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
 			long long left = conns[i].deadline_ms - now;
@@ -236,7 +230,7 @@ int server_run(int listen_fd, struct daemon_state *ds)
 		if (pfd[0].revents & POLLIN)
 			stop = handle_signal(sfd, ds);
 
-		now = now_ms();
+		now = squash_now_ms();
 		size_t kept = 0;
 		for (size_t i = 0; i < n; i++) {
 			struct connection *c = &conns[i];

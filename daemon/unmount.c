@@ -14,17 +14,10 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "clock.h"
 
 #define EBUSY_RETRY_MS 20
 #define POLL_MS 5
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 /* mountinfo escapes space, tab, newline and backslash as \ooo. */
 static void unescape_octal(char *s)
@@ -92,7 +85,7 @@ static int unmount_all(const char *path, long busy_deadline, char *err,
 			continue;
 		if (errno == EINVAL || errno == ENOENT)
 			return 0; /* not (or no longer) a mount point */
-		if (errno == EBUSY && now_ms() < busy_deadline) {
+		if (errno == EBUSY && squash_now_ms() < busy_deadline) {
 			usleep(EBUSY_RETRY_MS * 1000);
 			continue;
 		}
@@ -151,7 +144,7 @@ static bool wait_gone(pid_t pid, long deadline, bool *child)
 		}
 		if (!*child && kill(pid, 0) < 0 && errno == ESRCH)
 			return true;
-		if (now_ms() >= deadline)
+		if (squash_now_ms() >= deadline)
 			return false;
 		usleep(POLL_MS * 1000);
 	}
@@ -160,7 +153,7 @@ static bool wait_gone(pid_t pid, long deadline, bool *child)
 static void stop_server(pid_t pid, long deadline)
 {
 	bool child = true;
-	long total = deadline - now_ms();
+	long total = deadline - squash_now_ms();
 	/* Keep a slice of the time for SIGKILL to take effect. */
 	long kill_slice = total / 4 < 500 ? total / 4 : 500;
 
@@ -182,7 +175,7 @@ static void stop_server(pid_t pid, long deadline)
 enum result unmount_image(const char *mountpoint, pid_t server_pid,
 			  int timeout_ms, char *err, size_t errlen)
 {
-	long start = now_ms();
+	long start = squash_now_ms();
 	long deadline = start + (timeout_ms > 0 ? timeout_ms : 0);
 
 	if (unmount_all(mountpoint, start + timeout_ms / 2, err, errlen) < 0)

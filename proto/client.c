@@ -13,6 +13,7 @@
 #include "client.h"
 #include "errmsg.h"
 #include "frame.h"
+#include "clock.h"
 
 #define DEFAULT_TIMEOUT_MS 30000
 
@@ -101,14 +102,6 @@ out:
 	free(request);
 	free(cred);
 	return out;
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Connects within timeout_ms: for AF_UNIX a blocking connect waits on a
@@ -207,7 +200,7 @@ int squash_client_call(const struct squash_client_options *opts,
 						     : SQUASH_DEFAULT_SOCKET;
 	int timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms
 						      : DEFAULT_TIMEOUT_MS;
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = squash_now_ms() + timeout_ms;
 	unsigned char *payload;
 	uint8_t *buf = NULL;
 	size_t payload_len;
@@ -241,7 +234,7 @@ int squash_client_call(const struct squash_client_options *opts,
 		squash_errf(err, errlen, "out of memory");
 		goto out;
 	}
-	left = deadline - now_ms();
+	left = deadline - squash_now_ms();
 	rc = squash_frame_recv(fd, buf, &len, left > 0 ? (int)left : 0);
 	if (rc != SQUASH_FRAME_OK) {
 		explain_recv_error(rc, timeout_ms, err, errlen);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "frame.h"
+#include "clock.h"
 
 static void put_be16(uint8_t *p, uint16_t v)
 {
@@ -101,14 +102,6 @@ int squash_frame_send(int fd, uint16_t kind, const uint8_t *payload,
 	return SQUASH_FRAME_OK;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits until fd is readable or deadline (ms on CLOCK_MONOTONIC, -1: none)
  * passes; the deadline survives EINTR. */
 static int wait_readable(int fd, long long deadline)
@@ -120,7 +113,7 @@ static int wait_readable(int fd, long long deadline)
 		int n;
 
 		if (deadline >= 0) {
-			long long left = deadline - now_ms();
+			long long left = deadline - squash_now_ms();
 
 			wait = left > 0 ? (int)left : 0;
 		}
@@ -136,7 +129,7 @@ static int wait_readable(int fd, long long deadline)
 
 int squash_frame_recv(int fd, uint8_t *buf, size_t *len, int timeout_ms)
 {
-	long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	long long deadline = timeout_ms < 0 ? -1 : squash_now_ms() + timeout_ms;
 	struct iovec iov = { .iov_base = buf, .iov_len = SQUASH_FRAME_MAX };
 	struct msghdr msg;
 	ssize_t n;

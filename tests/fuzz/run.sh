@@ -38,7 +38,7 @@ printf '#define _GNU_SOURCE 1\n' >"$work/config.h"
 	-Wall -Wextra -Wno-unused-parameter \
 	-I"$work" -I"$top/proto" $(pkg-config --cflags libprotobuf-c) \
 	"$here/fuzz_$name.c" \
-	"$top/proto/errmsg.c" "$top/proto/frame.c" "$top/proto/imagespec.c" \
+	"$top/proto/clock.c" "$top/proto/errmsg.c" "$top/proto/frame.c" "$top/proto/imagespec.c" \
 	"$top/proto/superblock.c" "$top/proto/target.c" \
 	"$top/proto/request_codec.c" "$work/squash.pb-c.c" \
 	$(pkg-config --libs libprotobuf-c) -o "$work/fuzz_$name"
