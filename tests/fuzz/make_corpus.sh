@@ -17,7 +17,8 @@ protoc-c --proto_path="$top/proto" --c_out="$work" "$top/proto/squash.proto"
 printf '#define _GNU_SOURCE 1\n' >"$work/config.h"
 cc -O1 -I"$work" -I"$top/proto" $(pkg-config --cflags libprotobuf-c) \
 	"$here/gen_request_corpus.c" "$top/proto/client.c" \
-	"$top/proto/frame.c" "$top/proto/errmsg.c" "$work/squash.pb-c.c" \
+	"$top/proto/frame.c" "$top/proto/clock.c" "$top/proto/errmsg.c" \
+	"$work/squash.pb-c.c" \
 	-o "$work/gen" $(pkg-config --libs libprotobuf-c) -lmunge
 mkdir "$work/frames"
 "$work/gen" "$work/frames"
@@ -33,6 +34,7 @@ superblock_seed() { # NAME MKSQUASHFS-OPTIONS...
 	seed=$1
 	shift
 	mksquashfs "$work/tree" "$work/$seed.sqfs" -noappend -quiet -no-progress \
+		-mkfs-time 0 -all-time 0 -all-root \
 		"$@" >/dev/null
 	size=$(stat -c %s "$work/$seed.sqfs")
 	head -c 96 "$work/$seed.sqfs" >"$here/corpus/superblock/$seed"
