@@ -74,12 +74,6 @@ static bool root_controlled(const struct stat *st)
 	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
-static bool under_prefix(const char *path, const char *prefix)
-{
-	size_t n = strlen(prefix);
-	return strncmp(path, prefix, n) == 0 && (path[n] == '/' || (n == 1 && prefix[0] == '/'));
-}
-
 /* Trusted: the file the user's descriptor points at lies below a trusted
  * prefix, and it and every directory above it are root-controlled. The path
  * comes from the descriptor, not from the request. */
@@ -97,11 +91,7 @@ static bool image_is_trusted(const struct squashd_config *cfg, int image_fd,
 	if (path[0] != '/')
 		return false; /* " (deleted)" files and anonymous files */
 
-	bool listed = false;
-	for (size_t i = 0; i < cfg->trusted_prefixes.count; i++)
-		if (under_prefix(path, cfg->trusted_prefixes.items[i]))
-			listed = true;
-	if (!listed)
+	if (!squash_prefixes_contain(&cfg->trusted_prefixes, path))
 		return false;
 
 	for (char *slash = strrchr(path, '/'); slash; slash = strrchr(path, '/')) {

@@ -162,6 +162,14 @@ static bool strictly_below(const char *path, const char *prefix)
 	       path[n + 1] != '\0';
 }
 
+bool squash_prefixes_contain(const struct squash_prefixes *p, const char *path)
+{
+	for (size_t i = 0; p && i < p->count; i++)
+		if (strictly_below(path, p->items[i]))
+			return true;
+	return false;
+}
+
 static void list_prefixes(const struct squash_prefixes *allowed, char *buf,
 			  size_t buflen)
 {

@@ -22,6 +22,10 @@ int squash_prefixes_parse(const char *text, struct squash_prefixes *out,
 			  char *err, size_t errlen);
 void squash_prefixes_free(struct squash_prefixes *p);
 
+/* True when path lies strictly below one of the prefixes (on a component
+ * boundary: /squash/x is below /squash, /squashX and /squash are not). */
+bool squash_prefixes_contain(const struct squash_prefixes *p, const char *path);
+
 /* True when path is / or is, or lies under, a system directory: /etc, /usr,
  * /bin, /sbin, /lib, /lib32, /lib64, /libx32, /var, /run, /proc, /sys,
  * /dev, /boot, /root, /srv, /opt is not one (sites list it when they want). */
