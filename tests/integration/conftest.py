@@ -336,6 +336,21 @@ class Cluster:
                 if m["mount_point"].startswith(prefix) or m["mount_point"] == "/squash"
                 or m["mount_point"].startswith("/squash/")]
 
+    def instance_fuse_servers(self):
+        """squashfuse_ll processes serving an image of this instance (their
+        image descriptor points below the instance's directory), so that
+        other clusters on the same machine are not counted."""
+        prefix = str(self.dir) + "/"
+        res = []
+        for pid in pids_named("squashfuse_ll"):
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+                if any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix) for fd in fds):
+                    res.append(pid)
+            except OSError:
+                continue
+        return res
+
     def instance_loops(self):
         prefix = str(self.dir) + "/"
         return {d: f for d, f in loop_backing_files().items()
@@ -449,7 +464,7 @@ def _leftovers(c):
     loops = c.instance_loops()
     if loops:
         problems.append(f"loop devices left: {loops}")
-    fuse = pids_named("squashfuse_ll")
+    fuse = c.instance_fuse_servers()
     if fuse:
         problems.append(f"squashfuse_ll processes left: {fuse}")
     return problems
@@ -473,15 +488,8 @@ def _cleanup(c):
         run(["umount", "-l", m["mount_point"]], check=False)
     for dev in c.instance_loops():
         run(["losetup", "-d", dev], check=False)
-    for pid in pids_named("squashfuse_ll"):
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-            ours = any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith(str(c.dir) + "/")
-                       for fd in fds)
-        except OSError:
-            continue
-        if ours:
-            run(["kill", "-KILL", pid], check=False)
+    for pid in c.instance_fuse_servers():
+        run(["kill", "-KILL", pid], check=False)
     state = c.node_state()
     if state not in ("idle", "mixed", "allocated"):
         run(["scontrol", "update", f"nodename={c.node}", "state=resume"],
