@@ -147,7 +147,7 @@ write_config() {
 	so=$build/spank/.libs/spank_squash.so
 	: >"$dir/plugstack.conf"
 	if [ "${SQUASH_SLURM_ONLY:-0}" != 1 ]; then
-		echo "required $so socket=$dir/squashd.sock default_target=/squash allowed_targets=/squash:$dir/targets munge=yes munge_socket=$dir/munge.sock timeout=30" >"$dir/plugstack.conf"
+		echo "required $so socket=$dir/squashd.sock default_target=/squash allowed_targets=/squash:$dir/targets munge=yes munge_socket=$dir/munge.sock timeout=30 retry=${SQUASH_TEST_RETRY:-5}" >"$dir/plugstack.conf"
 	fi
 	chmod 0644 "$dir/plugstack.conf"
 
@@ -207,6 +207,8 @@ require_munge = yes
 munge_socket = $dir/munge.sock
 squashfuse = $(command -v squashfuse_ll || echo /usr/bin/squashfuse_ll)
 request_timeout = 10
+slurm_conf = $dir/slurm.conf
+gc_interval = ${SQUASH_TEST_GC_INTERVAL:-10}
 EOF
 	chown root:root "$dir/squashd.conf"
 	chmod 0644 "$dir/squashd.conf"
