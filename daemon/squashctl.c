@@ -53,7 +53,9 @@ static void print_list_json(const Squash__Response *r)
 		json_string(squash_mode_name(m->mode));
 		printf(",\"mount_point\":");
 		json_string(m->mount_point);
-		printf(",\"refcount\":%u,\"jobs\":[", m->refcount);
+		printf(",\"refcount\":%u,\"state\":", m->refcount);
+		json_string(m->state ? m->state : "ready");
+		printf(",\"jobs\":[");
 		for (size_t j = 0; j < m->n_job_ids; j++)
 			printf("%s%u", j ? "," : "", m->job_ids[j]);
 		printf("]");
