@@ -11,6 +11,10 @@
 #
 # Environment:
 #   SQUASH_BUILD_DIR        out-of-tree build dir (default: <repo>/build)
+#   SQUASH_SQUASHD, SQUASH_SQUASHCTL, SQUASH_PLUGIN
+#                           squashd, squashctl and spank_squash.so to run
+#                           (default: those in SQUASH_BUILD_DIR), e.g. the
+#                           files of an unpacked package
 #   SQUASH_TEST_PORT_BASE   slurmctld port; slurmd uses the next (default: the
 #                           first free pair from 16817 on)
 #   SQUASH_SLURM_ONLY=1     start munged + Slurm without squashd and plugin
@@ -24,6 +28,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 build=${SQUASH_BUILD_DIR:-$repo/build}
+squashd_bin=${SQUASH_SQUASHD:-$build/daemon/squashd}
+squashctl_bin=${SQUASH_SQUASHCTL:-$build/daemon/squashctl}
+plugin_so=${SQUASH_PLUGIN:-$build/spank/.libs/spank_squash.so}
 port_base=${SQUASH_TEST_PORT_BASE:-}
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
@@ -144,7 +151,7 @@ write_config() {
 	chmod 0400 "$dir/munge.key"
 
 	pick_ports
-	so=$build/spank/.libs/spank_squash.so
+	so=$plugin_so
 	: >"$dir/plugstack.conf"
 	if [ "${SQUASH_SLURM_ONLY:-0}" != 1 ]; then
 		echo "required $so socket=$dir/squashd.sock default_target=/squash allowed_targets=/squash:$dir/targets munge=yes munge_socket=$dir/munge.sock timeout=30" >"$dir/plugstack.conf"
@@ -218,7 +225,7 @@ export SQUASH_TEST_CLUSTER_DIR=$dir
 export SQUASH_SOCKET=$dir/squashd.sock
 export SQUASH_MUNGE_SOCKET=$dir/munge.sock
 export SQUASH_BUILD_DIR=$build
-export SQUASHCTL="$build/daemon/squashctl --socket $dir/squashd.sock --munge-socket $dir/munge.sock"
+export SQUASHCTL="$squashctl_bin --socket $dir/squashd.sock --munge-socket $dir/munge.sock"
 EOF
 	chmod 0644 "$dir/env.sh"
 }
@@ -244,7 +251,7 @@ start_munged() {
 }
 
 start_squashd() {
-	local dir=$1 squashd=$build/daemon/squashd pid
+	local dir=$1 squashd=$squashd_bin pid
 	[ -x "$squashd" ] || die "$squashd not built (build into $build or set SQUASH_BUILD_DIR)"
 	if [ -f "$dir/run/squashd.pid" ] && pid_alive "$(cat "$dir/run/squashd.pid")"; then
 		return 0
@@ -311,8 +318,7 @@ cmd_start() {
 	write_config "$dir"
 	start_munged "$dir"
 	if [ "${SQUASH_SLURM_ONLY:-0}" != 1 ]; then
-		[ -f "$build/spank/.libs/spank_squash.so" ] ||
-			die "$build/spank/.libs/spank_squash.so not built"
+		[ -f "$plugin_so" ] || die "$plugin_so not built"
 		start_squashd "$dir"
 	fi
 	start_slurm "$dir"
