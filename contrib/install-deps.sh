@@ -14,6 +14,7 @@ packages=(
 	squashfs-tools
 	python3 python3-pytest
 	clang libclang-rt-14-dev valgrind
+	debhelper dpkg-dev fakeroot rpm
 )
 
 [ "$(id -u)" = 0 ] || { echo "install-deps.sh: run as root" >&2; exit 1; }

@@ -3,8 +3,10 @@
 #
 #   ./tests/run.sh               deps, build, make check (unit and root-only
 #                                mechanics tests, fuzz corpus replays,
-#                                systemd-analyze verify of the unit),
-#                                make distcheck, integration tests
+#                                systemd-analyze verify of the units),
+#                                make distcheck, integration tests, packages
+#                                (.deb and RPM built from make dist, a job
+#                                run from the unpacked .deb)
 #   ./tests/run.sh --build-only  deps and build only (used by contrib/demo.sh)
 #
 # Environment: SQUASH_BUILD_DIR (default <repo>/build), PYTEST_ARGS (extra
@@ -76,6 +78,7 @@ check() {
 step "make check" check
 step "make distcheck" make -C "$build" distcheck
 step "integration tests" integration
+step "packages" "$repo/tests/packaging/test_packages.sh"
 
 echo
 echo "=== total $(( $(date +%s) - suite_start )) s"

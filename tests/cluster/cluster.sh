@@ -43,6 +43,10 @@
 #
 # Environment:
 #   SQUASH_BUILD_DIR        out-of-tree build dir (default: <repo>/build)
+#   SQUASH_SQUASHD, SQUASH_SQUASHCTL, SQUASH_PLUGIN
+#                           squashd, squashctl and spank_squash.so to run
+#                           (default: those in SQUASH_BUILD_DIR), e.g. the
+#                           files of an unpacked package
 #   SQUASH_TEST_PORT_BASE   slurmctld port; slurmd(s) use the next 1 (or N)
 #                           (default: the first free run from 16817 on)
 #   SQUASH_SLURM_ONLY=1     start munged + Slurm without squashd and plugin
@@ -59,6 +63,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 self=$here/$(basename "${BASH_SOURCE[0]}")
 repo=$(cd "$here/../.." && pwd)
 build=${SQUASH_BUILD_DIR:-$repo/build}
+squashd_bin=${SQUASH_SQUASHD:-$build/daemon/squashd}
+squashctl_bin=${SQUASH_SQUASHCTL:-$build/daemon/squashctl}
+plugin_so=${SQUASH_PLUGIN:-$build/spank/.libs/spank_squash.so}
 port_base=${SQUASH_TEST_PORT_BASE:-}
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
@@ -328,7 +335,7 @@ write_config() {
 	chmod 0400 "$dir/munge.key"
 
 	pick_ports "$dir" "$([ "$nodes" = 0 ] && echo 1 || echo "$nodes")"
-	so=$build/spank/.libs/spank_squash.so
+	so=$plugin_so
 	: >"$dir/plugstack.conf"
 	if [ "${SQUASH_SLURM_ONLY:-0}" != 1 ]; then
 		echo "required $so socket=$sock default_target=/squash allowed_targets=/squash:$dir/targets munge=yes munge_socket=$dir/munge.sock timeout=30 retry=${SQUASH_TEST_RETRY:-5}" >"$dir/plugstack.conf"
@@ -418,7 +425,7 @@ export SQUASH_TEST_NODES="$(node_names "$dir" | tr '\n' ' ' | sed 's/ $//')"
 export SQUASH_SOCKET=$sock
 export SQUASH_MUNGE_SOCKET=$dir/munge.sock
 export SQUASH_BUILD_DIR=$build
-export SQUASHCTL="$build/daemon/squashctl --socket $sock --munge-socket $dir/munge.sock"
+export SQUASHCTL="$squashctl_bin --socket $sock --munge-socket $dir/munge.sock"
 EOC
 	if [ "$nodes" != 0 ]; then
 		cat >>"$dir/env.sh" <<EOC
@@ -538,7 +545,7 @@ squashd_socket() {
 
 # Starts squashd on node $2 ("" for the one-node layout); does not wait.
 launch_squashd() {
-	local dir=$1 node=$2 squashd=$build/daemon/squashd pidf holder
+	local dir=$1 node=$2 squashd=$squashd_bin pidf holder
 	pidf=$(squashd_pidfile "$dir" "$node")
 	[ -x "$squashd" ] || die "$squashd not built (build into $build or set SQUASH_BUILD_DIR)"
 	if [ -f "$pidf" ] && pid_alive "$(cat "$pidf")"; then
@@ -649,8 +656,8 @@ cmd_start() {
 	start_munged "$dir"
 	[ "$nodes" = 0 ] || start_nodes "$dir"
 	if [ "${SQUASH_SLURM_ONLY:-0}" != 1 ]; then
-		[ -f "$build/spank/.libs/spank_squash.so" ] ||
-			die "$build/spank/.libs/spank_squash.so not built"
+		[ -f "$plugin_so" ] ||
+			die "$plugin_so not built"
 		start_squashd "$dir"
 	fi
 	start_slurm "$dir"
