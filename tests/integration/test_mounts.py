@@ -1,4 +1,4 @@
-"""Issue 2: jobs get their squashfs images mounted, privately, shared per
+"""Jobs get their squashfs images mounted, privately, shared per node, with
 node, with early and clear errors."""
 
 import os
