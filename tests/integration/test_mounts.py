@@ -1,5 +1,5 @@
 """Jobs get their squashfs images mounted, privately, shared per node, with
-node, with early and clear errors."""
+early and clear errors."""
 
 import os
 import pwd

@@ -1,4 +1,4 @@
-"""Issue 3: squashd acts with the job user's rights, trusts only what the
+"""squashd acts with the job user's rights, trusts only what the
 admin trusts, and survives hostile clients."""
 
 import os
