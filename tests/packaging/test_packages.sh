@@ -110,7 +110,10 @@ check ".deb is named for Slurm $slurm_majmin: $(basename "$deb")" test -f "$deb"
 [ -f "$deb" ] || { ls -l "$scratch/deb"; exit 1; }
 
 say "building the RPM (rpmbuild --nodeps --nocheck -ta)"
-if ! nice -n 10 rpmbuild --define "_topdir $scratch/rpm" --nodeps --nocheck -ta "$tarball" \
+# rpm keeps its database under the scratch directory too (on Debian its
+# default is ~/.rpmdb).
+rpmdb=(--dbpath "$scratch/rpmdb")
+if ! nice -n 10 rpmbuild "${rpmdb[@]}" --define "_topdir $scratch/rpm" --nodeps --nocheck -ta "$tarball" \
 	>"$scratch/rpm.log" 2>&1; then
 	tail -n 40 "$scratch/rpm.log"
 	echo "test_packages.sh: the RPM did not build" >&2
@@ -163,7 +166,7 @@ check "deb postinst enables the metrics timer only if the admin did" \
 
 # ---------------------------------------------------------------- RPM contents
 say "checking the RPM"
-rpm_q() { rpm -qp "$@" "$rpmfile" 2>/dev/null; }
+rpm_q() { rpm "${rpmdb[@]}" -qp "$@" "$rpmfile" 2>/dev/null; }
 rpm_release=$(rpm_q --qf '%{RELEASE}')
 rpm_files=$(rpm_q -l)
 rpm_requires=$(rpm_q --requires)
