@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sha256.h"
+
+/* A credential carries a 32-byte digest: a few hundred bytes of base64. */
 #define CREDENTIAL_MAX 4096
 
 int credential_verify(const Squash__SignedRequest *signed_request,
@@ -52,11 +55,14 @@ int credential_verify(const Squash__SignedRequest *signed_request,
 	} else if (uid != peer->uid) {
 		snprintf(err, errlen, "MUNGE credential is for uid %u but the peer is uid %u",
 			 (unsigned)uid, (unsigned)peer->uid);
-	} else if ((size_t)payload_len != signed_request->request.len ||
-		   (payload_len > 0 && memcmp(payload, signed_request->request.data, payload_len))) {
-		snprintf(err, errlen, "MUNGE credential does not match the request it came with");
 	} else {
-		rc = 0;
+		uint8_t digest[SQUASH_SHA256_SIZE];
+
+		squash_sha256(signed_request->request.data, signed_request->request.len, digest);
+		if (payload_len != SQUASH_SHA256_SIZE || memcmp(payload, digest, sizeof(digest)))
+			snprintf(err, errlen, "MUNGE credential does not match the request it came with");
+		else
+			rc = 0;
 	}
 	free(payload);
 	free(text);

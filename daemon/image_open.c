@@ -17,8 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "child_process.h"
 #include "clock.h"
+#include "log.h"
 
 /* What the child tells the parent; the parent words the error, the child
  * only reports which step failed and why. */
@@ -36,6 +37,11 @@ struct open_status {
 	int32_t step;
 	int32_t err;
 	uint32_t mode;
+	/* The superblock, read by the child too: a read that hangs on a dead
+	 * file server then hangs a process we can give up on, not squashd. */
+	int32_t header_err; /* errno of the read, 0 when it worked */
+	uint32_t header_len;
+	uint8_t header[SQUASH_SUPERBLOCK_SIZE];
 };
 
 static void child_send(int sock, const struct open_status *status, int fd)
@@ -125,32 +131,24 @@ child_open(int sock, const char *path, const struct identity *id)
 	if (fd < 0) {
 		status.step = STEP_REOPEN;
 		status.err = errno;
+		goto out;
+	}
+	while (status.header_len < sizeof(status.header)) {
+		ssize_t n = pread(fd, status.header + status.header_len,
+				  sizeof(status.header) - status.header_len,
+				  (off_t)status.header_len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			status.header_err = errno;
+		if (n <= 0)
+			break;
+		status.header_len += (uint32_t)n;
 	}
 out:
 	child_send(sock, &status, fd);
 	_exit(0);
-}
-
-/* Reaps the child without ever blocking for long: a child stuck in a hung
- * file system may not die even from SIGKILL, and is then left to the
- * daemon's SIGCHLD reaper. */
-static void reap_child(pid_t pid, bool kill_it)
-{
-	if (kill_it)
-		kill(pid, SIGKILL);
-	for (int i = 0; i < 200; i++) {
-		pid_t r = waitpid(pid, NULL, WNOHANG);
-
-		if (r == pid || (r < 0 && errno != EINTR))
-			return;
-		if (r == 0) {
-			if (i == 20 && !kill_it) /* 100 ms: it should be gone */
-				kill(pid, SIGKILL);
-			usleep(5000);
-		}
-	}
-	log_warning("image opener process %d did not exit; leaving it to be reaped later",
-		    (int)pid);
 }
 
 /* Receives the status and, on success, exactly one descriptor. Returns 0,
@@ -264,11 +262,12 @@ static enum result describe_failure(const struct open_status *status,
 
 enum result image_open_as_user(const char *path, const struct identity *id,
 			       int timeout_ms, int *fd_out, struct stat *st,
-			       char *err, size_t errlen)
+			       struct image_header *header, char *err,
+			       size_t errlen)
 {
 	struct open_status status;
-	int sv[2], fd = -1;
-	long deadline = squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int sv[2], fd = -1, pidfd;
+	long long deadline = squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	pid_t pid;
 
 	*fd_out = -1;
@@ -277,7 +276,7 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 			 strerror(errno));
 		return RESULT_NODE_ERROR;
 	}
-	pid = fork();
+	pid = child_fork(&pidfd);
 	if (pid < 0) {
 		snprintf(err, errlen, "image %s: fork: %s", path, strerror(errno));
 		close(sv[0]);
@@ -292,26 +291,29 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 
 	/* A hung file system (NFS server gone) blocks the child, never us. */
 	for (;;) {
-		struct pollfd p = { .fd = sv[0], .events = POLLIN };
-		long left = deadline - squash_now_ms();
+		struct pollfd p[2] = { { .fd = sv[0], .events = POLLIN },
+				       { .fd = child_stop_fd(), .events = POLLIN } };
+		long long left = deadline - squash_now_ms();
 		int r;
 
 		if (left < 0)
 			left = 0;
-		r = poll(&p, 1, (int)left);
-		if (r > 0)
+		r = poll(p, p[1].fd >= 0 ? 2 : 1, (int)left);
+		if (r > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			break;
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
 			snprintf(err, errlen, "image %s: poll: %s", path,
 				 strerror(errno));
+		else if (r > 0)
+			snprintf(err, errlen, "image %s: squashd is stopping", path);
 		else
 			snprintf(err, errlen,
-				 "opening image %s timed out after %.1f s",
-				 path, timeout_ms / 1000.0);
+				 "opening image %s as user %s timed out after %.1f s (is its file system hung?)",
+				 path, id->name, timeout_ms / 1000.0);
 		close(sv[0]);
-		reap_child(pid, true);
+		child_abandon(pidfd);
 		return RESULT_NODE_ERROR;
 	}
 
@@ -320,11 +322,12 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 			 "image %s: the process opening it as user %s died without an answer",
 			 path, id->name);
 		close(sv[0]);
-		reap_child(pid, true);
+		child_abandon(pidfd);
 		return RESULT_NODE_ERROR;
 	}
 	close(sv[0]);
-	reap_child(pid, false);
+	/* It exits right after answering; the watcher reaps it. */
+	child_abandon(pidfd);
 
 	if (status.step != STEP_OK)
 		return describe_failure(&status, path, id, err, errlen);
@@ -339,6 +342,11 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 			 file_type_name(st->st_mode));
 		close(fd);
 		return RESULT_USER_ERROR;
+	}
+	if (header) {
+		header->read_errno = status.header_err;
+		header->len = status.header_len <= sizeof(header->bytes) ? status.header_len : 0;
+		memcpy(header->bytes, status.header, header->len);
 	}
 	*fd_out = fd;
 	return RESULT_OK;

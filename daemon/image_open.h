@@ -10,16 +10,29 @@
 
 #include <sys/stat.h>
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "identity.h"
 #include "result.h"
+#include "superblock.h"
 
-/* On RESULT_OK sets *fd_out (O_RDONLY|O_CLOEXEC) and *st (fstat of it).
+/* The image's first bytes as the opening child read them. */
+struct image_header {
+	int read_errno; /* 0, or why reading failed */
+	size_t len;
+	uint8_t bytes[SQUASH_SUPERBLOCK_SIZE];
+};
+
+/* On RESULT_OK sets *fd_out (O_RDONLY|O_CLOEXEC), *st (fstat of it) and,
+ * when header is not NULL, the first SQUASH_SUPERBLOCK_SIZE bytes.
  * User errors carry a reason naming the image, e.g. "image /x/a.sqfs: not
  * readable by user alice: Permission denied", "... is a symbolic link",
  * "... is a directory, not a regular file". Gives up after timeout_ms
  * (a hung filesystem is a node error). */
 enum result image_open_as_user(const char *path, const struct identity *id,
 			       int timeout_ms, int *fd_out, struct stat *st,
-			       char *err, size_t errlen);
+			       struct image_header *header, char *err,
+			       size_t errlen);
 
 #endif

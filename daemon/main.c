@@ -10,10 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "job_mounts.h"
-#include "settings.h"
 #include "log.h"
+#include "reconcile.h"
 #include "server.h"
+#include "settings.h"
 #include "state_file.h"
 
 static void usage(FILE *out)
@@ -51,8 +53,27 @@ static int ensure_dir(const char *path, mode_t mode)
 	return 0;
 }
 
+/* The node's Slurm name: configured, or the short host name. */
+static void node_name(const struct squashd_config *cfg, char *buf, size_t len)
+{
+	if (cfg->node_name[0]) {
+		snprintf(buf, len, "%s", cfg->node_name);
+		return;
+	}
+	if (gethostname(buf, len - 1) < 0)
+		snprintf(buf, len, "localhost");
+	buf[len - 1] = '\0';
+	char *dot = strchr(buf, '.');
+	if (dot)
+		*dot = '\0';
+}
+
 int main(int argc, char **argv)
 {
+	/* The reconciliation's Slurm query runs as a child of this binary. */
+	if (argc >= 2 && !strcmp(argv[1], "--query-slurm"))
+		return reconcile_query_main(argc - 2, argv + 2);
+
 	static const struct option options[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"socket", required_argument, NULL, 's'},
@@ -112,7 +133,13 @@ int main(int argc, char **argv)
 	}
 
 	static struct daemon_state ds;
-	ds.cfg = &cfg;
+	/* Before any thread exists, so that all of them inherit the mask. */
+	server_block_signals();
+	if (job_mounts_init(&ds, &cfg) < 0) {
+		log_error("cannot initialise locks");
+		return 1;
+	}
+	node_name(&cfg, ds.node_name, sizeof(ds.node_name));
 	if (snprintf(ds.state_path, sizeof(ds.state_path), "%s/state", cfg.state_dir) >= (int)sizeof(ds.state_path) ||
 	    snprintf(ds.mount_dir, sizeof(ds.mount_dir), "%s/mnt", cfg.state_dir) >= (int)sizeof(ds.mount_dir)) {
 		log_error("state_dir %s is too long", cfg.state_dir);
@@ -124,8 +151,10 @@ int main(int argc, char **argv)
 	    ensure_dir(cfg.base_dir, 0755) < 0)
 		return 1;
 
-	if (state_file_load(&ds.registry, ds.state_path, err, sizeof(err)) < 0)
+	if (state_file_load(&ds.registry, ds.state_path, err, sizeof(err)) < 0) {
 		log_error("%s", err);
+		snprintf(ds.state_lost, sizeof(ds.state_lost), "%.*s", (int)sizeof(ds.state_lost) - 1, err);
+	}
 	job_mounts_adopt(&ds);
 
 	int listen_fd = server_listen(cfg.socket_path, err, sizeof(err));
@@ -135,13 +164,18 @@ int main(int argc, char **argv)
 		config_free(&cfg);
 		return 1;
 	}
-	log_info("listening on %s (mount mode %s, MUNGE %s)", cfg.socket_path,
-		 mount_policy_name(cfg.mount_policy), cfg.require_munge ? "required" : "optional");
+	log_info("listening on %s as node %s (mount mode %s, MUNGE %s, gc every %u s)", cfg.socket_path,
+		 ds.node_name, mount_policy_name(cfg.mount_policy),
+		 cfg.require_munge ? "required" : "optional", cfg.gc_interval_s);
+	if (reconcile_start(&ds) < 0)
+		log_error("cannot start the periodic reconciliation with Slurm");
 	int rc = server_run(listen_fd, &ds);
 	close(listen_fd);
 	unlink(cfg.socket_path);
-	job_mounts_save(&ds);
-	registry_free(&ds.registry);
-	config_free(&cfg);
+	/* Requests that outlived the grace period may still hold the lock's
+	 * data; the save takes the lock, and exit ends them. */
+	pthread_mutex_lock(&ds.lock);
+	job_mounts_save_locked(&ds);
+	pthread_mutex_unlock(&ds.lock);
 	return rc == 0 ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,8 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "child_process.h"
 #include "clock.h"
+#include "log.h"
 
 #ifndef FUSE_SUPER_MAGIC
 #define FUSE_SUPER_MAGIC 0x65735546
@@ -113,33 +115,11 @@ static void __attribute__((noreturn)) probe(const char *mountpoint)
 	_exit(0);
 }
 
-/* Waits for pid until deadline (monotonic ms). Returns 1 with *status when
- * it exited, 0 when still running, -1 when it is not our child. */
-static int wait_until(pid_t pid, long deadline, int *status)
+/* Kills and reaps a child without waiting for it: one stuck in the kernel
+ * is reaped by the process watcher whenever it exits. */
+static void kill_and_forget(int pidfd)
 {
-	for (;;) {
-		pid_t r = waitpid(pid, status, WNOHANG);
-
-		if (r == pid)
-			return 1;
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (r == 0 && squash_now_ms() >= deadline)
-			return 0;
-		usleep(2000);
-	}
-}
-
-/* Kills and reaps a child, bounded: one stuck in the kernel is left for the
- * daemon's SIGCHLD reaper. */
-static void kill_and_reap(pid_t pid, const char *what)
-{
-	int status;
-
-	kill(pid, SIGKILL);
-	if (wait_until(pid, squash_now_ms() + 1000, &status) == 0)
-		log_warning("%s (pid %d) did not exit after SIGKILL; leaving it to be reaped later",
-			    what, (int)pid);
+	child_abandon(pidfd);
 }
 
 static void describe_server_exit(int status, const char *squashfuse_path,
@@ -166,17 +146,20 @@ static void describe_server_exit(int status, const char *squashfuse_path,
 	}
 }
 
-/* Waits until the mount answers, the server dies, or the deadline. */
-static enum result wait_ready(const char *mountpoint, pid_t server,
-			      const char *squashfuse_path, long deadline,
+/* Waits until the mount answers, the server dies, or the deadline: woken
+ * by either child's exit, never by polling. On return the probe is gone;
+ * *server_gone tells whether the server was reaped. */
+static enum result wait_ready(const char *mountpoint, int server_pidfd,
+			      const char *squashfuse_path, long long deadline,
 			      int timeout_ms, bool *server_gone, char *err,
 			      size_t errlen)
 {
 	enum result res = RESULT_NODE_ERROR;
-	int status, pstatus, p;
+	int status = 0, pstatus = 0, probe_pidfd, stop = child_stop_fd();
 	pid_t prober;
+	bool probe_done = false;
 
-	prober = fork();
+	prober = child_fork(&probe_pidfd);
 	if (prober < 0) {
 		snprintf(err, errlen, "fork: %s", strerror(errno));
 		return RESULT_NODE_ERROR;
@@ -184,50 +167,55 @@ static enum result wait_ready(const char *mountpoint, pid_t server,
 	if (prober == 0)
 		probe(mountpoint);
 
-	for (;;) {
-		int s = wait_until(server, squash_now_ms(), &status);
-		p = wait_until(prober, squash_now_ms(), &pstatus);
+	while (!probe_done) {
+		struct pollfd p[3] = {
+			{ .fd = server_pidfd, .events = POLLIN },
+			{ .fd = probe_pidfd, .events = POLLIN },
+			{ .fd = stop, .events = POLLIN },
+		};
+		long long left = deadline - squash_now_ms();
+		int r;
 
-		if (s != 0) {
-			*server_gone = true; /* never signal a reaped pid */
-			if (s > 0)
-				describe_server_exit(status, squashfuse_path,
-						     &res, err, errlen);
-			else
-				snprintf(err, errlen,
-					 "lost track of the FUSE server (pid %d)",
-					 (int)server);
-			if (p == 0)
-				kill_and_reap(prober, "FUSE probe");
-			return res;
-		}
-		if (p != 0)
-			break;
-		if (squash_now_ms() >= deadline) {
-			kill_and_reap(prober, "FUSE probe");
+		if (left <= 0) {
+			kill_and_forget(probe_pidfd);
 			snprintf(err, errlen,
 				 "squashfuse_ll did not answer within %.1f s",
 				 timeout_ms / 1000.0);
 			return RESULT_NODE_ERROR;
 		}
-		usleep(2000);
+		r = poll(p, stop >= 0 ? 3 : 2, (int)left);
+		if (r < 0 && errno != EINTR) {
+			kill_and_forget(probe_pidfd);
+			snprintf(err, errlen, "poll: %s", strerror(errno));
+			return RESULT_NODE_ERROR;
+		}
+		if (r <= 0)
+			continue;
+		if (p[0].revents & (POLLIN | POLLHUP)) {
+			child_wait(server_pidfd, 0, &status);
+			*server_gone = true;
+			kill_and_forget(probe_pidfd);
+			describe_server_exit(status, squashfuse_path, &res, err, errlen);
+			return res;
+		}
+		if (p[1].revents & (POLLIN | POLLHUP)) {
+			child_wait(probe_pidfd, 0, &pstatus);
+			close(probe_pidfd);
+			probe_done = true;
+		} else if (p[2].revents & POLLIN) {
+			kill_and_forget(probe_pidfd);
+			snprintf(err, errlen, "squashd is stopping");
+			return RESULT_NODE_ERROR;
+		}
 	}
 
-	if (p < 0) {
-		snprintf(err, errlen, "lost track of the FUSE probe");
-		return RESULT_NODE_ERROR;
-	}
 	if (WIFEXITED(pstatus) && WEXITSTATUS(pstatus) == 0)
 		return RESULT_OK;
 
 	/* The probe failed; a server that is exiting explains why better. */
-	int s = wait_until(server, squash_now_ms() + 200, &status);
-
-	if (s != 0)
+	if (child_wait(server_pidfd, squash_now_ms() + 200, &status) == 1) {
 		*server_gone = true;
-	if (s > 0) {
-		describe_server_exit(status, squashfuse_path, &res, err,
-				     errlen);
+		describe_server_exit(status, squashfuse_path, &res, err, errlen);
 		return res;
 	}
 	if (WIFEXITED(pstatus) && WEXITSTATUS(pstatus) == 255) {
@@ -259,16 +247,18 @@ static enum result wait_ready(const char *mountpoint, pid_t server,
 enum result fuse_mount_image(int image_fd, const char *mountpoint,
 			     const struct identity *id,
 			     const char *squashfuse_path, int timeout_ms,
-			     pid_t *server_pid, char *err, size_t errlen)
+			     pid_t *server_pid, int *server_pidfd, char *err,
+			     size_t errlen)
 {
-	long deadline = squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	long long deadline = squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	char opts[256];
 	bool server_gone = false;
 	enum result res;
-	int fuse_fd;
+	int fuse_fd, pidfd;
 	pid_t server;
 
 	*server_pid = 0;
+	*server_pidfd = -1;
 	fuse_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
 	if (fuse_fd < 0) {
 		snprintf(err, errlen, "cannot open /dev/fuse: %s", strerror(errno));
@@ -285,7 +275,7 @@ enum result fuse_mount_image(int image_fd, const char *mountpoint,
 		return RESULT_NODE_ERROR;
 	}
 
-	server = fork();
+	server = child_fork(&pidfd);
 	if (server < 0) {
 		snprintf(err, errlen, "fork: %s", strerror(errno));
 		close(fuse_fd);
@@ -299,17 +289,20 @@ enum result fuse_mount_image(int image_fd, const char *mountpoint,
 	 * aborts the connection instead of leaving callers hanging. */
 	close(fuse_fd);
 
-	res = wait_ready(mountpoint, server, squashfuse_path, deadline,
+	res = wait_ready(mountpoint, pidfd, squashfuse_path, deadline,
 			 timeout_ms, &server_gone, err, errlen);
 	if (res != RESULT_OK) {
 		if (umount2(mountpoint, MNT_DETACH) < 0 && errno != EINVAL)
 			log_warning("detaching failed FUSE mount %s: %s",
 				    mountpoint, strerror(errno));
-		if (!server_gone)
-			kill_and_reap(server, "FUSE server");
+		if (server_gone)
+			close(pidfd);
+		else
+			kill_and_forget(pidfd);
 		return res;
 	}
 	*server_pid = server;
+	*server_pidfd = pidfd;
 	log_debug("FUSE mount %s served by %s pid %d as uid %u", mountpoint,
 		  squashfuse_path, (int)server, (unsigned)id->uid);
 	return RESULT_OK;

@@ -14,10 +14,12 @@
 /* Mounts the image open on image_fd at mountpoint (an existing empty
  * directory). Waits until the file system answers (bounded by timeout_ms).
  * On RESULT_OK stores the server's pid (a child of squashd, in its own
- * session). On failure nothing is left mounted and no server is running. */
+ * session) and a pidfd for it (the caller owns it). On failure nothing is
+ * left mounted and no server is running. */
 enum result fuse_mount_image(int image_fd, const char *mountpoint,
 			     const struct identity *id,
 			     const char *squashfuse_path, int timeout_ms,
-			     pid_t *server_pid, char *err, size_t errlen);
+			     pid_t *server_pid, int *server_pidfd, char *err,
+			     size_t errlen);
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <pthread.h>
 #include <sys/mount.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,11 @@ struct loop_config {
 #endif
 
 #define LOOP_ATTACH_TRIES 10
+
+/* Loop devices are taken one at a time on this node: concurrent
+ * LOOP_CTL_GET_FREE callers get the same device and race for it. mount(2)
+ * runs outside the lock: it reads the image, which may be slow. */
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void random_backoff(void)
 {
@@ -153,8 +159,10 @@ enum result loop_mount_image(int image_fd, const char *mountpoint,
 		err[0] = '\0';
 	if (loop_dev_len > 0)
 		loop_dev[0] = '\0';
+	pthread_mutex_lock(&attach_lock);
 	loop_fd = attach_free_device(image_fd, loop_dev, loop_dev_len, err,
 				     errlen);
+	pthread_mutex_unlock(&attach_lock);
 	if (loop_fd < 0)
 		return RESULT_NODE_ERROR;
 

@@ -19,7 +19,11 @@ bool policy_may_send(const struct peer *peer, Squash__Request__OpCase op,
 	switch (op) {
 	case SQUASH__REQUEST__OP_LIST:
 	case SQUASH__REQUEST__OP_STEP_INFO:
+	case SQUASH__REQUEST__OP_STATUS:
 		return true;
+	case SQUASH__REQUEST__OP_GC:
+		snprintf(err, errlen, "only root may run gc");
+		return false;
 	case SQUASH__REQUEST__OP_MOUNT_JOB:
 		snprintf(err, errlen, "only root (the Slurm prolog) may ask to mount images");
 		return false;

@@ -2,7 +2,10 @@
 #include "registry.h"
 
 #include <stdlib.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static bool key_equal(const struct mount_key *a, const struct mount_key *b)
 {
@@ -14,7 +17,7 @@ static bool key_equal(const struct mount_key *a, const struct mount_key *b)
 struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key)
 {
 	for (struct mount_entry *m = r->mounts; m; m = m->next)
-		if (key_equal(&m->key, key))
+		if ((m->state == MOUNT_MOUNTING || m->state == MOUNT_READY) && key_equal(&m->key, key))
 			return m;
 	return NULL;
 }
@@ -51,13 +54,31 @@ struct mount_entry *registry_add_mount(struct registry *r, const struct mount_ke
 		return NULL;
 	}
 	m->id = ++r->next_mount_id;
+	m->server_pidfd = -1;
+	m->state = MOUNT_READY;
 	m->next = r->mounts;
 	r->mounts = m;
 	return m;
 }
 
+struct mount_entry *registry_new_mount(struct registry *r, const struct mount_key *key,
+				       const char *image, const char *mount_dir)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/m%u", mount_dir, r->next_mount_id + 1) >= (int)sizeof(path))
+		return NULL;
+	struct mount_entry *m = registry_add_mount(r, key, image, path);
+	if (m)
+		m->state = MOUNT_MOUNTING;
+	return m;
+}
+
 static void free_mount(struct mount_entry *m)
 {
+	if (m->server_pidfd >= 0)
+		close(m->server_pidfd);
+	free(m->failure);
 	free(m->image);
 	free(m->mount_point);
 	free(m);
@@ -110,8 +131,6 @@ int registry_job_add_image(struct job_entry *job, const char *image,
 		return -1;
 	}
 	ji->mount = m;
-	if (m)
-		m->refcount++;
 	job->count++;
 	return 0;
 }

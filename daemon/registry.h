@@ -26,14 +26,27 @@ struct mount_key {
 	uid_t owner_uid; /* MOUNT_OWNER_ANY for kernel mounts */
 };
 
+enum mount_state {
+	MOUNT_MOUNTING,   /* one request mounts it; others for the same key wait */
+	MOUNT_READY,
+	MOUNT_FAILED,     /* mounting failed: waiters take the reason; gone when unreferenced */
+	MOUNT_DEAD,       /* its FUSE server died: never shared again; gone when unreferenced */
+	MOUNT_UNMOUNTING, /* the last reference went; being torn down */
+};
+
 struct mount_entry {
 	unsigned id;
 	struct mount_key key;
 	char *image;       /* path it was first requested by */
 	char *mount_point; /* STATE_DIR/mnt/mID */
 	pid_t server_pid;  /* FUSE server, 0 if none or gone */
+	int server_pidfd;  /* -1 when none */
 	char loop_device[32];
-	unsigned refcount;
+	unsigned refcount; /* job images holding it, pending ones included */
+	enum mount_state state;
+	char *failure;     /* MOUNT_FAILED: the reason; MOUNT_DEAD: how the server died */
+	int failure_result; /* MOUNT_FAILED: enum result */
+	struct mount_entry *teardown_next; /* on a teardown list */
 	struct mount_entry *next;
 };
 
@@ -46,6 +59,7 @@ struct job_image {
 struct job_entry {
 	uint32_t job_id;
 	uid_t uid;
+	bool pending;          /* its mount request is still at work */
 	Squash__Status status; /* OK, or why the prolog's request failed */
 	char *message;
 	size_t count;
@@ -59,17 +73,23 @@ struct registry {
 	unsigned next_mount_id;
 };
 
+/* A mount that can be shared: MOUNTING or READY with this key. */
 struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key);
 struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id);
 struct mount_entry *registry_mount_by_server(struct registry *r, pid_t pid);
-/* Adds a mount with refcount 0; takes ownership of nothing (copies). */
+/* Adds a mount (state MOUNTING, refcount 0, id from next_mount_id, mount
+ * point mount_dir/mID); copies its strings. */
+struct mount_entry *registry_new_mount(struct registry *r, const struct mount_key *key,
+				       const char *image, const char *mount_dir);
+/* Adds a mount read back from the state file (state READY, refcount 0). */
 struct mount_entry *registry_add_mount(struct registry *r, const struct mount_key *key,
 				       const char *image, const char *mount_point);
 void registry_remove_mount(struct registry *r, struct mount_entry *m);
 
 struct job_entry *registry_find_job(struct registry *r, uint32_t job_id);
 struct job_entry *registry_add_job(struct registry *r, uint32_t job_id, uid_t uid);
-/* Adds an image reference to job (incrementing the mount's refcount). */
+/* Adds an image reference to job; the caller counts the reference in the
+ * mount's refcount. */
 int registry_job_add_image(struct job_entry *job, const char *image,
 			   const char *target, struct mount_entry *m);
 int registry_job_set_failure(struct job_entry *job, Squash__Status status,

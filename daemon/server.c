@@ -3,36 +3,59 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 
+#include "child_process.h"
+#include "client.h"
+#include "clock.h"
 #include "credential.h"
 #include "frame.h"
 #include "log.h"
 #include "peer.h"
 #include "policy.h"
+#include "reconcile.h"
 #include "request_codec.h"
-#include "clock.h"
 
-#define MAX_CONNECTIONS 64
-#define MAX_CONNECTIONS_PER_USER 8 /* root is exempt: slurmd must get through */
+/* Requests served at once. Beyond it connections wait in the listen
+ * backlog (they are not dropped) until a worker is free. */
+#define MAX_WORKERS 512
+/* Non-root peers (users' squashctl and steps' queries) share the node
+ * fairly; root (slurmd's prolog and epilog, slurmstepd) is never limited. */
+#define MAX_CONNECTIONS_PER_USER 16
 #define CONNECTION_IDLE_MS 5000
+#define WORKER_STACK (512 * 1024)
+/* How long a stop waits for requests in progress. */
+#define STOP_GRACE_MS 3000
 
 struct connection {
 	int fd;
 	struct peer peer;
-	long long deadline_ms;
+	struct daemon_state *ds;
 };
+
+/* Who is connected: guards the counts below; the main loop waits on it. */
+static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t conn_idle = PTHREAD_COND_INITIALIZER;
+static unsigned active;
+static struct {
+	uid_t uid;
+	unsigned count;
+} per_user[MAX_WORKERS];
+static size_t n_users;
+static int wake_fd = -1; /* a worker finished while the main loop waited for one */
 
 int server_listen(const char *path, char *err, size_t errlen)
 {
@@ -64,7 +87,8 @@ int server_listen(const char *path, char *err, size_t errlen)
 	mode_t old = umask(0);
 	int rc = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
 	umask(old);
-	if (rc < 0 || chmod(path, 0666) < 0 || listen(fd, 128) < 0) {
+	/* A burst of prologs queues in the backlog while workers are busy. */
+	if (rc < 0 || chmod(path, 0666) < 0 || listen(fd, SOMAXCONN) < 0) {
 		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(errno));
 		close(fd);
 		return -1;
@@ -72,74 +96,222 @@ int server_listen(const char *path, char *err, size_t errlen)
 	return fd;
 }
 
-static void handle_request(struct daemon_state *ds, struct connection *c,
-			   const uint8_t *buf, size_t len)
+static const char *op_name(Squash__Request__OpCase op)
 {
-	struct reply out;
-	reply_init(&out);
-	struct squash_decoded_request d;
-	Squash__Status status;
-	char err[SQUASH_PATH_MAX + 256];
+	switch (op) {
+	case SQUASH__REQUEST__OP_MOUNT_JOB: return "mount";
+	case SQUASH__REQUEST__OP_STEP_INFO: return "step_info";
+	case SQUASH__REQUEST__OP_RELEASE_JOB: return "release";
+	case SQUASH__REQUEST__OP_LIST: return "list";
+	case SQUASH__REQUEST__OP_GC: return "gc";
+	case SQUASH__REQUEST__OP_STATUS: return "status";
+	default: return "unknown";
+	}
+}
 
+/* Drops trailing mounts until the answer fits one frame. */
+static void fit_list(struct reply *out)
+{
+	const size_t limit = SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE;
+
+	while (out->resp.n_mounts > 0 && squash__response__get_packed_size(&out->resp) > limit) {
+		Squash__MountInfo *mi = out->resp.mounts[--out->resp.n_mounts];
+
+		free(mi->job_ids);
+		free(mi->image);
+		free(mi->mount_point);
+		free(mi->loop_device);
+		free(mi);
+		out->resp.has_truncated = out->resp.truncated = true;
+	}
+}
+
+static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
+{
+	struct daemon_state *ds = c->ds;
+	struct reply *out = malloc(sizeof(*out));
+	struct squash_decoded_request d;
+	struct teardown td = { NULL };
+	Squash__Status status;
+	Squash__Request__OpCase op = SQUASH__REQUEST__OP__NOT_SET;
+	char err[SQUASH_PATH_MAX + 256];
+	long long start = squash_now_ms();
+	long long deadline = start + (long long)ds->cfg->request_timeout_s * 1000;
+
+	if (!out) {
+		log_error("out of memory answering uid %u pid %d", (unsigned)c->peer.uid, (int)c->peer.pid);
+		return;
+	}
+	reply_init(out);
 	if (squash_request_decode(buf, len, &d, &status, err, sizeof(err)) < 0) {
 		log_warning("bad request from uid %u pid %d: %s", (unsigned)c->peer.uid,
 			    (int)c->peer.pid, err);
-		reply_error(&out, status, "%s", err);
+		reply_error(out, status, "%s", err);
 	} else if (credential_verify(d.signed_request, &c->peer, ds->cfg->require_munge,
 				     ds->cfg->munge_socket, err, sizeof(err)) < 0 ||
 		   !policy_may_send(&c->peer, d.request->op_case, err, sizeof(err))) {
 		log_warning("refused request from uid %u pid %d: %s", (unsigned)c->peer.uid,
 			    (int)c->peer.pid, err);
-		reply_error(&out, SQUASH__STATUS__DENIED, "%s", err);
+		reply_error(out, SQUASH__STATUS__DENIED, "%s", err);
 	} else {
 		const Squash__Request *req = d.request;
-		switch (req->op_case) {
+		op = req->op_case;
+		pthread_mutex_lock(&ds->lock);
+		ds->requests_in_progress++;
+		pthread_mutex_unlock(&ds->lock);
+		switch (op) {
 		case SQUASH__REQUEST__OP_MOUNT_JOB:
-			job_mounts_mount(ds, req->mount_job, &out);
+			job_mounts_mount(ds, req->mount_job, out, &td, deadline);
 			break;
 		case SQUASH__REQUEST__OP_STEP_INFO:
-			job_mounts_step_info(ds, &c->peer, req->step_info->job_id, &out);
+			job_mounts_step_info(ds, &c->peer, req->step_info->job_id, out, deadline);
 			break;
 		case SQUASH__REQUEST__OP_RELEASE_JOB:
-			job_mounts_release(ds, req->release_job->job_id, &out);
+			job_mounts_release(ds, req->release_job->job_id, out, &td, deadline);
 			break;
 		case SQUASH__REQUEST__OP_LIST:
-			job_mounts_list(ds, &c->peer, &out);
+			job_mounts_list(ds, &c->peer, out);
+			fit_list(out);
+			break;
+		case SQUASH__REQUEST__OP_GC:
+			reconcile_on_demand(ds, out);
+			break;
+		case SQUASH__REQUEST__OP_STATUS:
+			job_mounts_status(ds, out);
 			break;
 		default:
-			reply_error(&out, SQUASH__STATUS__BAD_REQUEST, "unknown request");
+			reply_error(out, SQUASH__STATUS__BAD_REQUEST, "unknown request");
 			break;
 		}
+		pthread_mutex_lock(&ds->lock);
+		ds->requests_in_progress--;
+		pthread_mutex_unlock(&ds->lock);
 	}
-	if (squash_response_send(c->fd, &out.resp) < 0)
+	if (squash_response_send(c->fd, &out->resp) < 0)
 		log_debug("could not answer uid %u pid %d: %s", (unsigned)c->peer.uid,
 			  (int)c->peer.pid, strerror(errno));
-	reply_free(&out);
+	pthread_mutex_lock(&ds->lock);
+	ds->requests++;
+	ds->requests_failed += out->resp.status != SQUASH__STATUS__OK;
+	pthread_mutex_unlock(&ds->lock);
+	log_debug("%s from uid %u pid %d: %s in %lld ms", op_name(op), (unsigned)c->peer.uid,
+		  (int)c->peer.pid, squash_status_name(out->resp.status), squash_now_ms() - start);
+	reply_free(out);
+	free(out);
 	squash_decoded_request_free(&d);
+	/* After the answer: the epilog need not wait for the unmounts. */
+	job_mounts_teardown(ds, &td);
 }
 
 static void refuse_oversized(struct connection *c)
 {
-	struct reply out;
-	reply_init(&out);
+	struct reply *out = malloc(sizeof(*out));
+
 	log_warning("bad request from uid %u pid %d: larger than %d bytes", (unsigned)c->peer.uid,
 		    (int)c->peer.pid, SQUASH_FRAME_MAX);
-	reply_error(&out, SQUASH__STATUS__BAD_REQUEST, "request larger than %d bytes", SQUASH_FRAME_MAX);
-	squash_response_send(c->fd, &out.resp);
+	if (!out)
+		return;
+	reply_init(out);
+	reply_error(out, SQUASH__STATUS__BAD_REQUEST, "request larger than %d bytes", SQUASH_FRAME_MAX);
+	squash_response_send(c->fd, &out->resp);
+	free(out);
 }
 
-static size_t connections_of(const struct connection *conns, size_t n, uid_t uid)
+static void connection_done(const struct connection *c)
 {
-	size_t count = 0;
-	for (size_t i = 0; i < n; i++)
-		count += conns[i].peer.uid == uid;
-	return count;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&conn_lock);
+	active--;
+	for (size_t i = 0; i < n_users; i++) {
+		if (per_user[i].uid == c->peer.uid) {
+			if (--per_user[i].count == 0)
+				per_user[i] = per_user[--n_users];
+			break;
+		}
+	}
+	pthread_cond_broadcast(&conn_idle);
+	pthread_mutex_unlock(&conn_lock);
+	if (write(wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_debug("cannot wake the main loop: %s", strerror(errno));
 }
 
-static void accept_connections(int listen_fd, struct connection *conns, size_t *n)
+static void *serve_connection(void *arg)
+{
+	struct connection *c = arg;
+	uint8_t *buf = malloc(SQUASH_FRAME_MAX);
+	size_t len = 0;
+
+	if (!buf) {
+		log_error("out of memory reading a request from uid %u pid %d", (unsigned)c->peer.uid,
+			  (int)c->peer.pid);
+	} else {
+		int rc = squash_frame_recv(c->fd, buf, &len, CONNECTION_IDLE_MS);
+		if (rc == SQUASH_FRAME_OK)
+			handle_request(c, buf, len);
+		else if (rc == SQUASH_FRAME_ETOOBIG)
+			refuse_oversized(c);
+		else if (rc == SQUASH_FRAME_ETIMEDOUT)
+			log_debug("closing idle connection from uid %u pid %d", (unsigned)c->peer.uid,
+				  (int)c->peer.pid);
+	}
+	free(buf);
+	close(c->fd);
+	connection_done(c);
+	free(c);
+	return NULL;
+}
+
+/* Admits a connection (conn_lock held). Returns false when the peer is
+ * over its share; root always gets in. */
+static bool admit(const struct peer *peer)
+{
+	size_t i;
+
+	for (i = 0; i < n_users && per_user[i].uid != peer->uid; i++)
+		;
+	if (peer->uid != 0 && i < n_users && per_user[i].count >= MAX_CONNECTIONS_PER_USER)
+		return false;
+	if (i == n_users)
+		per_user[n_users++] = (typeof(per_user[0])){ peer->uid, 0 };
+	per_user[i].count++;
+	active++;
+	return true;
+}
+
+static void start_worker(struct daemon_state *ds, int fd, const struct peer *peer)
+{
+	struct connection *c = malloc(sizeof(*c));
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc = -1;
+
+	if (c) {
+		*c = (struct connection){ fd, *peer, ds };
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&attr, WORKER_STACK);
+		rc = pthread_create(&t, &attr, serve_connection, c);
+		pthread_attr_destroy(&attr);
+	}
+	if (rc != 0) {
+		log_error("cannot start a worker for uid %u pid %d: %s", (unsigned)peer->uid,
+			  (int)peer->pid, c ? strerror(rc) : "out of memory");
+		free(c);
+		close(fd);
+		connection_done(&(struct connection){ .peer = *peer });
+	}
+}
+
+static void accept_connections(int listen_fd, struct daemon_state *ds)
 {
 	for (;;) {
-		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		pthread_mutex_lock(&conn_lock);
+		bool full = active >= MAX_WORKERS;
+		pthread_mutex_unlock(&conn_lock);
+		if (full)
+			return; /* the rest wait in the backlog */
+		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 				log_warning("accept: %s", strerror(errno));
@@ -150,34 +322,29 @@ static void accept_connections(int listen_fd, struct connection *conns, size_t *
 			close(fd);
 			continue;
 		}
-		if (*n >= MAX_CONNECTIONS ||
-		    (peer.uid != 0 && connections_of(conns, *n, peer.uid) >= MAX_CONNECTIONS_PER_USER)) {
-			log_warning("too many connections; dropping one from uid %u pid %d",
+		pthread_mutex_lock(&conn_lock);
+		bool ok = admit(&peer);
+		pthread_mutex_unlock(&conn_lock);
+		if (!ok) {
+			log_warning("too many connections from uid %u; refusing one from pid %d",
 				    (unsigned)peer.uid, (int)peer.pid);
 			close(fd);
 			continue;
 		}
-		conns[(*n)++] = (struct connection){fd, peer, squash_now_ms() + CONNECTION_IDLE_MS};
+		/* Answers up to SQUASH_FRAME_MAX must fit the send buffer. */
+		int sndbuf = SQUASH_FRAME_MAX + 4096;
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
+			(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+		start_worker(ds, fd, &peer);
 	}
 }
 
-static void reap_children(struct daemon_state *ds)
-{
-	int status;
-	pid_t pid;
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		job_mounts_child_exited(ds, pid, status);
-}
-
 /* Returns 1 when asked to stop. */
-static int handle_signal(int sfd, struct daemon_state *ds)
+static int handle_signal(int sfd)
 {
 	struct signalfd_siginfo si;
 	while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		switch (si.ssi_signo) {
-		case SIGCHLD:
-			reap_children(ds);
-			break;
 		case SIGTERM:
 		case SIGINT:
 			log_info("stopping on signal %u; mounts stay for their jobs", si.ssi_signo);
@@ -189,76 +356,86 @@ static int handle_signal(int sfd, struct daemon_state *ds)
 	return 0;
 }
 
-int server_run(int listen_fd, struct daemon_state *ds)
+void server_block_signals(void)
 {
 	sigset_t mask;
 	sigemptyset(&mask);
+	/* SIGCHLD stays blocked and unread: children are waited for through
+	 * pidfds (child_process.h), never through waitpid(-1). */
 	sigaddset(&mask, SIGCHLD);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGPIPE);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+}
+
+/* Gives requests in progress a moment to finish (they give up their own
+ * waits once stopping), then returns whatever is left. */
+static void wait_for_workers(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += STOP_GRACE_MS / 1000;
+	pthread_mutex_lock(&conn_lock);
+	while (active > 0)
+		if (pthread_cond_timedwait(&conn_idle, &conn_lock, &ts) == ETIMEDOUT)
+			break;
+	if (active > 0)
+		log_warning("stopping with %u request(s) still in progress", active);
+	pthread_mutex_unlock(&conn_lock);
+}
+
+int server_run(int listen_fd, struct daemon_state *ds)
+{
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
 	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0) {
-		log_error("signalfd: %s", strerror(errno));
+	int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (sfd < 0 || stop_fd < 0 || wake_fd < 0) {
+		log_error("signalfd/eventfd: %s", strerror(errno));
 		return -1;
 	}
-	/* Children exited before the signalfd existed. */
-	reap_children(ds);
+	child_set_stop_fd(stop_fd);
 
-	static uint8_t buf[SQUASH_FRAME_MAX];
-	struct connection conns[MAX_CONNECTIONS];
-	size_t n = 0;
 	int stop = 0;
 	sd_notify(0, "READY=1\nSTATUS=serving");
 	while (!stop) {
-		struct pollfd pfd[2 + MAX_CONNECTIONS];
-		pfd[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
-		pfd[1] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
-		long long now = squash_now_ms(), wait = -1;
-		for (size_t i = 0; i < n; i++) {
-			pfd[2 + i] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
-			long long left = conns[i].deadline_ms - now;
-			if (wait < 0 || left < wait)
-				wait = left < 0 ? 0 : left;
-		}
-		if (poll(pfd, 2 + n, (int)wait) < 0 && errno != EINTR) {
+		struct pollfd pfd[3] = {
+			{ .fd = sfd, .events = POLLIN },
+			{ .fd = wake_fd, .events = POLLIN },
+			{ .fd = listen_fd, .events = POLLIN },
+		};
+		pthread_mutex_lock(&conn_lock);
+		bool full = active >= MAX_WORKERS;
+		pthread_mutex_unlock(&conn_lock);
+		if (poll(pfd, full ? 2 : 3, -1) < 0 && errno != EINTR) {
 			log_error("poll: %s", strerror(errno));
 			break;
 		}
 		if (pfd[0].revents & POLLIN)
-			stop = handle_signal(sfd, ds);
-
-		now = squash_now_ms();
-		size_t kept = 0;
-		for (size_t i = 0; i < n; i++) {
-			struct connection *c = &conns[i];
-			bool done = false;
-			if (pfd[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) {
-				size_t len = 0;
-				int rc = squash_frame_recv(c->fd, buf, &len, 0);
-				if (rc == SQUASH_FRAME_OK)
-					handle_request(ds, c, buf, len);
-				else if (rc == SQUASH_FRAME_ETOOBIG)
-					refuse_oversized(c);
-				done = rc != SQUASH_FRAME_ETIMEDOUT;
-			} else if (c->deadline_ms <= now) {
-				log_debug("closing idle connection from uid %u pid %d", (unsigned)c->peer.uid,
-					  (int)c->peer.pid);
-				done = true;
-			}
-			if (done)
-				close(c->fd);
-			else
-				conns[kept++] = *c;
+			stop = handle_signal(sfd);
+		if (pfd[1].revents & POLLIN) {
+			uint64_t v;
+			while (read(wake_fd, &v, sizeof(v)) > 0)
+				;
 		}
-		n = kept;
-		if (pfd[1].revents & POLLIN)
-			accept_connections(listen_fd, conns, &n);
+		if (!stop && (full || (pfd[2].revents & POLLIN)))
+			accept_connections(listen_fd, ds);
 	}
-	for (size_t i = 0; i < n; i++)
-		close(conns[i].fd);
+	/* Stop promptly: waits give up (stop_fd, the condition variable) and
+	 * answer UNAVAILABLE, so clients retry against the next squashd. */
+	uint64_t one = 1;
+	if (write(stop_fd, &one, sizeof(one)) < 0)
+		log_warning("cannot signal the stop: %s", strerror(errno));
+	job_mounts_stop(ds);
+	reconcile_stop();
+	wait_for_workers();
 	close(sfd);
 	sd_notify(0, "STOPPING=1");
 	return 0;

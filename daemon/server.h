@@ -1,7 +1,9 @@
-/* squashd's socket and event loop: accepts connections, reads one request
- * frame per connection, checks who sent it, dispatches, answers. Single
- * threaded: requests are served one at a time, which also serialises loop
- * device setup; every blocking step inside has its own time bound. */
+/* squashd's socket: the main thread accepts connections and handles
+ * signals; each connection is served by a worker thread of its own (read
+ * one request frame, check who sent it, dispatch, answer, then tear down
+ * what the request released). Root is never refused; other users get a
+ * fair share of the workers. A stop wakes every wait and gives requests
+ * in progress a short grace period. */
 #ifndef SQUASHD_SERVER_H
 #define SQUASHD_SERVER_H
 
@@ -13,6 +15,10 @@
  * process may connect; policy decides what it may ask). Refuses to replace
  * a socket another squashd still answers on. Returns the fd or -1. */
 int server_listen(const char *path, char *err, size_t errlen);
+
+/* Blocks the signals the main loop reads (and SIGCHLD, SIGPIPE) in the
+ * calling thread; call before starting any thread. */
+void server_block_signals(void);
 
 /* Serves until SIGTERM or SIGINT. Returns 0 on a clean stop. */
 int server_run(int listen_fd, struct daemon_state *ds);

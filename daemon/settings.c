@@ -25,6 +25,7 @@ static void set_defaults(struct squashd_config *cfg)
 	cfg->require_munge = true;
 	cfg->max_images_per_job = SQUASH_MAX_IMAGES;
 	cfg->request_timeout_s = 30;
+	cfg->gc_interval_s = 60;
 }
 
 const char *mount_policy_name(enum mount_policy p)
@@ -105,7 +106,25 @@ static int apply_setting(struct squashd_config *cfg, const char *key,
 	if (!strcmp(key, "socket"))
 		return set_path(cfg->socket_path, sizeof(cfg->socket_path), value, key, err, errlen);
 	if (!strcmp(key, "state_dir"))
-		return set_path(cfg->state_dir, sizeof(cfg->state_dir), value, key, err, errlen);
+		/* Mount points below it are named in answers (SQUASH_MOUNT_DIR_MAX). */
+		return set_path(cfg->state_dir, SQUASH_MOUNT_DIR_MAX - 32, value, key, err, errlen);
+	if (!strcmp(key, "slurm_conf")) {
+		if (!*value) {
+			cfg->slurm_conf[0] = '\0';
+			return 0;
+		}
+		return set_path(cfg->slurm_conf, sizeof(cfg->slurm_conf), value, key, err, errlen);
+	}
+	if (!strcmp(key, "node_name")) {
+		if (strlen(value) >= sizeof(cfg->node_name) || strpbrk(value, " \t/")) {
+			snprintf(err, errlen, "node_name must be a Slurm node name, not '%s'", value);
+			return -1;
+		}
+		snprintf(cfg->node_name, sizeof(cfg->node_name), "%s", value);
+		return 0;
+	}
+	if (!strcmp(key, "gc_interval"))
+		return set_uint(&cfg->gc_interval_s, value, 0, 86400, key, err, errlen);
 	if (!strcmp(key, "base_dir"))
 		return set_path(cfg->base_dir, sizeof(cfg->base_dir), value, key, err, errlen);
 	if (!strcmp(key, "squashfuse"))

@@ -28,6 +28,9 @@ struct squashd_config {
 	char squashfuse[PATH_MAX];
 	unsigned max_images_per_job;
 	unsigned request_timeout_s;
+	unsigned gc_interval_s;      /* reconcile with Slurm this often; 0: only on demand */
+	char slurm_conf[PATH_MAX];   /* empty: libslurm's default (SLURM_CONF or /etc/slurm) */
+	char node_name[256];         /* this node's Slurm name; empty: short host name */
 };
 
 /* Fills cfg with defaults, then reads path. Refuses a file that is not a

@@ -17,6 +17,9 @@ static void usage(FILE *out)
 		"  list [--json]    node-level mounts: image, mode, refcount, jobs\n"
 		"  job JOBID        where a job's images are mounted (its steps' view)\n"
 		"  release JOBID    drop a job's mounts (root; for jobs whose epilog did not run)\n"
+		"  gc               release every job Slurm says no longer runs here (root)\n"
+		"  status           squashd's version, uptime, mounts, jobs and counters\n"
+		"  health           exit 0 when squashd is healthy; else one line per problem\n"
 		"Options:\n"
 		"  -s, --socket PATH        squashd socket (default " SQUASH_DEFAULT_SOCKET ")\n"
 		"  -n, --no-munge           do not sign requests with MUNGE\n"
@@ -50,7 +53,9 @@ static void print_list_json(const Squash__Response *r)
 		json_string(squash_mode_name(m->mode));
 		printf(",\"mount_point\":");
 		json_string(m->mount_point);
-		printf(",\"refcount\":%u,\"jobs\":[", m->refcount);
+		printf(",\"refcount\":%u,\"state\":", m->refcount);
+		json_string(m->state ? m->state : "ready");
+		printf(",\"jobs\":[");
 		for (size_t j = 0; j < m->n_job_ids; j++)
 			printf("%s%u", j ? "," : "", m->job_ids[j]);
 		printf("]");
@@ -102,6 +107,37 @@ static int parse_job_id(const char *s, uint32_t *out)
 	return 0;
 }
 
+/* A whole number of seconds from 1 to 3600, or -1 with a message. */
+static int parse_seconds(const char *s)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 1 || v > 3600) {
+		fprintf(stderr, "squashctl: --timeout takes whole seconds from 1 to 3600, not '%s'\n", s);
+		return -1;
+	}
+	return (int)v;
+}
+
+static void print_status(const Squash__NodeStatus *n)
+{
+	printf("version: %s\nuptime: %llu s\nmounts: %u kernel, %u fuse, %u dead\n"
+	       "jobs: %u (%u failed)\nrequests: %llu (%llu not ok), %u in progress\n"
+	       "gc releases: %llu\n",
+	       n->version, (unsigned long long)n->uptime_s, n->mounts_kernel, n->mounts_fuse,
+	       n->mounts_dead, n->jobs, n->jobs_failed, (unsigned long long)n->requests,
+	       (unsigned long long)n->requests_failed, n->requests_in_progress,
+	       (unsigned long long)n->gc_releases);
+	if (n->has_last_gc_age_s)
+		printf("last gc: %lld s ago\n", (long long)n->last_gc_age_s);
+	else
+		printf("last gc: never\n");
+	printf("registry: %s\n", n->registry_error ? n->registry_error : "saved");
+	for (size_t i = 0; i < n->n_problems; i++)
+		printf("problem: %s\n", n->problems[i]);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -119,7 +155,12 @@ int main(int argc, char **argv)
 		case 's': copts.socket_path = optarg; break;
 		case 'n': copts.use_munge = false; break;
 		case 'm': copts.munge_socket = optarg; break;
-		case 't': copts.timeout_ms = atoi(optarg) * 1000; break;
+		case 't':
+			copts.timeout_ms = parse_seconds(optarg);
+			if (copts.timeout_ms < 0)
+				return 2;
+			copts.timeout_ms *= 1000;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -134,6 +175,9 @@ int main(int argc, char **argv)
 	Squash__ListRequest list = SQUASH__LIST_REQUEST__INIT;
 	Squash__StepInfoRequest info = SQUASH__STEP_INFO_REQUEST__INIT;
 	Squash__ReleaseJobRequest release = SQUASH__RELEASE_JOB_REQUEST__INIT;
+	Squash__GcRequest gc = SQUASH__GC_REQUEST__INIT;
+	Squash__StatusRequest status = SQUASH__STATUS_REQUEST__INIT;
+	bool health = false;
 	if (!strcmp(cmd, "list")) {
 		if (optind < argc && !strcmp(argv[optind], "--json")) {
 			json = true;
@@ -151,6 +195,13 @@ int main(int argc, char **argv)
 			return 2;
 		req.op_case = SQUASH__REQUEST__OP_RELEASE_JOB;
 		req.release_job = &release;
+	} else if (!strcmp(cmd, "gc")) {
+		req.op_case = SQUASH__REQUEST__OP_GC;
+		req.gc = &gc;
+	} else if (!strcmp(cmd, "status") || !strcmp(cmd, "health")) {
+		health = !strcmp(cmd, "health");
+		req.op_case = SQUASH__REQUEST__OP_STATUS;
+		req.status = &status;
 	} else {
 		usage(stderr);
 		return 2;
@@ -163,11 +214,24 @@ int main(int argc, char **argv)
 	Squash__Response *resp = NULL;
 	char err[1024];
 	if (squash_client_call(&copts, &req, &resp, err, sizeof(err)) < 0) {
+		if (health) {
+			/* One line for NHC or HealthCheckProgram to show. */
+			printf("squashd not answering: %s\n", err);
+			return 2;
+		}
 		fprintf(stderr, "squashctl: %s\n", err);
 		return 1;
 	}
 	int rc = 0;
-	if (resp->status != SQUASH__STATUS__OK) {
+	if (health && resp->status == SQUASH__STATUS__OK && resp->node) {
+		for (size_t i = 0; i < resp->node->n_problems; i++)
+			printf("%s\n", resp->node->problems[i]);
+		rc = resp->node->n_problems ? 1 : 0;
+	} else if (health) {
+		printf("squashd answered %s: %s\n", squash_status_name(resp->status),
+		       resp->message ? resp->message : "(no reason given)");
+		rc = 2;
+	} else if (resp->status != SQUASH__STATUS__OK) {
 		fprintf(stderr, "squashctl: %s: %s\n", squash_status_name(resp->status),
 			resp->message ? resp->message : "(no reason given)");
 		rc = 1;
@@ -180,6 +244,13 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < resp->n_job_mounts; i++)
 			printf("%s %s %s (%s)\n", resp->job_mounts[i]->image, resp->job_mounts[i]->target,
 			       resp->job_mounts[i]->source, squash_mode_name(resp->job_mounts[i]->mode));
+	} else if (req.op_case == SQUASH__REQUEST__OP_GC) {
+		for (size_t i = 0; i < resp->n_released_job_ids; i++)
+			printf("released job %u\n", resp->released_job_ids[i]);
+		if (resp->n_released_job_ids == 0)
+			printf("nothing to release\n");
+	} else if (req.op_case == SQUASH__REQUEST__OP_STATUS && resp->node) {
+		print_status(resp->node);
 	} else if (resp->message) {
 		printf("%s\n", resp->message);
 	}

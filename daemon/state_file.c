@@ -83,7 +83,11 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 		return -1;
 	}
 	fprintf(f, "%s\nnext %u\n", STATE_MAGIC, r->next_mount_id);
+	/* Only finished mounts: a restarted squashd finds anything half-made
+	 * as an unknown leftover and removes it. */
 	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
+		if (m->state != MOUNT_READY)
+			continue;
 		fprintf(f, "mount %u %d %ju %ju %jd %" PRId64 " %ld %jd %d",
 			m->id, (int)m->key.mode, (uintmax_t)m->key.dev, (uintmax_t)m->key.ino,
 			(intmax_t)m->key.size, m->key.mtime_sec, m->key.mtime_nsec,
@@ -95,11 +99,15 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 		fputc('\n', f);
 	}
 	for (const struct job_entry *j = r->jobs; j; j = j->next) {
+		if (j->pending)
+			continue; /* its prolog retries against the new squashd */
 		fprintf(f, "job %u %u %d", j->job_id, (unsigned)j->uid, (int)j->status);
 		put_field(f, j->message);
 		fputc('\n', f);
 		for (size_t i = 0; i < j->count; i++) {
-			fprintf(f, "image %u %u", j->job_id, j->images[i].mount ? j->images[i].mount->id : 0);
+			const struct mount_entry *m = j->images[i].mount;
+
+			fprintf(f, "image %u %u", j->job_id, m && m->state == MOUNT_READY ? m->id : 0);
 			put_field(f, j->images[i].image);
 			put_field(f, j->images[i].target);
 			fputc('\n', f);

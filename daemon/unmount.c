@@ -13,11 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "child_process.h"
 #include "clock.h"
+#include "log.h"
 
 #define EBUSY_RETRY_MS 20
-#define POLL_MS 5
+#define BUSY_RETRY_MAX_MS 300
 
 /* mountinfo escapes space, tab, newline and backslash as \ooo. */
 static void unescape_octal(char *s)
@@ -76,7 +77,7 @@ int is_mount_point(const char *path)
 /* Unmounts every mount stacked on path. Returns 0 once nothing is mounted
  * there, -1 with err set otherwise. Busy mounts are retried until
  * busy_deadline and then detached lazily. */
-static int unmount_all(const char *path, long busy_deadline, char *err,
+static int unmount_all(const char *path, long long busy_deadline, char *err,
 		       size_t errlen)
 {
 	/* Bounded: each round removes one mount or ends the loop. */
@@ -126,66 +127,57 @@ static bool looks_like_server(pid_t pid)
 	return strncmp(comm, "squashfuse", 10) == 0;
 }
 
-/* Waits for pid to end until deadline. Returns true when it is gone.
- * *child tells whether it is our child (reaped here) or was adopted after
- * a daemon restart (its parent reaps it). */
-static bool wait_gone(pid_t pid, long deadline, bool *child)
+/* Waits (woken by its exit) for the server to end after its mount went
+ * away, and kills it when it does not. pidfd may be -1 (then one is made;
+ * an adopted server is signalled only while it still looks like one). */
+static void stop_server(pid_t pid, int pidfd, long long deadline)
 {
-	for (;;) {
-		if (*child) {
-			pid_t r = waitpid(pid, NULL, WNOHANG);
-
-			if (r == pid)
-				return true;
-			if (r < 0 && errno == ECHILD)
-				*child = false;
-			else if (r < 0 && errno != EINTR)
-				return true;
-		}
-		if (!*child && kill(pid, 0) < 0 && errno == ESRCH)
-			return true;
-		if (squash_now_ms() >= deadline)
-			return false;
-		usleep(POLL_MS * 1000);
-	}
-}
-
-static void stop_server(pid_t pid, long deadline)
-{
-	bool child = true;
-	long total = deadline - squash_now_ms();
+	long long total = deadline - squash_now_ms();
 	/* Keep a slice of the time for SIGKILL to take effect. */
-	long kill_slice = total / 4 < 500 ? total / 4 : 500;
+	long long kill_slice = total / 4 < 500 ? total / 4 : 500;
+	int own_fd = -1, status;
 
-	if (wait_gone(pid, deadline - kill_slice, &child))
-		return;
-	if (!child && !looks_like_server(pid)) {
+	if (pidfd < 0) {
+		pidfd = own_fd = child_pidfd(pid);
+		if (pidfd < 0)
+			return; /* already gone */
+	}
+	if (child_wait(pidfd, deadline - kill_slice, &status) == 1)
+		goto out;
+	if (!looks_like_server(pid)) {
 		log_warning("pid %d is not a FUSE server any more; not signalling it",
 			    (int)pid);
-		return;
+		goto out;
 	}
 	log_warning("FUSE server %d did not exit after unmount; killing it",
 		    (int)pid);
-	kill(pid, SIGKILL);
-	if (!wait_gone(pid, deadline, &child))
+	child_kill(pidfd);
+	if (child_wait(pidfd, deadline, &status) != 1)
 		log_warning("FUSE server %d survived SIGKILL (stuck in the kernel?)",
 			    (int)pid);
+out:
+	if (own_fd >= 0)
+		close(own_fd);
 }
 
 enum result unmount_image(const char *mountpoint, pid_t server_pid,
-			  int timeout_ms, char *err, size_t errlen)
+			  int server_pidfd, int timeout_ms, char *err, size_t errlen)
 {
-	long start = squash_now_ms();
-	long deadline = start + (timeout_ms > 0 ? timeout_ms : 0);
+	long long start = squash_now_ms();
+	long long deadline = start + (timeout_ms > 0 ? timeout_ms : 0);
+	/* Steps no longer hold copies of node-level mounts, so a busy mount is
+	 * rare (an admin's shell in it): retry briefly, then detach lazily. */
+	long long busy_until = start + (timeout_ms / 2 < BUSY_RETRY_MAX_MS ? timeout_ms / 2
+									: BUSY_RETRY_MAX_MS);
 
-	if (unmount_all(mountpoint, start + timeout_ms / 2, err, errlen) < 0)
+	if (unmount_all(mountpoint, busy_until, err, errlen) < 0)
 		return RESULT_NODE_ERROR;
 	if (is_mount_point(mountpoint)) {
 		snprintf(err, errlen, "%s is still mounted", mountpoint);
 		return RESULT_NODE_ERROR;
 	}
 	if (server_pid > 0)
-		stop_server(server_pid, deadline);
+		stop_server(server_pid, server_pidfd, deadline);
 	if (rmdir(mountpoint) < 0 && errno != ENOENT)
 		log_warning("cannot remove mount point %s: %s", mountpoint,
 			    strerror(errno));

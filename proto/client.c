@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <munge.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -14,19 +15,24 @@
 #include "errmsg.h"
 #include "frame.h"
 #include "clock.h"
+#include "sha256.h"
 
 #define DEFAULT_TIMEOUT_MS 30000
 
-/* Signs the encoded request: the credential's payload is exactly those
- * bytes, so squashd can tie the sender's uid to this request. Returns a
- * credential for free(), or NULL with err. */
+/* Signs the encoded request: the credential's payload is the SHA-256 of
+ * those bytes, so squashd can tie the sender's uid to this request and the
+ * credential's size does not grow with the request. Returns a credential
+ * for free(), or NULL with err. */
 static char *munge_sign(const struct squash_client_options *opts,
-			const uint8_t *payload, size_t len, char *err,
+			const uint8_t *request, size_t len, char *err,
 			size_t errlen)
 {
 	munge_ctx_t ctx = munge_ctx_create();
+	uint8_t digest[SQUASH_SHA256_SIZE];
 	char *cred = NULL;
 	munge_err_t rc;
+
+	squash_sha256(request, len, digest);
 
 	if (!ctx) {
 		squash_errf(err, errlen,
@@ -37,7 +43,7 @@ static char *munge_sign(const struct squash_client_options *opts,
 	if (opts->munge_socket)
 		rc = munge_ctx_set(ctx, MUNGE_OPT_SOCKET, opts->munge_socket);
 	if (rc == EMUNGE_SUCCESS)
-		rc = munge_encode(&cred, ctx, payload, (int)len);
+		rc = munge_encode(&cred, ctx, digest, (int)sizeof(digest));
 	if (rc != EMUNGE_SUCCESS) {
 		const char *why = munge_ctx_strerror(ctx);
 
@@ -120,11 +126,16 @@ static int connect_daemon(const char *path, int timeout_ms, char *err,
 		return -1;
 	}
 	memcpy(addr.sun_path, path, strlen(path) + 1);
+	int sndbuf = SQUASH_FRAME_MAX + 4096;
+
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		squash_errf(err, errlen, "cannot create socket: %s", strerror(errno));
 		return -1;
 	}
+	/* A datagram must fit the send buffer; the default usually does, this
+	 * makes sure where wmem_default was lowered (capped by wmem_max). */
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
 	    connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
 		if (errno == EAGAIN || errno == EINPROGRESS)
@@ -192,10 +203,13 @@ static void explain_recv_error(int rc, int timeout_ms, char *err, size_t errlen)
 	}
 }
 
-int squash_client_call(const struct squash_client_options *opts,
-		       const Squash__Request *req, Squash__Response **resp,
-		       char *err, size_t errlen)
+/* One attempt. Returns 0, -1 (do not retry) or -2 (squashd could not be
+ * reached or dropped the connection: worth another try). */
+static int call_once(const struct squash_client_options *opts,
+		     const Squash__Request *req, Squash__Response **resp,
+		     char *err, size_t errlen)
 {
+	int retryable = 0;
 	const char *path = opts && opts->socket_path ? opts->socket_path
 						     : SQUASH_DEFAULT_SOCKET;
 	int timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms
@@ -213,12 +227,15 @@ int squash_client_call(const struct squash_client_options *opts,
 	/* Sign before connecting: squashd should not wait on munged. */
 	payload = squash_client_pack_request(opts, req, &payload_len, err, errlen);
 	if (!payload)
-		return -1;
+		return -2; /* munged restarting, typically */
 	fd = connect_daemon(path, timeout_ms, err, errlen);
-	if (fd < 0)
+	if (fd < 0) {
+		retryable = 1;
 		goto out;
+	}
 	rc = squash_frame_send(fd, SQUASH_FRAME_REQUEST, payload, payload_len);
 	if (rc != SQUASH_FRAME_OK) {
+		retryable = !(rc == SQUASH_FRAME_EIO && errno == EAGAIN);
 		if (rc == SQUASH_FRAME_EIO && errno == EAGAIN)
 			squash_errf(err, errlen,
 				    "squashd did not take the request within %g s",
@@ -238,6 +255,7 @@ int squash_client_call(const struct squash_client_options *opts,
 	rc = squash_frame_recv(fd, buf, &len, left > 0 ? (int)left : 0);
 	if (rc != SQUASH_FRAME_OK) {
 		explain_recv_error(rc, timeout_ms, err, errlen);
+		retryable = rc == SQUASH_FRAME_ECLOSED || rc == SQUASH_FRAME_EIO;
 		goto out;
 	}
 	*resp = parse_response(buf, len, err, errlen);
@@ -246,7 +264,51 @@ out:
 		close(fd);
 	free(buf);
 	free(payload);
-	return *resp ? 0 : -1;
+	return *resp ? 0 : retryable ? -2 : -1;
+}
+
+int squash_client_call(const struct squash_client_options *opts,
+		       const Squash__Request *req, Squash__Response **resp,
+		       char *err, size_t errlen)
+{
+	return call_once(opts, req, resp, err, errlen) == 0 ? 0 : -1;
+}
+
+int squash_client_call_retry(const struct squash_client_options *opts,
+			     const Squash__Request *req, Squash__Response **resp,
+			     int *attempts, char *err, size_t errlen)
+{
+	long long start = squash_now_ms();
+	long long give_up = start + (opts && opts->retry_ms > 0 ? opts->retry_ms : 0);
+	long pause_ms = 100;
+	int n = 0, rc;
+
+	for (;;) {
+		n++;
+		rc = call_once(opts, req, resp, err, errlen);
+		if (rc == 0 && (*resp)->status == SQUASH__STATUS__UNAVAILABLE) {
+			squash_errf(err, errlen, "squashd is unavailable: %s",
+				    (*resp)->message ? (*resp)->message : "(no reason given)");
+			squash__response__free_unpacked(*resp, NULL);
+			*resp = NULL;
+			rc = -2;
+		}
+		if (rc != -2 || squash_now_ms() + pause_ms > give_up)
+			break;
+		struct timespec ts = { pause_ms / 1000, (pause_ms % 1000) * 1000000L };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		pause_ms = pause_ms * 2 > 2000 ? 2000 : pause_ms * 2;
+	}
+	if (attempts)
+		*attempts = n;
+	if (rc != 0 && n > 1) {
+		size_t used = strlen(err);
+		if (used < errlen)
+			snprintf(err + used, errlen - used, " (after %d attempts in %.1f s)", n,
+				 (squash_now_ms() - start) / 1000.0);
+	}
+	return rc == 0 ? 0 : -1;
 }
 
 const char *squash_status_name(Squash__Status status)
@@ -266,6 +328,8 @@ const char *squash_status_name(Squash__Status status)
 		return "version-mismatch";
 	case SQUASH__STATUS__NOT_FOUND:
 		return "not-found";
+	case SQUASH__STATUS__UNAVAILABLE:
+		return "unavailable";
 	default:
 		return "unknown";
 	}

@@ -16,6 +16,7 @@ struct squash_client_options {
 	bool use_munge;           /* sign the request with a MUNGE credential */
 	const char *munge_socket; /* NULL: libmunge's default */
 	int timeout_ms;           /* for connect+send+receive; <=0: 30000 */
+	int retry_ms;             /* squash_client_call_retry: keep trying this long */
 };
 
 /* Sends req and waits for the response. Returns 0 with *resp set (free with
@@ -27,6 +28,17 @@ struct squash_client_options {
 int squash_client_call(const struct squash_client_options *opts,
 		       const Squash__Request *req, Squash__Response **resp,
 		       char *err, size_t errlen);
+
+/* Like squash_client_call, but while squashd cannot be reached (no socket,
+ * refused, connection reset before the answer, munged not answering) or
+ * answers UNAVAILABLE (stopping), tries again with a growing pause (0.1 s
+ * doubling to 2 s) until opts->retry_ms have passed. A request that timed
+ * out is not repeated: squashd got it and is still at work. Every request
+ * is idempotent by job id, so repeating one whose answer was lost is safe.
+ * *attempts (may be NULL) tells how many calls were made. */
+int squash_client_call_retry(const struct squash_client_options *opts,
+			     const Squash__Request *req, Squash__Response **resp,
+			     int *attempts, char *err, size_t errlen);
 
 /* Packs req into a SignedRequest frame payload, signing it when use_munge.
  * Returns a malloc'd buffer and its length, or NULL with err. Exposed for

@@ -13,9 +13,13 @@
 #include <stdint.h>
 
 #define SQUASH_FRAME_MAGIC "SQSH"
-#define SQUASH_PROTOCOL_VERSION 1
+#define SQUASH_PROTOCOL_VERSION 2
 #define SQUASH_FRAME_HEADER_SIZE 8
-#define SQUASH_FRAME_MAX 65536
+/* Large enough for the largest request the documented limits allow
+ * (SQUASH_MAX_IMAGES images, image and target each up to SQUASH_PATH_MAX-1
+ * bytes: see imagespec.h) and below the default unix socket send buffer
+ * (net.core.wmem_default, 208 KiB), so one datagram always carries it. */
+#define SQUASH_FRAME_MAX (192 * 1024)
 
 enum squash_frame_kind {
 	SQUASH_FRAME_REQUEST = 1,  /* payload: squash.SignedRequest */

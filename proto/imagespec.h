@@ -15,6 +15,9 @@
 #define SQUASH_MAX_IMAGES 16
 #define SQUASH_PATH_MAX 4096
 #define SQUASH_OPTION_MAX (SQUASH_MAX_IMAGES * 2 * SQUASH_PATH_MAX)
+/* squashd's node-level mount points (STATE_DIR/mnt/mN) stay shorter than
+ * this, so that answers naming them fit one frame (frame.h). */
+#define SQUASH_MOUNT_DIR_MAX 512
 
 struct squash_image_spec {
 	char *image;  /* as written; may be relative before resolution */

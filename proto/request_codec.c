@@ -9,6 +9,17 @@
 #include "imagespec.h"
 #include "request_codec.h"
 
+/* What submit accepts must fit one frame: the largest mount request (every
+ * image and target at the maximum length, plus protobuf tags and lengths,
+ * the signature wrapper and the MUNGE credential) and the step_info answer
+ * for it (plus node-level mount points, at most SQUASH_MOUNT_DIR_MAX). */
+_Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + 16) + 4096 <=
+		       SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE,
+	       "a mount request within the documented limits must fit one frame");
+_Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + SQUASH_MOUNT_DIR_MAX + 32) + 2 * SQUASH_PATH_MAX <=
+		       SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE,
+	       "a step_info answer within the documented limits must fit one frame");
+
 /* A string field of a request: bounded and printable before any policy
  * code looks at it. */
 static int check_string(const char *s, const char *what, size_t index,
@@ -73,6 +84,14 @@ static int check_request(const Squash__Request *req, char *err, size_t errlen)
 		return 0;
 	case SQUASH__REQUEST__OP_LIST:
 		if (!req->list)
+			break;
+		return 0;
+	case SQUASH__REQUEST__OP_GC:
+		if (!req->gc)
+			break;
+		return 0;
+	case SQUASH__REQUEST__OP_STATUS:
+		if (!req->status)
 			break;
 		return 0;
 	case SQUASH__REQUEST__OP__NOT_SET:

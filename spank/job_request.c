@@ -10,6 +10,7 @@
 
 #include "imagespec.h"
 #include "job_request.h"
+#include "prolog_note.h"
 
 /* Set by the submit check with spank_job_control_setenv("SQUASH_IMAGES"). */
 #define IMAGES_ENV "SPANK_SQUASH_IMAGES"
@@ -54,17 +55,17 @@ static int job_identity(spank_t sp, uint32_t *job_id, uint32_t *uid)
 	return 0;
 }
 
-/* Sends req and logs anything but OK. Returns the status, or -1 when
- * squashd could not be asked. */
+/* Sends req (retrying while squashd is unreachable, see retry=) and logs
+ * anything but OK. Returns the status, or -1 when squashd could not be
+ * asked; then why holds the reason. */
 static int ask(const struct squash_settings *s, const Squash__Request *req,
-	       uint32_t job_id, const char *what)
+	       uint32_t job_id, const char *what, char *why, size_t whylen)
 {
 	struct squash_client_options opts = squash_settings_client(s);
 	Squash__Response *resp = NULL;
-	char why[512];
 	int status;
 
-	if (squash_client_call(&opts, req, &resp, why, sizeof why)) {
+	if (squash_client_call_retry(&opts, req, &resp, NULL, why, whylen)) {
 		slurm_error("spank_squash: job %u: cannot %s: %s", job_id, what, why);
 		return -1;
 	}
@@ -128,9 +129,16 @@ static void mount_job(const struct squash_settings *s, uint32_t job_id,
 	mount.images = ptrs;
 	req.op_case = SQUASH__REQUEST__OP_MOUNT_JOB;
 	req.mount_job = &mount;
-	if (ask(s, &req, job_id, "mount the job's images") == SQUASH__STATUS__OK)
+	char why[768], note[1024];
+	int status = ask(s, &req, job_id, "mount the job's images", why, sizeof why);
+	if (status == SQUASH__STATUS__OK) {
 		slurm_verbose("spank_squash: job %u: %zu image(s) mounted", job_id,
 			      list->count);
+	} else if (status < 0) {
+		/* squashd never heard of the job: tell its steps why. */
+		snprintf(note, sizeof note, "the job prolog could not reach squashd: %s", why);
+		prolog_note_write(s, job_id, note);
+	}
 }
 
 int squash_job_prolog(spank_t sp, const struct squash_settings *s)
@@ -167,6 +175,10 @@ int squash_job_epilog(spank_t sp, const struct squash_settings *s)
 	release.job_id = job_id;
 	req.op_case = SQUASH__REQUEST__OP_RELEASE_JOB;
 	req.release_job = &release;
-	ask(s, &req, job_id, "release the job's images");
+	prolog_note_remove(s, job_id);
+	char why[768];
+	if (ask(s, &req, job_id, "release the job's images", why, sizeof why) < 0)
+		slurm_error("spank_squash: job %u: squashd's periodic reconciliation with Slurm "
+			    "will release the job's mounts once squashd answers again", job_id);
 	return 0; /* a stuck release is squashd's to clean up, not a reason to drain */
 }

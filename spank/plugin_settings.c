@@ -36,15 +36,19 @@ static int set_string(char **slot, const char *key, size_t klen,
 	return 0;
 }
 
-static int parse_timeout(const char *value, int *out, char *err, size_t errlen)
+static int parse_seconds(const char *key, const char *value, long min, long max,
+			 int *out, char *err, size_t errlen)
 {
+	char range[32];
 	char *end;
 	long v;
 
 	errno = 0;
 	v = strtol(value, &end, 10);
-	if (errno || end == value || *end || v < 1 || v > SQUASH_MAX_TIMEOUT)
-		return bad_value("timeout", value, "1-600", err, errlen);
+	if (errno || end == value || *end || v < min || v > max) {
+		snprintf(range, sizeof range, "%ld-%ld", min, max);
+		return bad_value(key, value, range, err, errlen);
+	}
 	*out = (int)v;
 	return 0;
 }
@@ -57,6 +61,7 @@ struct raw_settings {
 	char *munge;
 	char *munge_socket;
 	char *timeout;
+	char *retry;
 };
 
 static void raw_free(struct raw_settings *r)
@@ -67,6 +72,7 @@ static void raw_free(struct raw_settings *r)
 	free(r->munge);
 	free(r->munge_socket);
 	free(r->timeout);
+	free(r->retry);
 }
 
 static int collect(int ac, char **av, struct raw_settings *r, char *err,
@@ -90,6 +96,8 @@ static int collect(int ac, char **av, struct raw_settings *r, char *err,
 			slot = &r->munge_socket;
 		else if (klen == 7 && !strncmp(av[i], "timeout", klen))
 			slot = &r->timeout;
+		else if (klen == 5 && !strncmp(av[i], "retry", klen))
+			slot = &r->retry;
 		if (!slot) {
 			snprintf(err, errlen, PREFIX "unknown setting '%.*s' in plugstack.conf",
 				 (int)klen, av[i]);
@@ -183,7 +191,12 @@ static int apply(struct raw_settings *r, struct squash_settings *s,
 	}
 
 	s->timeout = SQUASH_DEFAULT_TIMEOUT;
-	if (r->timeout && parse_timeout(r->timeout, &s->timeout, err, errlen))
+	if (r->timeout && parse_seconds("timeout", r->timeout, 1, SQUASH_MAX_TIMEOUT,
+					&s->timeout, err, errlen))
+		return -1;
+	s->retry = SQUASH_DEFAULT_RETRY;
+	if (r->retry && parse_seconds("retry", r->retry, 0, SQUASH_MAX_RETRY, &s->retry,
+				      err, errlen))
 		return -1;
 	return 0;
 }
@@ -221,6 +234,7 @@ squash_settings_client(const struct squash_settings *s)
 		.use_munge = s->use_munge,
 		.munge_socket = s->munge_socket,
 		.timeout_ms = s->timeout * 1000,
+		.retry_ms = s->retry * 1000,
 	};
 	return o;
 }

@@ -15,6 +15,10 @@
 #define SQUASH_DEFAULT_TARGET_BASE "/squash"
 #define SQUASH_DEFAULT_TIMEOUT 30
 #define SQUASH_MAX_TIMEOUT 600
+/* How long the prolog, steps and epilog keep trying to reach squashd (a
+ * restart takes a second or two; a node reboot of squashd's unit a few). */
+#define SQUASH_DEFAULT_RETRY 60
+#define SQUASH_MAX_RETRY 3600
 
 struct squash_settings {
 	char *socket_path;               /* squashd's socket */
@@ -23,6 +27,7 @@ struct squash_settings {
 	bool use_munge;                  /* sign requests to squashd */
 	char *munge_socket;              /* NULL: libmunge's default */
 	int timeout;                     /* seconds per squashd request */
+	int retry;                       /* seconds to keep retrying an unreachable squashd */
 };
 
 /* Parses the plugstack.conf arguments into s (which is reset first).

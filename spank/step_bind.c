@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "imagespec.h"
+#include "prolog_note.h"
 #include "step_bind.h"
 #include "target.h"
 
@@ -252,6 +253,85 @@ int squash_step_bind_mounts(const Squash__Response *resp, char *err,
 	return rc;
 }
 
+/* mountinfo escapes space, tab, newline and backslash as \ooo. */
+static void unescape_mountinfo(char *s)
+{
+	char *out = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 4;
+		} else {
+			*out++ = *s++;
+		}
+	}
+	*out = '\0';
+}
+
+/* Detaches, in this step's namespace only, every mount at or below dir:
+ * the node-level mounts the namespace copied from the host, the job's own
+ * and other jobs'. The step's binds stay (they are mounts of their own);
+ * without this a step would pin other jobs' FUSE servers and loop devices
+ * until it ends. Deepest first; returns the number left, -1 on error. */
+static int detach_below(const char *dir, char *err, size_t errlen)
+{
+	size_t dlen = strlen(dir), n = 0, cap = 0;
+	char **points = NULL, *line = NULL;
+	size_t linecap = 0;
+	int left = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f) {
+		snprintf(err, errlen, "cannot read /proc/self/mountinfo: %s", strerror(errno));
+		return -1;
+	}
+	while (getline(&line, &linecap, f) > 0) {
+		char *save = NULL, *field = strtok_r(line, " ", &save);
+
+		for (int i = 1; field && i < 5; i++)
+			field = strtok_r(NULL, " ", &save);
+		if (!field)
+			continue;
+		unescape_mountinfo(field);
+		if (strncmp(field, dir, dlen) || (field[dlen] != '/' && field[dlen] != '\0'))
+			continue;
+		if (n == cap) {
+			char **grown = realloc(points, (cap ? 2 * cap : 16) * sizeof(*points));
+			if (!grown)
+				break;
+			points = grown;
+			cap = cap ? 2 * cap : 16;
+		}
+		if (!(points[n] = strdup(field)))
+			break;
+		n++;
+	}
+	free(line);
+	fclose(f);
+	/* Longest path first: children before their parents. */
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			if (strlen(points[j]) > strlen(points[i])) {
+				char *t = points[i];
+				points[i] = points[j];
+				points[j] = t;
+			}
+	for (size_t i = 0; i < n; i++) {
+		if (umount2(points[i], MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL &&
+		    errno != ENOENT) {
+			if (!left)
+				snprintf(err, errlen, "cannot detach %s from the step: %s", points[i],
+					 strerror(errno));
+			left++;
+		}
+		free(points[i]);
+	}
+	free(points);
+	return left;
+}
+
 /* Joins one field of every mount with sep. */
 static char *join(const Squash__Response *resp, bool targets, char sep)
 {
@@ -323,26 +403,43 @@ static void set_up(spank_t sp, uint32_t job_id, const Squash__Response *resp)
 		return;
 	}
 	if (squash_step_bind_mounts(resp, why, sizeof why) != 0 ||
-	    export_env(sp, resp, why, sizeof why) != 0)
+	    export_env(sp, resp, why, sizeof why) != 0) {
+		keep_error("squash: job %u: %s", job_id, why);
+		return;
+	}
+	if (resp->mount_dir && resp->mount_dir[0] == '/' && detach_below(resp->mount_dir, why, sizeof why))
 		keep_error("squash: job %u: %s", job_id, why);
 }
 
-/* Turns a non-OK answer into the reason the tasks print. */
-static void explain(uint32_t job_id, const char *host, const Squash__Response *resp)
+/* Turns a non-OK answer into the reason the tasks print, naming the real
+ * cause: the prolog could not reach squashd (its note says why), squashd
+ * lost its registry (its answer says so), or the prolog never asked. */
+static void explain(const struct squash_settings *s, uint32_t job_id, const char *host,
+		    const Squash__Response *resp)
 {
 	const char *msg = resp->message && *resp->message ? resp->message
 							  : "no reason given";
+	char note[1024];
 
 	switch (resp->status) {
 	case SQUASH__STATUS__USER_ERROR:
 		keep_error("squash: job %u: %s", job_id, msg);
 		break;
 	case SQUASH__STATUS__NOT_FOUND:
-		/* Typically srun --squash-image inside a job allocated without it. */
-		keep_error("squash: job %u: node %s has no images for this job (%s); "
-			   "--squash-image takes effect only when the job is allocated "
-			   "(sbatch, salloc, or an srun that creates the job)",
-			   job_id, host, msg);
+		if (prolog_note_read(s, job_id, note, sizeof note) == 0)
+			keep_error("squash: job %u: node %s has no images for this job: %s",
+				   job_id, host, note);
+		else if (strstr(msg, "lost its registry"))
+			keep_error("squash: job %u: node %s: %s", job_id, host, msg);
+		else
+			/* srun --squash-image inside a job allocated without it, or
+			 * a cluster whose prolog does not run at allocation. */
+			keep_error("squash: job %u: node %s has no images for this job (%s): "
+				   "the job prolog did not ask for them. --squash-image takes "
+				   "effect only when the job is allocated (sbatch, salloc, or an "
+				   "srun that creates the job), and the cluster needs "
+				   "PrologFlags=Alloc in slurm.conf",
+				   job_id, host, msg);
 		break;
 	default:
 		keep_error("squash: job %u: squashd on node %s answered %s: %s",
@@ -358,7 +455,7 @@ int squash_step_setup(spank_t sp, const char *option,
 	Squash__StepInfoRequest info = SQUASH__STEP_INFO_REQUEST__INIT;
 	Squash__Request req = SQUASH__REQUEST__INIT;
 	Squash__Response *resp = NULL;
-	char host[256] = "?", why[512];
+	char host[256] = "?", why[768];
 	uint32_t job_id;
 	uid_t uid;
 
@@ -374,13 +471,13 @@ int squash_step_setup(spank_t sp, const char *option,
 	info.job_id = job_id;
 	req.op_case = SQUASH__REQUEST__OP_STEP_INFO;
 	req.step_info = &info;
-	if (squash_client_call(&opts, &req, &resp, why, sizeof why) != 0) {
-		keep_error("squash: squashd on node %s is not reachable: %s (job cannot use --squash-image)",
-			   host, why);
+	if (squash_client_call_retry(&opts, &req, &resp, NULL, why, sizeof why) != 0) {
+		keep_error("squash: job %u: squashd on node %s is not reachable: %s (job cannot use --squash-image)",
+			   job_id, host, why);
 		return 0;
 	}
 	if (resp->status != SQUASH__STATUS__OK)
-		explain(job_id, host, resp);
+		explain(s, job_id, host, resp);
 	else if (resp->has_job_uid && resp->job_uid != (uint32_t)uid)
 		/* A stale record under a reused job id must not be handed over. */
 		keep_error("squash: job %u: squashd on node %s holds images of uid %u for this job id, not of uid %u",

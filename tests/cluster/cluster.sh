@@ -1,13 +1,45 @@
 #!/usr/bin/env bash
-# Throwaway single-node Slurm cluster with munged, squashd and the SPANK
-# plugin, all living in one scratch directory.
+# Throwaway Slurm cluster on this machine for the tests: munged, slurmctld,
+# one or more slurmd, one squashd per node and the SPANK plugin, all living
+# in one scratch directory DIR.
 #
-#   cluster.sh start DIR           create DIR's config and start everything
-#   cluster.sh stop DIR            stop everything and clean leftovers (idempotent)
-#   cluster.sh status DIR          show what runs
-#   cluster.sh squashd-stop DIR    stop only squashd (tests of a missing daemon)
-#   cluster.sh squashd-start DIR   start squashd again
-#   cluster.sh users               create the test users and group only
+#   cluster.sh start [--nodes N] DIR      write DIR's config, start everything
+#   cluster.sh stop DIR                   stop everything, clean leftovers (idempotent)
+#   cluster.sh status DIR                 show what runs, per node
+#   cluster.sh squashd-stop [--node NAME] DIR   stop squashd (every node, or NAME)
+#   cluster.sh squashd-start [--node NAME] DIR  start squashd again
+#   cluster.sh exec DIR NAME [CMD...]     run CMD (default: bash) inside node NAME
+#   cluster.sh users                      create the test users and group only
+#
+# Two layouts:
+#
+# * Without --nodes: one node, the machine itself (NodeName = `hostname -s`).
+#   slurmd and squashd run in the host's namespaces; squashd listens on
+#   DIR/squashd.sock and mounts under DIR/squashd/mnt.
+#
+# * With --nodes N: nodes n1..nN, each a UTS + mount namespace of its own
+#   (`unshare --uts --mount --propagation slave`, hostname nK), kept alive by
+#   a holder process (`sleep`, shown as "squash-test-node nK DIR/"; pid in
+#   DIR/run/node-nK.pid, namespace inodes in DIR/run/node-nK.ns). Inside it:
+#     - DIR/node-run is a 16 MB tmpfs of that node only, its /run: one
+#       squashd.conf (socket = DIR/node-run/squashd.sock, state_dir =
+#       DIR/node-run/squashd) and one plugstack.conf serve every node;
+#     - its squashd and `slurmd -N nK` are started with nsenter, so their
+#       children (prolog, epilog, slurmstepd, tasks, FUSE servers) are on
+#       that node: gethostname() says nK, mounts stay inside the node;
+#     - NodeName=nK NodeHostname=nK NodeAddr=127.0.0.1 Port=P+K, and %n in
+#       SlurmdSpoolDir/SlurmdPidFile/SlurmdLogFile (Debian's Slurm is built
+#       with multiple-slurmd support); one munged and one slurmctld (on the
+#       host, port P) serve all nodes;
+#     - a new mount namespace starts as a copy of every host mount: node
+#       set-up unmounts the copies that are not its own (squashfs, FUSE,
+#       loop-backed mounts, other test clusters' directories) so they do not
+#       pin other tests' loop devices or FUSE servers.
+#   Logs: DIR/log/{slurmd,squashd,node}-nK.log. Look at a node with
+#   `cluster.sh exec DIR n2 cat /proc/self/mountinfo`, or from the host
+#   through /proc/$(cat DIR/run/node-n2.pid)/{mountinfo,root/...}.
+#   Only 127.0.0.1 is used; nothing of a node is mounted in the host's
+#   namespace, and a node goes away with its last process.
 #
 # Environment:
 #   SQUASH_BUILD_DIR        out-of-tree build dir (default: <repo>/build)
@@ -15,17 +47,20 @@
 #                           squashd, squashctl and spank_squash.so to run
 #                           (default: those in SQUASH_BUILD_DIR), e.g. the
 #                           files of an unpacked package
-#   SQUASH_TEST_PORT_BASE   slurmctld port; slurmd uses the next (default: the
-#                           first free pair from 16817 on)
+#   SQUASH_TEST_PORT_BASE   slurmctld port; slurmd(s) use the next 1 (or N)
+#                           (default: the first free run from 16817 on)
 #   SQUASH_SLURM_ONLY=1     start munged + Slurm without squashd and plugin
 #
-# Every daemon is started with SQUASH_TEST_CLUSTER=DIR in its environment, so
-# stop finds this instance's processes (and their children such as
-# slurmstepd) by that marker and by DIR in their command lines, never by name
-# alone. Must run as root.
+# Every process is started with SQUASH_TEST_CLUSTER=DIR in its environment,
+# so stop finds this instance's processes (and their children such as
+# slurmstepd) by that marker, by DIR in their command lines, and on
+# multi-node clusters by living in one of its nodes' UTS namespaces (which
+# also catches job tasks and FUSE servers): never by name alone, so other
+# clusters on the same machine are left alone. Must run as root.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+self=$here/$(basename "${BASH_SOURCE[0]}")
 repo=$(cd "$here/../.." && pwd)
 build=${SQUASH_BUILD_DIR:-$repo/build}
 squashd_bin=${SQUASH_SQUASHD:-$build/daemon/squashd}
@@ -50,22 +85,78 @@ ensure_users() {
 }
 
 # ---------------------------------------------------------------- helpers
+# Node names of a multi-node instance, one per line; nothing for the
+# single-node layout (the host itself).
+node_names() {
+	local dir=$1
+	[ -f "$dir/nodes" ] && cat "$dir/nodes"
+	return 0
+}
+
+# Pid of node $2's namespace holder, if it runs.
+holder_pid() {
+	local dir=$1 node=$2 pid
+	pid=$(cat "$dir/run/node-$node.pid" 2>/dev/null) || return 1
+	kill -0 "$pid" 2>/dev/null || return 1
+	echo "$pid"
+}
+
+# Runs a command inside node $2 (directly on the host for the one-node
+# layout, where the node is the host).
+in_node() {
+	local dir=$1 node=$2 holder
+	shift 2
+	if [ ! -s "$dir/nodes" ]; then
+		"$@"
+		return
+	fi
+	holder=$(holder_pid "$dir" "$node") || die "node $node of $dir is not running"
+	nsenter -t "$holder" -m -u -- "$@"
+}
+
+# UTS namespace inodes of this instance's nodes (recorded at start, kept
+# until stop has seen them empty).
+node_uts_inodes() {
+	local f
+	for f in "$1"/run/node-*.ns; do
+		[ -f "$f" ] && cut -d' ' -f1 "$f"
+	done
+	return 0
+}
+
+# PIDs in the UTS namespace(s) with the given inodes.
+pids_in_uts() {
+	[ $# -gt 0 ] || return 0
+	# stat fails for processes that exited meanwhile: not an error here.
+	{ stat -L -c '%n %i' /proc/[0-9]*/ns/uts 2>/dev/null || true; } |
+		awk -v want=" $* " 'index(want, " " $2 " ") { split($1, a, "/"); print a[3] }'
+}
+
 # PIDs of processes belonging to instance $dir: the marker in their
-# environment or $dir in their command line.
+# environment, $dir/ in their command line, or living on one of its nodes.
+# Never this script itself (a cluster.sh's comm is its name).
 instance_pids() {
-	local dir=$1 p pid
-	for p in /proc/[0-9]*; do
-		pid=${p#/proc/}
+	local dir=$1 pid
+	{
+		grep -lzxF "SQUASH_TEST_CLUSTER=$dir" /proc/[0-9]*/environ 2>/dev/null || true
+		# The pattern comes from a file so that grep does not find itself.
+		grep -lzF -f <(printf '%s/\n' "$dir") /proc/[0-9]*/cmdline 2>/dev/null || true
+		# shellcheck disable=SC2046
+		pids_in_uts $(node_uts_inodes "$dir")
+	} | sed 's#^/proc/\([0-9]*\)/.*#\1#' | sort -un | while read -r pid; do
 		[ "$pid" = $$ ] && continue
-		[ "$pid" = "$BASHPID" ] && continue
-		if grep -qzxF "SQUASH_TEST_CLUSTER=$dir" "$p/environ" 2>/dev/null ||
-		   grep -qzF "$dir/" "$p/cmdline" 2>/dev/null; then
-			echo "$pid"
-		fi
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = cluster.sh ] && continue
+		if [ -d "/proc/$pid" ]; then echo "$pid"; fi
 	done
 }
 
-pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+# A zombie counts as gone: PID 1 here may be slow to reap orphans.
+pid_alive() {
+	local st
+	[ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null || return 1
+	st=$(cut -d')' -f2 "/proc/$1/stat" 2>/dev/null) || return 1
+	[ "${st:1:1}" != Z ]
+}
 
 # Kills the processes named in the given pid files (those still running),
 # all at once, and waits for them: TERM, then KILL after 5 s.
@@ -107,6 +198,65 @@ wait_for() { # timeout-seconds description command...
 	return 1
 }
 
+# Mounts of a namespace ($2: a mountinfo file), one per line as
+# "DEPTH<TAB>FSTYPE<TAB>SOURCE<TAB>MOUNTPOINT", deepest first, with the
+# kernel's octal escapes (\040 for a space...) decoded.
+mount_table() {
+	awk '
+	function unesc(s,   out, i) {
+		out = ""
+		while ((i = index(s, "\\")) > 0) {
+			out = out substr(s, 1, i - 1) sprintf("%c", (substr(s, i + 1, 1) * 64) + (substr(s, i + 2, 1) * 8) + substr(s, i + 3, 1))
+			s = substr(s, i + 4)
+		}
+		return out s
+	}
+	{
+		for (i = 7; i <= NF && $i != "-"; i++) ;
+		mp = unesc($5)
+		print length(mp) "\t" $(i + 1) "\t" unesc($(i + 2)) "\t" mp
+	}' "$1" | sort -t "$(printf '\t')" -k1,1rn
+}
+
+# Mount points under $dir (deepest first), in this mount namespace.
+mounts_under() {
+	local dir=$1 _d _t _s mp
+	mount_table /proc/self/mountinfo | while IFS=$'\t' read -r _d _t _s mp; do
+		case "$mp" in "$dir"/*) echo "$mp" ;; esac
+	done
+}
+
+# Lazily unmounts everything under $dir in this namespace (no path
+# canonicalisation: a dead FUSE server must not hang the stat).
+umount_under() {
+	local dir=$1 mp i
+	for i in 1 2 3; do
+		mounts_under "$dir" | while IFS= read -r mp; do
+			umount -l -c "$mp" 2>/dev/null || true
+		done
+		[ -z "$(mounts_under "$dir")" ] && return 0
+		sleep 0.2
+	done
+}
+
+# Detaches loop devices whose image lies under $dir.
+detach_loops() {
+	local dir=$1 f dev
+	for f in /sys/block/loop*/loop/backing_file; do
+		[ -f "$f" ] || continue
+		case "$(cat "$f" 2>/dev/null)" in
+		"$dir"/*)
+			dev=/dev/$(basename "$(dirname "$(dirname "$f")")")
+			losetup -d "$dev" 2>/dev/null || true ;;
+		esac
+	done
+}
+
+clean_mounts() {
+	umount_under "$1"
+	detach_loops "$1"
+}
+
 # ---------------------------------------------------------------- config
 # TCP ports something listens on (hex from /proc/net/tcp*, state 0A).
 listening_ports() {
@@ -117,26 +267,44 @@ listening_ports() {
 	done
 }
 
+# Ports of other test clusters that may not listen yet: those written in
+# the last two minutes or whose slurmctld runs.
+claimed_ports() {
+	local f d
+	for f in /tmp/*/slurm.conf; do
+		d=${f%/slurm.conf}
+		[ "$d" != "$1" ] && is_cluster_dir "$d" "$1" || continue
+		[ -n "$(find "$f" -mmin -2 2>/dev/null)" ] ||
+			pid_alive "$(cat "$d/run/slurmctld.pid" 2>/dev/null)" || continue
+		sed -n 's/^\(SlurmctldPort\|SlurmdPort\)=\([0-9]*\).*/\2/p; s/^NodeName=.* Port=\([0-9]*\).*/\1/p' "$f" 2>/dev/null
+	done
+	return 0
+}
+
+# port_base: slurmctld's port; slurmd(s) use the next $2 ports.
 pick_ports() {
-	local p used
+	local dir=$1 count=$2 p k used free
 	[ -n "$port_base" ] && return 0
-	used=" $(listening_ports | tr '\n' ' ') "
-	for p in $(seq 16817 2 16899); do
-		case "$used" in
-		*" $p "* | *" $((p + 1)) "*) continue ;;
-		esac
+	used=" $(listening_ports | tr '\n' ' ') $(claimed_ports "$dir" | tr '\n' ' ') "
+	for p in $(seq 16817 $((count + 1)) 16990); do
+		free=1
+		for k in $(seq 0 "$count"); do
+			case "$used" in *" $((p + k)) "*) free=0; break ;; esac
+		done
+		[ $free = 1 ] || continue
 		port_base=$p
 		return 0
 	done
-	die "no free port pair in 16817-16900 (set SQUASH_TEST_PORT_BASE)"
+	die "no $((count + 1)) free ports in 16817-16990 (set SQUASH_TEST_PORT_BASE)"
 }
 
+# write_config DIR NODES: NODES=0 for the one-node layout on the host.
 write_config() {
-	local dir=$1 host cpus mem so
+	local dir=$1 nodes=$2 host cpus so sock state_dir k names
 	host=$(hostname -s)
-	cpus=$(nproc)
-	# Two jobs must run at once; config_overrides lets a 1-CPU VM claim two.
-	[ "$cpus" -ge 2 ] || cpus=2
+	# Bursts of jobs must start at once (tests of squashd under load):
+	# config_overrides lets the node claim more CPUs than it has.
+	cpus=${SQUASH_TEST_CPUS:-64}
 	mkdir -p "$dir"/{log,run,spool,state,squashd,targets,trusted,work}
 	chmod 0755 "$dir" "$dir"/targets "$dir"/trusted
 	chmod 0700 "$dir"/squashd "$dir"/state
@@ -145,20 +313,37 @@ write_config() {
 	# Test users put their job scripts, images and outputs here.
 	chmod 1777 "$dir"/work
 
+	if [ "$nodes" = 0 ]; then
+		rm -f "$dir/nodes"
+		sock=$dir/squashd.sock
+		state_dir=$dir/squashd
+	else
+		names=""
+		for k in $(seq 1 "$nodes"); do names="$names n$k"; done
+		printf '%s\n' $names >"$dir/nodes"
+		for k in $names; do mkdir -p "$dir/spool/slurmd-$k"; done
+		# Each node mounts its own tmpfs here: the same path, a node's own /run.
+		mkdir -p "$dir/node-run"
+		chmod 0755 "$dir/node-run"
+		sock=$dir/node-run/squashd.sock
+		state_dir=$dir/node-run/squashd
+	fi
+
 	if [ ! -f "$dir/munge.key" ]; then
 		( umask 077; dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 status=none )
 	fi
 	chmod 0400 "$dir/munge.key"
 
-	pick_ports
+	pick_ports "$dir" "$([ "$nodes" = 0 ] && echo 1 || echo "$nodes")"
 	so=$plugin_so
 	: >"$dir/plugstack.conf"
 	if [ "${SQUASH_SLURM_ONLY:-0}" != 1 ]; then
-		echo "required $so socket=$dir/squashd.sock default_target=/squash allowed_targets=/squash:$dir/targets munge=yes munge_socket=$dir/munge.sock timeout=30" >"$dir/plugstack.conf"
+		echo "required $so socket=$sock default_target=/squash allowed_targets=/squash:$dir/targets munge=yes munge_socket=$dir/munge.sock timeout=30 retry=${SQUASH_TEST_RETRY:-5}" >"$dir/plugstack.conf"
 	fi
 	chmod 0644 "$dir/plugstack.conf"
 
-	cat >"$dir/slurm.conf" <<EOF
+	{
+		cat <<EOC
 # Generated by tests/cluster/cluster.sh for a throwaway test cluster.
 ClusterName=sqtest
 SlurmctldHost=localhost
@@ -172,9 +357,7 @@ AuthInfo=socket=$dir/munge.sock
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/slurmd-%n
 SlurmctldPidFile=$dir/run/slurmctld.pid
-SlurmdPidFile=$dir/run/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
@@ -197,15 +380,29 @@ Waittime=0
 SlurmctldTimeout=30
 SlurmdTimeout=60
 MessageTimeout=20
+EOC
+		if [ "$nodes" = 0 ]; then
+			cat <<EOC
+SlurmdPidFile=$dir/run/slurmd.pid
+SlurmdLogFile=$dir/log/slurmd.log
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=256 State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
-EOF
+EOC
+		else
+			echo "SlurmdPidFile=$dir/run/slurmd-%n.pid"
+			echo "SlurmdLogFile=$dir/log/slurmd-%n.log"
+			for k in $(seq 1 "$nodes"); do
+				echo "NodeName=n$k NodeHostname=n$k NodeAddr=127.0.0.1 Port=$((port_base + k)) CPUs=$cpus RealMemory=256 State=UNKNOWN"
+			done
+			echo "PartitionName=debug Nodes=n[1-$nodes] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
+		fi
+	} >"$dir/slurm.conf"
 	chmod 0644 "$dir/slurm.conf"
 
-	cat >"$dir/squashd.conf" <<EOF
+	cat >"$dir/squashd.conf" <<EOC
 # Generated by tests/cluster/cluster.sh for a throwaway test cluster.
-socket = $dir/squashd.sock
-state_dir = $dir/squashd
+socket = $sock
+state_dir = $state_dir
 base_dir = /squash
 allowed_targets = /squash:$dir/targets
 mount_mode = auto
@@ -214,20 +411,102 @@ require_munge = yes
 munge_socket = $dir/munge.sock
 squashfuse = $(command -v squashfuse_ll || echo /usr/bin/squashfuse_ll)
 request_timeout = 10
-EOF
+slurm_conf = $dir/slurm.conf
+gc_interval = ${SQUASH_TEST_GC_INTERVAL:-10}
+EOC
 	chown root:root "$dir/squashd.conf"
 	chmod 0644 "$dir/squashd.conf"
 
-	cat >"$dir/env.sh" <<EOF
+	cat >"$dir/env.sh" <<EOC
 # Source me: the environment of the test cluster in $dir.
 export SLURM_CONF=$dir/slurm.conf
 export SQUASH_TEST_CLUSTER_DIR=$dir
-export SQUASH_SOCKET=$dir/squashd.sock
+export SQUASH_TEST_NODES="$(node_names "$dir" | tr '\n' ' ' | sed 's/ $//')"
+export SQUASH_SOCKET=$sock
 export SQUASH_MUNGE_SOCKET=$dir/munge.sock
 export SQUASH_BUILD_DIR=$build
-export SQUASHCTL="$squashctl_bin --socket $dir/squashd.sock --munge-socket $dir/munge.sock"
-EOF
+export SQUASHCTL="$squashctl_bin --socket $sock --munge-socket $dir/munge.sock"
+EOC
+	if [ "$nodes" != 0 ]; then
+		cat >>"$dir/env.sh" <<EOC
+# The socket exists inside each node: $self exec $dir n2 \$SQUASHCTL list
+EOC
+	fi
 	chmod 0644 "$dir/env.sh"
+}
+
+# ---------------------------------------------------------------- nodes
+# Is directory $1 a test cluster's directory (other than $2)?
+is_cluster_dir() {
+	local d=$1 mine=$2 first
+	[ "$d" != "$mine" ] && [ -f "$d/slurm.conf" ] || return 1
+	read -r first <"$d/slurm.conf" 2>/dev/null || return 1
+	[ "$first" = "# Generated by tests/cluster/cluster.sh for a throwaway test cluster." ]
+}
+
+# Inside a new node namespace: unmounts the copies of host mounts that are
+# not this node's own and would pin someone else's loop device or FUSE
+# server (or another cluster's files) for as long as this node lives.
+# Never the mounts that hold $dir itself.
+drop_foreign_mounts() {
+	local dir=$1 _d fstype src mp foreign d
+	mount_table /proc/self/mountinfo | while IFS=$'\t' read -r _d fstype src mp; do
+		case "$dir/" in "$mp"/* | "$mp"//*) continue ;; esac
+		[ "$mp" = / ] && continue
+		foreign=0
+		case "$fstype" in squashfs | fuse | fuse.*) foreign=1 ;; esac
+		case "$src" in /dev/loop*) foreign=1 ;; esac
+		if [ $foreign = 0 ]; then
+			d=$mp
+			while [ -n "$d" ] && [ "$d" != / ]; do
+				if is_cluster_dir "$d" "$dir"; then foreign=1; break; fi
+				d=${d%/*}
+			done
+		fi
+		[ $foreign = 1 ] || continue
+		umount -l -c "$mp" 2>/dev/null || echo "cluster.sh: node: cannot unmount the copy of $mp" >&2
+	done
+}
+
+# The holder of a node, run by unshare in the node's new namespaces:
+# sets the node up, says so, and sleeps until stop kills it.
+node_init() {
+	local dir=$1 node=$2
+	hostname "$node"
+	drop_foreign_mounts "$dir"
+	mount -t tmpfs -o mode=0755,size=16m,nosuid,nodev "sqnode-$node" "$dir/node-run"
+	echo ready >"$dir/run/node-$node.ready"
+	exec -a "squash-test-node $node $dir/" sleep infinity
+}
+
+# Starts the holders of all nodes at once and waits until they are set up.
+start_nodes() {
+	local dir=$1 node pid i pending holder
+	for node in $(node_names "$dir"); do
+		holder_pid "$dir" "$node" >/dev/null && continue
+		rm -f "$dir/run/node-$node.ready" "$dir/run/node-$node.ns"
+		SQUASH_TEST_CLUSTER=$dir setsid unshare --uts --mount --propagation slave -- \
+			"$self" node-init "$dir" "$node" </dev/null >>"$dir/log/node-$node.log" 2>&1 &
+		echo $! >"$dir/run/node-$node.pid"
+	done
+	for i in $(seq 1 500); do
+		pending=""
+		for node in $(node_names "$dir"); do
+			[ -f "$dir/run/node-$node.ready" ] && continue
+			pid=$(cat "$dir/run/node-$node.pid")
+			pid_alive "$pid" || { tails "$dir"; die "node $node: set-up failed (see $dir/log/node-$node.log)"; }
+			pending="$pending $node"
+		done
+		[ -z "$pending" ] && break
+		sleep 0.02
+	done
+	[ -z "$pending" ] || { tails "$dir"; die "nodes$pending not set up after 10 s"; }
+	for node in $(node_names "$dir"); do
+		holder=$(holder_pid "$dir" "$node") || die "node $node: holder died"
+		[ -f "$dir/run/node-$node.ns" ] ||
+			stat -L -c %i "/proc/$holder/ns/uts" "/proc/$holder/ns/mnt" | tr '\n' ' ' |
+			sed 's/ $/\n/' >"$dir/run/node-$node.ns"
+	done
 }
 
 # ---------------------------------------------------------------- start
@@ -250,122 +529,177 @@ start_munged() {
 		{ tails "$dir"; die "munge round trip failed"; }
 }
 
-start_squashd() {
-	local dir=$1 squashd=$squashd_bin pid
-	[ -x "$squashd" ] || die "$squashd not built (build into $build or set SQUASH_BUILD_DIR)"
-	if [ -f "$dir/run/squashd.pid" ] && pid_alive "$(cat "$dir/run/squashd.pid")"; then
-		return 0
-	fi
-	SQUASH_TEST_CLUSTER=$dir setsid "$squashd" --config "$dir/squashd.conf" --debug \
-		</dev/null >>"$dir/log/squashd.log" 2>&1 &
-	pid=$!
-	echo "$pid" >"$dir/run/squashd.pid"
-	local i
-	for i in $(seq 1 100); do
-		[ -S "$dir/squashd.sock" ] && break
-		pid_alive "$pid" || break
-		sleep 0.1
-	done
-	if ! [ -S "$dir/squashd.sock" ] || ! pid_alive "$pid"; then
-		tails "$dir"
-		die "squashd did not come up (socket $dir/squashd.sock)"
+# Where node $2's squashd keeps its pid, log and socket (the socket as seen
+# from the host: through the holder's root for a namespaced node).
+squashd_pidfile() { [ -n "$2" ] && echo "$1/run/squashd-$2.pid" || echo "$1/run/squashd.pid"; }
+squashd_logfile() { [ -n "$2" ] && echo "$1/log/squashd-$2.log" || echo "$1/log/squashd.log"; }
+squashd_socket() {
+	local dir=$1 node=$2 holder
+	if [ -z "$node" ]; then
+		echo "$dir/squashd.sock"
+	else
+		holder=$(holder_pid "$dir" "$node") || return 1
+		echo "/proc/$holder/root$dir/node-run/squashd.sock"
 	fi
 }
 
-node_idle() {
-	local dir=$1 st
-	st=$(SLURM_CONF=$dir/slurm.conf sinfo -h -N -o '%T' 2>/dev/null | head -n1)
-	[ "$st" = idle ]
+# Starts squashd on node $2 ("" for the one-node layout); does not wait.
+launch_squashd() {
+	local dir=$1 node=$2 squashd=$squashd_bin pidf holder
+	pidf=$(squashd_pidfile "$dir" "$node")
+	[ -x "$squashd" ] || die "$squashd not built (build into $build or set SQUASH_BUILD_DIR)"
+	if [ -f "$pidf" ] && pid_alive "$(cat "$pidf")"; then
+		return 0
+	fi
+	if [ -z "$node" ]; then
+		SQUASH_TEST_CLUSTER=$dir setsid "$squashd" --config "$dir/squashd.conf" --debug \
+			</dev/null >>"$(squashd_logfile "$dir" "")" 2>&1 &
+	else
+		holder=$(holder_pid "$dir" "$node") || die "node $node is not running (no holder)"
+		SQUASH_TEST_CLUSTER=$dir nsenter -t "$holder" -m -u -- \
+			setsid "$squashd" --config "$dir/squashd.conf" --debug \
+			</dev/null >>"$(squashd_logfile "$dir" "$node")" 2>&1 &
+	fi
+	echo $! >"$pidf"
+}
+
+wait_squashd() {
+	local dir=$1 node=$2 pid sock i
+	pid=$(cat "$(squashd_pidfile "$dir" "$node")")
+	sock=$(squashd_socket "$dir" "$node") || die "node $node is not running (no holder)"
+	for i in $(seq 1 200); do
+		[ -S "$sock" ] && pid_alive "$pid" && return 0
+		pid_alive "$pid" || break
+		sleep 0.05
+	done
+	tails "$dir"
+	die "squashd${node:+ on node $node} did not come up (socket $sock)"
+}
+
+# start_squashd DIR [NODE]: NODE empty means every node.
+start_squashd() {
+	local dir=$1 node=${2:-} n list
+	if [ ! -s "$dir/nodes" ]; then
+		[ -z "$node" ] || die "$dir is a one-node cluster on the host: no node $node"
+		launch_squashd "$dir" ""
+		wait_squashd "$dir" ""
+		return 0
+	fi
+	list=${node:-$(node_names "$dir")}
+	for n in $list; do
+		grep -qxF "$n" "$dir/nodes" || die "no node $n in $dir"
+		launch_squashd "$dir" "$n"
+	done
+	for n in $list; do wait_squashd "$dir" "$n"; done
+}
+
+# Are all nodes idle? ($2: how many there are)
+nodes_idle() {
+	local dir=$1 count=$2 n
+	n=$(SLURM_CONF=$dir/slurm.conf sinfo -h -N -o '%N %T' 2>/dev/null | awk '$2 == "idle"' | sort -u | wc -l)
+	[ "$n" = "$count" ]
 }
 
 start_slurm() {
-	local dir=$1 i
+	local dir=$1 i names count ctld pids="" node pid holder
+	names=$(node_names "$dir")
 	if ! { [ -f "$dir/run/slurmctld.pid" ] && pid_alive "$(cat "$dir/run/slurmctld.pid")"; }; then
 		SQUASH_TEST_CLUSTER=$dir SLURM_CONF=$dir/slurm.conf setsid slurmctld -D -i -f "$dir/slurm.conf" \
 			</dev/null >>"$dir/log/slurmctld.out" 2>&1 &
 		echo $! >"$dir/run/slurmctld.pid.sh"
 	fi
-	local ctld slurmd
 	ctld=$(cat "$dir/run/slurmctld.pid.sh" 2>/dev/null || true)
-	if ! { [ -f "$dir/run/slurmd.pid" ] && pid_alive "$(cat "$dir/run/slurmd.pid")"; }; then
-		SQUASH_TEST_CLUSTER=$dir SLURM_CONF=$dir/slurm.conf setsid slurmd -D -f "$dir/slurm.conf" \
-			</dev/null >>"$dir/log/slurmd.out" 2>&1 &
-		echo $! >"$dir/run/slurmd.pid.sh"
+	if [ -z "$names" ]; then
+		count=1
+		if ! { [ -f "$dir/run/slurmd.pid" ] && pid_alive "$(cat "$dir/run/slurmd.pid")"; }; then
+			SQUASH_TEST_CLUSTER=$dir SLURM_CONF=$dir/slurm.conf setsid slurmd -D -f "$dir/slurm.conf" \
+				</dev/null >>"$dir/log/slurmd.out" 2>&1 &
+			echo $! >"$dir/run/slurmd.pid.sh"
+		fi
+		pids=$(cat "$dir/run/slurmd.pid.sh" 2>/dev/null || true)
+		names=$(hostname -s)
+	else
+		count=$(echo "$names" | wc -l)
+		for node in $names; do
+			if ! { [ -f "$dir/run/slurmd-$node.pid" ] && pid_alive "$(cat "$dir/run/slurmd-$node.pid")"; }; then
+				holder=$(holder_pid "$dir" "$node") || die "node $node is not running (no holder)"
+				SQUASH_TEST_CLUSTER=$dir SLURM_CONF=$dir/slurm.conf nsenter -t "$holder" -m -u -- \
+					setsid slurmd -D -N "$node" -f "$dir/slurm.conf" \
+					</dev/null >>"$dir/log/slurmd-$node.out" 2>&1 &
+				echo $! >"$dir/run/slurmd-$node.pid.sh"
+			fi
+			pids="$pids $(cat "$dir/run/slurmd-$node.pid.sh" 2>/dev/null || true)"
+		done
 	fi
-	slurmd=$(cat "$dir/run/slurmd.pid.sh" 2>/dev/null || true)
-	for i in $(seq 1 600); do
-		node_idle "$dir" && return 0
-		if ! pid_alive "$ctld" || ! pid_alive "$slurmd"; then
-			sleep 0.5; break
+	for i in $(seq 1 1200); do
+		nodes_idle "$dir" "$count" && return 0
+		pid_alive "$ctld" || { sleep 0.5; break; }
+		for pid in $pids; do pid_alive "$pid" || { sleep 0.5; break 2; }; done
+		# Nodes may come up down/unknown after a restart: resume them.
+		if [ $((i % 40)) = 0 ]; then
+			SLURM_CONF=$dir/slurm.conf scontrol update nodename="$(echo $names | tr ' ' ,)" state=resume >/dev/null 2>&1 || true
 		fi
-		# The node may come up down/unknown after a restart: resume it.
-		if [ $((i % 20)) = 0 ]; then
-			SLURM_CONF=$dir/slurm.conf scontrol update nodename="$(hostname -s)" state=resume >/dev/null 2>&1 || true
-		fi
-		sleep 0.1
+		sleep 0.05
 	done
 	SLURM_CONF=$dir/slurm.conf sinfo -N -l >&2 2>&1 || true
 	tails "$dir"
 	for f in "$dir"/log/*.out; do echo "===== $f" >&2; tail -n 15 "$f" >&2; done
-	die "node did not become idle (slurmctld/slurmd exited or 60 s passed)"
+	die "nodes did not become idle (slurmctld/slurmd exited or 60 s passed)"
 }
 
 cmd_start() {
-	local dir=$1
+	local dir=$1 nodes=$2
 	ensure_users
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
-	write_config "$dir"
+	write_config "$dir" "$nodes"
 	start_munged "$dir"
+	[ "$nodes" = 0 ] || start_nodes "$dir"
 	if [ "${SQUASH_SLURM_ONLY:-0}" != 1 ]; then
-		[ -f "$plugin_so" ] || die "$plugin_so not built"
+		[ -f "$plugin_so" ] ||
+			die "$plugin_so not built"
 		start_squashd "$dir"
 	fi
 	start_slurm "$dir"
-	log "cluster up in $dir (source $dir/env.sh)"
+	if [ "$nodes" = 0 ]; then
+		log "cluster up in $dir (source $dir/env.sh)"
+	else
+		log "cluster of $nodes nodes up in $dir (source $dir/env.sh; cluster.sh exec $dir n1)"
+	fi
 }
 
 # ---------------------------------------------------------------- stop
+# squashd_stop DIR [NODE]: NODE empty means every node.
 squashd_stop() {
-	local dir=$1
-	kill_pidfiles "$dir/run/squashd.pid"
-	local p
-	for p in $(instance_pids "$dir"); do
-		case "$(cat "/proc/$p/comm" 2>/dev/null)" in
-		squashd) kill -TERM "$p" 2>/dev/null || true ;;
-		esac
-	done
-	rm -f "$dir/squashd.sock"
-}
-
-# Mount points under $dir (deepest first), in this mount namespace.
-mounts_under() {
-	local dir=$1
-	awk -v d="$dir/" '{ mp=$5; gsub(/\\040/, " ", mp); if (index(mp, d) == 1) print length(mp) " " mp }' /proc/self/mountinfo |
-		sort -rn | cut -d' ' -f2-
-}
-
-clean_mounts() {
-	local dir=$1 mp dev f i
-	for i in 1 2 3; do
-		mounts_under "$dir" | while IFS= read -r mp; do
-			umount -l "$mp" 2>/dev/null || true
+	local dir=$1 node=${2:-} n list p uts sock
+	list=$node
+	[ -n "$list" ] || list=$(node_names "$dir")
+	if [ -z "$list" ]; then
+		kill_pidfiles "$dir/run/squashd.pid"
+		for p in $(instance_pids "$dir"); do
+			case "$(cat "/proc/$p/comm" 2>/dev/null)" in
+			squashd) kill -TERM "$p" 2>/dev/null || true ;;
+			esac
 		done
-		[ -z "$(mounts_under "$dir")" ] && break
-		sleep 0.2
+		rm -f "$dir/squashd.sock"
+		return 0
+	fi
+	for n in $list; do
+		grep -qxF "$n" "$dir/nodes" || die "no node $n in $dir"
+		sock=$(squashd_socket "$dir" "$n" || true)
+		kill_pidfiles "$dir/run/squashd-$n.pid"
+		# Any other squashd on that node (and only on that node).
+		uts=$(cut -d' ' -f1 "$dir/run/node-$n.ns" 2>/dev/null || true)
+		for p in $(pids_in_uts $uts); do
+			[ "$(cat "/proc/$p/comm" 2>/dev/null)" = squashd ] && kill -TERM "$p" 2>/dev/null || true
+		done
+		[ -n "$sock" ] && rm -f "$sock"
 	done
-	for f in /sys/block/loop*/loop/backing_file; do
-		[ -f "$f" ] || continue
-		case "$(cat "$f" 2>/dev/null)" in
-		"$dir"/*)
-			dev=/dev/$(basename "$(dirname "$(dirname "$f")")")
-			losetup -d "$dev" 2>/dev/null || true ;;
-		esac
-	done
+	return 0
 }
 
 cmd_stop() {
-	local dir=$1 p i left
+	local dir=$1 p i left node holder holders="" keep
 	[ -d "$dir" ] || { log "$dir does not exist: nothing to stop"; return 0; }
 	dir=$(cd "$dir" && pwd)
 	# Cancel leftover jobs while slurmctld still runs, so epilogs release mounts.
@@ -379,20 +713,30 @@ cmd_stop() {
 		fi
 	fi
 	# No job is left, so squashd can go down together with Slurm.
-	kill_pidfiles "$dir"/run/slurmd.pid* "$dir"/run/slurmctld.pid* "$dir/run/squashd.pid"
+	kill_pidfiles "$dir"/run/slurmd*.pid* "$dir"/run/slurmctld.pid* "$dir"/run/squashd*.pid
 	squashd_stop "$dir"
-	# slurmstepd and job processes of this instance carry the marker.
+	# Unmount what the nodes still hold; their FUSE servers then exit.
+	for node in $(node_names "$dir"); do
+		holder=$(holder_pid "$dir" "$node") || continue
+		holders="$holders $holder"
+		nsenter -t "$holder" -m -- "$self" node-clean "$dir" || true
+	done
+	# slurmstepd, job processes and FUSE servers of this instance.
+	keep=" $holders "
 	for i in $(seq 1 50); do
 		left=$(instance_pids "$dir" | while read -r p; do
+			case "$keep" in *" $p "*) continue ;; esac
 			[ "$(cat "/proc/$p/comm" 2>/dev/null)" = munged ] || echo "$p"; done)
 		[ -z "$left" ] && break
 		[ "$i" = 20 ] && kill -TERM $left 2>/dev/null || true
 		[ "$i" = 40 ] && kill -KILL $left 2>/dev/null || true
 		sleep 0.1
 	done
+	# A node goes away with its last process, and its mounts with it.
+	kill_pidfiles "$dir"/run/node-*.pid
 	clean_mounts "$dir"
 	# FUSE servers of this instance exit once their mount is gone; kill the
-	# rest (marker, DIR in argv, or serving an image under DIR).
+	# rest (marker, DIR in argv, on a node, or serving an image under DIR).
 	for i in $(seq 1 30); do
 		left=""
 		for p in $(pgrep -x squashfuse_ll 2>/dev/null || true); do
@@ -407,32 +751,104 @@ cmd_stop() {
 	done
 	kill_pidfiles "$dir/run/munged.pid"
 	for p in $(instance_pids "$dir"); do kill -KILL "$p" 2>/dev/null || true; done
+	# Loop devices of a node's kernel mounts clear once the node is gone.
+	for i in $(seq 1 20); do
+		# shellcheck disable=SC2046
+		[ -z "$(pids_in_uts $(node_uts_inodes "$dir"))" ] && break
+		sleep 0.1
+	done
 	clean_mounts "$dir"
+	# shellcheck disable=SC2046
+	if [ -z "$(pids_in_uts $(node_uts_inodes "$dir"))" ]; then
+		# Namespace inodes get reused: forget them once they are empty.
+		rm -f "$dir"/run/node-*.ns "$dir"/run/node-*.ready
+	else
+		log "processes still on the nodes of $dir:" $(pids_in_uts $(node_uts_inodes "$dir"))
+	fi
 	rm -f "$dir/munge.sock" "$dir/munge.sock.lock" "$dir/squashd.sock"
 	log "cluster in $dir stopped"
 }
 
 cmd_status() {
-	local dir=$1 f
+	local dir=$1 f node holder
 	dir=$(cd "$dir" && pwd)
-	for f in munged squashd slurmctld slurmd; do
+	for f in munged slurmctld; do
 		if [ -f "$dir/run/$f.pid" ] && pid_alive "$(cat "$dir/run/$f.pid")"; then
 			echo "$f: running (pid $(cat "$dir/run/$f.pid"))"
 		else
 			echo "$f: stopped"
 		fi
 	done
+	if [ ! -s "$dir/nodes" ]; then
+		for f in squashd slurmd; do
+			if [ -f "$dir/run/$f.pid" ] && pid_alive "$(cat "$dir/run/$f.pid")"; then
+				echo "$f: running (pid $(cat "$dir/run/$f.pid"))"
+			else
+				echo "$f: stopped"
+			fi
+		done
+	fi
+	for node in $(node_names "$dir"); do
+		if ! holder=$(holder_pid "$dir" "$node"); then
+			echo "node $node: down"
+			continue
+		fi
+		echo "node $node: up (holder pid $holder)"
+		for f in squashd slurmd; do
+			if [ -f "$dir/run/$f-$node.pid" ] && pid_alive "$(cat "$dir/run/$f-$node.pid")"; then
+				echo "  $f: running (pid $(cat "$dir/run/$f-$node.pid"))"
+			else
+				echo "  $f: stopped"
+			fi
+		done
+		echo "  mounts under $dir on $node:"
+		awk -v d="$dir/" '{ if (index($5, d) == 1) print "    " $5 " " $(NF - 2) }' "/proc/$holder/mountinfo"
+	done
 	SLURM_CONF=$dir/slurm.conf sinfo -N 2>/dev/null || true
 	SLURM_CONF=$dir/slurm.conf squeue 2>/dev/null || true
-	echo "mounts under $dir:"; mounts_under "$dir"
+	echo "mounts under $dir on the host:"; mounts_under "$dir"
 }
 
-case "${1:-}" in
-start) [ $# = 2 ] || die "usage: $0 start DIR"; cmd_start "$2" ;;
-stop) [ $# = 2 ] || die "usage: $0 stop DIR"; cmd_stop "$2" ;;
-status) [ $# = 2 ] || die "usage: $0 status DIR"; cmd_status "$2" ;;
-squashd-stop) [ $# = 2 ] || die "usage: $0 squashd-stop DIR"; squashd_stop "$(cd "$2" && pwd)" ;;
-squashd-start) [ $# = 2 ] || die "usage: $0 squashd-start DIR"; start_squashd "$(cd "$2" && pwd)" ;;
+cmd_exec() {
+	local dir=$1 node=$2
+	shift 2
+	dir=$(cd "$dir" && pwd)
+	grep -qxF "$node" "$dir/nodes" 2>/dev/null || die "no node $node in $dir"
+	[ $# -gt 0 ] || set -- bash
+	in_node "$dir" "$node" "$@"
+}
+
+usage() {
+	sed -n '/^#   cluster.sh /s/^#   /usage: /p' "$self" >&2
+	exit 2
+}
+
+# cluster.sh CMD [--nodes N] [--node NAME] DIR
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+nodes=0 node=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--nodes) [ $# -ge 2 ] || usage; nodes=$2; shift 2 ;;
+	--nodes=*) nodes=${1#*=}; shift ;;
+	--node) [ $# -ge 2 ] || usage; node=$2; shift 2 ;;
+	--node=*) node=${1#*=}; shift ;;
+	*) break ;;
+	esac
+done
+case "$nodes" in ''|*[!0-9]*) die "--nodes wants a number, not '$nodes'" ;; esac
+[ "$nodes" -le 16 ] || die "--nodes $nodes: at most 16"
+
+case "$cmd" in
+start) [ $# = 1 ] || usage; cmd_start "$1" "$nodes" ;;
+stop) [ $# = 1 ] || usage; cmd_stop "$1" ;;
+status) [ $# = 1 ] || usage; cmd_status "$1" ;;
+squashd-stop) [ $# = 1 ] || usage; squashd_stop "$(cd "$1" && pwd)" "$node" ;;
+squashd-start) [ $# = 1 ] || usage; start_squashd "$(cd "$1" && pwd)" "$node" ;;
+exec) [ $# -ge 2 ] || usage; cmd_exec "$@" ;;
 users) ensure_users ;;
-*) die "usage: $0 start|stop|status|squashd-stop|squashd-start DIR" ;;
+# Internal: the first process of a new node, and a node's unmount at stop.
+node-init) [ $# = 2 ] || usage; node_init "$1" "$2" ;;
+node-clean) [ $# = 1 ] || usage; umount_under "$1" ;;
+*) usage ;;
 esac

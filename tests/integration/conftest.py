@@ -1,6 +1,12 @@
-"""Integration test fixtures: one throwaway cluster per session
-(tests/cluster/cluster.sh), helpers to build images and run jobs as the test
-users, and a per-test check that nothing is left behind.
+"""Integration test fixtures: throwaway clusters (tests/cluster/cluster.sh),
+helpers to build images and run jobs as the test users, and a per-test check
+that nothing is left behind.
+
+Two session fixtures, each started on first use:
+  cluster    one node, the machine itself (most tests);
+  cluster3   three nodes n1..n3, each in its own UTS + mount namespace with
+             its own slurmd and squashd (cluster.nodes, cluster.node("n2")).
+A test gets the leak check of every cluster it uses.
 
 Environment:
   SQUASH_BUILD_DIR   build directory holding daemon/squashd, daemon/squashctl,
@@ -130,6 +136,29 @@ def uid_of(user):
     return pwd.getpwnam(user).pw_uid
 
 
+def ns_inode(pid, kind):
+    """Inode of a process's namespace of the given kind ("uts", "mnt"), or
+    None when the process is gone."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/{kind}").st_ino
+    except OSError:
+        return None
+
+
+def pids_in_uts(inode):
+    """{pid: comm} of the processes in the UTS namespace with that inode."""
+    res = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if os.stat(p / "ns" / "uts").st_ino == inode:
+                res[int(p.name)] = (p / "comm").read_text().strip()
+        except OSError:
+            pass
+    return res
+
+
 # --------------------------------------------------------------- cluster
 
 class Job:
@@ -165,37 +194,194 @@ class Job:
             return ""
 
 
-class Cluster:
-    def __init__(self, root):
-        self.dir = Path(root)
-        self.slurm_conf = self.dir / "slurm.conf"
-        self.socket = self.dir / "squashd.sock"
-        self.munge_socket = self.dir / "munge.sock"
-        self.state_dir = self.dir / "squashd"
-        self.targets = self.dir / "targets"
-        self.trusted = self.dir / "trusted"
-        self.work = self.dir / "work"
-        self.node = subprocess.run(["hostname", "-s"], text=True,
-                                   stdout=subprocess.PIPE).stdout.strip()
-        self.env = dict(os.environ, SLURM_CONF=str(self.slurm_conf))
-        self._n = 0
+class Node:
+    """One node of a test cluster: its slurmd and squashd and the namespaces
+    they run in. On the one-node layout the node is the host itself; on a
+    multi-node cluster it is a UTS + mount namespace kept by a holder
+    process, and every command here runs inside it (nsenter)."""
 
-    # ---- daemons
-    def cluster_sh(self, *args, check=True):
-        return run([CLUSTER_SH, *args, self.dir], check=check, timeout=180)
+    def __init__(self, cluster, name, namespaced):
+        self.cluster = cluster
+        self.name = name
+        self.namespaced = namespaced
+        d = cluster.dir
+        if namespaced:
+            # Paths as seen inside the node (its own tmpfs on node-run).
+            self.socket = d / "node-run" / "squashd.sock"
+            self.state_dir = d / "node-run" / "squashd"
+            self._pid_file = d / "run" / f"squashd-{name}.pid"
+            self._log_file = d / "log" / f"squashd-{name}.log"
+        else:
+            self.socket = d / "squashd.sock"
+            self.state_dir = d / "squashd"
+            self._pid_file = d / "run" / "squashd.pid"
+            self._log_file = d / "log" / "squashd.log"
 
+    def __repr__(self):
+        return f"Node({self.name})"
+
+    # ---- namespaces
+    def holder_pid(self):
+        """Pid of the process that keeps the node's namespaces (None on the
+        host layout)."""
+        if not self.namespaced:
+            return None
+        pid = int((self.cluster.dir / "run" / f"node-{self.name}.pid").read_text())
+        assert Path(f"/proc/{pid}").exists(), f"node {self.name}: holder {pid} is gone"
+        return pid
+
+    @property
+    def ns_pid(self):
+        """A pid whose /proc entries show the node's mount namespace."""
+        return self.holder_pid() if self.namespaced else "self"
+
+    def uts_inode(self):
+        return ns_inode(self.ns_pid, "uts")
+
+    def wrap(self, cmd):
+        """cmd, run inside the node."""
+        cmd = [str(c) for c in cmd]
+        if not self.namespaced:
+            return cmd
+        return ["nsenter", "-t", str(self.holder_pid()), "-m", "-u", "--", *cmd]
+
+    def run(self, cmd, check=True, timeout=120, **kw):
+        return run(self.wrap(cmd), check=check, timeout=timeout, **kw)
+
+    def processes(self):
+        """{pid: comm} of everything on the node: daemons, slurmstepd, job
+        tasks, FUSE servers (a step's private mount namespace keeps the
+        node's UTS namespace)."""
+        if not self.namespaced:
+            raise AssertionError("the host layout has no per-node process list")
+        return pids_in_uts(self.uts_inode())
+
+    # ---- squashd
     def squashd_pid(self):
         try:
-            pid = int((self.dir / "run" / "squashd.pid").read_text())
+            pid = int(self._pid_file.read_text())
         except (OSError, ValueError):
             return None
         return pid if Path(f"/proc/{pid}").exists() else None
 
     def squashd_log(self):
         try:
-            return (self.dir / "log" / "squashd.log").read_text()
+            return self._log_file.read_text()
         except OSError:
             return ""
+
+    def squashd_stop(self):
+        args = ["--node", self.name] if self.namespaced else []
+        return self.cluster.cluster_sh("squashd-stop", *args)
+
+    def squashd_start(self, check=True):
+        args = ["--node", self.name] if self.namespaced else []
+        return self.cluster.cluster_sh("squashd-start", *args, check=check)
+
+    def squashctl(self, *args, check=True):
+        return self.run([SQUASHCTL, "--socket", self.socket, "--munge-socket",
+                         self.cluster.munge_socket, *args], check=check, timeout=60)
+
+    def list_mounts(self):
+        return json.loads(self.squashctl("list", "--json").stdout)["mounts"]
+
+    def rawclient(self, *args, user=None, check=False, timeout=60):
+        cmd = [RAWCLIENT, "--socket", self.socket, "--munge-socket",
+               self.cluster.munge_socket, *args]
+        if user:
+            cmd = ["runuser", "-u", user, "--", *cmd]
+        return self.run(cmd, check=check, timeout=timeout)
+
+    # ---- what the node holds
+    def mountinfo(self):
+        return mountinfo(self.ns_pid)
+
+    def node_mounts(self):
+        """squash mounts (kernel or FUSE) under squashd's state dir, in the
+        node's mount namespace."""
+        prefix = str(self.state_dir) + "/"
+        return [m for m in self.mountinfo()
+                if is_squash_mount(m) and m["mount_point"].startswith(prefix)]
+
+    def stray_mounts(self):
+        """Mounts that must not exist between tests, in the node's namespace:
+        anything under the instance's directory but the node's own /run, any
+        squash mount, anything on /squash."""
+        if not self.namespaced:
+            return self.cluster.stray_mounts("self")
+        prefix = str(self.cluster.dir) + "/"
+        own_run = str(self.cluster.dir / "node-run")
+        return [m for m in self.mountinfo()
+                if (m["mount_point"].startswith(prefix) and m["mount_point"] != own_run)
+                or is_squash_mount(m)
+                or m["mount_point"] == "/squash" or m["mount_point"].startswith("/squash/")]
+
+    def fuse_servers(self):
+        """Pids of squashfuse_ll processes serving this node."""
+        if not self.namespaced:
+            return self.cluster.instance_fuse_servers()
+        return sorted(p for p, comm in self.processes().items() if comm == "squashfuse_ll")
+
+    def stray_processes(self):
+        """Processes on the node other than its holder, slurmd, squashd and
+        slurmstepd: job tasks or FUSE servers that outlived their job."""
+        keep = {"slurmd", "squashd", "slurmstepd"}
+        holder = self.holder_pid()
+        return {p: c for p, c in self.processes().items()
+                if p != holder and c not in keep}
+
+    # ---- Slurm's view
+    def state(self):
+        return run(["sinfo", "-h", "-N", "-n", self.name, "-o", "%T"],
+                   env=self.cluster.env).stdout.strip()
+
+    def info(self):
+        return run(["scontrol", "-o", "show", "node", self.name],
+                   env=self.cluster.env).stdout
+
+
+class Cluster:
+    """A running test cluster. The node-level helpers (squashctl,
+    list_mounts, node_mounts, squashd_pid, squashd_log, rawclient, node)
+    answer for the first node: on the one-node layout that is the host; on a
+    multi-node cluster n1, where batch scripts run (use node("n2") or
+    nodes for the others)."""
+
+    def __init__(self, root, nodes=0):
+        self.dir = Path(root)
+        self.slurm_conf = self.dir / "slurm.conf"
+        self.munge_socket = self.dir / "munge.sock"
+        self.targets = self.dir / "targets"
+        self.trusted = self.dir / "trusted"
+        self.work = self.dir / "work"
+        if nodes:
+            self.nodes = [Node(self, f"n{k}", True) for k in range(1, nodes + 1)]
+        else:
+            host = subprocess.run(["hostname", "-s"], text=True,
+                                  stdout=subprocess.PIPE).stdout.strip()
+            self.nodes = [Node(self, host, False)]
+        self.multinode = bool(nodes)
+        self.node = self.nodes[0].name
+        self.socket = self.nodes[0].socket
+        self.state_dir = self.nodes[0].state_dir
+        self.env = dict(os.environ, SLURM_CONF=str(self.slurm_conf))
+        self._n = 0
+
+    def node_named(self, name):
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node {name} in {[n.name for n in self.nodes]}")
+
+    # ---- daemons
+    def cluster_sh(self, *args, check=True):
+        return run([CLUSTER_SH, *args, self.dir], check=check, timeout=180)
+
+    def squashd_pid(self):
+        return self.nodes[0].squashd_pid()
+
+    def squashd_log(self):
+        return self.nodes[0].squashd_log()
 
     # ---- users and files
     def workdir(self, user, name="w"):
@@ -295,25 +481,49 @@ class Cluster:
         return [int(x) for x in p.stdout.split()]
 
     def node_state(self):
-        return run(["sinfo", "-h", "-N", "-o", "%T"], env=self.env).stdout.strip()
+        """The nodes' state ("idle", ...); on a multi-node cluster the states
+        of all nodes, comma-separated, when they differ."""
+        states = self.node_states()
+        distinct = sorted(set(states.values()))
+        if len(distinct) == 1:
+            return distinct[0]
+        return ",".join(f"{n}={s}" for n, s in sorted(states.items()))
+
+    def node_states(self):
+        """{node name: state} from sinfo."""
+        out = run(["sinfo", "-h", "-N", "-o", "%N %T"], env=self.env).stdout
+        return dict(line.split() for line in out.splitlines() if line.strip())
+
+    def job_nodes(self, job_id):
+        """Names of the nodes a job got (or asked for, while pending)."""
+        info = self.job_info(job_id) or {}
+        nodelist = info.get("NodeList") or ""
+        if not nodelist or nodelist == "(null)":
+            return []
+        return run(["scontrol", "show", "hostnames", nodelist], env=self.env).stdout.split()
 
     # ---- squashd views
     def squashctl(self, *args, check=True):
-        return run([SQUASHCTL, "--socket", self.socket, "--munge-socket",
-                    self.munge_socket, *args], check=check, timeout=60)
+        return self.nodes[0].squashctl(*args, check=check)
 
     def list_mounts(self):
-        return json.loads(self.squashctl("list", "--json").stdout)["mounts"]
+        return self.nodes[0].list_mounts()
 
     def rawclient(self, *args, user=None, check=False, timeout=60):
+        if self.multinode:
+            return self.nodes[0].rawclient(*args, user=user, check=check, timeout=timeout)
         cmd = [RAWCLIENT, "--socket", self.socket, "--munge-socket",
                self.munge_socket, *args]
         if user:
             return self.as_user(user, cmd, check=check, timeout=timeout)
         return run(cmd, check=check, timeout=timeout)
 
-    def node_mounts(self, pid="self"):
-        """squash mounts (kernel or FUSE) under squashd's state dir."""
+    def node_mounts(self, pid=None):
+        """squash mounts (kernel or FUSE) under squashd's state dir, as seen
+        by pid (default: the first node's mount namespace; the host on the
+        one-node layout)."""
+        if pid is None:
+            pid = self.nodes[0].ns_pid
         prefix = str(self.state_dir) + "/"
         return [m for m in mountinfo(pid)
                 if is_squash_mount(m) and m["mount_point"].startswith(prefix)]
@@ -338,14 +548,17 @@ class Cluster:
 
     def instance_fuse_servers(self):
         """squashfuse_ll processes serving an image of this instance (their
-        image descriptor points below the instance's directory), so that
-        other clusters on the same machine are not counted."""
+        image descriptor points below the instance's directory) or running
+        on one of its nodes, so that other clusters on the same machine are
+        not counted."""
         prefix = str(self.dir) + "/"
+        node_uts = {n.uts_inode() for n in self.nodes if n.namespaced}
         res = []
         for pid in pids_named("squashfuse_ll"):
             try:
                 fds = os.listdir(f"/proc/{pid}/fd")
-                if any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix) for fd in fds):
+                if (any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix) for fd in fds)
+                        or ns_inode(pid, "uts") in node_uts):
                     res.append(pid)
             except OSError:
                 continue
@@ -363,12 +576,13 @@ class BlockingJob:
     """A batch job that signals it runs (writes its pid) and then waits for a
     go file, so tests can look at the node while the job holds its mounts."""
 
-    def __init__(self, cluster, user, image_arg, after="", extra_args=()):
+    def __init__(self, cluster, user, image_arg, after="", extra_args=(), before=""):
         self.cluster = cluster
         self.dir = cluster.workdir(user, "blk")
         self.ready = self.dir / "ready"
         self.go = self.dir / "go"
         body = f"""
+{before}
 echo "$$" > {self.ready}.tmp && mv {self.ready}.tmp {self.ready}
 for i in $(seq 1 1200); do [ -e {self.go} ] && break; sleep 0.1; done
 {after}
@@ -423,14 +637,15 @@ def _require_build():
         run(["make", "-C", BUILD / "tests", "tools/squash_rawclient"], timeout=300)
 
 
-@pytest.fixture(scope="session")
-def cluster(request):
+def _session_cluster(request, nodes=0):
+    """Starts a cluster (nodes=0: one node, the host) for the session and
+    stops it at the end."""
     if os.geteuid() != 0:
         pytest.exit("the integration tests must run as root", returncode=2)
     _require_build()
     root = tempfile.mkdtemp(prefix="sqtest.")
     os.chmod(root, 0o755)
-    c = Cluster(root)
+    c = Cluster(root, nodes)
 
     def stop():
         run([CLUSTER_SH, "stop", root], check=False, timeout=300)
@@ -440,23 +655,44 @@ def cluster(request):
         else:
             shutil.rmtree(root, ignore_errors=True)
     request.addfinalizer(stop)
-    p = run([CLUSTER_SH, "start", root], check=False, timeout=300)
+    args = ["--nodes", str(nodes)] if nodes else []
+    p = run([CLUSTER_SH, "start", *args, root], check=False, timeout=300)
     if p.returncode != 0:
         stop()
         pytest.exit(f"cluster did not start:\n{p.stdout}\n{p.stderr}", returncode=3)
     return c
 
 
+@pytest.fixture(scope="session")
+def cluster(request):
+    return _session_cluster(request)
+
+
+@pytest.fixture(scope="session")
+def cluster3(request):
+    """Three nodes n1..n3 (see tests/cluster/cluster.sh)."""
+    return _session_cluster(request, nodes=3)
+
+
 def _leftovers(c):
     problems = []
-    if c.squashd_pid() and c.socket.exists():
-        try:
-            mounts = c.list_mounts()
-        except AssertionError as e:
-            mounts = []
-            problems.append(f"squashctl list failed: {e}")
-        if mounts:
-            problems.append(f"squashd still lists mounts: {mounts}")
+    for node in c.nodes:
+        where = f" on {node.name}" if c.multinode else ""
+        if node.squashd_pid():
+            try:
+                mounts = node.list_mounts()
+            except AssertionError as e:
+                mounts = []
+                problems.append(f"squashctl list{where} failed: {e}")
+            if mounts:
+                problems.append(f"squashd{where} still lists mounts: {mounts}")
+        if node.namespaced:
+            ms = node.stray_mounts()
+            if ms:
+                problems.append(f"mounts left on {node.name}: {ms}")
+            procs = node.stray_processes()
+            if procs:
+                problems.append(f"processes left on {node.name}: {procs}")
     for pid in ("self", "1"):
         ms = c.stray_mounts(pid)
         if ms:
@@ -471,57 +707,81 @@ def _leftovers(c):
 
 
 def _cleanup(c):
-    """Brings the node back to a clean state whatever a test left."""
+    """Brings the nodes back to a clean state whatever a test left."""
     ids = c.squeue_ids()
     if ids:
         run(["scancel", *ids], check=False, env=c.env)
         wait_until(lambda: not c.squeue_ids(), 60, 0.2, "cancelled jobs to end")
-    if not c.squashd_pid():
-        c.cluster_sh("squashd-start", check=False)
-    try:
-        for m in c.list_mounts():
-            for j in m.get("jobs", []):
-                c.squashctl("release", j, check=False)
-    except AssertionError:
-        pass
+    for node in c.nodes:
+        if not node.squashd_pid():
+            node.squashd_start(check=False)
+        try:
+            for m in node.list_mounts():
+                for j in m.get("jobs", []):
+                    node.squashctl("release", j, check=False)
+        except AssertionError:
+            pass
+        if node.namespaced:
+            for m in sorted(node.stray_mounts(), key=lambda m: -len(m["mount_point"])):
+                node.run(["umount", "-l", m["mount_point"]], check=False)
+            for pid in node.stray_processes():
+                run(["kill", "-KILL", pid], check=False)
     for m in sorted(c.stray_mounts(), key=lambda m: -len(m["mount_point"])):
         run(["umount", "-l", m["mount_point"]], check=False)
     for dev in c.instance_loops():
         run(["losetup", "-d", dev], check=False)
     for pid in c.instance_fuse_servers():
         run(["kill", "-KILL", pid], check=False)
-    state = c.node_state()
-    if state not in ("idle", "mixed", "allocated"):
-        run(["scontrol", "update", f"nodename={c.node}", "state=resume"],
-            check=False, env=c.env)
+    for name, state in c.node_states().items():
+        if state not in ("idle", "mixed", "allocated"):
+            run(["scontrol", "update", f"nodename={name}", "state=resume"],
+                check=False, env=c.env)
 
 
-@pytest.fixture(autouse=True)
-def no_leftovers(request, cluster):
-    """After each test: no job, mount, loop device or FUSE server is left,
-    and the node is not drained. Cleans up (so later tests start clean) and
-    fails the test's teardown when something was left."""
-    yield
+def _check_cluster(c):
+    """Problems a test left on cluster c (after a grace period for
+    asynchronous teardown); cleans them up."""
     problems = []
-    ids = cluster.squeue_ids()
+    ids = c.squeue_ids()
     if ids:
         problems.append(f"jobs still queued or running: {ids}")
-        _cleanup(cluster)
+        _cleanup(c)
     # Teardown is asynchronous (epilog, lazy unmount, FUSE server exit):
     # give it a few seconds before calling anything a leftover.
     deadline = time.monotonic() + 10
-    left = _leftovers(cluster)
+    left = _leftovers(c)
     if left and os.environ.get("SQUASH_TEST_DEBUG"):
         print("\nleftovers at first look (may still go away):\n  " + "\n  ".join(left))
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
-        left = _leftovers(cluster)
+        left = _leftovers(c)
     problems += left
-    state = cluster.node_state()
-    if state not in ("idle", "mixed", "allocated"):
-        problems.append(f"node state is {state!r}, not idle")
-    if not cluster.squashd_pid():
-        problems.append("squashd is not running")
+    for name, state in sorted(c.node_states().items()):
+        if state not in ("idle", "mixed", "allocated"):
+            where = f"node {name}" if c.multinode else "node"
+            problems.append(f"{where} state is {state!r}, not idle")
+    for node in c.nodes:
+        if not node.squashd_pid():
+            problems.append("squashd is not running" +
+                            (f" on {node.name}" if c.multinode else ""))
     if problems:
-        _cleanup(cluster)
+        _cleanup(c)
+    return problems
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(request):
+    """After each test: no job, mount, loop device, FUSE server or (on a
+    multi-node cluster) stray process is left on any node of the clusters the
+    test used, no node is drained and every squashd runs. Cleans up (so later
+    tests start clean) and fails the test's teardown when something was
+    left. Tests that name no cluster get the one-node cluster's check."""
+    names = [n for n in ("cluster", "cluster3") if n in request.fixturenames] or ["cluster"]
+    clusters = [request.getfixturevalue(n) for n in names]
+    yield
+    problems = []
+    for name, c in zip(names, clusters):
+        prefix = f"{name}: " if len(clusters) > 1 else ""
+        problems += [prefix + p for p in _check_cluster(c)]
+    if problems:
         pytest.fail("left behind by this test:\n  " + "\n  ".join(problems), pytrace=False)

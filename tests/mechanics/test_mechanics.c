@@ -246,7 +246,7 @@ static bool process_gone(pid_t pid)
 }
 
 /* Children of this process still running or unreaped (servers, probes). */
-static int count_children(void)
+static int count_children_now(void)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
@@ -273,6 +273,21 @@ static int count_children(void)
 		fclose(f);
 	}
 	closedir(d);
+	return n;
+}
+
+/* Children given up on are reaped by squashd's watcher thread as they exit;
+ * give it a moment before counting what is left. */
+static int count_children(void)
+{
+	int n = count_children_now();
+
+	for (int i = 0; i < 200 && n > 0; i++) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+		n = count_children_now();
+	}
 	return n;
 }
 
@@ -388,7 +403,7 @@ static void expect_open_error(const char *name, const struct identity *id,
 		snprintf(path, sizeof(path), "%s", name);
 	else
 		path_in_tmp(path, sizeof(path), name);
-	r = image_open_as_user(path, id, TIMEOUT_MS, &fd, &st, err,
+	r = image_open_as_user(path, id, TIMEOUT_MS, &fd, &st, NULL, err,
 			       sizeof(err));
 	check(r == want && fd == -1 && strstr(err, text) != NULL &&
 		      strstr(err, path) != NULL,
@@ -404,7 +419,7 @@ static void test_open(const struct identity *nobody, const struct identity *root
 	int fd = -1;
 	enum result r;
 
-	r = image_open_as_user(img, nobody, TIMEOUT_MS, &fd, &st, err,
+	r = image_open_as_user(img, nobody, TIMEOUT_MS, &fd, &st, NULL, err,
 			       sizeof(err));
 	REQUIRE(r == RESULT_OK && fd >= 0, "open readable image as nobody: %s",
 		err);
@@ -430,7 +445,7 @@ static void test_open(const struct identity *nobody, const struct identity *root
 	expect_open_error("/dev/null", nobody, RESULT_USER_ERROR, "is a device");
 
 	fd = -1;
-	r = image_open_as_user(secret, root, TIMEOUT_MS, &fd, &st, err,
+	r = image_open_as_user(secret, root, TIMEOUT_MS, &fd, &st, NULL, err,
 			       sizeof(err));
 	check(r == RESULT_OK && fd >= 0, "root may open its 0600 image: %s",
 	      r == RESULT_OK ? "ok" : err);
@@ -462,7 +477,7 @@ static void test_open_hung_fs(const struct identity *nobody)
 	}
 	snprintf(path, sizeof(path), "%s/img.sqfs", mnt);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = image_open_as_user(path, nobody, 500, &fd, &st, err, sizeof(err));
+	r = image_open_as_user(path, nobody, 500, &fd, &st, NULL, err, sizeof(err));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	long ms = (t1.tv_sec - t0.tv_sec) * 1000 +
 		  (t1.tv_nsec - t0.tv_nsec) / 1000000;
@@ -483,7 +498,7 @@ static int open_or_die(const char *path, const struct identity *id)
 	struct stat st;
 	int fd = -1;
 
-	REQUIRE(image_open_as_user(path, id, TIMEOUT_MS, &fd, &st, err,
+	REQUIRE(image_open_as_user(path, id, TIMEOUT_MS, &fd, &st, NULL, err,
 				   sizeof(err)) == RESULT_OK,
 		"open %s as %s: %s", path, id->name, err);
 	return fd;
@@ -494,12 +509,13 @@ static void test_fuse(const struct identity *nobody)
 	char mnt[512], p[600], opts[1024], type[1024], super[1024];
 	char err[512] = "";
 	pid_t server = 0;
+	int server_pidfd = -1;
 	int fd = open_or_die(img, nobody);
 	enum result r;
 
 	make_mountpoint(mnt, sizeof(mnt), "mnt-fuse");
 	r = fuse_mount_image(fd, mnt, nobody, SQUASHFUSE_LL_PATH, TIMEOUT_MS,
-			     &server, err, sizeof(err));
+			     &server, &server_pidfd, err, sizeof(err));
 	close(fd); /* the server holds its own copy */
 	if (server > 0)
 		track_server(server);
@@ -525,7 +541,7 @@ static void test_fuse(const struct identity *nobody)
 		      has_opt(super, "user_id=65534"),
 	      "FUSE super options: %s", super);
 
-	r = unmount_image(mnt, server, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(mnt, server, server_pidfd, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount FUSE: %s", r == RESULT_OK ? "ok" : err);
 	untrack_server(server);
 	check(!is_mount_point(mnt) && !mountinfo_of(mnt, opts, type, super,
@@ -534,7 +550,7 @@ static void test_fuse(const struct identity *nobody)
 	check(process_gone(server), "server exited and was reaped");
 	check(access(mnt, F_OK) != 0 && errno == ENOENT,
 	      "mount point removed");
-	r = unmount_image(mnt, 0, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(mnt, 0, -1, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmounting again is a no-op");
 }
 
@@ -574,7 +590,7 @@ static void test_loop(const struct identity *root)
 		      has_opt(opts, "nodev"),
 	      "loop mount options ro,nosuid,nodev: %s", opts);
 
-	r = unmount_image(mnt, 0, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(mnt, 0, -1, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount loop: %s", r == RESULT_OK ? "ok" : err);
 	check(!is_mount_point(mnt), "loop mount gone");
 	check(loop_released(img, 2000),
@@ -597,7 +613,7 @@ static void test_busy_unmount(const struct identity *root)
 	REQUIRE(busy >= 0, "hold a file open in the mount");
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = unmount_image(mnt, 0, 600, err, sizeof(err));
+	r = unmount_image(mnt, 0, -1, 600, err, sizeof(err));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	long ms = (t1.tv_sec - t0.tv_sec) * 1000 +
 		  (t1.tv_nsec - t0.tv_nsec) / 1000000;
@@ -613,12 +629,13 @@ static void test_fuse_corrupt(const struct identity *nobody)
 {
 	char mnt[512], err[512] = "";
 	pid_t server = 0;
+	int server_pidfd = -1;
 	int fd = open_or_die(corrupt, nobody);
 	enum result r;
 
 	make_mountpoint(mnt, sizeof(mnt), "mnt-corrupt");
 	r = fuse_mount_image(fd, mnt, nobody, SQUASHFUSE_LL_PATH, TIMEOUT_MS,
-			     &server, err, sizeof(err));
+			     &server, &server_pidfd, err, sizeof(err));
 	close(fd);
 	if (server > 0)
 		track_server(server);
@@ -632,7 +649,7 @@ static void test_fuse_corrupt(const struct identity *nobody)
 	/* Not squashfs at all: squashfuse_ll exits before serving. */
 	fd = open_or_die(notsq, nobody);
 	r = fuse_mount_image(fd, mnt, nobody, SQUASHFUSE_LL_PATH, TIMEOUT_MS,
-			     &server, err, sizeof(err));
+			     &server, &server_pidfd, err, sizeof(err));
 	close(fd);
 	if (server > 0)
 		track_server(server);
@@ -648,6 +665,7 @@ static void test_fuse_failures(const struct identity *nobody)
 {
 	char mnt[512], script[512], err[512] = "";
 	pid_t server = 0;
+	int server_pidfd = -1;
 	int fd;
 	enum result r;
 	struct timespec t0, t1;
@@ -658,7 +676,7 @@ static void test_fuse_failures(const struct identity *nobody)
 	make_mountpoint(mnt, sizeof(mnt), "mnt-hang");
 	fd = open_or_die(img, nobody);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = fuse_mount_image(fd, mnt, nobody, script, 800, &server, err,
+	r = fuse_mount_image(fd, mnt, nobody, script, 800, &server, &server_pidfd, err,
 			     sizeof(err));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (server > 0)
@@ -673,7 +691,7 @@ static void test_fuse_failures(const struct identity *nobody)
 
 	/* A server binary that does not exist. */
 	r = fuse_mount_image(fd, mnt, nobody, "/nonexistent/squashfuse_ll",
-			     TIMEOUT_MS, &server, err, sizeof(err));
+			     TIMEOUT_MS, &server, &server_pidfd, err, sizeof(err));
 	if (server > 0)
 		track_server(server);
 	check(r == RESULT_NODE_ERROR && strstr(err, "cannot run") != NULL,

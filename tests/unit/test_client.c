@@ -20,6 +20,7 @@
 #include "client.h"
 #include "frame.h"
 #include "request_codec.h"
+#include "sha256.h"
 #include "unit.h"
 
 enum server_mode { ANSWER, SILENT, OTHER_VERSION, GARBAGE, HANG_UP };
@@ -58,7 +59,7 @@ static void serve_one(int listener, enum server_mode mode)
 		squash_frame_recv(fd, buf, &len, 5000);
 		break;
 	case OTHER_VERSION:
-		send(fd, "SQSH\0\x02\0\x02", 8, MSG_NOSIGNAL);
+		send(fd, "SQSH\0\x03\0\x02", 8, MSG_NOSIGNAL);
 		break;
 	case GARBAGE:
 		squash_frame_send(fd, SQUASH_FRAME_RESPONSE, (const uint8_t *)"\xff\xff", 2);
@@ -129,7 +130,7 @@ static void test_fake_server(void)
 	CHECK_STR(err, "squashd did not answer within 0.3 s");
 
 	CHECK_INT(call_fake(OTHER_VERSION, 5000, &resp), -1);
-	CHECK_STR(err, "squashd speaks protocol version 2, this client speaks version 1: "
+	CHECK_STR(err, "squashd speaks protocol version 3, this client speaks version 2: "
 		       "install the same slurm-squash version on both");
 
 	CHECK_INT(call_fake(GARBAGE, 5000, &resp), -1);
@@ -270,9 +271,11 @@ static void test_munge(void)
 		munge_ctx_set(ctx, MUNGE_OPT_SOCKET, munge_socket);
 		CHECK_INT(munge_decode(cred, ctx, &payload, &payload_len, &uid, &gid),
 			  EMUNGE_SUCCESS);
-		/* The credential carries exactly the encoded Request. */
-		CHECK_INT(payload_len, sr->request.len);
-		CHECK(payload && memcmp(payload, sr->request.data, sr->request.len) == 0);
+		/* The credential carries the SHA-256 of the encoded Request. */
+		uint8_t digest[SQUASH_SHA256_SIZE];
+		squash_sha256(sr->request.data, sr->request.len, digest);
+		CHECK_INT(payload_len, SQUASH_SHA256_SIZE);
+		CHECK(payload && memcmp(payload, digest, sizeof(digest)) == 0);
 		CHECK_INT(uid, getuid());
 		/* munged refuses the same credential twice. */
 		free(payload);

@@ -108,11 +108,11 @@ static void test_frame_refusals(void)
 	step.job_id = 5;
 	req.op_case = SQUASH__REQUEST__OP_STEP_INFO;
 	req.step_info = &step;
-	len = frame_request(&req, 2);
+	len = frame_request(&req, SQUASH_PROTOCOL_VERSION - 1);
 	CHECK_STR(refusal(len, SQUASH__STATUS__VERSION_MISMATCH),
-		  "protocol version 2 is not supported (squashd speaks 1)");
+		  "protocol version 1 is not supported (squashd speaks 2)");
 	CHECK_INT(squash_request_decode(frame, len, &d, &status, NULL, 0), -1);
-	CHECK_INT(d.peer_version, 2);
+	CHECK_INT(d.peer_version, 1);
 	squash_decoded_request_free(&d);
 
 	len = frame_request(&req, SQUASH_PROTOCOL_VERSION);
@@ -139,22 +139,22 @@ static void test_payload_refusals(void)
 	/* An empty Request: no operation. */
 	static const uint8_t no_op[] = { 0x0a, 0x00 };
 
-	CHECK_STR(refusal(frame_payload(truncated, sizeof(truncated), 1),
+	CHECK_STR(refusal(frame_payload(truncated, sizeof(truncated), SQUASH_PROTOCOL_VERSION),
 			  SQUASH__STATUS__BAD_REQUEST),
 		  "request is not a valid SignedRequest");
-	CHECK_STR(refusal(frame_payload(no_request, sizeof(no_request), 1),
+	CHECK_STR(refusal(frame_payload(no_request, sizeof(no_request), SQUASH_PROTOCOL_VERSION),
 			  SQUASH__STATUS__BAD_REQUEST),
 		  "request is not a valid SignedRequest");
-	CHECK_STR(refusal(frame_payload(bad_request, sizeof(bad_request), 1),
+	CHECK_STR(refusal(frame_payload(bad_request, sizeof(bad_request), SQUASH_PROTOCOL_VERSION),
 			  SQUASH__STATUS__BAD_REQUEST),
 		  "signed payload is not a valid Request");
-	CHECK_STR(refusal(frame_payload(missing_uid, sizeof(missing_uid), 1),
+	CHECK_STR(refusal(frame_payload(missing_uid, sizeof(missing_uid), SQUASH_PROTOCOL_VERSION),
 			  SQUASH__STATUS__BAD_REQUEST),
 		  "signed payload is not a valid Request");
-	CHECK_STR(refusal(frame_payload(no_op, sizeof(no_op), 1),
+	CHECK_STR(refusal(frame_payload(no_op, sizeof(no_op), SQUASH_PROTOCOL_VERSION),
 			  SQUASH__STATUS__BAD_REQUEST),
 		  "request names no known operation");
-	CHECK_STR(refusal(frame_payload(NULL, 0, 1), SQUASH__STATUS__BAD_REQUEST),
+	CHECK_STR(refusal(frame_payload(NULL, 0, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
 		  "request is not a valid SignedRequest");
 }
 
@@ -178,16 +178,16 @@ static void test_limits(void)
 	req.mount_job = &mount;
 
 	mount.n_images = SQUASH_MAX_IMAGES;
-	len = frame_request(&req, 1);
+	len = frame_request(&req, SQUASH_PROTOCOL_VERSION);
 	CHECK_INT(squash_request_decode(frame, len, &d, &status, err, sizeof(err)), 0);
 	squash_decoded_request_free(&d);
 	mount.n_images = SQUASH_MAX_IMAGES + 1;
-	CHECK_STR(refusal(frame_request(&req, 1), SQUASH__STATUS__BAD_REQUEST),
+	CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
 		  "too many images (17, at most 16)");
 
 	mount.n_images = 1;
 	spec.target = "/squash/a\nfake log line";
-	CHECK_STR(refusal(frame_request(&req, 1), SQUASH__STATUS__BAD_REQUEST),
+	CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
 		  "image 1: target contains a control character");
 	spec.target = "/squash/a";
 
@@ -195,10 +195,10 @@ static void test_limits(void)
 	long_path[0] = '/';
 	long_path[SQUASH_PATH_MAX] = '\0';
 	spec.image = long_path;
-	CHECK_STR(refusal(frame_request(&req, 1), SQUASH__STATUS__BAD_REQUEST),
+	CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
 		  "image 1: image path is too long (at most 4095 bytes)");
 	long_path[SQUASH_PATH_MAX - 1] = '\0';
-	len = frame_request(&req, 1);
+	len = frame_request(&req, SQUASH_PROTOCOL_VERSION);
 	CHECK_INT(squash_request_decode(frame, len, &d, &status, err, sizeof(err)), 0);
 	squash_decoded_request_free(&d);
 	free(long_path);

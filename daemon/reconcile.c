@@ -1,0 +1,443 @@
+#include "config.h"
+#include "reconcile.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+#include "child_process.h"
+#include "clock.h"
+#include "log.h"
+
+/* Slurm is asked about at most this many jobs per pass (the rest wait for
+ * the next pass); the query child gets this long to answer. */
+#define GC_BATCH 1024
+#define QUERY_TIMEOUT_MS 60000
+#define QUERY_OUTPUT_MAX (GC_BATCH * 64)
+
+static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER; /* one pass at a time */
+static pthread_mutex_t timer_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t timer_cond;
+static bool timer_stop;
+
+/* ---------------------------------------------------------------- the child */
+
+/* libslurm has no public name for a state; the base states suffice here. */
+static const char *state_name(uint32_t state)
+{
+	static const char *const names[] = {
+		"PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED",
+		"TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
+	};
+	uint32_t base = state & JOB_STATE_BASE;
+	if (state & JOB_REQUEUE)
+		return "REQUEUED";
+	return base < sizeof(names) / sizeof(names[0]) ? names[base] : "UNKNOWN";
+}
+
+int reconcile_query_main(int argc, char **argv)
+{
+	if (argc < 1) {
+		fprintf(stderr, "usage: squashd --query-slurm NODE JOBID...\n");
+		return 2;
+	}
+	const char *node = argv[0];
+	slurm_init(NULL);
+	for (int i = 1; i < argc; i++) {
+		char *end;
+		unsigned long id = strtoul(argv[i], &end, 10);
+		job_info_msg_t *msg = NULL;
+
+		if (*end || id == 0 || id > UINT32_MAX) {
+			fprintf(stderr, "bad job id '%s'\n", argv[i]);
+			return 2;
+		}
+		if (slurm_load_job(&msg, (uint32_t)id, SHOW_ALL) != SLURM_SUCCESS) {
+			int e = slurm_get_errno();
+			if (e == ESLURM_INVALID_JOB_ID) {
+				printf("%lu gone unknown-to-slurmctld\n", id);
+				continue;
+			}
+			fprintf(stderr, "cannot ask slurmctld about job %lu: %s\n", id, slurm_strerror(e));
+			return 1;
+		}
+		const char *verdict = "gone unknown-to-slurmctld";
+		char buf[128];
+		for (uint32_t r = 0; msg && r < msg->record_count; r++) {
+			slurm_job_info_t *j = &msg->job_array[r];
+			if (j->job_id != id)
+				continue;
+			uint32_t base = j->job_state & JOB_STATE_BASE;
+			bool here = false;
+			if (j->nodes && *j->nodes) {
+				hostlist_t hl = slurm_hostlist_create(j->nodes);
+				here = hl && slurm_hostlist_find(hl, node) >= 0;
+				if (hl)
+					slurm_hostlist_destroy(hl);
+			}
+			/* Running here, or ending here with the epilog still due. */
+			if (here && (base == JOB_RUNNING || base == JOB_SUSPENDED ||
+				     (j->job_state & JOB_COMPLETING))) {
+				verdict = "here";
+			} else {
+				snprintf(buf, sizeof(buf), "gone %s%s", state_name(j->job_state),
+					 here ? "" : "-elsewhere");
+				verdict = buf;
+			}
+			break;
+		}
+		printf("%lu %s\n", id, verdict);
+		slurm_free_job_info_msg(msg);
+	}
+	fflush(stdout);
+	slurm_fini();
+	return 0;
+}
+
+/* ---------------------------------------------------------------- asking */
+
+struct verdict {
+	uint32_t job_id;
+	char state[64]; /* "here", or why it is gone */
+};
+
+/* Runs the query child for ids; fills verdicts (same order not assumed).
+ * Returns how many, or -1 with err. */
+static int ask_slurm(struct daemon_state *ds, const uint32_t *ids, size_t n, struct verdict *out,
+		     char *err, size_t errlen)
+{
+	char **argv = calloc(n + 4, sizeof(*argv));
+	char *idtext = malloc(n * 12 + 1), *output = malloc(QUERY_OUTPUT_MAX + 1);
+	int pipefd[2] = { -1, -1 }, pidfd = -1, found = -1, status = -1;
+	size_t got = 0;
+	pid_t pid;
+
+	if (!argv || !idtext || !output || pipe2(pipefd, O_CLOEXEC) < 0) {
+		snprintf(err, errlen, "cannot start the Slurm query: %s", strerror(errno ? errno : ENOMEM));
+		goto out;
+	}
+	argv[0] = (char *)"squashd";
+	argv[1] = (char *)"--query-slurm";
+	argv[2] = ds->node_name;
+	for (size_t i = 0, off = 0; i < n; i++) {
+		argv[3 + i] = idtext + off;
+		off += (size_t)sprintf(idtext + off, "%u", ids[i]) + 1;
+	}
+	pid = child_fork(&pidfd);
+	if (pid < 0) {
+		snprintf(err, errlen, "cannot start the Slurm query: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		dup2(pipefd[1], STDOUT_FILENO);
+		if (ds->cfg->slurm_conf[0])
+			setenv("SLURM_CONF", ds->cfg->slurm_conf, 1);
+		execv("/proc/self/exe", argv);
+		dprintf(STDERR_FILENO, "squashd: error: cannot run the Slurm query: %s\n", strerror(errno));
+		_exit(127);
+	}
+	close(pipefd[1]);
+	pipefd[1] = -1;
+	long long deadline = squash_now_ms() + QUERY_TIMEOUT_MS;
+	for (;;) {
+		struct pollfd p[2] = { { .fd = pipefd[0], .events = POLLIN },
+				       { .fd = child_stop_fd(), .events = POLLIN } };
+		long long left = deadline - squash_now_ms();
+		int r = poll(p, p[1].fd >= 0 ? 2 : 1, left > 0 ? (int)left : 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || (p[1].revents & POLLIN)) {
+			snprintf(err, errlen, r == 0 ? "slurmctld did not answer within %d s" : "stopped",
+				 QUERY_TIMEOUT_MS / 1000);
+			child_abandon(pidfd);
+			pidfd = -1;
+			goto out;
+		}
+		ssize_t k = read(pipefd[0], output + got, QUERY_OUTPUT_MAX - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+		if (got == QUERY_OUTPUT_MAX)
+			break;
+	}
+	output[got] = '\0';
+	if (child_wait(pidfd, deadline, &status) != 1 || status != 0) {
+		snprintf(err, errlen, "the Slurm query failed (exit status %d; its reason is in this log)",
+			 status >= 0 ? (status >> 8) & 0xff : -1);
+		child_abandon(pidfd);
+		pidfd = -1;
+		goto out;
+	}
+	found = 0;
+	for (char *save = NULL, *line = strtok_r(output, "\n", &save); line && (size_t)found < n;
+	     line = strtok_r(NULL, "\n", &save)) {
+		unsigned id;
+		char state[64];
+		if (sscanf(line, "%u %63[^\n]", &id, state) == 2) {
+			out[found].job_id = id;
+			snprintf(out[found].state, sizeof(out[found].state), "%s", state);
+			found++;
+		}
+	}
+out:
+	if (pidfd >= 0)
+		close(pidfd);
+	if (pipefd[0] >= 0)
+		close(pipefd[0]);
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	free(argv);
+	free(idtext);
+	free(output);
+	return found;
+}
+
+/* ---------------------------------------------------------------- in use? */
+
+/* "major:minor" of the mount at path in our own namespace, or "". */
+static void device_of(const char *mountinfo, const char *path, char *dev, size_t len)
+{
+	dev[0] = '\0';
+	for (const char *line = mountinfo; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		char mdev[32], mp[PATH_MAX];
+		if (sscanf(line, "%*s %*s %31s %*s %4095s", mdev, mp) == 2 && !strcmp(mp, path)) {
+			snprintf(dev, len, "%s", mdev);
+			return;
+		}
+	}
+}
+
+static char *read_file(const char *path, size_t max)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *buf = fd >= 0 ? malloc(max + 1) : NULL;
+	size_t got = 0;
+	ssize_t k;
+
+	if (!buf) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	while (got < max && (k = read(fd, buf + got, max - got)) > 0)
+		got += (size_t)k;
+	close(fd);
+	buf[got] = '\0';
+	return buf;
+}
+
+/* A process (not in squashd's own mount namespace) whose namespace holds a
+ * mount of device dev: a live user of it. Returns its pid or 0. One read of
+ * mountinfo per namespace. */
+static pid_t user_of_device(const char *dev)
+{
+	struct stat own;
+	ino_t seen[1024];
+	size_t n_seen = 0;
+	pid_t found = 0;
+
+	if (stat("/proc/self/ns/mnt", &own) < 0)
+		return 0;
+	DIR *proc = opendir("/proc");
+	if (!proc)
+		return 0;
+	for (struct dirent *de; !found && (de = readdir(proc));) {
+		char path[300];
+		struct stat ns;
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", de->d_name);
+		if (stat(path, &ns) < 0 || ns.st_ino == own.st_ino)
+			continue;
+		bool done = false;
+		for (size_t i = 0; i < n_seen && !done; i++)
+			done = seen[i] == ns.st_ino;
+		if (done)
+			continue;
+		if (n_seen < sizeof(seen) / sizeof(seen[0]))
+			seen[n_seen++] = ns.st_ino;
+		snprintf(path, sizeof(path), "/proc/%s/mountinfo", de->d_name);
+		char *info = read_file(path, 4 << 20);
+		if (!info)
+			continue;
+		for (char *line = info; line && *line && !found; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+			char mdev[32];
+			if (sscanf(line, "%*s %*s %31s", mdev) == 1 && !strcmp(mdev, dev))
+				found = (pid_t)atoi(de->d_name);
+		}
+		free(info);
+	}
+	closedir(proc);
+	return found;
+}
+
+/* Whether a live process still uses a mount job_id holds alone (lock not
+ * held; reads the registry under it). */
+static pid_t job_still_used(struct daemon_state *ds, uint32_t job_id, const char *mountinfo)
+{
+	char points[SQUASH_MAX_IMAGES][PATH_MAX];
+	size_t n = 0;
+
+	pthread_mutex_lock(&ds->lock);
+	struct job_entry *job = registry_find_job(&ds->registry, job_id);
+	for (size_t i = 0; job && i < job->count; i++) {
+		const struct mount_entry *m = job->images[i].mount;
+		if (m && m->refcount == 1 && m->state == MOUNT_READY)
+			snprintf(points[n++], PATH_MAX, "%s", m->mount_point);
+	}
+	pthread_mutex_unlock(&ds->lock);
+	for (size_t i = 0; i < n; i++) {
+		char dev[32];
+		device_of(mountinfo, points[i], dev, sizeof(dev));
+		pid_t pid = dev[0] ? user_of_device(dev) : 0;
+		if (pid)
+			return pid;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- a pass */
+
+/* Returns the number released (ids in released, up to cap), or -1 with err. */
+static int run_pass(struct daemon_state *ds, uint32_t *released, size_t cap, char *err, size_t errlen)
+{
+	uint32_t *ids = malloc(GC_BATCH * sizeof(*ids));
+	struct verdict *verdicts = malloc(GC_BATCH * sizeof(*verdicts));
+	size_t n = 0;
+	int count = 0;
+
+	if (!ids || !verdicts) {
+		snprintf(err, errlen, "out of memory");
+		count = -1;
+		goto out;
+	}
+	pthread_mutex_lock(&ds->lock);
+	for (const struct job_entry *j = ds->registry.jobs; j && n < GC_BATCH; j = j->next)
+		if (!j->pending)
+			ids[n++] = j->job_id;
+	pthread_mutex_unlock(&ds->lock);
+	if (n == 0)
+		goto done;
+
+	int found = ask_slurm(ds, ids, n, verdicts, err, errlen);
+	if (found < 0) {
+		count = -1;
+		goto out;
+	}
+	char *mountinfo = read_file("/proc/self/mountinfo", 4 << 20);
+	for (int i = 0; i < found; i++) {
+		if (!strcmp(verdicts[i].state, "here"))
+			continue;
+		pid_t user = mountinfo ? job_still_used(ds, verdicts[i].job_id, mountinfo) : 0;
+		if (user) {
+			log_info("gc: job %u is %s in Slurm, but pid %d still uses its mount; keeping it",
+				 verdicts[i].job_id, verdicts[i].state, (int)user);
+			continue;
+		}
+		struct teardown td = { NULL };
+		if (job_mounts_release_gone(ds, verdicts[i].job_id, &td)) {
+			log_info("gc: released job %u (Slurm: %s; its epilog did not release it)",
+				 verdicts[i].job_id, verdicts[i].state);
+			if ((size_t)count < cap)
+				released[count] = verdicts[i].job_id;
+			count++;
+		}
+		job_mounts_teardown(ds, &td);
+	}
+	free(mountinfo);
+done:
+	pthread_mutex_lock(&ds->lock);
+	ds->last_gc_ms = squash_now_ms();
+	pthread_mutex_unlock(&ds->lock);
+out:
+	free(ids);
+	free(verdicts);
+	return count;
+}
+
+void reconcile_on_demand(struct daemon_state *ds, struct reply *out)
+{
+	char err[512];
+	uint32_t *released = calloc(GC_BATCH, sizeof(*released));
+
+	if (!released) {
+		reply_error(out, SQUASH__STATUS__NODE_ERROR, "out of memory");
+		return;
+	}
+	pthread_mutex_lock(&pass_lock);
+	int n = run_pass(ds, released, GC_BATCH, err, sizeof(err));
+	pthread_mutex_unlock(&pass_lock);
+	if (n < 0) {
+		free(released);
+		log_warning("gc: %s", err);
+		reply_error(out, SQUASH__STATUS__NODE_ERROR, "cannot reconcile with Slurm: %s", err);
+		return;
+	}
+	out->resp.released_job_ids = released;
+	out->resp.n_released_job_ids = (size_t)n < GC_BATCH ? (size_t)n : GC_BATCH;
+}
+
+static void *timer_loop(void *arg)
+{
+	struct daemon_state *ds = arg;
+	char err[512];
+
+	pthread_mutex_lock(&timer_lock);
+	while (!timer_stop) {
+		pthread_mutex_unlock(&timer_lock);
+		pthread_mutex_lock(&pass_lock);
+		int n = run_pass(ds, NULL, 0, err, sizeof(err));
+		pthread_mutex_unlock(&pass_lock);
+		if (n < 0)
+			log_warning("gc: %s; trying again in %u s", err, ds->cfg->gc_interval_s);
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += ds->cfg->gc_interval_s;
+		pthread_mutex_lock(&timer_lock);
+		while (!timer_stop && pthread_cond_timedwait(&timer_cond, &timer_lock, &ts) != ETIMEDOUT)
+			;
+	}
+	pthread_mutex_unlock(&timer_lock);
+	return NULL;
+}
+
+int reconcile_start(struct daemon_state *ds)
+{
+	pthread_condattr_t attr;
+	pthread_attr_t tattr;
+	pthread_t t;
+
+	if (ds->cfg->gc_interval_s == 0)
+		return 0;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&timer_cond, &attr);
+	pthread_condattr_destroy(&attr);
+	pthread_attr_init(&tattr);
+	pthread_attr_setdetachstate(&tattr, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&t, &tattr, timer_loop, ds);
+	pthread_attr_destroy(&tattr);
+	return rc == 0 ? 0 : -1;
+}
+
+void reconcile_stop(void)
+{
+	pthread_mutex_lock(&timer_lock);
+	timer_stop = true;
+	pthread_cond_broadcast(&timer_cond);
+	pthread_mutex_unlock(&timer_lock);
+}

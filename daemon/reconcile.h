@@ -1,0 +1,30 @@
+/* Reconciling the registry with Slurm ("gc"): a job that no longer runs on
+ * this node is released as if its epilog had come, so a lost epilog
+ * (squashd down or restarting, slurmd killed, a node reboot of slurmd only)
+ * leaks nothing. Runs at start-up, every gc_interval seconds, and on
+ * demand (squashctl gc).
+ *
+ * Slurm is asked by a short-lived child (squashd --query-slurm) that links
+ * libslurm: reading slurm.conf or reaching slurmctld may fail, hang or call
+ * fatal(), and none of that may touch the daemon. A job Slurm calls gone is
+ * still kept while any process outside squashd's mount namespace holds a
+ * bind of one of its mounts (a step that is still winding down). */
+#ifndef SQUASHD_RECONCILE_H
+#define SQUASHD_RECONCILE_H
+
+#include "job_mounts.h"
+
+/* Starts the periodic pass (the first one at once) unless gc_interval is 0.
+ * Returns 0 or -1. */
+int reconcile_start(struct daemon_state *ds);
+void reconcile_stop(void);
+
+/* One pass now; the answer lists the released jobs (gc request). */
+void reconcile_on_demand(struct daemon_state *ds, struct reply *out);
+
+/* The hidden mode behind the child: squashd --query-slurm NODE JOBID...
+ * Prints "JOBID here" or "JOBID gone STATE" per job; exits 1 with a reason
+ * on stderr when Slurm cannot be asked. */
+int reconcile_query_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,236 @@
+"""squashd and the plugin under faults: a hung file system, a lost epilog,
+a dead FUSE server after a restart, a full state directory, and a release
+while other jobs' steps run. Each test checks what the jobs saw, what is
+mounted and which processes run."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+from conftest import (SQUASHCTL, USER1, USER2, BlockingJob, Job, blocking_jobs, mountinfo,
+                      run, wait_until)
+
+FILES = {"hello.txt": "hello from the image\n"}
+
+
+def image_of(cluster, user, name):
+    d = cluster.workdir(user, "img")
+    return cluster.make_image(d / name, FILES, owner=user)
+
+
+def log_since(cluster, offset):
+    return cluster.squashd_log()[offset:]
+
+
+class HungFilesystem:
+    """A read-only FUSE file system (squashfuse_ll serving an image that
+    holds images) whose server can be stopped: every open below it then
+    hangs, as on an NFS or Lustre server that went away."""
+
+    def __init__(self, cluster, user, names):
+        d = cluster.workdir(user, "hungsrc")
+        for n in names:
+            cluster.make_image(d / n, FILES, owner=user)
+        outer = cluster.make_image(cluster.work / f"hung-{os.getpid()}-{len(names)}.sqfs",
+                                   {}, owner="root")
+        run(["mksquashfs", d, outer, "-noappend", "-quiet", "-no-progress"])
+        self.mnt = cluster.workdir("root", "hungfs")
+        self.proc = subprocess.Popen(["squashfuse_ll", "-f", "-o", "allow_other", outer, self.mnt])
+        wait_until(lambda: any(m["mount_point"] == str(self.mnt) for m in mountinfo()), 10,
+                   what="the hung-to-be file system to mount")
+
+    def path(self, name):
+        return self.mnt / name
+
+    def hang(self):
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def close(self):
+        os.kill(self.proc.pid, signal.SIGCONT)
+        run(["umount", "-l", self.mnt], check=False)
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+def test_hung_image_of_one_user_does_not_delay_another_user(cluster):
+    hung = HungFilesystem(cluster, USER1, [f"h{i}.sqfs" for i in range(4)])
+    try:
+        d = cluster.workdir(USER1, "hung")
+        hung_jobs = []
+        for i in range(4):
+            j = cluster.sbatch(USER1, cluster.write_script(d, "cat /squash/h%d/hello.txt\n" % i, f"h{i}.sh"),
+                               ["-H", f"--squash-image={hung.path(f'h{i}.sqfs')}"], cwd=d)
+            assert isinstance(j, Job), j.stderr
+            hung_jobs.append(j)
+        hung.hang()
+        run(["scontrol", "release", ",".join(str(j.id) for j in hung_jobs)], env=cluster.env)
+        # squashd is now waiting on four opens that do not return.
+        wait_until(lambda: "requests: " in cluster.squashctl("status").stdout and
+                   re.search(r"[1-9]\d* in progress", cluster.squashctl("status").stdout), 20, 0.1,
+                   "squashd to be busy with the hung images")
+
+        other = image_of(cluster, USER2, "fine.sqfs")
+        job = cluster.run_job(USER2, "cat /squash/fine/hello.txt\n", [f"--squash-image={other}"])
+        assert job.state == "COMPLETED", job.output()
+        assert job.output() == FILES["hello.txt"]
+        # The other user's job ran to its end while the hung ones still wait.
+        states = [j.info().get("JobState") for j in hung_jobs]
+        assert all(s not in ("COMPLETED", "FAILED") for s in states), states
+
+        for j in hung_jobs:
+            j.wait(timeout=120)
+            out = j.output()
+            assert j.state == "FAILED", (j.state, out)
+            assert re.search(r"^squash: job \d+: .*timed out after .* \(is its file system hung\?\)",
+                             out, re.M), out
+        assert cluster.node_state() == "idle"
+    finally:
+        hung.close()
+
+
+def test_lost_epilog_is_reconciled_with_slurm(cluster):
+    """squashd is down while the job's epilog runs: the epilog gives up
+    (after retry=), the job still ends, and the restarted squashd releases
+    the job's mount on its own, asking Slurm."""
+    img = image_of(cluster, USER1, "lost.sqfs")
+    with blocking_jobs(cluster, (USER1, img, "")) as (blk,):
+        server = cluster.shared_mount(img, [blk])["server_pid"]
+        cluster.cluster_sh("squashd-stop")
+        blk.release()
+        assert blk.job.state == "COMPLETED", blk.job.output()
+        # Nothing released it: the mount and its server are still there.
+        assert cluster.node_mounts(), "the mount went without squashd"
+        assert os.path.exists(f"/proc/{server}")
+        offset = len(cluster.squashd_log())
+        cluster.cluster_sh("squashd-start")
+        wait_until(lambda: not cluster.list_mounts(), 30, 0.2, "gc to release the job")
+        assert f"gc: released job {blk.job.id} (Slurm: gone COMPLETED" in log_since(cluster, offset)
+    wait_until(lambda: not cluster.node_mounts(), 10, what="the mount to go")
+    wait_until(lambda: not os.path.exists(f"/proc/{server}"), 10, what="the FUSE server to exit")
+
+
+def test_gc_on_demand_releases_only_jobs_slurm_no_longer_runs(cluster):
+    img = image_of(cluster, USER1, "gc.sqfs")
+    uid = str(os.stat(img).st_uid)
+    with blocking_jobs(cluster, (USER1, img, "")) as (blk,):
+        # A record of a job Slurm never ran here (as a lost epilog leaves).
+        p = cluster.rawclient("mount", "3999999", uid, f"{img}:/squash/gc")
+        assert p.returncode == 0, p.stdout + p.stderr
+        mounts = cluster.list_mounts()
+        assert len(mounts) == 1 and sorted(mounts[0]["jobs"]) == sorted([blk.job.id, 3999999]), mounts
+        p = cluster.squashctl("gc")
+        assert p.returncode == 0, p.stderr
+        wait_until(lambda: "gc: released job 3999999 (Slurm: gone unknown-to-slurmctld"
+                   in cluster.squashd_log(), 20, what="gc to release the unknown job")
+        # The running job keeps its mount.
+        m = cluster.shared_mount(img, [blk])
+        assert m["jobs"] == [blk.job.id]
+        blk.release()
+        assert blk.job.state == "COMPLETED", blk.job.output()
+    # And non-root users may not run it.
+    p = cluster.as_user(USER1, [SQUASHCTL, "--socket", cluster.socket,
+                                "--munge-socket", cluster.munge_socket, "gc"])
+    assert p.returncode == 1 and "only root may run gc" in p.stderr, p.stderr
+
+
+def test_dead_adopted_fuse_server_is_replaced(cluster):
+    img = image_of(cluster, USER1, "dead.sqfs")
+    after = "srun cat /squash/dead/hello.txt\n"
+    with blocking_jobs(cluster, (USER1, img, after)) as (blk,):
+        server = cluster.shared_mount(img, [blk])["server_pid"]
+        # Restart squashd: the server is adopted, no longer its child.
+        old = cluster.squashd_pid()
+        cluster.cluster_sh("squashd-stop")
+        wait_until(lambda: not os.path.exists(f"/proc/{old}"), 10, what="squashd to exit")
+        cluster.cluster_sh("squashd-start")
+        assert cluster.shared_mount(img, [blk])["server_pid"] == server
+        offset = len(cluster.squashd_log())
+        os.kill(server, signal.SIGKILL)
+        wait_until(lambda: f"(pid {server}) exited" in log_since(cluster, offset), 10,
+                   what="squashd to notice the dead server")
+        m = [m for m in cluster.list_mounts() if m["image"] == str(img)]
+        assert len(m) == 1 and m[0]["state"] == "dead", m
+        p = cluster.squashctl("health", check=False)
+        assert p.returncode == 1 and "dead FUSE server for image" in p.stdout, p.stdout
+
+        # The next job with that image gets a fresh mount and reads it.
+        job = cluster.run_job(USER1, "cat /squash/dead/hello.txt\n", [f"--squash-image={img}"])
+        assert job.state == "COMPLETED", job.output()
+        assert job.output() == FILES["hello.txt"]
+
+        # The first job's next step is told what happened.
+        blk.release()
+        out = blk.job.output()
+        assert blk.job.state == "FAILED", out
+        assert re.search(r"^squash: job \d+: squashd on node \S+ answered node-error: "
+                         r"the FUSE server of image \S+ on this node exited", out, re.M), out
+    assert cluster.squashctl("health", check=False).returncode == 0
+
+
+def test_full_state_directory_is_a_node_error_and_fails_health(cluster):
+    state = cluster.state_dir
+    run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", state])
+    try:
+        (state / "mnt").mkdir(mode=0o700)
+        # Fill it to the last block.
+        subprocess.run(["dd", "if=/dev/zero", f"of={state}/fill", "bs=4k"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        img = image_of(cluster, USER1, "full.sqfs")
+        job = cluster.run_job(USER1, "cat /squash/full/hello.txt\necho reached the end\n",
+                              [f"--squash-image={img}"])
+        out = job.output()
+        assert job.state == "FAILED", (job.state, out)
+        assert re.search(r"^squash: job \d+: squashd on node \S+ answered node-error: squashd on "
+                         r"this node cannot save its registry \(.*No space left on device\)", out,
+                         re.M), out
+        assert "reached the end" not in out
+        assert cluster.node_state() == "idle"
+        p = cluster.squashctl("health", check=False)
+        assert p.returncode == 1, p.stdout
+        assert re.search(r"^registry not saved: .*No space left on device", p.stdout, re.M), p.stdout
+        assert not cluster.node_mounts(), "a mount that could not be recorded was kept"
+
+        (state / "fill").unlink()
+        p = cluster.squashctl("health", check=False)
+        assert p.returncode == 0, p.stdout
+        job = cluster.run_job(USER1, "cat /squash/full/hello.txt\n", [f"--squash-image={img}"])
+        assert job.state == "COMPLETED", job.output()
+    finally:
+        wait_until(lambda: not cluster.list_mounts(), 15, what="mounts to go")
+        run(["umount", "-l", state], check=False)
+
+
+def test_release_while_other_jobs_steps_run_leaves_no_copy(cluster):
+    x = image_of(cluster, USER1, "xrel.sqfs")
+    y = image_of(cluster, USER2, "yrel.sqfs")
+    a = BlockingJob(cluster, USER1, x)
+    try:
+        a.wait_ready()
+        server_x = cluster.shared_mount(x, [a])["server_pid"]
+        b = BlockingJob(cluster, USER2, y)
+        try:
+            b.wait_ready()
+            # B's step namespace holds its own bind and no node-level mount.
+            ns = mountinfo(b.pid)
+            prefix = str(cluster.state_dir) + "/"
+            copied = [m["mount_point"] for m in ns if m["mount_point"].startswith(prefix)]
+            assert not copied, copied
+            assert any(m["mount_point"] == "/squash/yrel" for m in ns)
+            assert not any(m["mount_point"] == "/squash/xrel" for m in ns)
+
+            offset = len(cluster.squashd_log())
+            a.release()
+            assert a.job.state == "COMPLETED", a.job.output()
+            # X's server exits as soon as its mount goes: no copy pins it.
+            wait_until(lambda: not os.path.exists(f"/proc/{server_x}"), 10,
+                       what="X's FUSE server to exit")
+            assert "did not exit after unmount" not in log_since(cluster, offset)
+            assert [m["image"] for m in cluster.list_mounts()] == [str(y)]
+            b.release()
+            assert b.job.state == "COMPLETED", b.job.output()
+        finally:
+            b.go.touch()
+    finally:
+        a.go.touch()
