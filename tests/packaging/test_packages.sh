@@ -7,8 +7,10 @@
 #      the man pages, the config files (conffiles / %config(noreplace)), the
 #      plugstack.conf.d snippet naming the packaged plugin, the NHC check,
 #      the maintainer scripts (squashd enabled, the metrics timer not), and
-#      the Slurm pinning: the Slurm major.minor of this machine in the deb
-#      version and RPM release, Depends/Requires on its libslurm;
+#      the Slurm pinning (this machine's Slurm major.minor in the deb
+#      version, the RPM release and the plugins' plugin_version symbol;
+#      Depends/Requires on its libslurm), and that apt could install the
+#      .deb here (simulated);
 #   3. unpacks the .deb into a scratch root (`dpkg -x`, nothing is installed
 #      on this machine), starts a throwaway cluster (tests/cluster/cluster.sh)
 #      running the unpacked squashd and plugin, and runs a job as squser1
@@ -108,7 +110,10 @@ check ".deb is named for Slurm $slurm_majmin: $(basename "$deb")" test -f "$deb"
 [ -f "$deb" ] || { ls -l "$scratch/deb"; exit 1; }
 
 say "building the RPM (rpmbuild --nodeps --nocheck -ta)"
-if ! nice -n 10 rpmbuild --define "_topdir $scratch/rpm" --nodeps --nocheck -ta "$tarball" \
+# rpm keeps its database under the scratch directory too (on Debian its
+# default is ~/.rpmdb).
+rpmdb=(--dbpath "$scratch/rpmdb")
+if ! nice -n 10 rpmbuild "${rpmdb[@]}" --define "_topdir $scratch/rpm" --nodeps --nocheck -ta "$tarball" \
 	>"$scratch/rpm.log" 2>&1; then
 	tail -n 40 "$scratch/rpm.log"
 	echo "test_packages.sh: the RPM did not build" >&2
@@ -143,6 +148,11 @@ check "deb depends on slurm-wlm-basic-plugins of Slurm $slurm_majmin" \
 check "deb depends on squashfuse and munge" \
 	bash -c 'grep -qw squashfuse <<<"$1" && grep -qw munge <<<"$1"' _ "$deb_depends"
 
+# Installable here, with nothing removed (apt's simulation changes nothing).
+sim=$(apt-get install -s -q -o Debug::NoLocking=1 "$deb" 2>&1 || true)
+check "apt can install the deb on this machine (simulated)" \
+	bash -c 'grep -q "^Inst slurm-squash " <<<"$1" && ! grep -q "^Remv " <<<"$1"' _ "$sim"
+
 dpkg-deb -e "$deb" "$scratch/deb/control"
 conffiles=$(cat "$scratch/deb/control/conffiles")
 check "deb conffile /etc/squashd.conf" has_line "$conffiles" /etc/squashd.conf
@@ -156,7 +166,7 @@ check "deb postinst enables the metrics timer only if the admin did" \
 
 # ---------------------------------------------------------------- RPM contents
 say "checking the RPM"
-rpm_q() { rpm -qp "$@" "$rpmfile" 2>/dev/null; }
+rpm_q() { rpm "${rpmdb[@]}" -qp "$@" "$rpmfile" 2>/dev/null; }
 rpm_release=$(rpm_q --qf '%{RELEASE}')
 rpm_files=$(rpm_q -l)
 rpm_requires=$(rpm_q --requires)
