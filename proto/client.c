@@ -293,9 +293,13 @@ int squash_client_call_retry(const struct squash_client_options *opts,
 			*resp = NULL;
 			rc = -2;
 		}
-		if (rc != -2 || squash_now_ms() + pause_ms > give_up)
+		long long left = give_up - squash_now_ms();
+		if (rc != -2 || left <= 0)
 			break;
-		struct timespec ts = { pause_ms / 1000, (pause_ms % 1000) * 1000000L };
+		/* The last pause is cut short, so the whole window is used and
+		 * there is one more try at its end. */
+		long wait = pause_ms < left ? pause_ms : (long)left;
+		struct timespec ts = { wait / 1000, (wait % 1000) * 1000000L };
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 		pause_ms = pause_ms * 2 > 2000 ? 2000 : pause_ms * 2;
