@@ -453,6 +453,8 @@ class Soak:
                 args = ["--time=0:02"]
             if sc == "requeue":
                 args = ["--requeue"]
+            if sc == "srun-steps":
+                args = ["-n2"]
             if sc in ("deleted-image", "scancel-prolog"):
                 held = True
             jobs = self.sbatch(sc, user, img, kernel, text, body, args, held=held)
@@ -789,16 +791,17 @@ class Soak:
                 w(f"- +{t - self.t0:.0f} s: {d}")
         return "\n".join(out) + "\n", goal
 
-    @staticmethod
-    def norm(msg):
-        msg = re.sub(r"\bjob \d+\b", "job N", msg)
+    def norm(self, msg):
+        msg = re.sub(r"\b(job|JOB) \d+\b", r"\1 N", msg)
+        msg = re.sub(r"soak image \S+", "soak image X", msg)
+        msg = msg.replace(f"node {self.node} ", "node H ").replace(f"ON {self.node} ", "ON H ")
+        msg = msg.replace(f"slurmstepd-{self.node}:", "slurmstepd-H:").replace(f"error: {self.node}:", "error: H:")
         msg = re.sub(r"pid \d+", "pid N", msg)
         msg = re.sub(r"/tmp/sqsoak\.\w+/work/[^ :]+/", "DIR/work/.../", msg)
         msg = re.sub(r"/tmp/sqsoak\.\w+/", "DIR/", msg)
         msg = re.sub(r"\d+(-\d+)?\.sqfs", "N.sqfs", msg)
         msg = re.sub(r"\(at [0-9T:-]+\)", "(at T)", msg)
         msg = re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+", "T", msg)
-        msg = re.sub(r"\bsqueue\b|\bnode \S+", lambda m: m.group(0) if m.group(0) == "squeue" else "node H", msg)
         return msg.replace("|", "\\|")
 
 
