@@ -20,7 +20,7 @@
 #   --seed S     random seed (default: time based; printed in the report)
 #
 # Environment: SQUASH_BUILD_DIR, SQUASH_SOAK_RETRY (the plugin's retry=
-# seconds, default 5, cluster.sh's default), SQUASH_SOAK_GC_INTERVAL
+# seconds, default 60, the plugin's own default), SQUASH_SOAK_GC_INTERVAL
 # (squashd's gc_interval, default 10).
 #
 # Everything it started (cluster daemons, jobs, mounts, loop devices, FUSE
@@ -86,7 +86,7 @@ trap 'exit 129' HUP
 
 echo "run.sh: starting the soak cluster in $dir" >&2
 SQUASH_TEST_CPUS=${SQUASH_SOAK_CPUS:-200} \
-SQUASH_TEST_RETRY=${SQUASH_SOAK_RETRY:-5} \
+SQUASH_TEST_RETRY=${SQUASH_SOAK_RETRY:-60} \
 SQUASH_TEST_GC_INTERVAL=${SQUASH_SOAK_GC_INTERVAL:-10} \
 	"$cluster_sh" start "$dir" >&2
 
@@ -94,7 +94,7 @@ SQUASH_TEST_GC_INTERVAL=${SQUASH_SOAK_GC_INTERVAL:-10} \
 # trap at once (bash defers traps while a foreground child runs).
 python3 "$here/soak.py" --dir "$dir" --jobs "$jobs" --report "$report" \
 	--cluster-sh "$cluster_sh" --build "$SQUASH_BUILD_DIR" \
-	--retry "${SQUASH_SOAK_RETRY:-5}" --gc-interval "${SQUASH_SOAK_GC_INTERVAL:-10}" \
+	--retry "${SQUASH_SOAK_RETRY:-60}" --gc-interval "${SQUASH_SOAK_GC_INTERVAL:-10}" \
 	${seed:+--seed "$seed"} &
 driver_pid=$!
 set +e
