@@ -3,10 +3,15 @@ squashd per node, each node in its own UTS + mount namespace), every node's
 prolog mounts the job's images once, every node's steps bind them, every
 node's epilog releases them, and one node's fault stays on that node."""
 
+import os
 import re
+import shutil
+import tempfile
+from pathlib import Path
 
-from conftest import (JOB_TIMEOUT, USER1, BlockingJob, Job, loop_backing_files,
-                      mountinfo, proc_uids, run, uid_of, wait_until)
+from conftest import (CLUSTER_SH, JOB_TIMEOUT, USER1, BlockingJob, Cluster, Job,
+                      blocking_jobs, is_squash_mount, loop_backing_files, mountinfo,
+                      proc_uids, run, uid_of, wait_until)
 
 FILES = {"hello.txt": "hello from the image\n"}
 NODES = ("n1", "n2", "n3")
@@ -340,3 +345,40 @@ echo plain; srun -N1 -n1 {step}
         ["n2", "n3", "n1"], (p.stdout, p.stderr)
     wait_until(lambda: not c.squeue_ids(), 30, 0.2, "the allocation to end")
     wait_nodes_clean(c)
+
+
+def test_a_new_node_does_not_pin_other_clusters_mounts(cluster):
+    """A node's mount namespace starts as a copy of the host's mounts. A node
+    started while another cluster's job holds a kernel and a FUSE mount must
+    drop its copies: otherwise they keep that loop device attached and that
+    FUSE server alive after the job has ended."""
+    c = cluster
+    trusted = c.make_image(c.trusted / "pinned.sqfs", FILES, owner="root", mode=0o644)
+    d = c.workdir(USER1, "img")
+    data = c.make_image(d / "pinnedfuse.sqfs", FILES, owner=USER1)
+    root = tempfile.mkdtemp(prefix="sqtest.")
+    os.chmod(root, 0o755)
+    try:
+        with blocking_jobs(c, (USER1, f"{trusted},{data}", "")) as (blk,):
+            mounts = {m["mode"]: m for m in c.list_mounts()}
+            loop = mounts["kernel"]["loop_device"]
+            server = mounts["fuse"]["server_pid"]
+            p = run([CLUSTER_SH, "start", "--nodes", "1", root], check=False, timeout=120)
+            assert p.returncode == 0, p.stdout + p.stderr
+            node = Cluster(root, 1).nodes[0]
+            copies = [m for m in node.mountinfo()
+                      if is_squash_mount(m) or m["source"].startswith("/dev/loop")
+                      or m["mount_point"].startswith(str(c.dir) + "/")]
+            assert copies == [], copies
+            assert len(c.node_mounts()) == 2  # the host still has both
+            blk.release()
+            assert blk.job.state == "COMPLETED", blk.job.output()
+        # With the new node still up, the job's mounts really go.
+        assert Path(f"/proc/{node.holder_pid()}").exists()
+        wait_until(lambda: loop_backing_files().get(loop) != str(trusted), 10,
+                   what=f"{loop} to be detached")
+        wait_until(lambda: not Path(f"/proc/{server}").exists(), 10,
+                   what=f"FUSE server {server} to exit")
+    finally:
+        run([CLUSTER_SH, "stop", root], check=False, timeout=120)
+        shutil.rmtree(root, ignore_errors=True)
