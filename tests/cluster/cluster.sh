@@ -38,8 +38,12 @@
 #   Logs: DIR/log/{slurmd,squashd,node}-nK.log. Look at a node with
 #   `cluster.sh exec DIR n2 cat /proc/self/mountinfo`, or from the host
 #   through /proc/$(cat DIR/run/node-n2.pid)/{mountinfo,root/...}.
-#   Only 127.0.0.1 is used; nothing of a node is mounted in the host's
-#   namespace, and a node goes away with its last process.
+#   Nodes are addressed only as 127.0.0.1 (each slurmd binds its own port,
+#   on all addresses as Slurm does); nothing of a node is mounted in the
+#   host's namespace, and a node goes away with its last process. Ports are
+#   picked under a lock (/tmp/.squash-test-cluster-ports.lock) so clusters
+#   started at the same moment do not collide. In the tests, the cluster3
+#   fixture of tests/integration/conftest.py is such a cluster.
 #
 # Environment:
 #   SQUASH_BUILD_DIR        out-of-tree build dir (default: <repo>/build)
