@@ -372,15 +372,17 @@ class KernelMode(MountedMode):
 
 
 class FuseMode(MountedMode):
-    kind = "fuse"
+    """squashfuse_ll (the system's, or another build given with
+    --extra-fuse NAME=PATH: mode NAME:FMT) serving the image."""
 
-    def __init__(self, bench, fmt):
-        super().__init__(bench, f"fuse:{fmt}")
+    def __init__(self, bench, fmt, kind="fuse", binary=None):
+        super().__init__(bench, f"{kind}:{fmt}")
+        self.kind = kind
         self.fmt = fmt
+        self.binary = binary or shutil.which("squashfuse_ll") or "/usr/bin/squashfuse_ll"
 
     def mount(self):
-        self.start_server([shutil.which("squashfuse_ll") or "/usr/bin/squashfuse_ll", "-f",
-                           self.b.stack.images[self.fmt], self.mnt])
+        self.start_server([self.binary, "-f", self.b.stack.images[self.fmt], self.mnt])
 
     def after_run(self):
         if self.proc and self.proc.poll() is None:
@@ -619,6 +621,12 @@ class Bench:
                     modes.append(JobMode(self, n[4:], self.product_format))
             else:
                 raise SystemExit(f"unknown mode {n}")
+        for spec in self.args.extra_fuse:
+            name, _, path = spec.partition("=")
+            if not name or not os.access(path, os.X_OK) or name in ("kernel", "fuse", "local", "slowfs"):
+                raise SystemExit(f"--extra-fuse {spec}: want NAME=PATH of an executable squashfuse_ll")
+            for f in self.formats:
+                modes.append(FuseMode(self, f.name, name, path))
         self.modes = modes
 
     # ---------------------------------------------------------------- part 1
@@ -1037,6 +1045,9 @@ def parse_args(argv):
                     help="modes of part 1 (kernel and fuse run once per format)")
     ap.add_argument("--workloads", default="import,stat,md5,read,start",
                     help="workloads of part 1 (empty: skip part 1)")
+    ap.add_argument("--extra-fuse", action="append", default=[], metavar="NAME=PATH",
+                    help="one more FUSE mode per format, NAME:FMT, served by the squashfuse_ll at "
+                         "PATH (e.g. a multithreaded upstream build); may be given twice")
     ap.add_argument("--ns", default="1,2,8,32", help="process counts of the start workload")
     ap.add_argument("--start-formats", help="image formats of the start workload "
                                             "(default: the first two)")

@@ -105,8 +105,10 @@ class Data:
 
     def main_modes(self):
         """The modes of the side-by-side table: the product's format only."""
-        order = ["slowfs", f"kernel:{self.pfmt}", f"fuse:{self.pfmt}", "local",
-                 f"job-kernel:{self.pfmt}", f"job-fuse:{self.pfmt}"]
+        order = ["slowfs", f"kernel:{self.pfmt}", f"fuse:{self.pfmt}"]
+        order += [m for m in self.modes if m.endswith(":" + self.pfmt) and m.split(":")[0] not in
+                  ("kernel", "fuse", "job-kernel", "job-fuse")]
+        order += ["local", f"job-kernel:{self.pfmt}", f"job-fuse:{self.pfmt}"]
         return [m for m in order if m in self.modes]
 
 
@@ -123,7 +125,8 @@ def mode_title(m):
         return t[m]
     kind, _, fmt = m.partition(":")
     return {"kernel": f"image, kernel ({fmt})", "fuse": f"image, squashfuse_ll ({fmt})",
-            "job-kernel": f"job, kernel ({fmt})", "job-fuse": f"job, FUSE ({fmt})"}.get(kind, m)
+            "job-kernel": f"job, kernel ({fmt})", "job-fuse": f"job, FUSE ({fmt})"}.get(
+                kind, f"image, {kind} ({fmt})")
 
 
 # ====================================================================== sections
@@ -147,8 +150,10 @@ def part1_tables(d, out):
     if len(fmts) > 1:
         rows = []
         imgs = d.meta.get("images", {})
+        kinds = ["kernel", "fuse"] + sorted({m.split(":")[0] for m in d.modes if ":" in m} -
+                                            {"kernel", "fuse", "job-kernel", "job-fuse"})
         for f in fmts:
-            for kind in ("kernel", "fuse"):
+            for kind in kinds:
                 m = f"{kind}:{f}"
                 if m not in d.modes:
                     continue
@@ -308,16 +313,19 @@ def targets(d):
             line(f"cold large read, image ({fmt}, {kind}) rate / local rate",
                  both(f"{kind}:{fmt}", "read", "local", "read", invert=True), "≥ 0.5",
                  lambda r: r >= 0.5)
-    for fmt in d.formats:
-        worst = None
-        for w in WORKLOADS:
-            for cache in ("cold", "warm"):
-                r = both(f"fuse:{fmt}", w, f"kernel:{fmt}", w, cache)
-                if r[0] is not None and (worst is None or r[0] > worst[0][0]):
-                    worst = (r, f"{w}, {cache}")
-        if worst:
-            line(f"FUSE / kernel, worst workload ({fmt}: {worst[1]})", worst[0], "≤ 1.3",
-                 lambda r: r <= 1.3)
+    fuse_kinds = ["fuse"] + sorted({m.split(":")[0] for m in d.modes if ":" in m} -
+                                   {"kernel", "fuse", "job-kernel", "job-fuse"})
+    for fk in fuse_kinds:
+        for fmt in d.formats:
+            worst = None
+            for w in WORKLOADS:
+                for cache in ("cold", "warm"):
+                    r = both(f"{fk}:{fmt}", w, f"kernel:{fmt}", w, cache)
+                    if r[0] is not None and (worst is None or r[0] > worst[0][0]):
+                        worst = (r, f"{w}, {cache}")
+            if worst:
+                line(f"{fk} / kernel, worst workload ({fmt}: {worst[1]})", worst[0], "≤ 1.3",
+                     lambda r: r <= 1.3)
     st = [r for r in d.wl if r["workload"] == "start"]
     if st:
         nmax = max(int(r["n"]) for r in st)
@@ -393,15 +401,17 @@ def plots(d, out):
     if len(fmts) > 1:
         ws = [w for w in ("import", "md5", "read") if d.times(f"kernel:{fmts[0]}", w, "cold")]
         fig, axes = plt.subplots(1, len(ws) + 1, figsize=(3 * (len(ws) + 1), 3.5), dpi=80)
+        kinds = ["kernel", "fuse"] + sorted({m.split(":")[0] for m in d.modes if ":" in m} -
+                                            {"kernel", "fuse", "job-kernel", "job-fuse"})
         for ax, w in zip(axes, ws):
-            width = 0.38
-            for j, kind in enumerate(("kernel", "fuse")):
+            width = 0.8 / len(kinds)
+            for j, kind in enumerate(kinds):
                 vals = [d.med(f"{kind}:{f}", w, "cold") or 0 for f in fmts]
                 ax.bar([x + j * width for x in range(len(fmts))], vals, width, label=kind)
             lv = d.med("local", w, "cold")
             if lv:
                 ax.axhline(lv, color="k", ls="--", lw=1, label="local disk")
-            ax.set_xticks([x + width / 2 for x in range(len(fmts))])
+            ax.set_xticks([x + width * (len(kinds) - 1) / 2 for x in range(len(fmts))])
             ax.set_xticklabels(fmts, fontsize=8)
             ax.set_title(f"{w}, cold", fontsize=10)
             ax.set_ylabel("seconds")
