@@ -114,18 +114,6 @@ def pct(values, p):
     return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
-def machine_load():
-    """1-minute load average and the share of the last 10 s in which some
-    runnable task waited for a CPU (PSI): how busy the shared machine was."""
-    psi = ""
-    try:
-        with open("/proc/pressure/cpu") as f:
-            psi = float(f.readline().split()[1].split("=")[1])
-    except (OSError, IndexError, ValueError):
-        pass
-    return round(os.getloadavg()[0], 2), psi
-
-
 def pss_kb(pid):
     """(Rss, Pss) in KiB of a process, from smaps_rollup."""
     rss = pss = 0
@@ -632,7 +620,6 @@ class Bench:
     # ---------------------------------------------------------------- part 1
     def measure(self, mode, workload, n, rep, times):
         mode.prepare_cold()
-        load1, psi10 = machine_load()
         t0 = time.perf_counter()
         try:
             recs = mode.run_workload(workload, times, n)
@@ -646,21 +633,26 @@ class Bench:
         for r in recs:
             cache = "cold" if r["run"] == 0 else "warm"
             note = ""
+            extra_r = {}
             if "bytes" in r and r["seconds"] > 0:
-                extra_r = {"mib_s": round(r["bytes"] / r["seconds"] / 2**20, 1)}
-            else:
-                extra_r = {}
+                extra_r["mib_s"] = round(r["bytes"] / r["seconds"] / 2**20, 1)
+            if "busy_cpu_s" in r and r["seconds"] > 0:
+                # The share of the machine's CPUs that others used meanwhile
+                # (other engineers' work, FUSE servers, kernel threads).
+                extra_r["others_cpu_share"] = round(
+                    max(0.0, r["busy_cpu_s"] - r["own_cpu_s"]) / (r["seconds"] * os.cpu_count()), 2)
             self.add("workload", rep=rep, workload=workload, n=n, mode=mode.name, kind=mode.kind,
                      format=mode.fmt, cache=cache, seconds=r["seconds"], note=note,
-                     load1=load1, cpu_psi10=psi10, **extra_r, **extra)
+                     **extra_r, **extra)
         if isinstance(mode, SlowFSMode):
             mode.stop()
             if mode.requests is not None:
                 self.add("slowfs_requests", rep=rep, workload=workload, n=n, mode=mode.name,
                          value=mode.requests, note="delayed requests, cold+warm runs")
         secs = ", ".join(f"{r['seconds']:.3f}" for r in recs)
-        log(f"  {mode.name:24} {workload:6} n={n:<3} {secs}  ({wall:.1f} s, load {load1}, "
-            f"cpu psi {psi10})")
+        others = ", ".join(f"{self.rows[-len(recs) + i].get('others_cpu_share', '?')}"
+                           for i in range(len(recs)))
+        log(f"  {mode.name:24} {workload:6} n={n:<3} {secs}  ({wall:.1f} s; others' CPU share {others})")
 
     def part1(self):
         workloads = [w for w in self.args.workloads.split(",") if w]

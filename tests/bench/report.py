@@ -399,8 +399,8 @@ def plots(d, out):
 
     fmts = [f for f in d.formats if f"kernel:{f}" in d.modes or f"fuse:{f}" in d.modes]
     if len(fmts) > 1:
-        ws = [w for w in ("import", "md5", "read") if d.times(f"kernel:{fmts[0]}", w, "cold")]
-        fig, axes = plt.subplots(1, len(ws) + 1, figsize=(3 * (len(ws) + 1), 3.5), dpi=80)
+        ws = [w for w in ("import", "stat", "md5", "read") if d.times(f"kernel:{fmts[0]}", w, "cold")]
+        fig, axes = plt.subplots(1, len(ws) + 1, figsize=(2.6 * (len(ws) + 1), 3.3), dpi=80)
         kinds = ["kernel", "fuse"] + sorted({m.split(":")[0] for m in d.modes if ":" in m} -
                                             {"kernel", "fuse", "job-kernel", "job-fuse"})
         for ax, w in zip(axes, ws):
@@ -467,6 +467,9 @@ def plots(d, out):
             ax.plot(ks, p99, marker="x", ls="--", color=c, label=f"{n}, p99")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        allk = sorted({int(r["n"]) for r in burst})
+        ax.set_xticks(allk)
+        ax.set_xticklabels([str(k) for k in allk])
         ax.set_xlabel("simultaneous mount requests")
         ax.set_ylabel("squashd answer time, ms (log)")
         ax.axhline(100, color="k", lw=0.8, ls=":")
@@ -497,13 +500,13 @@ def write(out, rows, meta):
     md.append(f"- slowfs delay {a.get('delay_us')} µs per metadata request, kernel cache of its "
               f"metadata {a.get('slowfs_cache_s')} s; repetitions {a.get('reps')} "
               f"(start workload {a.get('start_reps')}), srun/sbatch {a.get('cost_reps')} per condition")
-    loads = [num(r.get("load1")) for r in d.wl if num(r.get("load1")) is not None]
-    psis = [num(r.get("cpu_psi10")) for r in d.wl if num(r.get("cpu_psi10")) is not None]
-    if loads:
-        md.append(f"- machine load at the start of the measurements (shared machine): 1-min load "
-                  f"average median {med(loads):.1f}, max {max(loads):.1f}"
-                  + (f"; CPU pressure (PSI some, avg10) median {med(psis):.0f}%, max {max(psis):.0f}%"
-                     if psis else ""))
+    shares = [num(r.get("others_cpu_share")) for r in d.wl
+              if num(r.get("others_cpu_share")) is not None and num(r["seconds"]) >= 1.0]
+    if shares:
+        md.append(f"- shared machine: during the measurements of 1 s or more, other work (other "
+                  f"engineers' builds and tests, FUSE servers, kernel threads) used a median "
+                  f"{100 * med(shares):.0f}% of the CPUs (max {100 * max(shares):.0f}%; "
+                  f"column others_cpu_share of results.csv)")
     md.append(f"- squashfuse {m.get('squashfuse')}, squashfs-tools {m.get('squashfs_tools')}, "
               f"Slurm {m.get('slurm')}, {m.get('python')}, project {m.get('git')}")
     md.append("")

@@ -17,12 +17,17 @@ file). WORKLOAD is one of:
 
 Runs the workload K times in a row (the caller makes the first one cold)
 and prints one JSON object per run on stdout: {"workload", "run",
-"seconds", "n", "bytes", "files"}. Exits non-zero when a run fails.
+"seconds", "n", "bytes", "files", "busy_cpu_s", "own_cpu_s"}: busy_cpu_s
+is the CPU time the whole machine spent during the run (/proc/stat),
+own_cpu_s that of this process and its children; on a shared machine the
+difference is the others' (plus FUSE servers and kernel threads).
+Exits non-zero when a run fails.
 """
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -113,6 +118,20 @@ def run_read(root):
     return dt, {"bytes": total}
 
 
+def machine_busy_s():
+    """CPU seconds the machine has been busy (all CPUs, not idle/iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    total = sum(v[:8])  # user nice system idle iowait irq softirq steal
+    return (total - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s():
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("workload", choices=["import", "start", "stat", "md5", "read"])
@@ -125,6 +144,7 @@ def main():
     if a.workload == "import":
         a.n = 1
     for i in range(a.times):
+        busy0, own0 = machine_busy_s(), own_cpu_s()
         if a.workload in ("import", "start"):
             dt, extra = run_start(a.root, a.n, imports)
         elif a.workload == "stat":
@@ -135,6 +155,8 @@ def main():
             dt, extra = run_read(a.root)
         rec = {"workload": a.workload, "run": i, "seconds": round(dt, 6), "n": a.n}
         rec.update(extra)
+        rec["busy_cpu_s"] = round(machine_busy_s() - busy0, 2)
+        rec["own_cpu_s"] = round(own_cpu_s() - own0, 2)
         print(json.dumps(rec), flush=True)
     return 0
 
