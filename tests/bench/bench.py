@@ -754,12 +754,56 @@ class Bench:
                 wait_for(lambda: f"JobId={jid}: sent epilog complete" in c.slurmd_log(), 60,
                          f"the epilog of job {jid}", 0.05)
         settle()
+        self.steps(c, [("no image", []), ("kernel image", [f"--squash-image={shared_k}:/squash/x"]),
+                       ("fuse image", [f"--squash-image={shared_f}:/squash/x"])], settle)
         holder_go.touch()
         wait_for(lambda: not c.squeue(), 60, "the holder job to end", 0.1)
         self.parse_slurm_logs(c, batch_jobs, "plugin loaded")
         c.wait_no_mounts()
         self.burst()
         self.memory()
+
+    def steps(self, c, conditions, settle):
+        """Job steps inside a job: a batch job per condition runs
+        `srun true` cost_reps times; wall time per step from the script,
+        step launch request to task start from slurmd's log (the step's
+        setup: for a job with images, the plugin's StepInfoRequest and bind
+        mounts in a private namespace)."""
+        log("part 2: job steps (srun inside a job)")
+        ts = r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\]"
+
+        def t(x):
+            return dt.datetime.strptime(x, "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+        k = self.args.cost_reps
+        for name, opt in conditions:
+            settle()
+            out = c.dir / "work" / f"steps-{name.replace(' ', '-')}.txt"  # the user writes it
+            script = c.work / "steps.sh"
+            script.write_text("#!/bin/bash\n"
+                              f"for i in $(seq 1 {k}); do\n"
+                              "  t0=$(date +%s%N); srun -Q -n1 true; t1=$(date +%s%N)\n"
+                              f"  echo $(( (t1 - t0) / 1000 )) >> {out}\n"
+                              "done\n")
+            script.chmod(0o755)
+            p = c.as_user(["sbatch", "--parsable", "-o", "/dev/null", *opt, script])
+            if p.returncode != 0:
+                log(f"  sbatch failed: {p.stderr}")
+                continue
+            jid = p.stdout.strip().split(";")[0]
+            wait_for(lambda: jid not in c.squeue(), 300, f"steps job {jid}", 0.1)
+            walls = []
+            with contextlib.suppress(OSError):
+                walls = [int(x) / 1000.0 for x in out.read_text().split()]
+            sd = c.slurmd_log()
+            for step in range(k):
+                m_req = re.search(ts + rf" launch task StepId={jid}\.{step} request", sd)
+                m_task = re.search(ts + rf" \[{jid}\.{step}\] task 0 \(\d+\) started", sd)
+                row = {"rep": step, "mode": name, "job": jid}
+                if step < len(walls):
+                    row["wall_ms"] = round(walls[step], 1)
+                if m_req and m_task:
+                    row["launch_to_task_ms"] = round((t(m_task[1]) - t(m_req[1])) * 1000, 1)
+                self.add("step", **row)
 
     def parse_slurm_logs(self, c, jobs, cluster_label):
         ts = r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\]"
@@ -773,12 +817,17 @@ class Bench:
             m_alloc = re.search(ts + rf" sched: Allocate JobId={jid} ", ctld)
             m_pw = re.search(ts + rf" debug:  Waiting for job {jid}'s prolog to complete", sd)
             m_pf = re.search(ts + rf" debug:  Finished wait for job {jid}'s prolog to complete", sd)
+            m_launch = re.search(ts + rf" Launching batch job {jid} for UID", sd)
             m_task = re.search(ts + rf" \[{jid}\.batch\] task 0 \(\d+\) started", sd)
             m_term = re.search(ts + rf" debug:  _rpc_terminate_job: uid = \d+ JobId={jid}\b", sd)
             m_epi = re.search(ts + rf" debug:  JobId={jid}: sent epilog complete msg", sd)
             row = {"rep": rep, "mode": name, "job": jid, "cluster": cluster_label}
             if m_alloc and m_task:
                 row["alloc_to_task_ms"] = round((t(m_task[1]) - t(m_alloc[1])) * 1000, 1)
+            if m_alloc and m_launch:
+                row["alloc_to_launch_ms"] = round((t(m_launch[1]) - t(m_alloc[1])) * 1000, 1)
+            if m_launch and m_task:
+                row["launch_to_task_ms"] = round((t(m_task[1]) - t(m_launch[1])) * 1000, 1)
             if m_pw and m_pf:
                 row["prolog_ms"] = round((t(m_pf[1]) - t(m_pw[1])) * 1000, 1)
             if m_term and m_epi:

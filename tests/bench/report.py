@@ -235,15 +235,39 @@ def part2_tables(d):
         for n in names:
             rs = [r for r in batch if r["mode"] == n]
             a = [num(r.get("alloc_to_task_ms")) for r in rs]
+            al = [num(r.get("alloc_to_launch_ms")) for r in rs]
+            lt = [num(r.get("launch_to_task_ms")) for r in rs]
             p = [num(r.get("prolog_ms")) for r in rs]
             e = [num(r.get("epilog_ms")) for r in rs]
-            rows.append([n, fmt_ms(med(a)), fmt_ms(mn(a)), fmt_ms(med(p)), fmt_ms(med(e)), len(rs)])
+            rows.append([n, fmt_ms(med(a)), fmt_ms(mn(a)), fmt_ms(med(al)), fmt_ms(med(p)),
+                         fmt_ms(med(lt)), fmt_ms(med(e)), len(rs)])
         md.append("### Batch job start from Slurm's logs (debug timestamps, 1 ms resolution)\n")
-        md.append("allocation (slurmctld `sched: Allocate`) to task start (slurmd "
-                  "`[JOB.batch] task 0 started`); prolog: slurmd's wait for the prolog; epilog: "
-                  "`_rpc_terminate_job` to `sent epilog complete`.\n")
-        md.append(table(["condition", "alloc to task, median", "min", "prolog, median",
-                         "epilog, median", "jobs"], rows))
+        md.append("Allocation (slurmctld `sched: Allocate`) to task start (slurmd "
+                  "`[JOB.batch] task 0 started`), split at the launch (`Launching batch job`); "
+                  "prolog: slurmd's wait for the prolog (inside alloc to launch); launch to task: "
+                  "slurmstepd's start and the step's setup (the plugin's bind mounts); epilog: "
+                  "`_rpc_terminate_job` to `sent epilog complete`. Medians.\n")
+        md.append(table(["condition", "alloc to task", "(min)", "alloc to launch", "prolog",
+                         "launch to task", "epilog", "jobs"], rows))
+        md.append("")
+    steps = [r for r in d.rows if r.get("section") == "step"]
+    if steps:
+        names = []
+        for r in steps:
+            if r["mode"] not in names:
+                names.append(r["mode"])
+        rows = []
+        for n in names:
+            rs = [r for r in steps if r["mode"] == n]
+            w = [num(r.get("wall_ms")) for r in rs]
+            lt = [num(r.get("launch_to_task_ms")) for r in rs]
+            rows.append([n, fmt_ms(med(w)), fmt_ms(mn(w)), fmt_ms(med(lt)), fmt_ms(mn(lt)), len(rs)])
+        md.append("### Job steps: `srun true` inside a batch job\n")
+        md.append("Wall time of each `srun` as the job script sees it, and slurmd's step launch "
+                  "request to task start (slurmstepd's start and, for a job with images, the "
+                  "plugin's StepInfoRequest and bind mounts).\n")
+        md.append(table(["job", "srun wall, median", "min", "launch to task, median", "min",
+                         "steps"], rows))
         md.append("")
     burst = [r for r in d.rows if r.get("section") == "burst"]
     if burst:
@@ -518,9 +542,11 @@ def write(out, rows, meta):
         if p != "burst.png":
             md.append(f"![{p}]({p})")
     md.append("")
-    md.append("## Part 2: the product's own cost")
-    md.append("")
-    md += part2_tables(d)
+    p2 = part2_tables(d)
+    if p2:
+        md.append("## Part 2: the product's own cost")
+        md.append("")
+        md += p2
     if "burst.png" in made:
         md.append("![burst.png](burst.png)")
         md.append("")
