@@ -630,6 +630,7 @@ class Bench:
             return
         wall = time.perf_counter() - t0
         extra = mode.after_run()
+        added = []
         for r in recs:
             cache = "cold" if r["run"] == 0 else "warm"
             note = ""
@@ -641,17 +642,16 @@ class Bench:
                 # (other engineers' work, FUSE servers, kernel threads).
                 extra_r["others_cpu_share"] = round(
                     max(0.0, r["busy_cpu_s"] - r["own_cpu_s"]) / (r["seconds"] * os.cpu_count()), 2)
-            self.add("workload", rep=rep, workload=workload, n=n, mode=mode.name, kind=mode.kind,
-                     format=mode.fmt, cache=cache, seconds=r["seconds"], note=note,
-                     **extra_r, **extra)
+            added.append(self.add("workload", rep=rep, workload=workload, n=n, mode=mode.name,
+                                  kind=mode.kind, format=mode.fmt, cache=cache,
+                                  seconds=r["seconds"], note=note, **extra_r, **extra))
         if isinstance(mode, SlowFSMode):
             mode.stop()
             if mode.requests is not None:
                 self.add("slowfs_requests", rep=rep, workload=workload, n=n, mode=mode.name,
                          value=mode.requests, note="delayed requests, cold+warm runs")
         secs = ", ".join(f"{r['seconds']:.3f}" for r in recs)
-        others = ", ".join(f"{self.rows[-len(recs) + i].get('others_cpu_share', '?')}"
-                           for i in range(len(recs)))
+        others = ", ".join(str(r.get("others_cpu_share", "?")) for r in added)
         log(f"  {mode.name:24} {workload:6} n={n:<3} {secs}  ({wall:.1f} s; others' CPU share {others})")
 
     def part1(self):
