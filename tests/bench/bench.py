@@ -1,0 +1,1160 @@
+#!/usr/bin/env python3
+"""The slurm-squash benchmark driver (started by tests/bench/run.sh, which
+builds its tools and venv first; run as root).
+
+Part 1, workloads x modes. Workloads (tests/bench/workload.py): import of
+the stack in a fresh python, stat of every file, md5sum of every file, a
+large sequential read, and N processes importing the stack at once. Modes:
+
+  local         the tree on local disk
+  slowfs        the tree behind slowfs (a FUSE passthrough adding a delay to
+                every metadata request: the parallel-filesystem stand-in)
+  kernel:FMT    the image, kernel squashfs on a loop device
+  fuse:FMT      the image, squashfuse_ll
+  job-kernel    the product path: a job (srun --squash-image) on a throwaway
+  job-fuse      cluster; a trusted image (kernel mount by squashd) or a
+                user's image (squashfuse_ll as the user), seen through the
+                step's bind mount at /squash/stack
+
+Every measurement starts cold (page cache dropped, the mount fresh) and is
+repeated at once warm. Modes run interleaved, their order rotated in every
+repetition; the report gives the median and the minimum.
+
+Part 2, the product's own cost: srun with and without an image (first mount
+and shared mount, kernel and FUSE) as the user sees it; allocation to task
+start, prolog and epilog from slurmd's and slurmctld's debug logs, also on a
+cluster without the plugin; squashd's answer time to N simultaneous mount
+requests (same image, distinct images; kernel, FUSE); memory of squashd and
+of the FUSE servers with many images mounted.
+
+Output: report.md, results.csv (every raw number), meta.json, *.png.
+"""
+
+import argparse
+import contextlib
+import csv
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import pwd
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+CLUSTER_SH = REPO / "tests" / "cluster" / "cluster.sh"
+PYTHON = "/usr/bin/python3"
+USER = "squser1"
+
+FULL_IMPORTS = "numpy,scipy.stats,pandas,matplotlib.pyplot,sympy,PIL.Image"
+QUICK_IMPORTS = "numpy,sympy"
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, check=True, timeout=600, quiet=False, **kw):
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    p = subprocess.run([str(c) for c in cmd], text=True, timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} exited {p.returncode}\n"
+                           f"{(p.stdout or '')[-2000:]}\n{(p.stderr or '')[-2000:]}")
+    return p
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def mountpoints():
+    res = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ", 1)
+            res.append((left.split()[4].replace("\\040", " "), right.split()[0]))
+    return res
+
+
+def is_mounted(path):
+    return any(mp == str(path) for mp, _ in mountpoints())
+
+
+def wait_for(pred, timeout, what, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def pct(values, p):
+    """p-th percentile, linear interpolation (p in 0..100)."""
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    k = (len(v) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def pss_kb(pid):
+    """(Rss, Pss) in KiB of a process, from smaps_rollup."""
+    rss = pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+    except OSError:
+        pass
+    return rss, pss
+
+
+# ====================================================================== setup
+
+class Formats:
+    """'gzip:128K' -> name 'gzip-128k', mksquashfs arguments."""
+
+    def __init__(self, spec):
+        comp, _, bs = spec.partition(":")
+        bs = bs or "128K"
+        self.spec = spec
+        self.comp = comp
+        self.bs = bs
+        self.name = f"{comp}-{bs.lower()}"
+        self.args = ["-comp", comp, "-b", bs]
+
+
+class Stack:
+    """The pinned tree (site-packages + big/data.bin) and its images."""
+
+    def __init__(self, cache, kind, bigfile_mib):
+        self.cache = cache
+        self.kind = kind
+        self.req = HERE / f"stack-{kind}.txt"
+        self.bigfile_mib = bigfile_mib
+        self.tree = cache / "trees" / f"{kind}-{bigfile_mib}m"
+        self.imports = FULL_IMPORTS if kind == "full" else QUICK_IMPORTS
+        self.images = {}
+        self.image_info = {}
+
+    def ensure_tree(self):
+        pins = self.req.read_text()
+        stamp = self.tree / ".stamp"
+        want = hashlib.sha256(f"{pins}\n{self.bigfile_mib}".encode()).hexdigest()
+        if stamp.exists() and stamp.read_text() == want:
+            return
+        log(f"building the tree {self.tree} (pip install --target, {self.bigfile_mib} MiB file)")
+        if self.tree.exists():
+            shutil.rmtree(self.tree)
+        site = self.tree / "site-packages"
+        site.mkdir(parents=True)
+        env = dict(os.environ)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        run([self.cache / "venv" / "bin" / "pip", "install", "--quiet", "--disable-pip-version-check",
+             "--no-index", "--find-links", self.cache / "wheels", "--no-deps",
+             "--only-binary=:all:", "--target", site, "-r", self.req], timeout=1800, env=env)
+        # pip compiles the .pyc files with the venv's python, which is the
+        # system python3 the workloads run (run.sh makes the venv from it).
+        self._make_bigfile(site, self.tree / "big" / "data.bin")
+        for root, dirs, files in os.walk(self.tree):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o755)
+            for f in files:
+                p = os.path.join(root, f)
+                os.chmod(p, 0o755 if os.access(p, os.X_OK) else 0o644)
+        os.chmod(self.tree, 0o755)
+        stamp.write_text(want)
+        for img in (self.cache / "images").glob(f"{self.tree.name}.*.sqfs"):
+            img.unlink()
+
+    def _make_bigfile(self, site, out):
+        """A large file of realistic content: the stack's own files (shared
+        libraries, bytecode, sources) concatenated in a fixed order until the
+        size is reached. Compresses like software, not like zeros or noise."""
+        out.parent.mkdir(parents=True, exist_ok=True)
+        files = sorted(str(p) for p in site.rglob("*") if p.is_file())
+        want = self.bigfile_mib << 20
+        done = 0
+        with open(out, "wb") as o:
+            while done < want:
+                for p in files:
+                    data = Path(p).read_bytes()[: want - done]
+                    o.write(data)
+                    done += len(data)
+                    if done >= want:
+                        break
+
+    def ensure_image(self, fmt):
+        imgdir = self.cache / "images"
+        imgdir.mkdir(exist_ok=True)
+        os.chmod(imgdir, 0o755)
+        img = imgdir / f"{self.tree.name}.{fmt.name}.sqfs"
+        info = imgdir / f"{self.tree.name}.{fmt.name}.json"
+        if not (img.exists() and info.exists()):
+            log(f"making {img.name} (mksquashfs {' '.join(fmt.args)})")
+            t0 = time.perf_counter()
+            run(["mksquashfs", self.tree, img, *fmt.args, "-noappend", "-no-progress",
+                 "-quiet", "-all-root"], timeout=3600)
+            secs = time.perf_counter() - t0
+            os.chmod(img, 0o644)
+            info.write_text(json.dumps({"build_seconds": round(secs, 1),
+                                        "bytes": img.stat().st_size}))
+        self.images[fmt.name] = img
+        self.image_info[fmt.name] = json.loads(info.read_text())
+        return img
+
+    def tree_stats(self):
+        site = self.tree / "site-packages"
+        n = size = 0
+        for p in site.rglob("*"):
+            if p.is_file():
+                n += 1
+                size += p.stat().st_size
+        return n, size
+
+
+# ====================================================================== modes
+
+class Mode:
+    name = "?"
+    fmt = ""
+    kind = ""
+
+    def __init__(self, bench):
+        self.b = bench
+
+    def prepare_cold(self):
+        """Drops caches and (re)mounts; the next run is cold."""
+        drop_caches()
+
+    def root(self):
+        raise NotImplementedError
+
+    def run_workload(self, workload, times, n):
+        args = [PYTHON, self.b.workload_py, workload, self.root(), "--times", times,
+                "--n", n, "--imports", self.b.stack.imports]
+        p = run(args, timeout=1800, env=self.b.workload_env())
+        return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+
+    def after_run(self):
+        """Extra numbers about the mode after a run (e.g. server memory)."""
+        return {}
+
+    def stop(self):
+        pass
+
+
+class LocalMode(Mode):
+    kind = "local"
+
+    def __init__(self, bench):
+        super().__init__(bench)
+        self.name = "local"
+
+    def root(self):
+        return str(self.b.stack.tree)
+
+
+class MountedMode(Mode):
+    """A mode with a mount point under CACHE/mnt that is made fresh for
+    every cold run."""
+
+    def __init__(self, bench, name):
+        super().__init__(bench)
+        self.name = name
+        self.mnt = bench.cache / "mnt" / name.replace(":", "-")
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        self.proc = None
+
+    def root(self):
+        return str(self.mnt)
+
+    def prepare_cold(self):
+        self.stop()
+        drop_caches()
+        self.mount()
+
+    def mount(self):
+        raise NotImplementedError
+
+    def stop(self):
+        if is_mounted(self.mnt):
+            p = run(["umount", self.mnt], check=False)
+            if p.returncode != 0:
+                run(["umount", "-l", self.mnt], check=False)
+        if self.proc:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+    def start_server(self, cmd):
+        self.proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+        self.b.children.append(self.proc)
+
+        def up():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{cmd[0]} exited {self.proc.returncode}: "
+                                   f"{self.proc.stderr.read().decode(errors='replace')}")
+            return is_mounted(self.mnt)
+        wait_for(up, 20, f"{cmd[0]} to mount {self.mnt}")
+
+
+class SlowFSMode(MountedMode):
+    kind = "slowfs"
+
+    def __init__(self, bench):
+        super().__init__(bench, "slowfs")
+        self.stats = bench.cache / "mnt" / "slowfs.stats"
+        self.requests = None
+
+    def mount(self):
+        self.stats.unlink(missing_ok=True)
+        self.start_server([self.b.build / "tests" / "bench" / "slowfs", self.b.stack.tree, self.mnt, "-f",
+                           "-o", f"ro,allow_other,delay_us={self.b.args.delay_us},stats={self.stats}",
+                           "-o", "entry_timeout={0},attr_timeout={0},negative_timeout={0}".format(
+                               self.b.args.slowfs_cache_s)])
+
+    def stop(self):
+        super().stop()
+        try:
+            self.requests = int(self.stats.read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            self.requests = None
+
+
+class KernelMode(MountedMode):
+    kind = "kernel"
+
+    def __init__(self, bench, fmt):
+        super().__init__(bench, f"kernel:{fmt}")
+        self.fmt = fmt
+
+    def mount(self):
+        run(["mount", "-t", "squashfs", "-o", "ro,loop,nosuid,nodev",
+             self.b.stack.images[self.fmt], self.mnt])
+
+
+class FuseMode(MountedMode):
+    """squashfuse_ll (the system's, or another build given with
+    --extra-fuse NAME=PATH: mode NAME:FMT) serving the image."""
+
+    def __init__(self, bench, fmt, kind="fuse", binary=None):
+        super().__init__(bench, f"{kind}:{fmt}")
+        self.kind = kind
+        self.fmt = fmt
+        self.binary = binary or shutil.which("squashfuse_ll") or "/usr/bin/squashfuse_ll"
+
+    def mount(self):
+        self.start_server([self.binary, "-f", self.b.stack.images[self.fmt], self.mnt])
+
+    def after_run(self):
+        if self.proc and self.proc.poll() is None:
+            rss, pss = pss_kb(self.proc.pid)
+            return {"server_pss_kib": pss}
+        return {}
+
+
+class JobMode(Mode):
+    """The product path: one srun job per measurement. Caches are dropped
+    before the job; squashd mounts the image in the prolog (no other job
+    holds it, so the mount is fresh), the step binds it at /squash/stack,
+    workload.py runs cold then warm inside the step, the epilog releases."""
+
+    def __init__(self, bench, kind, fmt):
+        super().__init__(bench)
+        self.kind = f"job-{kind}"
+        self.name = f"job-{kind}:{fmt}"
+        self.fmt = fmt
+        self.image = bench.cluster.image_path(kind, fmt)
+
+    def root(self):
+        return "/squash/stack"
+
+    def prepare_cold(self):
+        self.b.cluster.wait_no_mounts()
+        drop_caches()
+
+    def run_workload(self, workload, times, n):
+        c = self.b.cluster
+        args = ["srun", "-Q", "-n1", f"--squash-image={self.image}:/squash/stack",
+                PYTHON, c.workload_py, workload, self.root(), "--times", times, "--n", n,
+                "--imports", self.b.stack.imports]
+        p = c.as_user(args, timeout=1800)
+        if p.returncode != 0:
+            raise RuntimeError(f"job failed ({p.returncode}): {p.stdout[-2000:]} {p.stderr[-2000:]}")
+        return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+
+
+# ====================================================================== cluster
+
+class Cluster:
+    """A throwaway cluster from tests/cluster/cluster.sh in its own scratch
+    dir under /tmp, with debug logs for the timing of prolog and launch."""
+
+    def __init__(self, bench, slurm_only=False):
+        self.b = bench
+        self.slurm_only = slurm_only
+        self.dir = Path(tempfile.mkdtemp(prefix="squash-bench-cluster.", dir="/tmp"))
+        os.chmod(self.dir, 0o755)
+        with open(bench.cache / "clusters.txt", "a") as f:
+            f.write(f"{self.dir}\n")
+        self.env = dict(os.environ, SLURM_CONF=str(self.dir / "slurm.conf"),
+                        SQUASH_BUILD_DIR=str(bench.build))
+        if slurm_only:
+            self.env["SQUASH_SLURM_ONLY"] = "1"
+        self.started = False
+
+    def start(self):
+        log(f"starting a {'plugin-less ' if self.slurm_only else ''}cluster in {self.dir}")
+        p = run([CLUSTER_SH, "start", self.dir], check=False, timeout=300, env=self.env)
+        if p.returncode != 0:
+            raise RuntimeError(f"cluster.sh start failed:\n{p.stdout}\n{p.stderr}")
+        self.started = True
+        conf = self.dir / "slurm.conf"
+        text = conf.read_text()
+        text = re.sub(r"^SlurmdDebug=.*$", "SlurmdDebug=debug", text, flags=re.M)
+        text = re.sub(r"^SlurmctldDebug=.*$", "SlurmctldDebug=debug", text, flags=re.M)
+        conf.write_text(text)
+        run(["scontrol", "reconfigure"], env=self.env)
+        time.sleep(1.0)
+        wait_for(lambda: self.node_state() == "idle", 60, "the node to be idle after reconfigure", 0.2)
+        self.work = self.dir / "work" / "bench"
+        self.work.mkdir()
+        os.chmod(self.work, 0o755)
+        self.workload_py = self.work / "workload.py"
+        shutil.copy(HERE / "workload.py", self.workload_py)
+        os.chmod(self.workload_py, 0o755)
+        self.imgdir = self.dir / "work" / "img"  # user images: FUSE
+        self.imgdir.mkdir()
+        os.chmod(self.imgdir, 0o755)
+        (self.work / "true.sh").write_text("#!/bin/bash\ntrue\n")
+        os.chmod(self.work / "true.sh", 0o755)
+
+    def stop(self):
+        if not self.dir.exists():
+            return
+        run([CLUSTER_SH, "stop", self.dir], check=False, timeout=300, env=self.env)
+        self.started = False
+
+    def remove(self):
+        left = [mp for mp, _ in mountpoints() if mp.startswith(str(self.dir) + "/")]
+        if left:
+            log(f"keeping {self.dir}: mounts left {left}")
+            return
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- images
+    def link_image(self, src, kind, name):
+        """A hard link of src (same inode, no copy) under trusted/ (kernel)
+        or work/img/ (FUSE, the user's)."""
+        d = self.dir / "trusted" if kind == "kernel" else self.imgdir
+        dst = d / name
+        if not dst.exists():
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copy(src, dst)
+        return dst
+
+    def image_path(self, kind, fmt):
+        return self.link_image(self.b.stack.images[fmt], kind, f"stack-{fmt}.sqfs")
+
+    # ---- running things
+    def as_user(self, cmd, timeout=600, user=USER):
+        full = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={self.dir / 'slurm.conf'}",
+                *[str(c) for c in cmd]]
+        return subprocess.run(full, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout, env=self.env, cwd=self.work)
+
+    def squashctl(self, *args):
+        return run([self.b.build / "daemon" / "squashctl", "--socket", self.dir / "squashd.sock",
+                    "--munge-socket", self.dir / "munge.sock", *args], timeout=60)
+
+    def list_mounts(self):
+        if self.slurm_only:
+            return []
+        return json.loads(self.squashctl("list", "--json").stdout)["mounts"]
+
+    def wait_no_mounts(self, timeout=60):
+        """Waits until squashd holds no mount (the epilog of the previous
+        job runs after srun has returned) and no job is left."""
+        wait_for(lambda: not self.squeue() and not self.list_mounts(), timeout,
+                 "the previous jobs' epilogs to release their mounts", 0.05)
+
+    def squeue(self):
+        return run(["squeue", "-h", "-o", "%i"], env=self.env).stdout.split()
+
+    def node_state(self):
+        return run(["sinfo", "-h", "-N", "-o", "%T"], env=self.env, check=False).stdout.strip()
+
+    def squashd_pid(self):
+        try:
+            return int((self.dir / "run" / "squashd.pid").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def fuse_servers(self):
+        prefix = str(self.dir) + "/"
+        res = []
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                if (p / "comm").read_text().strip() != "squashfuse_ll":
+                    continue
+                fds = os.listdir(p / "fd")
+                if any(os.readlink(p / "fd" / fd).startswith(prefix) for fd in fds):
+                    res.append(int(p.name))
+            except OSError:
+                continue
+        return res
+
+    def slurmd_log(self):
+        return (self.dir / "log" / "slurmd.log").read_text(errors="replace")
+
+    def slurmctld_log(self):
+        return (self.dir / "log" / "slurmctld.log").read_text(errors="replace")
+
+
+# ====================================================================== bench
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.cache = Path(args.cache)
+        self.build = Path(os.environ.get("SQUASH_BUILD_DIR", REPO / "build")).resolve()
+        self.out = Path(args.out)
+        self.rows = []
+        self.children = []
+        self.modes = []
+        self.cluster = None
+        self.clusters = []
+        self.meta = {}
+        self.workload_py = str(HERE / "workload.py")
+        self.stack = Stack(self.cache, args.stack, args.bigfile_mib)
+        self.formats = [Formats(s) for s in args.formats.split(",") if s]
+        self.t_start = time.monotonic()
+
+    def workload_env(self):
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        env.pop("VIRTUAL_ENV", None)
+        env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        return env
+
+    def add(self, section, **kw):
+        row = {"section": section, **kw}
+        self.rows.append(row)
+        return row
+
+    # ---------------------------------------------------------------- setup
+    def setup(self):
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.cache / "mnt").mkdir(exist_ok=True)
+        self.stack.ensure_tree()
+        for f in self.formats:
+            self.stack.ensure_image(f)
+        nfiles, size = self.stack.tree_stats()
+        self.meta.update({
+            "stack": self.args.stack, "stack_files": nfiles, "stack_bytes": size,
+            "pins": [l for l in self.stack.req.read_text().splitlines() if l and not l.startswith("#")],
+            "imports": self.stack.imports, "bigfile_mib": self.args.bigfile_mib,
+            "images": {k: v for k, v in self.stack.image_info.items()},
+        })
+        # matplotlib builds a font cache on its first import per user:
+        # build it now, not in the first measurement.
+        for user in ("root", USER):
+            run(["runuser", "-u", user, "--", PYTHON, self.workload_py, "import",
+                 self.stack.tree, "--imports", self.stack.imports], env=self.workload_env(),
+                timeout=600)
+
+    def make_modes(self):
+        names = self.args.modes.split(",")
+        modes = []
+        for n in names:
+            if n == "local":
+                modes.append(LocalMode(self))
+            elif n == "slowfs":
+                modes.append(SlowFSMode(self))
+            elif n in ("kernel", "fuse"):
+                for f in self.formats:
+                    modes.append((KernelMode if n == "kernel" else FuseMode)(self, f.name))
+            elif n in ("job-kernel", "job-fuse"):
+                if self.cluster:
+                    modes.append(JobMode(self, n[4:], self.product_format))
+            else:
+                raise SystemExit(f"unknown mode {n}")
+        for spec in self.args.extra_fuse:
+            name, _, path = spec.partition("=")
+            if not name or not os.access(path, os.X_OK) or name in ("kernel", "fuse", "local", "slowfs"):
+                raise SystemExit(f"--extra-fuse {spec}: want NAME=PATH of an executable squashfuse_ll")
+            for f in self.formats:
+                modes.append(FuseMode(self, f.name, name, path))
+        self.modes = modes
+
+    # ---------------------------------------------------------------- part 1
+    def measure(self, mode, workload, n, rep, times):
+        mode.prepare_cold()
+        t0 = time.perf_counter()
+        try:
+            recs = mode.run_workload(workload, times, n)
+        except Exception as e:  # noqa: BLE001 - keep going, record the failure
+            log(f"  {mode.name} {workload} n={n}: FAILED: {e}")
+            self.add("workload", rep=rep, workload=workload, n=n, mode=mode.name, kind=mode.kind,
+                     format=mode.fmt, cache="cold", seconds="", note=f"failed: {str(e)[:200]}")
+            return
+        wall = time.perf_counter() - t0
+        extra = mode.after_run()
+        added = []
+        for r in recs:
+            cache = "cold" if r["run"] == 0 else "warm"
+            note = ""
+            extra_r = {}
+            if "bytes" in r and r["seconds"] > 0:
+                extra_r["mib_s"] = round(r["bytes"] / r["seconds"] / 2**20, 1)
+            if "busy_cpu_s" in r and r["seconds"] > 0:
+                # The share of the machine's CPUs that others used meanwhile
+                # (other engineers' work, FUSE servers, kernel threads).
+                extra_r["others_cpu_share"] = round(
+                    max(0.0, r["busy_cpu_s"] - r["own_cpu_s"]) / (r["seconds"] * os.cpu_count()), 2)
+            added.append(self.add("workload", rep=rep, workload=workload, n=n, mode=mode.name,
+                                  kind=mode.kind, format=mode.fmt, cache=cache,
+                                  seconds=r["seconds"], note=note, **extra_r, **extra))
+        if isinstance(mode, SlowFSMode):
+            mode.stop()
+            if mode.requests is not None:
+                self.add("slowfs_requests", rep=rep, workload=workload, n=n, mode=mode.name,
+                         value=mode.requests, note="delayed requests, cold+warm runs")
+        secs = ", ".join(f"{r['seconds']:.3f}" for r in recs)
+        others = ", ".join(str(r.get("others_cpu_share", "?")) for r in added)
+        log(f"  {mode.name:24} {workload:6} n={n:<3} {secs}  ({wall:.1f} s; others' CPU share {others})")
+
+    def part1(self):
+        workloads = [w for w in self.args.workloads.split(",") if w]
+        ns = [int(x) for x in self.args.ns.split(",")]
+        start_formats = set(Formats(s).name for s in self.args.start_formats.split(",") if s)
+        start_modes = [m for m in self.modes
+                       if not m.fmt or m.fmt in start_formats or m.kind.startswith("job")]
+        reps = max(self.args.reps, self.args.start_reps if "start" in workloads else 0)
+        for rep in range(reps):
+            for w in workloads:
+                if w == "start":
+                    if rep >= self.args.start_reps:
+                        continue
+                    modes = start_modes
+                elif rep >= self.args.reps:
+                    continue
+                else:
+                    modes = self.modes
+                k = rep % len(modes)
+                order = modes[k:] + modes[:k]
+                log(f"rep {rep + 1}: {w}: {' '.join(m.name for m in order)}")
+                for m in order:
+                    if w == "start":
+                        for n in ns:
+                            self.measure(m, "start", n, rep, 2 if self.args.start_warm else 1)
+                    else:
+                        self.measure(m, w, 1, rep, 2)
+            self.elapsed_note(f"rep {rep + 1} done")
+        for m in self.modes:
+            m.stop()
+
+    def elapsed_note(self, what):
+        log(f"{what} after {time.monotonic() - self.t_start:.0f} s")
+
+    # ---------------------------------------------------------------- part 2
+    def part2(self):
+        c = self.cluster
+        fmt = self.product_format
+        reps = self.args.cost_reps
+        shared_k = c.image_path("kernel", fmt)
+        shared_f = c.image_path("fuse", fmt)
+        # A second inode of the same image for first mounts: the holder job
+        # keeps the shared ones mounted all along.
+        first_src = c.dir / "first.sqfs"
+        shutil.copy(self.stack.images[fmt], first_src)
+        first_k = c.link_image(first_src, "kernel", "first.sqfs")
+        first_f = c.link_image(first_src, "fuse", "first.sqfs")
+        first_src.unlink()
+        c.wait_no_mounts()
+        holder_go = c.work / "holder.go"
+        holder = c.work / "holder.sh"
+        holder.write_text(f"#!/bin/bash\nwhile [ ! -e {holder_go} ]; do sleep 0.5; done\n")
+        holder.chmod(0o755)
+        p = c.as_user(["sbatch", "--parsable", "-o", "/dev/null",
+                       f"--squash-image={shared_k}:/squash/k,{shared_f}:/squash/f", holder])
+        if p.returncode != 0:
+            raise RuntimeError(f"holder job refused: {p.stderr}")
+        holder_id = p.stdout.strip().split(";")[0]
+        wait_for(lambda: len([m for m in c.list_mounts() if holder_id in map(str, m.get("jobs", []))]) == 2,
+                 60, "the holder job to mount both images", 0.1)
+        conditions = [
+            ("no image", []),
+            ("kernel, first mount", [f"--squash-image={first_k}:/squash/x"]),
+            ("fuse, first mount", [f"--squash-image={first_f}:/squash/x"]),
+            ("kernel, shared mount", [f"--squash-image={shared_k}:/squash/x"]),
+            ("fuse, shared mount", [f"--squash-image={shared_f}:/squash/x"]),
+        ]
+
+        def settle():
+            # The previous job's epilog must have released its mount: the
+            # next first mount is a real one.
+            wait_for(lambda: c.squeue() == [holder_id] and
+                     not [m for m in c.list_mounts() if m["image"] == str(first_k)], 60,
+                     "the previous job to end", 0.05)
+
+        log("part 2: srun with and without an image (wall time as the user sees it)")
+        for rep in range(reps):
+            k = rep % len(conditions)
+            for name, opt in conditions[k:] + conditions[:k]:
+                settle()
+                t0 = time.perf_counter()
+                p = c.as_user(["srun", "-Q", "-n1", *opt, "true"], timeout=120)
+                secs = time.perf_counter() - t0
+                self.add("srun", rep=rep, mode=name, seconds=round(secs, 4) if p.returncode == 0 else "",
+                         note="" if p.returncode == 0 else f"failed: {p.stderr[-200:]}")
+        log("part 2: batch jobs, allocation to task start from the Slurm logs")
+        batch_jobs = []
+        for rep in range(reps):
+            k = rep % len(conditions)
+            for name, opt in conditions[k:] + conditions[:k]:
+                settle()
+                p = c.as_user(["sbatch", "--parsable", "-o", "/dev/null", *opt, c.work / "true.sh"])
+                if p.returncode != 0:
+                    log(f"  sbatch failed: {p.stderr}")
+                    continue
+                jid = p.stdout.strip().split(";")[0]
+                batch_jobs.append((rep, name, jid))
+                wait_for(lambda: jid not in c.squeue(), 120, f"batch job {jid}", 0.05)
+                wait_for(lambda: f"JobId={jid}: sent epilog complete" in c.slurmd_log(), 60,
+                         f"the epilog of job {jid}", 0.05)
+        settle()
+        self.steps(c, [("no image", []), ("kernel image", [f"--squash-image={shared_k}:/squash/x"]),
+                       ("fuse image", [f"--squash-image={shared_f}:/squash/x"])], settle)
+        holder_go.touch()
+        wait_for(lambda: not c.squeue(), 60, "the holder job to end", 0.1)
+        self.parse_slurm_logs(c, batch_jobs, "plugin loaded")
+        c.wait_no_mounts()
+        self.burst()
+        self.memory()
+
+    def steps(self, c, conditions, settle):
+        """Job steps inside a job: a batch job per condition runs
+        `srun true` cost_reps times; wall time per step from the script,
+        step launch request to task start from slurmd's log (the step's
+        setup: for a job with images, the plugin's StepInfoRequest and bind
+        mounts in a private namespace)."""
+        log("part 2: job steps (srun inside a job)")
+        ts = r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\]"
+
+        def t(x):
+            return dt.datetime.strptime(x, "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+        k = self.args.cost_reps
+        for name, opt in conditions:
+            settle()
+            out = c.dir / "work" / f"steps-{name.replace(' ', '-')}.txt"  # the user writes it
+            script = c.work / "steps.sh"
+            script.write_text("#!/bin/bash\n"
+                              f"for i in $(seq 1 {k}); do\n"
+                              "  t0=$(date +%s%N); srun -Q -n1 true; t1=$(date +%s%N)\n"
+                              f"  echo $(( (t1 - t0) / 1000 )) >> {out}\n"
+                              "done\n")
+            script.chmod(0o755)
+            p = c.as_user(["sbatch", "--parsable", "-o", "/dev/null", *opt, script])
+            if p.returncode != 0:
+                log(f"  sbatch failed: {p.stderr}")
+                continue
+            jid = p.stdout.strip().split(";")[0]
+            wait_for(lambda: jid not in c.squeue(), 300, f"steps job {jid}", 0.1)
+            walls = []
+            with contextlib.suppress(OSError):
+                walls = [int(x) / 1000.0 for x in out.read_text().split()]
+            sd = c.slurmd_log()
+            for step in range(k):
+                m_req = re.search(ts + rf" launch task StepId={jid}\.{step} request", sd)
+                m_task = re.search(ts + rf" \[{jid}\.{step}\] task 0 \(\d+\) started", sd)
+                row = {"rep": step, "mode": name, "job": jid}
+                if step < len(walls):
+                    row["wall_ms"] = round(walls[step], 1)
+                if m_req and m_task:
+                    row["launch_to_task_ms"] = round((t(m_task[1]) - t(m_req[1])) * 1000, 1)
+                self.add("step", **row)
+
+    def parse_slurm_logs(self, c, jobs, cluster_label):
+        ts = r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\]"
+
+        def t(s):
+            return dt.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+
+        ctld = c.slurmctld_log()
+        sd = c.slurmd_log()
+        for rep, name, jid in jobs:
+            m_alloc = re.search(ts + rf" sched: Allocate JobId={jid} ", ctld)
+            m_pw = re.search(ts + rf" debug:  Waiting for job {jid}'s prolog to complete", sd)
+            m_pf = re.search(ts + rf" debug:  Finished wait for job {jid}'s prolog to complete", sd)
+            m_launch = re.search(ts + rf" Launching batch job {jid} for UID", sd)
+            m_task = re.search(ts + rf" \[{jid}\.batch\] task 0 \(\d+\) started", sd)
+            m_term = re.search(ts + rf" debug:  _rpc_terminate_job: uid = \d+ JobId={jid}\b", sd)
+            m_epi = re.search(ts + rf" debug:  JobId={jid}: sent epilog complete msg", sd)
+            row = {"rep": rep, "mode": name, "job": jid, "cluster": cluster_label}
+            if m_alloc and m_task:
+                row["alloc_to_task_ms"] = round((t(m_task[1]) - t(m_alloc[1])) * 1000, 1)
+            if m_alloc and m_launch:
+                row["alloc_to_launch_ms"] = round((t(m_launch[1]) - t(m_alloc[1])) * 1000, 1)
+            if m_launch and m_task:
+                row["launch_to_task_ms"] = round((t(m_task[1]) - t(m_launch[1])) * 1000, 1)
+            if m_pw and m_pf:
+                row["prolog_ms"] = round((t(m_pf[1]) - t(m_pw[1])) * 1000, 1)
+            if m_term and m_epi:
+                row["epilog_ms"] = round((t(m_epi[1]) - t(m_term[1])) * 1000, 1)
+            self.add("batch", **row)
+
+    def burst(self):
+        c = self.cluster
+        uid = pwd.getpwnam(USER).pw_uid
+        small_src = c.dir / "smallsrc"
+        small_src.mkdir()
+        (small_src / "hello.txt").write_text("hello\n")
+        small = c.dir / "small.sqfs"
+        run(["mksquashfs", small_src, small, "-noappend", "-quiet", "-no-progress", "-all-root"])
+        os.chmod(small, 0o644)
+        nmax = max([*(int(x) for x in self.args.burst_ns.split(",")), self.args.mem_images])
+        kdir = c.dir / "trusted" / "burst"
+        fdir = c.imgdir / "burst"
+        for d in (kdir, fdir):
+            d.mkdir()
+            os.chmod(d, 0o755)
+        for i in range(nmax):
+            shutil.copy(small, kdir / f"k{i}.sqfs")
+            shutil.copy(small, fdir / f"f{i}.sqfs")
+        for d in (kdir, fdir):
+            for p in d.iterdir():
+                os.chmod(p, 0o644)
+        self.burst_dirs = (kdir, fdir)
+        base = 1_000_000
+        ns = [int(x) for x in self.args.burst_ns.split(",")]
+        log("part 2: squashd answer time under bursts of simultaneous mount requests")
+        scenarios = [("same image, kernel", kdir, False), ("same image, fuse", fdir, False),
+                     ("distinct images, kernel", kdir, True), ("distinct images, fuse", fdir, True)]
+        for rep in range(self.args.burst_reps):
+            for name, d, distinct in scenarios:
+                for n in ns:
+                    base += 10_000
+                    prefix = "k" if d == kdir else "f"
+                    specs = ([f"{d}/{prefix}{i}.sqfs:/squash/b" for i in range(n)] if distinct
+                             else [f"{d}/{prefix}0.sqfs:/squash/b"])
+                    recs = self.run_burst(uid, base, n, specs)
+                    mounts = [r for r in recs if r["op"] == "mount"]
+                    rel = [r for r in recs if r["op"] == "release"]
+                    ok = [r["ms"] for r in mounts if r["status"] == "ok"]
+                    fails = [r for r in mounts if r["status"] != "ok"]
+                    self.add("burst", rep=rep, mode=name, n=n, ok=len(ok), failed=len(fails),
+                             p50_ms=round(pct(ok, 50), 2) if ok else "",
+                             p99_ms=round(pct(ok, 99), 2) if ok else "",
+                             max_ms=round(max(ok), 2) if ok else "",
+                             release_p50_ms=round(pct([r["ms"] for r in rel], 50), 2) if rel else "",
+                             note=(fails[0]["status"] + ": " + fails[0]["msg"])[:200] if fails else "")
+                    log(f"  {name:24} n={n:<4} ok={len(ok)} failed={len(fails)} "
+                        f"p50={pct(ok, 50):.1f} ms p99={pct(ok, 99):.1f} ms")
+                    c.wait_no_mounts(120)
+                    wait_for(lambda: not c.fuse_servers(), 60, "FUSE servers to exit", 0.1)
+
+    def run_burst(self, uid, base, n, specs, extra=()):
+        c = self.cluster
+        p = run([self.build / "tests" / "bench" / "burst", "--socket", c.dir / "squashd.sock",
+                 "--munge-socket", c.dir / "munge.sock", "--uid", uid, "--job-base", base,
+                 "--n", n, *extra, *specs], check=False, timeout=900)
+        recs = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        if p.returncode not in (0, 1) or (not recs and "--release-only" not in extra):
+            raise RuntimeError(f"burst exited {p.returncode}: {p.stderr[-1000:]}")
+        return recs
+
+    def memory(self):
+        c = self.cluster
+        uid = pwd.getpwnam(USER).pw_uid
+        kdir, fdir = self.burst_dirs
+        n = self.args.mem_images
+        pid = c.squashd_pid()
+        rss0, pss0 = pss_kb(pid)
+        self.add("memory", mode="squashd, idle", n=0, rss_kib=rss0, pss_kib=pss0)
+        log(f"part 2: memory with {n} images mounted")
+        for name, d, prefix, base in (("fuse", fdir, "f", 3_000_000), ("kernel", kdir, "k", 3_100_000)):
+            # One job per image, requests sent 16 at a time.
+            done = 0
+            while done < n:
+                k = min(16, n - done)
+                self.run_burst(uid, base + done, k,
+                               [f"{d}/{prefix}{done + i}.sqfs:/squash/b" for i in range(k)],
+                               ["--no-release"])
+                done += k
+            mounted = len(c.list_mounts())
+            rss, pss = pss_kb(pid)
+            self.add("memory", mode=f"squashd, {mounted} {name} mounts", n=mounted,
+                     rss_kib=rss, pss_kib=pss)
+            if name == "fuse":
+                servers = c.fuse_servers()
+                vals = [pss_kb(s) for s in servers]
+                if vals:
+                    self.add("memory", mode=f"one squashfuse_ll of {len(vals)} (mean)", n=len(vals),
+                             rss_kib=round(statistics.mean(v[0] for v in vals)),
+                             pss_kib=round(statistics.mean(v[1] for v in vals)))
+                    self.add("memory", mode=f"all {len(vals)} squashfuse_ll (sum)", n=len(vals),
+                             rss_kib=sum(v[0] for v in vals), pss_kib=sum(v[1] for v in vals))
+            log(f"  {mounted} {name} mounts: squashd RSS {rss} KiB")
+            self.run_burst(uid, base, n, [], ["--release-only"])
+            c.wait_no_mounts(300)
+            wait_for(lambda: not c.fuse_servers(), 120, "FUSE servers to exit", 0.1)
+
+    def baseline(self):
+        """The same srun and batch measurements on a cluster without the
+        plugin (SQUASH_SLURM_ONLY=1)."""
+        c = Cluster(self, slurm_only=True)
+        self.clusters.append(c)
+        c.start()
+        reps = self.args.cost_reps
+        log("part 2: plugin-less cluster, srun and batch jobs")
+        for rep in range(reps):
+            wait_for(lambda: not c.squeue(), 60, "jobs to end", 0.05)
+            t0 = time.perf_counter()
+            p = c.as_user(["srun", "-Q", "-n1", "true"], timeout=120)
+            secs = time.perf_counter() - t0
+            self.add("srun", rep=rep, mode="no plugin", seconds=round(secs, 4) if p.returncode == 0 else "")
+        jobs = []
+        for rep in range(reps):
+            wait_for(lambda: not c.squeue(), 60, "jobs to end", 0.05)
+            p = c.as_user(["sbatch", "--parsable", "-o", "/dev/null", c.work / "true.sh"])
+            jid = p.stdout.strip().split(";")[0]
+            jobs.append((rep, "no plugin", jid))
+            wait_for(lambda: jid not in c.squeue(), 120, f"batch job {jid}", 0.05)
+            wait_for(lambda: f"JobId={jid}: sent epilog complete" in c.slurmd_log()
+                     or f"_rpc_terminate_job: uid = 0 JobId={jid}" in c.slurmd_log(), 60,
+                     f"the end of job {jid}", 0.05)
+        time.sleep(0.5)
+        self.parse_slurm_logs(c, jobs, "no plugin")
+        c.stop()
+        c.remove()
+
+    # ---------------------------------------------------------------- main
+    def main(self):
+        a = self.args
+        self.product_format = Formats(a.product_format or a.formats.split(",")[0]).name
+        self.meta.update({
+            "command": " ".join(sys.argv), "started": dt.datetime.now().isoformat(timespec="seconds"),
+            "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
+            "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+            "loadavg_start": os.getloadavg(), "args": vars(a),
+            "squashfuse": run(["dpkg-query", "-W", "-f", "${Version}", "squashfuse"], check=False).stdout,
+            "squashfs_tools": run(["dpkg-query", "-W", "-f", "${Version}", "squashfs-tools"], check=False).stdout,
+            "slurm": run(["dpkg-query", "-W", "-f", "${Version}", "slurmd"], check=False).stdout,
+            "python": run([PYTHON, "-V"]).stdout.strip(),
+            "git": run(["git", "-C", REPO, "describe", "--always", "--dirty"], check=False).stdout.strip(),
+        })
+        self.setup()
+        self.elapsed_note("setup done")
+        need_cluster = (not a.no_product and any(m.startswith("job-") for m in a.modes.split(","))) \
+            or not a.no_cost
+        if need_cluster:
+            self.cluster = Cluster(self)
+            self.clusters.append(self.cluster)
+            self.cluster.start()
+        self.make_modes()
+        if a.workloads:
+            self.part1()
+            self.elapsed_note("part 1 done")
+        self.save()
+        if not a.no_cost and self.cluster:
+            self.part2()
+            self.elapsed_note("part 2 (cluster with the plugin) done")
+            self.cluster.stop()
+            self.cluster.remove()
+            self.cluster = None
+            self.baseline()
+            self.elapsed_note("part 2 done")
+        self.meta["seconds"] = round(time.monotonic() - self.t_start)
+        self.meta["loadavg_end"] = os.getloadavg()
+        self.save()
+        import report  # noqa: E402 - only now, with matplotlib from the venv
+        report.write(self.out, self.rows, self.meta)
+        log(f"report: {self.out / 'report.md'} ({self.meta['seconds']} s in all)")
+
+    def save(self):
+        keys = []
+        for r in self.rows:
+            for k in r:
+                if k not in keys:
+                    keys.append(k)
+        with open(self.out / "results.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            for r in self.rows:
+                w.writerow(r)
+        (self.out / "meta.json").write_text(json.dumps(self.meta, indent=1, default=str))
+
+    def cleanup(self):
+        for m in self.modes:
+            with contextlib.suppress(Exception):
+                m.stop()
+        for p in self.children:
+            if p.poll() is None:
+                with contextlib.suppress(Exception):
+                    os.killpg(p.pid, signal.SIGKILL)
+        for c in self.clusters:
+            with contextlib.suppress(Exception):
+                c.stop()
+                c.remove()
+        cleanup_only(self.cache)
+
+
+def cleanup_only(cache):
+    """Removes whatever an earlier run of the benchmark left: mounts under
+    CACHE/mnt, its FUSE servers (slowfs, squashfuse_ll on CACHE's files),
+    the clusters it listed in CACHE/clusters.txt. Touches nothing else."""
+    cache = Path(cache)
+    prefix = str(cache / "mnt") + "/"
+    for _ in range(3):
+        mps = sorted((mp for mp, _ in mountpoints() if mp.startswith(prefix)), key=len, reverse=True)
+        for mp in mps:
+            subprocess.run(["umount", "-l", mp], stderr=subprocess.DEVNULL)
+        if not mps:
+            break
+    me = os.getpid()
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit() or int(p.name) == me:
+            continue
+        try:
+            comm = (p / "comm").read_text().strip()
+            if comm not in ("slowfs", "squashfuse_ll"):
+                continue
+            argv = (p / "cmdline").read_bytes().split(b"\0")
+            if any(a.startswith(str(cache).encode() + b"/") for a in argv):
+                os.kill(int(p.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+    lst = cache / "clusters.txt"
+    if lst.exists():
+        for d in lst.read_text().split():
+            if Path(d).exists():
+                subprocess.run([str(CLUSTER_SH), "stop", d], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=300)
+                left = [mp for mp, _ in mountpoints() if mp.startswith(d + "/")]
+                if not left:
+                    shutil.rmtree(d, ignore_errors=True)
+        lst.unlink()
+
+
+def parse_args(argv):
+    cache = os.environ.get("BENCH_CACHE", "/var/tmp/squash-bench")
+    ap = argparse.ArgumentParser(
+        prog="tests/bench/run.sh",
+        description="The slurm-squash benchmark (run as root through tests/bench/run.sh).")
+    ap.add_argument("--quick", action="store_true",
+                    help="a few minutes: small stack (numpy, sympy), 256 MiB file, 1 repetition, "
+                         "gzip and lz4 only, 3 cost repetitions")
+    ap.add_argument("--out", help="output directory (default CACHE/results/DATE[-quick])")
+    ap.add_argument("--cache", default=cache, help=f"cache directory (default {cache}, or $BENCH_CACHE)")
+    ap.add_argument("--stack", choices=["full", "quick"], help="which pinned stack (stack-*.txt)")
+    ap.add_argument("--bigfile-mib", type=int, help="size of the large file (default 1024; quick 256)")
+    ap.add_argument("--formats", help="image formats COMP:BLOCK,... "
+                                      "(default gzip:128K,lz4:128K,zstd:128K; quick gzip:128K,lz4:128K)")
+    ap.add_argument("--product-format", help="format of the job-* modes and part 2 (default: the first)")
+    ap.add_argument("--modes", default="slowfs,local,kernel,fuse,job-kernel,job-fuse",
+                    help="modes of part 1 (kernel and fuse run once per format)")
+    ap.add_argument("--workloads", default="import,stat,md5,read,start",
+                    help="workloads of part 1 (empty: skip part 1)")
+    ap.add_argument("--extra-fuse", action="append", default=[], metavar="NAME=PATH",
+                    help="one more FUSE mode per format, NAME:FMT, served by the squashfuse_ll at "
+                         "PATH (e.g. a multithreaded upstream build); may be given twice")
+    ap.add_argument("--ns", default="1,2,8,32", help="process counts of the start workload")
+    ap.add_argument("--start-formats", help="image formats of the start workload "
+                                            "(default: the first two)")
+    ap.add_argument("--start-warm", action="store_true", help="also a warm run of the start workload")
+    ap.add_argument("--reps", type=int, help="repetitions of part 1 (default 3; quick 1)")
+    ap.add_argument("--start-reps", type=int, help="repetitions of the start workload (default 2; quick 1)")
+    ap.add_argument("--delay-us", type=int, default=300,
+                    help="slowfs delay per metadata request in microseconds (default 300)")
+    ap.add_argument("--slowfs-cache-s", type=float, default=3600,
+                    help="how long the kernel may cache slowfs's entries and attributes, negative "
+                         "ones included (default 3600: for the whole run, as a Lustre client keeps "
+                         "metadata under its locks; 0: every lookup and stat goes to the server)")
+    ap.add_argument("--no-product", action="store_true", help="skip the job-* modes")
+    ap.add_argument("--no-cost", action="store_true", help="skip part 2 (the product's own cost)")
+    ap.add_argument("--cost-reps", type=int, help="repetitions of srun/sbatch per condition (default 10; quick 3)")
+    ap.add_argument("--burst-ns", default="1,16,64,128", help="simultaneous requests per burst")
+    ap.add_argument("--burst-reps", type=int, help="repetitions of each burst (default 2; quick 1)")
+    ap.add_argument("--mem-images", type=int, help="images mounted for the memory numbers (default 256; quick 64)")
+    ap.add_argument("--cleanup-only", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    q = a.quick
+
+    def dflt(name, full, quick):
+        if getattr(a, name) is None:
+            setattr(a, name, quick if q else full)
+    dflt("stack", "full", "quick")
+    dflt("bigfile_mib", 1024, 256)
+    dflt("formats", "gzip:128K,lz4:128K,zstd:128K", "gzip:128K,lz4:128K")
+    dflt("reps", 3, 1)
+    dflt("start_reps", 2, 1)
+    dflt("cost_reps", 10, 3)
+    dflt("burst_reps", 2, 1)
+    dflt("mem_images", 256, 64)
+    dflt("start_formats", ",".join(a.formats.split(",")[:2]), ",".join(a.formats.split(",")[:2]))
+    if a.no_product:
+        a.modes = ",".join(m for m in a.modes.split(",") if not m.startswith("job-"))
+    if not a.out:
+        a.out = str(Path(a.cache) / "results" /
+                    (dt.datetime.now().strftime("%Y%m%d-%H%M%S") + ("-quick" if q else "")))
+    return a
+
+
+def main(argv):
+    a = parse_args(argv)
+    if os.geteuid() != 0:
+        raise SystemExit("bench.py: run as root (tests/bench/run.sh)")
+    if a.cleanup_only:
+        cleanup_only(a.cache)
+        return 0
+    sys.path.insert(0, str(HERE))
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+    b = Bench(a)
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        b.main()
+    except KeyboardInterrupt:
+        log("interrupted: cleaning up")
+        b.save()
+        return 130
+    finally:
+        b.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,576 @@
+"""Turns the benchmark's rows (bench.py) into report.md and PNG plots.
+
+    report.write(out_dir, rows, meta)
+
+Can also be run again on a saved result directory:
+
+    CACHE/venv/bin/python tests/bench/report.py RESULT_DIR
+"""
+
+import csv
+import json
+import statistics
+import sys
+from pathlib import Path
+
+WORKLOADS = ["import", "stat", "md5", "read"]
+WL_TITLE = {
+    "import": "import of the stack, fresh python",
+    "stat": "stat of every file",
+    "md5": "md5sum of every file",
+    "read": "sequential read of the large file",
+}
+
+
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def fmt_s(v):
+    if v is None:
+        return "–"
+    if v >= 100:
+        return f"{v:.0f} s"
+    if v >= 10:
+        return f"{v:.1f} s"
+    if v >= 1:
+        return f"{v:.2f} s"
+    return f"{v:.3f} s"
+
+
+def fmt_ms(v):
+    if v is None:
+        return "–"
+    return f"{v:.0f} ms" if v >= 100 else f"{v:.1f} ms"
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def mn(vals):
+    vals = [v for v in vals if v is not None]
+    return min(vals) if vals else None
+
+
+def pct(values, p):
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return None
+    k = (len(v) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+class Data:
+    def __init__(self, rows, meta):
+        self.rows = rows
+        self.meta = meta
+        self.wl = [r for r in rows if r.get("section") == "workload" and num(r.get("seconds")) is not None]
+        self.modes = []
+        for r in self.wl:
+            if r["mode"] not in self.modes:
+                self.modes.append(r["mode"])
+        args = meta.get("args", {})
+        self.formats = [f.split(":")[0] + "-" + (f.split(":")[1] if ":" in f else "128K").lower()
+                        for f in args.get("formats", "").split(",") if f]
+        pf = args.get("product_format") or (args.get("formats", "").split(",") or [""])[0]
+        self.pfmt = pf.split(":")[0] + "-" + (pf.split(":")[1] if ":" in pf else "128K").lower()
+
+    def times(self, mode, workload, cache, n=1):
+        return [num(r["seconds"]) for r in self.wl
+                if r["mode"] == mode and r["workload"] == workload and r["cache"] == cache
+                and int(r.get("n") or 1) == n]
+
+    def med(self, mode, workload, cache, n=1):
+        return med(self.times(mode, workload, cache, n))
+
+    def cell(self, mode, workload, cache, n=1):
+        t = self.times(mode, workload, cache, n)
+        if not t:
+            return "–"
+        s = fmt_s(med(t))
+        if len(t) > 1:
+            s += f" ({fmt_s(min(t))})"
+        if workload == "read":
+            size = self.meta.get("bigfile_mib")
+            if size:
+                s += f", {size / med(t):.0f} MiB/s"
+        return s
+
+    def main_modes(self):
+        """The modes of the side-by-side table: the product's format only."""
+        order = ["slowfs", f"kernel:{self.pfmt}", f"fuse:{self.pfmt}"]
+        order += [m for m in self.modes if m.endswith(":" + self.pfmt) and m.split(":")[0] not in
+                  ("kernel", "fuse", "job-kernel", "job-fuse")]
+        order += ["local", f"job-kernel:{self.pfmt}", f"job-fuse:{self.pfmt}"]
+        return [m for m in order if m in self.modes]
+
+
+def table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        out.append("| " + " | ".join(str(x) for x in r) + " |")
+    return "\n".join(out)
+
+
+def mode_title(m):
+    t = {"slowfs": "tree on slow FS", "local": "tree on local disk"}
+    if m in t:
+        return t[m]
+    kind, _, fmt = m.partition(":")
+    return {"kernel": f"image, kernel ({fmt})", "fuse": f"image, squashfuse_ll ({fmt})",
+            "job-kernel": f"job, kernel ({fmt})", "job-fuse": f"job, FUSE ({fmt})"}.get(
+                kind, f"image, {kind} ({fmt})")
+
+
+# ====================================================================== sections
+
+def part1_tables(d, out):
+    md = []
+    modes = d.main_modes()
+    if not modes:
+        return md
+    for cache in ("cold", "warm"):
+        rows = []
+        for w in WORKLOADS:
+            if any(d.times(m, w, cache) for m in modes):
+                rows.append([WL_TITLE[w] + f", {cache}"] + [d.cell(m, w, cache) for m in modes])
+        if rows:
+            md.append(f"### Workloads, {cache} (median (min) over repetitions)\n")
+            md.append(table(["workload"] + [mode_title(m) for m in modes], rows))
+            md.append("")
+    # formats
+    fmts = [f for f in d.formats if any(m.endswith(":" + f) for m in d.modes)]
+    if len(fmts) > 1:
+        rows = []
+        imgs = d.meta.get("images", {})
+        kinds = ["kernel", "fuse"] + sorted({m.split(":")[0] for m in d.modes if ":" in m} -
+                                            {"kernel", "fuse", "job-kernel", "job-fuse"})
+        for f in fmts:
+            for kind in kinds:
+                m = f"{kind}:{f}"
+                if m not in d.modes:
+                    continue
+                info = imgs.get(f, {})
+                size = f"{info['bytes'] / 2**20:.0f} MiB, {info['build_seconds']:.0f} s" if info else "–"
+                rows.append([f, kind, size] + [d.cell(m, w, "cold") for w in WORKLOADS])
+        md.append("### Image formats, cold (median (min))\n")
+        md.append(table(["format", "reader", "image size, mksquashfs time"] + WORKLOADS, rows))
+        md.append("")
+    # start pattern
+    st = [r for r in d.wl if r["workload"] == "start"]
+    if st:
+        ns = sorted({int(r["n"]) for r in st})
+        smodes = [m for m in d.modes if any(r["mode"] == m for r in st)]
+        rows = []
+        for n in ns:
+            local = d.med("local", "start", "cold", n)
+            row = [str(n)]
+            for m in smodes:
+                v = d.med(m, "start", "cold", n)
+                c = fmt_s(v)
+                if v is not None and local and m != "local":
+                    c += f" ({v / local:.2f}x)"
+                row.append(c)
+            rows.append(row)
+        md.append("### N processes importing the stack at once from one mount, cold "
+                  "(median; ratio to local disk)\n")
+        md.append(table(["N"] + [mode_title(m) for m in smodes], rows))
+        md.append("")
+    req = [r for r in d.rows if r.get("section") == "slowfs_requests"]
+    if req:
+        rows = []
+        for w in WORKLOADS + ["start"]:
+            for n in sorted({int(r["n"]) for r in req if r["workload"] == w}):
+                vals = [num(r["value"]) for r in req if r["workload"] == w and int(r["n"]) == n]
+                label = w if w != "start" else f"start, N={n}"
+                rows.append([label, f"{med(vals):.0f}"])
+        md.append("### Metadata requests that reached the slow filesystem (cold + warm run)\n")
+        md.append(table(["workload", "delayed requests"], rows))
+        md.append("")
+    pss = [r for r in d.wl if num(r.get("server_pss_kib"))]
+    if pss:
+        rows = []
+        for m in [m for m in d.modes if m.startswith("fuse:")]:
+            for w in WORKLOADS:
+                v = [num(r["server_pss_kib"]) for r in pss if r["mode"] == m and r["workload"] == w]
+                if v:
+                    rows.append([m, w, f"{max(v) / 1024:.1f} MiB"])
+        md.append("### squashfuse_ll memory (PSS) after each workload\n")
+        md.append(table(["mode", "after workload", "PSS"], rows))
+        md.append("")
+    return md
+
+
+def part2_tables(d):
+    md = []
+    srun = [r for r in d.rows if r.get("section") == "srun" and num(r.get("seconds")) is not None]
+    if srun:
+        names = []
+        for r in srun:
+            if r["mode"] not in names:
+                names.append(r["mode"])
+        base = med([num(r["seconds"]) for r in srun if r["mode"] == "no image"])
+        rows = []
+        for n in names:
+            v = [num(r["seconds"]) * 1000 for r in srun if r["mode"] == n]
+            ratio = f"{med(v) / (base * 1000):.3f}" if base else "–"
+            rows.append([n, fmt_ms(med(v)), fmt_ms(min(v)), fmt_ms(max(v)), ratio, len(v)])
+        md.append("### `srun true` as the user sees it (wall time)\n")
+        md.append(table(["condition", "median", "min", "max", "median / no image", "runs"], rows))
+        md.append("")
+    batch = [r for r in d.rows if r.get("section") == "batch"]
+    if batch:
+        names = []
+        for r in batch:
+            if r["mode"] not in names:
+                names.append(r["mode"])
+        rows = []
+        for n in names:
+            rs = [r for r in batch if r["mode"] == n]
+            a = [num(r.get("alloc_to_task_ms")) for r in rs]
+            al = [num(r.get("alloc_to_launch_ms")) for r in rs]
+            lt = [num(r.get("launch_to_task_ms")) for r in rs]
+            p = [num(r.get("prolog_ms")) for r in rs]
+            e = [num(r.get("epilog_ms")) for r in rs]
+            rows.append([n, fmt_ms(med(a)), fmt_ms(mn(a)), fmt_ms(med(al)), fmt_ms(med(p)),
+                         fmt_ms(med(lt)), fmt_ms(med(e)), len(rs)])
+        md.append("### Batch job start from Slurm's logs (debug timestamps, 1 ms resolution)\n")
+        md.append("Allocation (slurmctld `sched: Allocate`) to task start (slurmd "
+                  "`[JOB.batch] task 0 started`), split at the launch (`Launching batch job`); "
+                  "prolog: slurmd's wait for the prolog (inside alloc to launch); launch to task: "
+                  "slurmstepd's start and the step's setup (the plugin's bind mounts); epilog: "
+                  "`_rpc_terminate_job` to `sent epilog complete`. Medians.\n")
+        md.append(table(["condition", "alloc to task", "(min)", "alloc to launch", "prolog",
+                         "launch to task", "epilog", "jobs"], rows))
+        md.append("")
+    steps = [r for r in d.rows if r.get("section") == "step"]
+    if steps:
+        names = []
+        for r in steps:
+            if r["mode"] not in names:
+                names.append(r["mode"])
+        rows = []
+        for n in names:
+            rs = [r for r in steps if r["mode"] == n]
+            w = [num(r.get("wall_ms")) for r in rs]
+            lt = [num(r.get("launch_to_task_ms")) for r in rs]
+            rows.append([n, fmt_ms(med(w)), fmt_ms(mn(w)), fmt_ms(med(lt)), fmt_ms(mn(lt)), len(rs)])
+        md.append("### Job steps: `srun true` inside a batch job\n")
+        md.append("Wall time of each `srun` as the job script sees it, and slurmd's step launch "
+                  "request to task start (slurmstepd's start and, for a job with images, the "
+                  "plugin's StepInfoRequest and bind mounts).\n")
+        md.append(table(["job", "srun wall, median", "min", "launch to task, median", "min",
+                         "steps"], rows))
+        md.append("")
+    burst = [r for r in d.rows if r.get("section") == "burst"]
+    if burst:
+        rows = []
+        names = []
+        for r in burst:
+            if r["mode"] not in names:
+                names.append(r["mode"])
+        for n in names:
+            for k in sorted({int(r["n"]) for r in burst if r["mode"] == n}):
+                rs = [r for r in burst if r["mode"] == n and int(r["n"]) == k]
+                fails = sum(int(r["failed"]) for r in rs)
+                note = next((r["note"] for r in rs if r.get("note")), "")
+                rows.append([n, k, fmt_ms(med([num(r["p50_ms"]) for r in rs])),
+                             fmt_ms(max([num(r["p99_ms"]) or 0 for r in rs]) or None),
+                             fmt_ms(max([num(r["max_ms"]) or 0 for r in rs]) or None),
+                             fails, fmt_ms(med([num(r["release_p50_ms"]) for r in rs])),
+                             note[:80]])
+        md.append("### squashd's answer time to N simultaneous mount requests\n")
+        md.append("Each request is a prolog's MountJobRequest for its own job (signed with MUNGE "
+                  "beforehand), all let go at once; time from connect to answer. p50: median of "
+                  "the repetitions' medians; p99 and max: the worst repetition.\n")
+        md.append(table(["scenario", "N", "p50", "p99", "max", "failed", "release p50", "first failure"],
+                        rows))
+        md.append("")
+    mem = [r for r in d.rows if r.get("section") == "memory"]
+    if mem:
+        rows = [[r["mode"], f"{num(r['rss_kib']) / 1024:.1f} MiB", f"{num(r['pss_kib']) / 1024:.1f} MiB"]
+                for r in mem]
+        md.append("### Memory\n")
+        md.append(table(["what", "RSS", "PSS"], rows))
+        md.append("")
+    return md
+
+
+def targets(d):
+    """The issue's targets, as ratios measured in this run: from the medians
+    (the verdict) and, in brackets, from the minima (least disturbed by the
+    other work on a shared machine)."""
+    rows = []
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
+    def both(ma, wa, mb, wb, cache="cold", n=1, invert=False):
+        out = []
+        for fn in (med, mn):
+            a, b = fn(d.times(ma, wa, cache, n)), fn(d.times(mb, wb, cache, n))
+            out.append(ratio(b, a) if invert else ratio(a, b))
+        return out
+
+    def line(what, r, goal, ok_fn, digits=2):
+        rm, rmin = r
+        if rm is None:
+            return
+        val = f"{rm:.{digits}f}" + (f" ({rmin:.{digits}f})" if rmin is not None else "")
+        rows.append([what, val, goal, "met" if ok_fn(rm) else "not met"])
+
+    for fmt in d.formats:
+        line(f"cold import, image ({fmt}, kernel) / local disk",
+             both(f"kernel:{fmt}", "import", "local", "import"), "≤ 1.2", lambda r: r <= 1.2)
+    for fmt in d.formats:
+        line(f"cold import, image ({fmt}, FUSE) / local disk",
+             both(f"fuse:{fmt}", "import", "local", "import"), "≤ 1.2", lambda r: r <= 1.2)
+    for fmt in d.formats:
+        for kind in ("kernel", "fuse"):
+            line(f"cold large read, image ({fmt}, {kind}) rate / local rate",
+                 both(f"{kind}:{fmt}", "read", "local", "read", invert=True), "≥ 0.5",
+                 lambda r: r >= 0.5)
+    fuse_kinds = ["fuse"] + sorted({m.split(":")[0] for m in d.modes if ":" in m} -
+                                   {"kernel", "fuse", "job-kernel", "job-fuse"})
+    for fk in fuse_kinds:
+        for fmt in d.formats:
+            worst = None
+            for w in WORKLOADS:
+                for cache in ("cold", "warm"):
+                    r = both(f"{fk}:{fmt}", w, f"kernel:{fmt}", w, cache)
+                    if r[0] is not None and (worst is None or r[0] > worst[0][0]):
+                        worst = (r, f"{w}, {cache}")
+            if worst:
+                line(f"{fk} / kernel, worst workload ({fmt}: {worst[1]})", worst[0], "≤ 1.3",
+                     lambda r: r <= 1.3)
+    st = [r for r in d.wl if r["workload"] == "start"]
+    if st:
+        nmax = max(int(r["n"]) for r in st)
+        for m in d.modes:
+            if m in ("local", "slowfs"):
+                continue
+            line(f"{nmax} processes at once, {mode_title(m)} / local",
+                 both(m, "start", "local", "start", n=nmax), "≤ 1.5", lambda r: r <= 1.5)
+    srun = [r for r in d.rows if r.get("section") == "srun" and num(r.get("seconds")) is not None]
+    if srun:
+        def sv(name, fn):
+            return fn([num(r["seconds"]) for r in srun if r["mode"] == name])
+        for n in ("kernel, shared mount", "fuse, shared mount"):
+            r = [ratio(sv(n, fn), sv("no image", fn)) for fn in (med, mn)]
+            line(f"srun, image already mounted ({n.split(',')[0]}) / plain srun", r, "≤ 1.05",
+                 lambda x: x <= 1.05, 3)
+    burst = [r for r in d.rows if r.get("section") == "burst"]
+    for kind, goal in (("kernel", 30), ("fuse", 60)):
+        rs = [r for r in burst if r["mode"] == f"distinct images, {kind}" and int(r["n"]) == 1]
+        v = med([num(r["p50_ms"]) for r in rs])
+        if v is not None:
+            rows.append([f"first mount at squashd ({kind}), one request alone", fmt_ms(v),
+                         f"≤ {goal} ms", "met" if v <= goal else "not met"])
+    for scen in ("same image, kernel", "same image, fuse", "distinct images, kernel",
+                 "distinct images, fuse"):
+        rs = [r for r in burst if r["mode"] == scen and int(r["n"]) == 128]
+        if rs:
+            fails = sum(int(r["failed"]) for r in rs)
+            p99 = max(num(r["p99_ms"]) or 0 for r in rs)
+            rows.append([f"128 simultaneous job starts, {scen}: failures, squashd p99",
+                         f"{fails} of {128 * len(rs)}, {fmt_ms(p99)}", "0, < 100 ms",
+                         "met" if fails == 0 and p99 < 100 else "not met"])
+    return rows
+
+
+# ====================================================================== plots
+
+def plots(d, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    modes = d.main_modes()
+    colors = {}
+    palette = ["#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
+               "#7f7f7f", "#bcbd22", "#17becf"]
+    for i, m in enumerate(d.modes):
+        colors[m] = palette[i % len(palette)]
+
+    if modes:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=80)
+        for ax, cache in zip(axes, ("cold", "warm")):
+            ws = [w for w in WORKLOADS if any(d.times(m, w, cache) for m in modes)]
+            width = 0.8 / max(len(modes), 1)
+            for i, m in enumerate(modes):
+                vals = [d.med(m, w, cache) or 0 for w in ws]
+                ax.bar([x + i * width for x in range(len(ws))], vals, width, label=mode_title(m),
+                       color=colors[m])
+            ax.set_xticks([x + width * (len(modes) - 1) / 2 for x in range(len(ws))])
+            ax.set_xticklabels(ws)
+            ax.set_yscale("log")
+            ax.set_ylabel("seconds (log)")
+            ax.set_title(f"{cache} (median)")
+            ax.grid(axis="y", alpha=0.3)
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "workloads.png")
+        plt.close(fig)
+        made.append("workloads.png")
+
+    fmts = [f for f in d.formats if f"kernel:{f}" in d.modes or f"fuse:{f}" in d.modes]
+    if len(fmts) > 1:
+        ws = [w for w in ("import", "stat", "md5", "read") if d.times(f"kernel:{fmts[0]}", w, "cold")]
+        fig, axes = plt.subplots(1, len(ws) + 1, figsize=(2.6 * (len(ws) + 1), 3.3), dpi=80)
+        kinds = ["kernel", "fuse"] + sorted({m.split(":")[0] for m in d.modes if ":" in m} -
+                                            {"kernel", "fuse", "job-kernel", "job-fuse"})
+        for ax, w in zip(axes, ws):
+            width = 0.8 / len(kinds)
+            for j, kind in enumerate(kinds):
+                vals = [d.med(f"{kind}:{f}", w, "cold") or 0 for f in fmts]
+                ax.bar([x + j * width for x in range(len(fmts))], vals, width, label=kind)
+            lv = d.med("local", w, "cold")
+            if lv:
+                ax.axhline(lv, color="k", ls="--", lw=1, label="local disk")
+            ax.set_xticks([x + width * (len(kinds) - 1) / 2 for x in range(len(fmts))])
+            ax.set_xticklabels(fmts, fontsize=8)
+            ax.set_title(f"{w}, cold", fontsize=10)
+            ax.set_ylabel("seconds")
+        axes[0].legend(fontsize=7)
+        imgs = d.meta.get("images", {})
+        ax = axes[-1]
+        ax.bar(range(len(fmts)), [imgs.get(f, {}).get("bytes", 0) / 2**20 for f in fmts], color="gray")
+        ax.set_xticks(range(len(fmts)))
+        ax.set_xticklabels(fmts, fontsize=8)
+        ax.set_title("image size", fontsize=10)
+        ax.set_ylabel("MiB")
+        fig.tight_layout()
+        fig.savefig(out / "formats.png")
+        plt.close(fig)
+        made.append("formats.png")
+
+    st = [r for r in d.wl if r["workload"] == "start"]
+    if st:
+        fig, ax = plt.subplots(figsize=(6.5, 4), dpi=80)
+        ns = sorted({int(r["n"]) for r in st})
+        for m in d.modes:
+            vals = [d.med(m, "start", "cold", n) for n in ns]
+            if any(v is not None for v in vals):
+                ax.plot(ns, vals, marker="o", label=mode_title(m), color=colors[m])
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(ns)
+        ax.set_xticklabels([str(n) for n in ns])
+        ax.set_xlabel("processes importing at once")
+        ax.set_ylabel("seconds until the last is done (log)")
+        ax.set_title("start of N processes from one mount, cold")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "start.png")
+        plt.close(fig)
+        made.append("start.png")
+
+    burst = [r for r in d.rows if r.get("section") == "burst"]
+    if burst:
+        fig, ax = plt.subplots(figsize=(6.5, 4), dpi=80)
+        names = []
+        for r in burst:
+            if r["mode"] not in names:
+                names.append(r["mode"])
+        for i, n in enumerate(names):
+            ks = sorted({int(r["n"]) for r in burst if r["mode"] == n})
+            p50 = [med([num(r["p50_ms"]) for r in burst if r["mode"] == n and int(r["n"]) == k]) for k in ks]
+            p99 = [max([num(r["p99_ms"]) or 0 for r in burst if r["mode"] == n and int(r["n"]) == k])
+                   for k in ks]
+            c = palette[i]
+            ax.plot(ks, p50, marker="o", color=c, label=f"{n}, p50")
+            ax.plot(ks, p99, marker="x", ls="--", color=c, label=f"{n}, p99")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        allk = sorted({int(r["n"]) for r in burst})
+        ax.set_xticks(allk)
+        ax.set_xticklabels([str(k) for k in allk])
+        ax.set_xlabel("simultaneous mount requests")
+        ax.set_ylabel("squashd answer time, ms (log)")
+        ax.axhline(100, color="k", lw=0.8, ls=":")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(out / "burst.png")
+        plt.close(fig)
+        made.append("burst.png")
+    return made
+
+
+# ====================================================================== main
+
+def write(out, rows, meta):
+    out = Path(out)
+    d = Data(rows, meta)
+    md = ["# slurm-squash benchmark", ""]
+    m = meta
+    md.append(f"- command: `{m.get('command', '')}`")
+    md.append(f"- started {m.get('started')}, took {m.get('seconds', '?')} s; host {m.get('host')}, "
+              f"kernel {m.get('kernel')}, {m.get('cpus')} CPUs, {m.get('mem_gib')} GiB; "
+              f"load average at start {m.get('loadavg_start')}, at end {m.get('loadavg_end')}")
+    md.append(f"- stack: {m.get('stack')} ({m.get('stack_files')} files, "
+              f"{(m.get('stack_bytes') or 0) / 2**20:.0f} MiB): {', '.join(m.get('pins', []))}; "
+              f"import: `{m.get('imports')}`; large file {m.get('bigfile_mib')} MiB")
+    a = m.get("args", {})
+    md.append(f"- slowfs delay {a.get('delay_us')} µs per metadata request, kernel cache of its "
+              f"metadata {a.get('slowfs_cache_s')} s; repetitions {a.get('reps')} "
+              f"(start workload {a.get('start_reps')}), srun/sbatch {a.get('cost_reps')} per condition")
+    shares = [num(r.get("others_cpu_share")) for r in d.wl
+              if num(r.get("others_cpu_share")) is not None and num(r["seconds"]) >= 1.0]
+    if shares:
+        md.append(f"- shared machine: during the measurements of 1 s or more, other work (other "
+                  f"engineers' builds and tests, FUSE servers, kernel threads) used a median "
+                  f"{100 * med(shares):.0f}% of the CPUs (max {100 * max(shares):.0f}%; "
+                  f"column others_cpu_share of results.csv)")
+    md.append(f"- squashfuse {m.get('squashfuse')}, squashfs-tools {m.get('squashfs_tools')}, "
+              f"Slurm {m.get('slurm')}, {m.get('python')}, project {m.get('git')}")
+    md.append("")
+    made = plots(d, out)
+    md.append("## Part 1: workloads")
+    md.append("")
+    md += part1_tables(d, out)
+    for p in made:
+        if p != "burst.png":
+            md.append(f"![{p}]({p})")
+    md.append("")
+    p2 = part2_tables(d)
+    if p2:
+        md.append("## Part 2: the product's own cost")
+        md.append("")
+        md += p2
+    if "burst.png" in made:
+        md.append("![burst.png](burst.png)")
+        md.append("")
+    t = targets(d)
+    if t:
+        md.append("## Targets of issue 7 in this run")
+        md.append("")
+        md.append("Ratios from the medians (verdict) and, in brackets, from the minima.")
+        md.append("")
+        md.append(table(["target", "measured", "goal", ""], t))
+        md.append("")
+    failed = [r for r in rows if str(r.get("note", "")).startswith("failed")]
+    if failed:
+        md.append("## Failures")
+        md.append("")
+        for r in failed:
+            md.append(f"- {r.get('section')} {r.get('mode')} {r.get('workload', '')}: {r['note']}")
+        md.append("")
+    (out / "report.md").write_text("\n".join(md) + "\n")
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1])
+    with open(out / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    write(out, rows, json.loads((out / "meta.json").read_text()))
+    print(out / "report.md")
