@@ -166,19 +166,25 @@ void job_mounts_teardown(struct daemon_state *ds, struct teardown *td)
 {
 	char err[PATH_MAX + 256];
 
-	for (struct mount_entry *m = td->head, *next; m; m = next) {
-		next = m->teardown_next;
-		/* Unlocked: nobody else touches an UNMOUNTING entry. */
+	if (!td->head)
+		return;
+	/* Unlocked: nobody else touches an UNMOUNTING entry. */
+	for (struct mount_entry *m = td->head; m; m = m->teardown_next) {
 		if (unmount_image(m->mount_point, m->server_pid, m->server_pidfd, timeout_ms(ds),
 				  err, sizeof(err)) != RESULT_OK)
 			log_error("unmounting %s (image %s): %s", m->mount_point, m->image, err);
 		else
 			log_info("unmounted image %s from %s", m->image, m->mount_point);
-		pthread_mutex_lock(&ds->lock);
-		registry_remove_mount(&ds->registry, m);
-		job_mounts_save_locked(ds);
-		pthread_mutex_unlock(&ds->lock);
 	}
+	/* One save for the whole teardown (the state file never lists
+	 * UNMOUNTING entries, so nothing is lost meanwhile). */
+	pthread_mutex_lock(&ds->lock);
+	for (struct mount_entry *m = td->head, *next; m; m = next) {
+		next = m->teardown_next;
+		registry_remove_mount(&ds->registry, m);
+	}
+	job_mounts_save_locked(ds);
+	pthread_mutex_unlock(&ds->lock);
 	td->head = NULL;
 }
 

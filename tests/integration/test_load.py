@@ -23,13 +23,14 @@ def release_all(cluster, jobs):
     run(["scontrol", "release", ",".join(str(j.id) for j in jobs)], env=cluster.env)
 
 
-def assert_all_read(jobs, text, target_of):
-    for i, job in enumerate(jobs):
+def assert_all_read(jobs, expected_of):
+    """Every job completed and printed expected_of(its index)."""
+    for job in jobs:
         job.wait(timeout=180)
     failed = [(j.id, j.state, j.output()) for j in jobs if j.state != "COMPLETED"]
     assert not failed, f"{len(failed)} of {len(jobs)} jobs did not complete: {failed[:3]}"
     for i, job in enumerate(jobs):
-        assert job.output() == f"{target_of(i)}\n{text}", (job.id, job.output())
+        assert job.output() == expected_of(i), (job.id, job.output())
 
 
 def test_32_jobs_at_once_on_one_image_share_one_mount(cluster):
@@ -38,7 +39,7 @@ def test_32_jobs_at_once_on_one_image_share_one_mount(cluster):
     jobs = [submit_held(cluster, USER1, 'echo "$SQUASH_MOUNT"; cat "$SQUASH_MOUNT/hello.txt"\n',
                         [f"--squash-image={img}"]) for _ in range(32)]
     release_all(cluster, jobs)
-    assert_all_read(jobs, FILES["hello.txt"], lambda i: "/squash/one")
+    assert_all_read(jobs, lambda i: "/squash/one\n" + FILES["hello.txt"])
     log = cluster.squashd_log()
     # One mount for all of them (each mount logs one line), made once.
     assert len(re.findall(r"mounted image " + re.escape(str(img)) + " at", log)) == 1, log[-3000:]
@@ -53,12 +54,7 @@ def test_32_jobs_at_once_on_distinct_images(cluster):
         jobs.append(submit_held(cluster, user, 'echo "$SQUASH_MOUNT"; cat "$SQUASH_MOUNT/hello.txt"\n',
                                 [f"--squash-image={img}"]))
     release_all(cluster, jobs)
-    for job in jobs:
-        job.wait(timeout=180)
-    failed = [(j.id, j.state, j.output()) for j in jobs if j.state != "COMPLETED"]
-    assert not failed, f"{len(failed)} of 32 jobs did not complete: {failed[:3]}"
-    for i, job in enumerate(jobs):
-        assert job.output() == f"/squash/d{i}\nimage {i}\n", (job.id, job.output())
+    assert_all_read(jobs, lambda i: f"/squash/d{i}\nimage {i}\n")
 
 
 def test_squashd_restart_during_a_burst_fails_no_job(cluster):
@@ -75,12 +71,7 @@ def test_squashd_restart_during_a_burst_fails_no_job(cluster):
     os.kill(old, 9)
     wait_until(lambda: not os.path.exists(f"/proc/{old}"), 10, what="squashd to die")
     cluster.cluster_sh("squashd-start")
-    for job in jobs:
-        job.wait(timeout=180)
-    failed = [(j.id, j.state, j.output()) for j in jobs if j.state != "COMPLETED"]
-    assert not failed, f"{len(failed)} of 20 jobs failed across the restart: {failed[:3]}"
-    for job in jobs:
-        assert job.output() == FILES["hello.txt"] * 2, (job.id, job.output())
+    assert_all_read(jobs, lambda i: FILES["hello.txt"] * 2)
 
 
 def test_sixteen_images_with_long_paths(cluster):
