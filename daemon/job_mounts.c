@@ -561,6 +561,14 @@ void job_mounts_mount(struct daemon_state *ds, const Squash__MountJobRequest *re
 	if (res == RESULT_OK) {
 		log_info("job %u: %zu image(s) ready for uid %u", req->job_id, job->count, (unsigned)req->uid);
 		reply_job_mounts(out, job);
+	} else if (ds->stopping) {
+		/* Cut short by the stop, not failed: forget the job so that the
+		 * client's retry, answered by the next squashd, starts afresh. */
+		log_info("job %u: mount request cut short by the stop (%s); the client asks again",
+			 req->job_id, err);
+		drop_job(ds, job, td);
+		reply_error(out, SQUASH__STATUS__UNAVAILABLE, "squashd is stopping");
+		job_mounts_save_locked(ds);
 	} else {
 		/* Keep the job, failed and without mounts, so its steps can tell
 		 * the user why; the epilog's release (or gc) removes it. */

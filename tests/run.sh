@@ -4,7 +4,8 @@
 #   ./tests/run.sh               deps, build, make check (unit and root-only
 #                                mechanics tests, fuzz corpus replays,
 #                                systemd-analyze verify of the units),
-#                                make distcheck, integration tests, packages
+#                                make distcheck, integration tests, squashd
+#                                under ASan/LSan/UBSan (tests/sanitizers), packages
 #                                (.deb and RPM built from make dist, a job
 #                                run from the unpacked .deb)
 #   ./tests/run.sh --build-only  deps and build only (used by contrib/demo.sh)
@@ -78,6 +79,7 @@ check() {
 step "make check" check
 step "make distcheck" make -C "$build" distcheck
 step "integration tests" integration
+step "sanitizers" "$repo/tests/sanitizers/run.sh"
 step "packages" "$repo/tests/packaging/test_packages.sh"
 
 echo

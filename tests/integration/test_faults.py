@@ -90,6 +90,69 @@ def test_hung_image_of_one_user_does_not_delay_another_user(cluster):
         hung.close()
 
 
+def test_sigterm_while_an_image_hangs_stops_squashd_at_once(cluster):
+    """squashd is stopped while a request waits on an image whose file
+    system hangs: it exits without waiting for that open (request_timeout
+    is 10 s in the test cluster), kills the stuck opener, and the job fails
+    with the hung file system's message (its prolog asks the restarted
+    squashd again) instead of hanging the node."""
+    hung = HungFilesystem(cluster, USER1, ["stuck.sqfs"])
+    try:
+        d = cluster.workdir(USER1, "stuck")
+        job = cluster.sbatch(USER1, cluster.write_script(d, "cat /squash/stuck/hello.txt\n"),
+                             ["-H", f"--squash-image={hung.path('stuck.sqfs')}"], cwd=d)
+        assert isinstance(job, Job), job.stderr
+        hung.hang()
+        run(["scontrol", "release", str(job.id)], env=cluster.env)
+        pid = cluster.squashd_pid()
+        # The only child squashd has here is the opener stuck in the hung FS.
+        wait_until(lambda: children_of(pid), 30, 0.1, "squashd to start opening the hung image")
+        openers = children_of(pid)
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 15, 0.05, "squashd to exit")
+        took = time.monotonic() - t0
+        # Not a speed goal: it must not have waited for the hung open to time out.
+        assert took < 9, f"squashd took {took:.1f} s to stop behind a hung open"
+        assert "stopping" in cluster.squashd_log(), cluster.squashd_log()[-2000:]
+        # The opener child, stuck in the hung file system, was killed (it
+        # stays a zombie in D state only while the FS is stopped).
+        for c in openers:
+            wait_until(lambda: proc_state(c) in (None, "Z", "D"), 10, what=f"opener {c} to be killed")
+        cluster.cluster_sh("squashd-start")
+        job.wait(timeout=120)
+        # The prolog asked the restarted squashd again: the user is told the
+        # true cause, not that squashd was stopping.
+        out = job.output()
+        assert job.state == "FAILED", (job.state, out)
+        assert "timed out after" in out and "is its file system hung?" in out, out
+        assert "stopping" not in out, out
+        assert cluster.node_state() == "idle"
+    finally:
+        hung.close()
+
+
+def children_of(pid):
+    """pids of the direct children of pid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                fields = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def proc_state(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
 def test_lost_epilog_is_reconciled_with_slurm(cluster):
     """squashd is down while the job's epilog runs: the epilog gives up
     (after retry=), the job still ends, and the restarted squashd releases
