@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "identity.h"
 #include "image_open.h"
+#include "linger.h"
 #include "log.h"
 #include "mount_fuse.h"
 #include "mount_loop.h"
@@ -140,6 +141,8 @@ static void put_mount(struct daemon_state *ds, struct mount_entry *m, struct tea
 		return;
 	switch (m->state) {
 	case MOUNT_READY:
+		if (linger_begin_locked(ds, m))
+			break;
 		m->state = MOUNT_UNMOUNTING;
 		m->teardown_next = td->head;
 		td->head = m;
@@ -151,6 +154,7 @@ static void put_mount(struct daemon_state *ds, struct mount_entry *m, struct tea
 		break;
 	case MOUNT_MOUNTING:    /* its mounter holds a reference */
 	case MOUNT_UNMOUNTING:  /* cannot be referenced */
+	case MOUNT_LINGERING:   /* holds no references */
 		break;
 	}
 }
@@ -242,7 +246,7 @@ static void server_exited(void *arg, pid_t pid, int status)
 	pthread_mutex_lock(&ds->lock);
 	struct mount_entry *m = registry_mount_by_id(&ds->registry, w->mount_id);
 	/* A server that exits because its mount is being torn down is expected. */
-	if (m && m->state == MOUNT_READY && m->server_pid == pid)
+	if (m && (m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid)
 		mark_dead_locked(ds, m, how);
 	pthread_cond_broadcast(&ds->changed);
 	pthread_mutex_unlock(&ds->lock);
@@ -333,6 +337,8 @@ static enum result mount_one(struct daemon_state *ds, const struct identity *id,
 	struct mount_entry *m;
 	while ((m = registry_find_mount(&ds->registry, &key))) {
 		m->refcount++;
+		if (m->state == MOUNT_LINGERING)
+			linger_take_over_locked(ds, m);
 		while (m->state == MOUNT_MOUNTING && wait_changed(ds, deadline_ms))
 			;
 		if (m->state == MOUNT_READY) {
@@ -690,6 +696,7 @@ static const char *state_name(enum mount_state s)
 	case MOUNT_FAILED: return "failed";
 	case MOUNT_DEAD: return "dead";
 	case MOUNT_UNMOUNTING: return "unmounting";
+	case MOUNT_LINGERING: return "lingering";
 	}
 	return "?";
 }
@@ -729,6 +736,10 @@ static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct p
 		mi->has_server_pid = true;
 		mi->server_pid = m->server_pid;
 	}
+	if (m->state == MOUNT_LINGERING) {
+		mi->has_linger_left_s = true;
+		mi->linger_left_s = linger_left_s(m, squash_now_ms());
+	}
 	return mi;
 }
 
@@ -745,7 +756,9 @@ void job_mounts_list(struct daemon_state *ds, const struct peer *peer, struct re
 		return;
 	}
 	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next) {
-		bool visible = peer->uid == 0;
+		/* A user's lingering FUSE mount has no job but is still theirs. */
+		bool visible = peer->uid == 0 ||
+			       (m->state == MOUNT_LINGERING && m->key.owner_uid == peer->uid);
 		for (const struct job_entry *j = ds->registry.jobs; j && !visible; j = j->next)
 			visible = j->uid == peer->uid && registry_job_uses(j, m);
 		if (!visible)
@@ -794,6 +807,10 @@ void job_mounts_status(struct daemon_state *ds, struct reply *out)
 			st->mounts_dead++;
 			add_problem(out, "dead FUSE server for image %s (it %s); %u job(s) still hold its mount",
 				    m->image, m->failure ? m->failure : "died", m->refcount);
+		} else if (m->state == MOUNT_LINGERING) {
+			/* Expected: kept for the next job, not a leak. */
+			st->has_mounts_lingering = true;
+			st->mounts_lingering++;
 		} else if (m->state == MOUNT_READY) {
 			if (m->key.mode == SQUASH__MOUNT_MODE__KERNEL)
 				st->mounts_kernel++;
@@ -859,6 +876,12 @@ void job_mounts_adopt(struct daemon_state *ds)
 	struct teardown td = { NULL };
 
 	pthread_mutex_lock(&ds->lock);
+	/* Count references first: a mount found dead below must stay while
+	 * jobs still point at it. */
+	for (struct job_entry *j = ds->registry.jobs; j; j = j->next)
+		for (size_t i = 0; i < j->count; i++)
+			if (j->images[i].mount)
+				j->images[i].mount->refcount++;
 	for (struct mount_entry *m = ds->registry.mounts; m; m = next) {
 		next = m->next;
 		if (is_mount_point(m->mount_point) > 0) {
@@ -896,7 +919,10 @@ void job_mounts_adopt(struct daemon_state *ds)
 	/* Mounts no job holds any more (released while squashd was down). */
 	for (struct mount_entry *m = ds->registry.mounts; m; m = next) {
 		next = m->next;
-		if (m->refcount == 0) {
+		if (m->refcount > 0 && m->state == MOUNT_LINGERING)
+			m->state = MOUNT_READY; /* a job still names it */
+		if (m->refcount == 0 && m->state != MOUNT_LINGERING) {
+			/* (Lingering ones keep their recorded expiry; linger.c.) */
 			if (m->state == MOUNT_DEAD) {
 				rmdir(m->mount_point);
 				registry_remove_mount(&ds->registry, m);

@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "job_mounts.h"
+#include "linger.h"
 #include "log.h"
 #include "reconcile.h"
 #include "server.h"
@@ -164,12 +165,16 @@ int main(int argc, char **argv)
 		config_free(&cfg);
 		return 1;
 	}
-	log_info("listening on %s as node %s (mount mode %s, MUNGE %s, gc every %u s)", cfg.socket_path,
+	log_info("listening on %s as node %s (mount mode %s, MUNGE %s, gc every %u s, linger %u s)", cfg.socket_path,
 		 ds.node_name, mount_policy_name(cfg.mount_policy),
-		 cfg.require_munge ? "required" : "optional", cfg.gc_interval_s);
+		 cfg.require_munge ? "required" : "optional", cfg.gc_interval_s, cfg.linger_s);
 	if (reconcile_start(&ds) < 0)
 		log_error("cannot start the periodic reconciliation with Slurm");
+	if (linger_start(&ds) < 0)
+		return 1;
 	int rc = server_run(listen_fd, &ds);
+	/* Nobody can take a lingering mount over any more: unmount them. */
+	linger_finish();
 	close(listen_fd);
 	unlink(cfg.socket_path);
 	/* Requests that outlived the grace period may still hold the lock's

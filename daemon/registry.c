@@ -17,7 +17,8 @@ static bool key_equal(const struct mount_key *a, const struct mount_key *b)
 struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key)
 {
 	for (struct mount_entry *m = r->mounts; m; m = m->next)
-		if ((m->state == MOUNT_MOUNTING || m->state == MOUNT_READY) && key_equal(&m->key, key))
+		if ((m->state == MOUNT_MOUNTING || m->state == MOUNT_READY || m->state == MOUNT_LINGERING) &&
+		    key_equal(&m->key, key))
 			return m;
 	return NULL;
 }

@@ -32,6 +32,7 @@ enum mount_state {
 	MOUNT_FAILED,     /* mounting failed: waiters take the reason; gone when unreferenced */
 	MOUNT_DEAD,       /* its FUSE server died: never shared again; gone when unreferenced */
 	MOUNT_UNMOUNTING, /* the last reference went; being torn down */
+	MOUNT_LINGERING,  /* no job holds it; kept until linger_until_ms for the next job (linger.h) */
 };
 
 struct mount_entry {
@@ -46,6 +47,7 @@ struct mount_entry {
 	enum mount_state state;
 	char *failure;     /* MOUNT_FAILED: the reason; MOUNT_DEAD: how the server died */
 	int failure_result; /* MOUNT_FAILED: enum result */
+	long long linger_until_ms; /* MOUNT_LINGERING: monotonic expiry */
 	struct mount_entry *teardown_next; /* on a teardown list */
 	struct mount_entry *next;
 };
@@ -73,7 +75,7 @@ struct registry {
 	unsigned next_mount_id;
 };
 
-/* A mount that can be shared: MOUNTING or READY with this key. */
+/* A mount that can be shared: MOUNTING, READY or LINGERING with this key. */
 struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key);
 struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id);
 struct mount_entry *registry_mount_by_server(struct registry *r, pid_t pid);

@@ -26,6 +26,7 @@ static void set_defaults(struct squashd_config *cfg)
 	cfg->max_images_per_job = SQUASH_MAX_IMAGES;
 	cfg->request_timeout_s = 30;
 	cfg->gc_interval_s = 60;
+	cfg->overlay_size = SQUASHD_OVERLAY_DEFAULT;
 }
 
 const char *mount_policy_name(enum mount_policy p)
@@ -86,6 +87,30 @@ static int set_uint(unsigned *dst, const char *value, unsigned min, unsigned max
 	return 0;
 }
 
+/* A size in bytes with an optional K, M, G or T suffix (powers of 1024). */
+static int set_size(unsigned long long *dst, const char *value, unsigned long long max,
+		    const char *key, char *err, size_t errlen)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(value, &end, 10), unit = 1;
+	const char *units = "KMGT";
+	const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+
+	if (u) {
+		for (const char *p = units; p <= u; p++)
+			unit <<= 10;
+		end++;
+	}
+	if (errno || end == value || *end || value[0] == '-' || v > max / unit) {
+		snprintf(err, errlen, "%s must be a size from 0 to %lluG (a number with an optional "
+			 "K, M, G or T suffix), not '%s'", key, max >> 30, value);
+		return -1;
+	}
+	*dst = v * unit;
+	return 0;
+}
+
 static int set_prefixes(struct squash_prefixes *dst, const char *value,
 			const char *key, char *err, size_t errlen)
 {
@@ -125,6 +150,10 @@ static int apply_setting(struct squashd_config *cfg, const char *key,
 	}
 	if (!strcmp(key, "gc_interval"))
 		return set_uint(&cfg->gc_interval_s, value, 0, 86400, key, err, errlen);
+	if (!strcmp(key, "linger"))
+		return set_uint(&cfg->linger_s, value, 0, SQUASHD_LINGER_MAX_S, key, err, errlen);
+	if (!strcmp(key, "overlay_size"))
+		return set_size(&cfg->overlay_size, value, SQUASHD_OVERLAY_MAX, key, err, errlen);
 	if (!strcmp(key, "base_dir"))
 		return set_path(cfg->base_dir, sizeof(cfg->base_dir), value, key, err, errlen);
 	if (!strcmp(key, "squashfuse"))

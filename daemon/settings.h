@@ -31,7 +31,13 @@ struct squashd_config {
 	unsigned gc_interval_s;      /* reconcile with Slurm this often; 0: only on demand */
 	char slurm_conf[PATH_MAX];   /* empty: libslurm's default (SLURM_CONF or /etc/slurm) */
 	char node_name[256];         /* this node's Slurm name; empty: short host name */
+	unsigned linger_s;           /* keep an unused node-level mount this long; 0: unmount at once */
+	unsigned long long overlay_size; /* bytes of a job's writable-overlay tmpfs per node; 0: no :rw */
 };
+
+#define SQUASHD_LINGER_MAX_S 3600
+#define SQUASHD_OVERLAY_DEFAULT (1ULL << 30)
+#define SQUASHD_OVERLAY_MAX (1ULL << 40)
 
 /* Fills cfg with defaults, then reads path. Refuses a file that is not a
  * regular file owned by root or that group or others may write. A missing

@@ -14,7 +14,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"Usage: squashctl [OPTIONS] COMMAND\n"
 		"Commands:\n"
-		"  list [--json]    node-level mounts: image, mode, refcount, jobs\n"
+		"  list [--json]    node-level mounts: image, mode, refcount, jobs (or linger time left)\n"
 		"  job JOBID        where a job's images are mounted (its steps' view)\n"
 		"  release JOBID    drop a job's mounts (root; for jobs whose epilog did not run)\n"
 		"  gc               release every job Slurm says no longer runs here (root)\n"
@@ -63,6 +63,8 @@ static void print_list_json(const Squash__Response *r)
 			printf(",\"owner_uid\":%u", m->owner_uid);
 		if (m->has_server_pid)
 			printf(",\"server_pid\":%d", m->server_pid);
+		if (m->has_linger_left_s)
+			printf(",\"linger_left_s\":%u", m->linger_left_s);
 		if (m->loop_device) {
 			printf(",\"loop_device\":");
 			json_string(m->loop_device);
@@ -85,6 +87,8 @@ static void print_list_table(const Squash__Response *r)
 		size_t used = 0;
 		for (size_t j = 0; j < m->n_job_ids && used < sizeof(jobs); j++)
 			used += snprintf(jobs + used, sizeof(jobs) - used, "%s%u", j ? "," : "", m->job_ids[j]);
+		if (m->has_linger_left_s) /* no jobs: show when it goes */
+			snprintf(jobs, sizeof(jobs), "linger %us", m->linger_left_s);
 		if (m->loop_device)
 			snprintf(by, sizeof(by), "%s", m->loop_device);
 		else if (m->has_server_pid)

@@ -1,6 +1,8 @@
 #include "config.h"
 #include "state_file.h"
 
+#include "linger.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -86,7 +88,7 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 	/* Only finished mounts: a restarted squashd finds anything half-made
 	 * as an unknown leftover and removes it. */
 	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
-		if (m->state != MOUNT_READY)
+		if (m->state != MOUNT_READY && m->state != MOUNT_LINGERING)
 			continue;
 		fprintf(f, "mount %u %d %ju %ju %jd %" PRId64 " %ld %jd %d",
 			m->id, (int)m->key.mode, (uintmax_t)m->key.dev, (uintmax_t)m->key.ino,
@@ -97,6 +99,8 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 		put_field(f, m->mount_point);
 		put_field(f, m->image);
 		fputc('\n', f);
+		if (m->state == MOUNT_LINGERING)
+			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m));
 	}
 	for (const struct job_entry *j = r->jobs; j; j = j->next) {
 		if (j->pending)
@@ -174,6 +178,21 @@ static int parse_mount(struct registry *r, char **fv, int n)
 	return 0;
 }
 
+/* "linger MOUNTID EXPIRY": the mount before it lingers until EXPIRY
+ * (seconds since the epoch). */
+static int parse_linger(struct registry *r, char **fv, int n)
+{
+	unsigned id;
+	intmax_t expiry;
+	if (n != 3 || sscanf(fv[1], "%u", &id) != 1 || sscanf(fv[2], "%jd", &expiry) != 1)
+		return -1;
+	struct mount_entry *m = registry_mount_by_id(r, id);
+	if (!m || m->state != MOUNT_READY)
+		return -1;
+	linger_restore(m, (time_t)expiry);
+	return 0;
+}
+
 static int parse_job(struct registry *r, char **fv, int n)
 {
 	unsigned job_id, uid;
@@ -235,6 +254,8 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 			rc = (n == 2 && sscanf(fv[1], "%u", &r->next_mount_id) == 1) ? 0 : -1;
 		else if (!strcmp(fv[0], "mount"))
 			rc = parse_mount(r, fv, n);
+		else if (!strcmp(fv[0], "linger"))
+			rc = parse_linger(r, fv, n);
 		else if (!strcmp(fv[0], "job"))
 			rc = parse_job(r, fv, n);
 		else if (!strcmp(fv[0], "image"))

@@ -1,0 +1,165 @@
+"""Lingering node-level mounts (squashd.conf `linger = SECONDS`): a mount
+outlives its last job for that long, the next job on the same image in the
+same sharing domain takes it over without mounting again, and it is torn
+down when the time is up, when its FUSE server dies, or when squashd stops.
+
+squashd runs with linger only inside the `lingering` fixture; it restores
+the configuration and restarts squashd afterwards, so the other tests see
+linger = 0 (today's behaviour, covered by test_mounts.py)."""
+
+import contextlib
+import os
+import signal
+
+import pytest
+
+from conftest import SQUASHCTL, SQUASHD, USER1, USER2, run, wait_until
+
+FILES = {"hello.txt": "hello from the image\n"}
+
+
+@contextlib.contextmanager
+def lingering(cluster, seconds):
+    """squashd with `linger = seconds` for the body; back to the original
+    configuration (and a squashd without lingering mounts) afterwards."""
+    conf = cluster.dir / "squashd.conf"
+    original = conf.read_text()
+    try:
+        cluster.cluster_sh("squashd-stop")
+        conf.write_text(original + f"linger = {seconds}\n")
+        cluster.cluster_sh("squashd-start")
+        assert f"linger {seconds} s)" in cluster.squashd_log()
+        yield
+    finally:
+        cluster.cluster_sh("squashd-stop")
+        conf.write_text(original)
+        cluster.cluster_sh("squashd-start")
+
+
+def images(cluster, name):
+    """A trusted image (kernel mount, shared node-wide) and a user image
+    (FUSE mount, shared by USER1's jobs only), readable by USER2 too."""
+    kernel = cluster.make_image(cluster.trusted / f"{name}-k.sqfs", FILES, owner="root", mode=0o644)
+    d = cluster.workdir(USER1, "lingerimg")
+    fuse = cluster.make_image(d / f"{name}-f.sqfs", FILES, owner=USER1, mode=0o644)
+    return kernel, fuse
+
+
+def by_image(cluster):
+    return {m["image"]: m for m in cluster.list_mounts()}
+
+
+def read_both_job(cluster, user, kernel, fuse, name):
+    k, f = kernel.stem, fuse.stem
+    job = cluster.run_job(user, f"cat /squash/{k}/hello.txt /squash/{f}/hello.txt\n",
+                          [f"--squash-image={kernel},{fuse}"])
+    assert job.state == "COMPLETED", job.output()
+    assert job.output() == FILES["hello.txt"] * 2
+    return job
+
+
+def test_next_job_takes_over_the_lingering_mount_until_it_expires(cluster):
+    kernel, fuse = images(cluster, "pipe")
+    linger = 12
+    with lingering(cluster, linger):
+        read_both_job(cluster, USER1, kernel, fuse, "a")
+        first = wait_until(lambda: (lambda ms: ms if len(ms) == 2 and all(
+            m["state"] == "lingering" for m in ms.values()) else None)(by_image(cluster)),
+            10, what="both mounts to linger")
+        for m in first.values():
+            assert m["jobs"] == [] and m["refcount"] == 0, m
+            assert 0 < m["linger_left_s"] <= linger, m
+        loop = first[str(kernel)]["loop_device"]
+        server = first[str(fuse)]["server_pid"]
+        assert os.path.exists(f"/proc/{server}")
+        assert len(cluster.node_mounts()) == 2
+        # Lingering is not a problem for health, and gc leaves them alone.
+        assert cluster.squashctl("health", check=False).returncode == 0
+        assert "linger " in cluster.squashctl("list").stdout
+        cluster.squashctl("gc")
+        assert set(by_image(cluster)) == {str(kernel), str(fuse)}
+        # The owner sees their lingering FUSE mount; another user does not.
+        p = cluster.as_user(USER1, [SQUASHCTL, "--socket", cluster.socket, "--munge-socket",
+                                    cluster.munge_socket, "list", "--json"], check=True)
+        assert str(fuse) in p.stdout and str(kernel) not in p.stdout, p.stdout
+
+        offset = len(cluster.squashd_log())
+        read_both_job(cluster, USER1, kernel, fuse, "b")
+        log = cluster.squashd_log()[offset:]
+        # The second job mounted nothing: it took the same mounts over.
+        assert log.count("reusing lingering mount of image") == 2, log
+        assert "mounted image" not in log and "FUSE mount" not in log, log
+        second = by_image(cluster)
+        for img in (kernel, fuse):
+            assert second[str(img)]["mount_point"] == first[str(img)]["mount_point"]
+            assert second[str(img)]["state"] == "lingering"
+        assert second[str(kernel)]["loop_device"] == loop
+        assert second[str(fuse)]["server_pid"] == server
+
+        # Time up: the mounts, the loop device, the FUSE server and the
+        # registry entries go without any request.
+        wait_until(lambda: not cluster.list_mounts(), linger + 20, 0.2, "the linger to expire")
+        log = cluster.squashd_log()[offset:]
+        assert log.count("expired") >= 2, log
+        assert not cluster.node_mounts()
+        assert loop not in cluster.instance_loops()
+        wait_until(lambda: not os.path.exists(f"/proc/{server}"), 10,
+                   what="the FUSE server to exit")
+
+
+def test_lingering_mounts_per_sharing_domain_dead_server_crash_and_stop(cluster):
+    """A lingering FUSE mount serves only its user; its server's death
+    removes it; a crashed squashd's successor keeps lingering mounts until
+    their expiry; a stop tears them down."""
+    kernel, fuse = images(cluster, "domain")
+    with lingering(cluster, 600):
+        read_both_job(cluster, USER1, kernel, fuse, "u1")
+        read_both_job(cluster, USER2, kernel, fuse, "u2")
+        mounts = cluster.list_mounts()
+        fuse_mounts = [m for m in mounts if m["image"] == str(fuse)]
+        kernel_mounts = [m for m in mounts if m["image"] == str(kernel)]
+        # The kernel mount is shared node-wide; FUSE mounts per user.
+        assert len(kernel_mounts) == 1, mounts
+        assert sorted(m["owner_uid"] for m in fuse_mounts) == sorted(
+            [os.stat(fuse).st_uid, int(run(["id", "-u", USER2]).stdout)]), mounts
+        assert all(m["state"] == "lingering" for m in mounts), mounts
+
+        # A dead FUSE server of a lingering mount removes it.
+        u2 = [m for m in fuse_mounts if m["owner_uid"] != os.stat(fuse).st_uid][0]
+        os.kill(u2["server_pid"], signal.SIGKILL)
+        wait_until(lambda: len(cluster.list_mounts()) == 2, 10,
+                   what="the dead server's mount to go")
+        assert u2["mount_point"] not in [m["mount_point"] for m in cluster.node_mounts()]
+        assert cluster.squashctl("health", check=False).returncode == 0
+
+        # squashd killed (no stop): the next one adopts the lingering mounts
+        # with the time they had left.
+        before = {m["mount_point"]: m for m in cluster.list_mounts()}
+        pid = cluster.squashd_pid()
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10, what="squashd to die")
+        cluster.cluster_sh("squashd-start")
+        after = {m["mount_point"]: m for m in cluster.list_mounts()}
+        assert set(after) == set(before), (before, after)
+        for mp, m in after.items():
+            assert m["state"] == "lingering" and 0 < m["linger_left_s"] <= before[mp]["linger_left_s"] + 1, m
+        server = [m for m in after.values() if m["image"] == str(fuse)][0]["server_pid"]
+
+        # A stop tears every lingering mount down.
+        offset = len(cluster.squashd_log())
+        cluster.cluster_sh("squashd-stop")
+        assert cluster.squashd_log()[offset:].count("ends: squashd stops") == 2
+        assert not cluster.node_mounts()
+        assert not cluster.instance_loops()
+        wait_until(lambda: not os.path.exists(f"/proc/{server}"), 10,
+                   what="the FUSE server to exit")
+
+
+@pytest.mark.parametrize("value", ["-1", "3601", "ten"])
+def test_linger_out_of_bounds_is_refused(cluster, value):
+    conf = cluster.dir / "bad-linger.conf"
+    conf.write_text((cluster.dir / "squashd.conf").read_text() + f"linger = {value}\n")
+    p = run([SQUASHD, "--config", conf, "--socket", cluster.dir / "bad.sock"],
+            check=False, timeout=30)
+    assert p.returncode == 1
+    assert "linger must be a number from 0 to 3600" in p.stderr + p.stdout, p.stderr
