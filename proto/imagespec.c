@@ -77,20 +77,40 @@ static int parse_item(const char *item, size_t item_len, size_t index,
 	if (colon) {
 		const char *target = colon + 1;
 		size_t target_len = item_len - image_len - 1;
+		const char *flag = memchr(target, ':', target_len);
 
-		if (memchr(target, ':', target_len)) {
-			squash_errf(err, errlen,
-				    "item %zu ('%.*s'): more than one ':' (paths may not contain ':')",
-				    index, (int)(item_len < QUOTE_MAX ? item_len : QUOTE_MAX),
-				    item);
-			return -1;
+		if (flag) {
+			/* IMAGE:TARGET:rw (or IMAGE::rw: default target) */
+			size_t flag_len = target_len - (size_t)(flag - target) - 1;
+
+			target_len = (size_t)(flag - target);
+			flag++;
+			if (memchr(flag, ':', flag_len)) {
+				squash_errf(err, errlen,
+					    "item %zu ('%.*s'): more than two ':' (paths may not contain ':')",
+					    index, (int)(item_len < QUOTE_MAX ? item_len : QUOTE_MAX),
+					    item);
+				return -1;
+			}
+			if (flag_len != 2 || memcmp(flag, "rw", 2)) {
+				squash_errf(err, errlen,
+					    "item %zu ('%.*s'): unknown flag '%.*s' after the target "
+					    "(the only flag is rw; paths may not contain ':')",
+					    index, (int)(item_len < QUOTE_MAX ? item_len : QUOTE_MAX),
+					    item, (int)(flag_len < QUOTE_MAX ? flag_len : QUOTE_MAX), flag);
+				return -1;
+			}
+			spec->writable = true;
 		}
-		if (check_path(target_len, "target", index, item, item_len,
+		if ((!flag || target_len) &&
+		    check_path(target_len, "target", index, item, item_len,
 			       err, errlen) < 0)
 			return -1;
-		spec->target = strndup(target, target_len);
-		if (!spec->target)
-			goto oom;
+		if (target_len) {
+			spec->target = strndup(target, target_len);
+			if (!spec->target)
+				goto oom;
+		}
 	}
 	spec->image = strndup(item, image_len);
 	if (!spec->image)
@@ -164,6 +184,8 @@ char *squash_imagespec_format(const struct squash_image_list *list)
 		len += strlen(list->items[i].image) + 1;
 		if (list->items[i].target)
 			len += strlen(list->items[i].target) + 1;
+		if (list->items[i].writable)
+			len += 4; /* ":rw", and "::rw" without a target */
 	}
 	out = malloc(len);
 	if (!out)
@@ -183,6 +205,12 @@ char *squash_imagespec_format(const struct squash_image_list *list)
 			n = strlen(s->target);
 			memcpy(p, s->target, n);
 			p += n;
+		}
+		if (s->writable) {
+			if (!s->target)
+				*p++ = ':';
+			memcpy(p, ":rw", 3);
+			p += 3;
 		}
 	}
 	*p = '\0';

@@ -1,8 +1,10 @@
 /* The --squash-image option syntax, defined once for the plugin, the daemon
  * and the tests:
  *
- *     IMAGE[:TARGET][,IMAGE[:TARGET]...]
+ *     IMAGE[:TARGET[:rw]][,IMAGE[:TARGET[:rw]]...]
  *
+ * A third field "rw" asks for a writable overlay (discarded at the job's
+ * end) at the target; "IMAGE::rw" keeps the default target.
  * IMAGE and TARGET are paths; neither may contain ',' or ':' (documented
  * limitation) nor control characters. At most SQUASH_MAX_IMAGES images,
  * each path at most SQUASH_PATH_MAX-1 bytes. A missing TARGET stays NULL;
@@ -10,6 +12,7 @@
 #ifndef SQUASH_IMAGESPEC_H
 #define SQUASH_IMAGESPEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define SQUASH_MAX_IMAGES 16
@@ -22,6 +25,7 @@
 struct squash_image_spec {
 	char *image;  /* as written; may be relative before resolution */
 	char *target; /* NULL when not given */
+	bool writable; /* ":rw": an overlay with a node-local upper layer */
 };
 
 struct squash_image_list {
@@ -37,8 +41,8 @@ int squash_imagespec_parse(const char *text, struct squash_image_list *out,
 
 void squash_imagespec_free(struct squash_image_list *list);
 
-/* Canonical text of the list: "image:target,..." (targets that are NULL are
- * left out). Returns a malloc'd string, or NULL when out of memory. */
+/* Canonical text of the list: "image:target[:rw],..." (targets that are
+ * NULL are left out: "image" or "image::rw"). Returns a malloc'd string, or NULL when out of memory. */
 char *squash_imagespec_format(const struct squash_image_list *list);
 
 /* Default mount point of an image: BASE/NAME, where NAME is the image's file

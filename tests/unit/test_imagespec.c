@@ -64,6 +64,26 @@ static void test_format_round_trip(void)
 	free(formatted);
 }
 
+static void test_writable_flag(void)
+{
+	struct squash_image_list list;
+	const char *text = "/a/x.sqfs:/squash/x:rw,/b/y.sqsh,/c/z.sfs::rw";
+	char *formatted;
+
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(list.count, 3);
+	CHECK_STR(list.items[0].target, "/squash/x");
+	CHECK(list.items[0].writable);
+	CHECK(!list.items[1].writable);
+	CHECK(list.items[2].target == NULL);
+	CHECK(list.items[2].writable);
+	formatted = squash_imagespec_format(&list);
+	CHECK_STR(formatted, text);
+	free(formatted);
+	squash_imagespec_free(&list);
+	CHECK(!list.items[0].writable);
+}
+
 static void test_syntax_errors(void)
 {
 	CHECK_STR(parse_error(""), "no image given");
@@ -72,7 +92,12 @@ static void test_syntax_errors(void)
 	CHECK_STR(parse_error("a,,b"), "item 2 is empty (stray ',')");
 	CHECK_STR(parse_error("a.sqfs:"), "item 1 ('a.sqfs:'): empty target path");
 	CHECK_STR(parse_error(":/squash/t"), "item 1 (':/squash/t'): empty image path");
-	CHECK_CONTAINS(parse_error("a:/b:/c"), "more than one ':'");
+	CHECK_CONTAINS(parse_error("a:/b:/c"), "unknown flag '/c' after the target");
+	CHECK_CONTAINS(parse_error("a:/b:/c"), "paths may not contain ':'");
+	CHECK_CONTAINS(parse_error("a:/b:rw:x"), "more than two ':'");
+	CHECK_CONTAINS(parse_error("a:/b:ro"), "the only flag is rw");
+	CHECK_STR(parse_error("a::"), "item 1 ('a::'): unknown flag '' after the target "
+		  "(the only flag is rw; paths may not contain ':')");
 	CHECK_STR(parse_error("ok.sqfs,bad\n.sqfs"),
 		  "item 2 contains a control character");
 	CHECK_STR(parse_error("a.sqfs:/squash/\x1b[31m"),
@@ -154,6 +179,7 @@ int main(void)
 {
 	test_single_and_targets();
 	test_format_round_trip();
+	test_writable_flag();
 	test_syntax_errors();
 	test_limits();
 	test_default_target();
