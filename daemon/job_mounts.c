@@ -22,6 +22,7 @@
 #include "log.h"
 #include "mount_fuse.h"
 #include "mount_loop.h"
+#include "overlay.h"
 #include "policy.h"
 #include "process_watch.h"
 #include "state_file.h"
@@ -161,6 +162,7 @@ static void put_mount(struct daemon_state *ds, struct mount_entry *m, struct tea
 
 static void drop_job(struct daemon_state *ds, struct job_entry *job, struct teardown *td)
 {
+	overlay_queue_teardown(job, td);
 	for (size_t i = 0; i < job->count; i++)
 		put_mount(ds, job->images[i].mount, td);
 	registry_remove_job(&ds->registry, job);
@@ -170,6 +172,13 @@ void job_mounts_teardown(struct daemon_state *ds, struct teardown *td)
 {
 	char err[PATH_MAX + 256];
 
+	/* Overlays first: their lower layers are among td's mounts. */
+	for (struct teardown_dir *d = td->dirs, *next; d; d = next) {
+		next = d->next;
+		overlay_remove_dir(d->path, timeout_ms(ds));
+		free(d);
+	}
+	td->dirs = NULL;
 	if (!td->head)
 		return;
 	/* Unlocked: nobody else touches an UNMOUNTING entry. */
@@ -441,6 +450,10 @@ static void reply_job_mounts(struct reply *out, const struct job_entry *job)
 		jm->target = job->images[i].target;
 		jm->source = job->images[i].mount->mount_point;
 		jm->mode = job->images[i].mount->key.mode;
+		if (job->images[i].overlay) {
+			jm->source = job->images[i].overlay;
+			jm->has_writable = jm->writable = true;
+		}
 		out->resp.job_mounts[out->resp.n_job_mounts++] = jm;
 	}
 }
@@ -451,7 +464,9 @@ static bool same_request(const struct job_entry *job, const Squash__MountJobRequ
 		return false;
 	for (size_t i = 0; i < job->count && i < req->n_images; i++)
 		if (strcmp(job->images[i].image, req->images[i]->image) ||
-		    strcmp(job->images[i].target, req->images[i]->target))
+		    strcmp(job->images[i].target, req->images[i]->target) ||
+		    (!job->pending && job->images[i].writable !=
+		     (req->images[i]->has_writable && req->images[i]->writable)))
 			return false;
 	return true;
 }
@@ -486,7 +501,10 @@ static enum result mount_images(struct daemon_state *ds, struct job_entry *job,
 		if (res != RESULT_OK)
 			break;
 		pthread_mutex_lock(&ds->lock);
-		if (registry_job_add_image(job, req->images[i]->image, req->images[i]->target, m) < 0) {
+		if (registry_job_add_image(job, req->images[i]->image, req->images[i]->target, m) == 0) {
+			job->images[job->count - 1].writable = req->images[i]->has_writable &&
+							       req->images[i]->writable;
+		} else {
 			struct teardown td = { NULL };
 			put_mount(ds, m, &td);
 			pthread_mutex_unlock(&ds->lock);
@@ -556,6 +574,8 @@ void job_mounts_mount(struct daemon_state *ds, const Squash__MountJobRequest *re
 
 	char err[SQUASH_PATH_MAX + 1024];
 	enum result res = mount_images(ds, job, req, err, sizeof(err), deadline_ms);
+	if (res == RESULT_OK)
+		res = overlay_job_mount(ds, job, err, sizeof(err));
 
 	pthread_mutex_lock(&ds->lock);
 	job->pending = false;
@@ -578,6 +598,7 @@ void job_mounts_mount(struct daemon_state *ds, const Squash__MountJobRequest *re
 	} else {
 		/* Keep the job, failed and without mounts, so its steps can tell
 		 * the user why; the epilog's release (or gc) removes it. */
+		overlay_queue_teardown(job, td);
 		for (size_t i = 0; i < job->count; i++) {
 			put_mount(ds, job->images[i].mount, td);
 			job->images[i].mount = NULL;
@@ -846,6 +867,9 @@ static bool known_mount_point(struct daemon_state *ds, const char *path)
 	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
 		if (!strcmp(m->mount_point, path))
 			return true;
+	for (struct job_entry *j = ds->registry.jobs; j; j = j->next)
+		if (j->overlay_dir && !strcmp(j->overlay_dir, path))
+			return true;
 	return false;
 }
 
@@ -876,6 +900,15 @@ void job_mounts_adopt(struct daemon_state *ds)
 	struct teardown td = { NULL };
 
 	pthread_mutex_lock(&ds->lock);
+	for (struct job_entry *j = ds->registry.jobs; j; j = j->next) {
+		if (j->overlay_dir && !overlay_job_intact(j)) {
+			log_warning("job %u: its writable overlay in %s vanished while squashd was down",
+				    j->job_id, j->overlay_dir);
+			overlay_queue_teardown(j, &td);
+			registry_job_set_failure(j, SQUASH__STATUS__NODE_ERROR,
+						 "the job's writable overlay vanished while squashd was restarting");
+		}
+	}
 	/* Count references first: a mount found dead below must stay while
 	 * jobs still point at it. */
 	for (struct job_entry *j = ds->registry.jobs; j; j = j->next)
@@ -948,7 +981,9 @@ void job_mounts_adopt(struct daemon_state *ds)
 			if (known)
 				continue;
 			log_warning("cleaning up unknown leftover %s", path);
-			if (unmount_image(path, 0, -1, timeout_ms(ds), err, sizeof(err)) != RESULT_OK)
+			if (overlay_dir_name(de->d_name))
+				overlay_remove_dir(path, timeout_ms(ds));
+			else if (unmount_image(path, 0, -1, timeout_ms(ds), err, sizeof(err)) != RESULT_OK)
 				log_error("cannot clean up %s: %s", path, err);
 		}
 		closedir(dir);

@@ -42,6 +42,12 @@ struct daemon_state {
 /* Mounts whose last reference went, to be unmounted after the answer. */
 struct teardown {
 	struct mount_entry *head;
+	struct teardown_dir *dirs; /* jobs' overlay directories, torn down first (overlay.h) */
+};
+
+struct teardown_dir {
+	struct teardown_dir *next;
+	char path[];
 };
 
 /* A response and the arrays it owns; strings point into the registry or

@@ -153,7 +153,9 @@ static void free_job(struct job_entry *j)
 	for (size_t i = 0; i < j->count; i++) {
 		free(j->images[i].image);
 		free(j->images[i].target);
+		free(j->images[i].overlay);
 	}
+	free(j->overlay_dir);
 	free(j->message);
 	free(j);
 }

@@ -56,6 +56,8 @@ struct job_image {
 	char *image;
 	char *target;
 	struct mount_entry *mount;
+	bool writable;  /* ":rw" */
+	char *overlay;  /* its overlay's mount point (overlay.h); NULL when none */
 };
 
 struct job_entry {
@@ -64,6 +66,7 @@ struct job_entry {
 	bool pending;          /* its mount request is still at work */
 	Squash__Status status; /* OK, or why the prolog's request failed */
 	char *message;
+	char *overlay_dir; /* tmpfs holding the job's overlays (overlay.h); NULL when none */
 	size_t count;
 	struct job_image images[SQUASH_MAX_IMAGES];
 	struct job_entry *next;

@@ -2,6 +2,7 @@
 #include "state_file.h"
 
 #include "linger.h"
+#include "overlay.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -116,6 +117,11 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 			put_field(f, j->images[i].target);
 			fputc('\n', f);
 		}
+		if (j->overlay_dir) {
+			fprintf(f, "overlay %u", j->job_id);
+			put_field(f, j->overlay_dir);
+			fprintf(f, " %x\n", overlay_mask(j));
+		}
 	}
 	int failed = fflush(f) != 0 || fsync(fileno(f)) != 0;
 	failed |= fclose(f) != 0;
@@ -193,6 +199,19 @@ static int parse_linger(struct registry *r, char **fv, int n)
 	return 0;
 }
 
+/* "overlay JOBID DIR MASK": the job's overlays (after its images). */
+static int parse_overlay(struct registry *r, char **fv, int n)
+{
+	unsigned job_id, mask;
+	if (n != 4 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[3], "%x", &mask) != 1)
+		return -1;
+	struct job_entry *j = registry_find_job(r, job_id);
+	char *dir = decode_field(fv[2]);
+	if (!j || !dir)
+		return -1;
+	return overlay_restore(j, dir, mask);
+}
+
 static int parse_job(struct registry *r, char **fv, int n)
 {
 	unsigned job_id, uid;
@@ -256,6 +275,8 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 			rc = parse_mount(r, fv, n);
 		else if (!strcmp(fv[0], "linger"))
 			rc = parse_linger(r, fv, n);
+		else if (!strcmp(fv[0], "overlay"))
+			rc = parse_overlay(r, fv, n);
 		else if (!strcmp(fv[0], "job"))
 			rc = parse_job(r, fv, n);
 		else if (!strcmp(fv[0], "image"))

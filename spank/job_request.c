@@ -121,6 +121,7 @@ static void mount_job(const struct squash_settings *s, uint32_t job_id,
 		squash__image_spec__init(&specs[i]);
 		specs[i].image = list->items[i].image;
 		specs[i].target = list->items[i].target;
+		specs[i].has_writable = specs[i].writable = list->items[i].writable;
 		ptrs[i] = &specs[i];
 	}
 	mount.job_id = job_id;

@@ -181,7 +181,8 @@ static bool below(const char *target, const char *base)
 	return !strncmp(target, base, n) && target[n] == '/' && target[n + 1];
 }
 
-/* Binds source on target and makes the bind read-only, nosuid, nodev. */
+/* Binds source on target and makes the bind read-only (unless it is the
+ * job's writable overlay), nosuid, nodev. */
 static int bind_one(const Squash__JobMount *jm, const char *base, int basefd,
 		    char *err, size_t errlen)
 {
@@ -216,10 +217,11 @@ static int bind_one(const Squash__JobMount *jm, const char *base, int basefd,
 		return -1;
 	}
 	fd_path(fd, at, sizeof at);
-	if (mount(NULL, at, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+	unsigned long ro = jm->has_writable && jm->writable ? 0 : MS_RDONLY;
+	if (mount(NULL, at, NULL, MS_BIND | MS_REMOUNT | ro | MS_NOSUID | MS_NODEV,
 		  NULL) != 0) {
-		snprintf(err, errlen, "cannot make %s read-only on %s: %s", jm->image,
-			 jm->target, strerror(errno));
+		snprintf(err, errlen, "cannot make %s %s on %s: %s", jm->image,
+			 ro ? "read-only" : "nosuid,nodev", jm->target, strerror(errno));
 		close(fd);
 		return -1;
 	}

@@ -1,0 +1,165 @@
+"""Writable images (--squash-image=IMAGE:TARGET:rw): the job gets an overlay
+whose upper layer is a node-local tmpfs of overlay_size bytes, shared by the
+job's steps on the node and discarded when the job is released. Writes never
+reach the image; the limit gives ENOSPC; files the job creates are the
+user's. Both mount modes: a trusted image (kernel squashfs lower) and a
+user's image (squashfuse_ll lower).
+
+squashd runs with a small overlay_size inside the `overlay_limit` fixture,
+which restores the configuration afterwards."""
+
+import contextlib
+import hashlib
+import os
+import pwd
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import USER1, run, wait_until
+
+LIMIT_MB = 16
+FILES = {"hello.txt": "hello from the image\n", "data/keep.txt": "kept\n"}
+
+
+@contextlib.contextmanager
+def squashd_with(cluster, extra):
+    conf = cluster.dir / "squashd.conf"
+    original = conf.read_text()
+    try:
+        cluster.cluster_sh("squashd-stop")
+        conf.write_text(original + extra)
+        cluster.cluster_sh("squashd-start")
+        yield
+    finally:
+        cluster.cluster_sh("squashd-stop")
+        conf.write_text(original)
+        cluster.cluster_sh("squashd-start")
+
+
+@pytest.fixture(scope="module")
+def overlay_limit(cluster):
+    with squashd_with(cluster, f"overlay_size = {LIMIT_MB}M\n"):
+        yield
+
+
+def user_image(cluster, path, owner, file_owner):
+    """An image whose files (and root directory) belong to file_owner, as
+    mksquashfs leaves a user's own tree; the image file belongs to owner."""
+    src = Path(tempfile.mkdtemp(prefix="rwsrc.", dir=cluster.dir))
+    try:
+        src.chmod(0o755)
+        for rel, text in FILES.items():
+            f = src / rel
+            f.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            f.write_text(text)
+        pw = pwd.getpwnam(file_owner)
+        run(["mksquashfs", src, path, "-noappend", "-quiet", "-no-progress",
+             "-force-uid", pw.pw_uid, "-force-gid", pw.pw_gid])
+    finally:
+        shutil.rmtree(src)
+    opw = pwd.getpwnam(owner)
+    os.chown(path, opw.pw_uid, opw.pw_gid)
+    Path(path).chmod(0o644)
+    return Path(path)
+
+
+def digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def overlay_dirs(cluster):
+    return sorted(p.name for p in (cluster.state_dir / "mnt").iterdir() if p.name.startswith("j"))
+
+
+def test_job_writes_its_rw_images_and_the_images_stay_unchanged(cluster, overlay_limit):
+    kernel = user_image(cluster, cluster.trusted / "rwk.sqfs", "root", USER1)
+    fuse = user_image(cluster, cluster.workdir(USER1, "rwimg") / "rwf.sqfs", USER1, USER1)
+    ro = user_image(cluster, cluster.workdir(USER1, "roimg") / "ro.sqfs", USER1, USER1)
+    before = {p: digest(p) for p in (kernel, fuse, ro)}
+    uid = pwd.getpwnam(USER1).pw_uid
+    body = f"""
+set -u
+echo new-in-kernel > /squash/k/new.txt
+echo appended >> /squash/f/hello.txt
+mkdir /squash/f/data/sub && echo deep > /squash/f/data/sub/x
+rm /squash/k/data/keep.txt
+touch /squash/ro/nope 2>&1 || true
+# A second step of the same job sees what the first one wrote.
+srun bash -c 'cat /squash/k/new.txt /squash/f/hello.txt /squash/f/data/sub/x;
+  stat -c "owner=%u" /squash/k/new.txt /squash/f/data/sub/x;
+  ls /squash/k/data/keep.txt 2>&1 | sed "s/^.*No such/gone: No such/"'
+# Past the node's limit: ENOSPC, for the job's writer only.
+dd if=/dev/zero of=/squash/f/big bs=1M count={LIMIT_MB * 2} 2>&1 | grep -o "No space left on device" | head -1
+echo end
+"""
+    job = cluster.run_job(USER1, body, [f"--squash-image={kernel}:/squash/k:rw,{fuse}:/squash/f:rw,{ro}"])
+    out = job.output()
+    assert job.state == "COMPLETED", out
+    assert "touch: cannot touch '/squash/ro/nope': Read-only file system" in out, out
+    assert "new-in-kernel\nhello from the image\nappended\ndeep\n" in out, out
+    assert out.count(f"owner={uid}\n") == 2, out
+    assert "gone: No such file or directory" in out, out
+    assert "No space left on device\nend\n" in out, out
+    assert wait_until(lambda: not cluster.list_mounts(), 10, what="the release") is True
+    # Nothing reached the images, and the overlays are gone with the job.
+    assert {p: digest(p) for p in before} == before
+    assert overlay_dirs(cluster) == []
+    assert not [m for m in cluster.stray_mounts() if m["fstype"] in ("overlay", "tmpfs")]
+
+    # The next job on the same images starts from the images again.
+    job2 = cluster.run_job(USER1, "ls /squash/k/new.txt 2>&1; cat /squash/f/hello.txt /squash/k/data/keep.txt\n",
+                           [f"--squash-image={kernel}:/squash/k:rw,{fuse}:/squash/f"])
+    out2 = job2.output()
+    assert job2.state == "COMPLETED", out2
+    assert "No such file or directory" in out2 and "appended" not in out2, out2
+    assert out2.endswith("hello from the image\nkept\n"), out2
+
+
+def test_rw_with_default_target_and_two_jobs_do_not_share_their_overlays(cluster, overlay_limit):
+    img = user_image(cluster, cluster.trusted / "shared-rw.sqfs", "root", USER1)
+    d = cluster.workdir(USER1, "rwpair")
+    gate = d / "go"
+    first = cluster.sbatch(USER1, cluster.write_script(d, f"""
+echo from-first > /squash/shared-rw/mine.txt
+touch {d}/first-wrote
+for i in $(seq 1 600); do [ -e {gate} ] && break; sleep 0.1; done
+cat /squash/shared-rw/mine.txt
+""", "first.sh"), [f"--squash-image={img}::rw"], cwd=d)
+    try:
+        wait_until(lambda: (d / "first-wrote").exists(), 60, what="the first job to write")
+        second = cluster.run_job(USER1, "ls /squash/shared-rw/mine.txt 2>&1; echo two\n",
+                                 [f"--squash-image={img}::rw"])
+        assert second.state == "COMPLETED", second.output()
+        assert "No such file or directory" in second.output(), second.output()
+        # One node-level mount for both jobs, an overlay for each (the
+        # second one's went with it).
+        assert len(cluster.list_mounts()) == 1
+        assert len(overlay_dirs(cluster)) == 1
+    finally:
+        gate.touch()
+    first.wait()
+    assert first.state == "COMPLETED", first.output()
+    assert first.output() == "from-first\n"
+    assert overlay_dirs(cluster) == []
+
+
+def test_rw_refused_when_the_node_disables_overlays(cluster):
+    img = user_image(cluster, cluster.workdir(USER1, "rwoff") / "off.sqfs", USER1, USER1)
+    with squashd_with(cluster, "overlay_size = 0\n"):
+        job = cluster.run_job(USER1, "echo should not run\n", [f"--squash-image={img}::rw"])
+    out = job.output()
+    assert job.state == "FAILED", out
+    assert re.search(r"^squash: job \d+: writable images \(:rw\) are not enabled on this node "
+                     r"\(overlay_size = 0 in squashd.conf\)", out, re.M), out
+    assert "should not run" not in out
+
+
+def test_bad_flag_refused_at_submit(cluster):
+    img = user_image(cluster, cluster.workdir(USER1, "rwbad") / "bad.sqfs", USER1, USER1)
+    arg = f"{img}:/squash/bad:ro"
+    err = cluster.refused_at_submit(USER1, arg, f"--squash-image={arg}")
+    assert "unknown flag 'ro' after the target (the only flag is rw" in err, err
