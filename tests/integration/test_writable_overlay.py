@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import USER1, run, wait_until
+from conftest import USER1, BlockingJob, mountinfo, run, wait_until
 
 LIMIT_MB = 16
 FILES = {"hello.txt": "hello from the image\n", "data/keep.txt": "kept\n"}
@@ -163,3 +163,51 @@ def test_bad_flag_refused_at_submit(cluster):
     arg = f"{img}:/squash/bad:ro"
     err = cluster.refused_at_submit(USER1, arg, f"--squash-image={arg}")
     assert "unknown flag 'ro' after the target (the only flag is rw" in err, err
+
+
+def test_squashd_restart_keeps_the_jobs_overlay_and_removes_unknown_ones(cluster, overlay_limit):
+    img = user_image(cluster, cluster.workdir(USER1, "rwrestart") / "keep.sqfs", USER1, USER1)
+    # What a crashed squashd could leave: an overlay directory no record
+    # names, a tmpfs with a mount inside.
+    stale = cluster.state_dir / "mnt" / "j999999"
+    stale.mkdir()
+    run(["mount", "-t", "tmpfs", "tmpfs", stale])
+    (stale / "o0").mkdir()
+    run(["mount", "-t", "tmpfs", "tmpfs", stale / "o0"])
+    blk = BlockingJob(cluster, USER1, f"{img}::rw", before="echo before > /squash/keep/mark",
+                      after="srun bash -c 'echo after >> /squash/keep/mark'; cat /squash/keep/mark")
+    try:
+        blk.wait_ready()
+        mine = overlay_dirs(cluster)
+        assert len(mine) == 2 and "j999999" in mine, mine
+        offset = len(cluster.squashd_log())
+        cluster.cluster_sh("squashd-stop")
+        cluster.cluster_sh("squashd-start")
+        log = cluster.squashd_log()[offset:]
+        assert f"cleaning up unknown leftover {stale}" in log, log
+        assert f"removed overlay directory {stale}" in log, log
+        assert not [m for m in mountinfo() if m["mount_point"].startswith(str(stale))]
+        assert overlay_dirs(cluster) == [d for d in mine if d != "j999999"]
+    finally:
+        blk.release()
+    out = blk.job.output()
+    assert blk.job.state == "COMPLETED", out
+    assert out == "before\nafter\n"
+    wait_until(lambda: overlay_dirs(cluster) == [], 10, what="the overlay to go")
+
+
+def test_each_node_has_its_own_overlay_shared_by_its_steps(cluster3):
+    c = cluster3
+    img = user_image(c, c.workdir(USER1, "rwnodes") / "nodes.sqfs", USER1, USER1)
+    body = """
+srun -N3 --ntasks-per-node=1 bash -c 'hostname > /squash/nodes/who'
+srun -N3 --ntasks-per-node=1 bash -c 'echo "on $(hostname): $(cat /squash/nodes/who)"'
+"""
+    job = c.run_job(USER1, body, ["-N3", f"--squash-image={img}::rw"])
+    out = job.output()
+    assert job.state == "COMPLETED", out
+    # The second step on each node read what the first wrote on that node.
+    assert sorted(re.findall(r"^on (\S+): (\S+)$", out, re.M)) == [(n, n) for n in ("n1", "n2", "n3")], out
+    for n in c.nodes:
+        left = n.run(["ls", n.state_dir / "mnt"]).stdout.split()
+        assert not [d for d in left if d.startswith("j")], (n.name, left)
