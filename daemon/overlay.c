@@ -50,6 +50,13 @@ static int make_upper(const char *dir, size_t i, const char *lower, char *err, s
 		return -1;
 	}
 	char opts[3 * PATH_MAX + 64];
+	/* overlayfs splits its options at ',' and layers at ':' (state_dir is
+	 * the admin's choice, but must not turn into other options). */
+	if (strpbrk(dir, ",:\\") || strpbrk(lower, ",:\\")) {
+		snprintf(err, errlen, "cannot mount an overlay below %s: state_dir must not contain "
+			 "',', ':' or '\\'", dir);
+		return -1;
+	}
 	if (snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work) >=
 	    (int)sizeof(opts)) {
 		snprintf(err, errlen, "overlay options too long");

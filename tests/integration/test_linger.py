@@ -139,6 +139,9 @@ def test_lingering_mounts_per_sharing_domain_dead_server_crash_and_stop(cluster)
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10, what="squashd to die")
         cluster.cluster_sh("squashd-start")
+        # (The killed one left its socket file: squashd-start cannot tell.)
+        wait_until(lambda: cluster.squashctl("list", check=False).returncode == 0, 20,
+                   what="the new squashd to answer")
         after = {m["mount_point"]: m for m in cluster.list_mounts()}
         assert set(after) == set(before), (before, after)
         for mp, m in after.items():
