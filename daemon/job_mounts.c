@@ -502,8 +502,11 @@ static enum result mount_images(struct daemon_state *ds, struct job_entry *job,
 			break;
 		pthread_mutex_lock(&ds->lock);
 		if (registry_job_add_image(job, req->images[i]->image, req->images[i]->target, m) == 0) {
-			job->images[job->count - 1].writable = req->images[i]->has_writable &&
-							       req->images[i]->writable;
+			struct job_image *ji = &job->images[job->count - 1];
+			ji->writable = req->images[i]->has_writable && req->images[i]->writable;
+			if (req->images[i]->upper && ji->writable && !(ji->upper = strdup(req->images[i]->upper)))
+				log_error("job %u: out of memory; image %s gets a discarded overlay",
+					  job->job_id, ji->image);
 		} else {
 			struct teardown td = { NULL };
 			put_mount(ds, m, &td);

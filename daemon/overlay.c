@@ -11,7 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "identity.h"
 #include "log.h"
+#include "overlay_upper.h"
 #include "unmount.h"
 
 static bool any_writable(const struct job_entry *job)
@@ -69,9 +71,60 @@ static int make_upper(const char *dir, size_t i, const char *lower, char *err, s
 	return 0;
 }
 
+/* Another job on this node keeps its changes in the same directory
+ * (ds->lock held). Two overlays on one upper directory corrupt it. */
+static const struct job_entry *upper_in_use(struct daemon_state *ds, const struct job_entry *job,
+					    const char *upper)
+{
+	for (const struct job_entry *j = ds->registry.jobs; j; j = j->next) {
+		if (j == job || j->status != SQUASH__STATUS__OK)
+			continue;
+		for (size_t i = 0; i < j->count; i++)
+			if (j->images[i].upper && !strcmp(j->images[i].upper, upper))
+				return j;
+	}
+	return NULL;
+}
+
+/* The overlay of image i with the user's own upper directory. */
+static enum result mount_named(struct daemon_state *ds, struct job_entry *job, size_t i,
+			       const char *dir, struct identity **id, char *err, size_t errlen)
+{
+	char point[PATH_MAX];
+	const char *upper = job->images[i].upper;
+
+	pthread_mutex_lock(&ds->lock);
+	const struct job_entry *other = upper_in_use(ds, job, upper);
+	uint32_t other_id = other ? other->job_id : 0;
+	pthread_mutex_unlock(&ds->lock);
+	if (other) {
+		snprintf(err, errlen, "upper directory %s is in use by job %u on this node; "
+			 "one job at a time may keep its changes there", upper, other_id);
+		return RESULT_USER_ERROR;
+	}
+	if (!*id) {
+		enum result res;
+		*id = malloc(sizeof(**id));
+		if (!*id) {
+			snprintf(err, errlen, "out of memory");
+			return RESULT_NODE_ERROR;
+		}
+		if ((res = identity_lookup(job->uid, *id, err, errlen)) != RESULT_OK)
+			return res;
+	}
+	if (point_of(point, sizeof(point), dir, 'o', i) || mkdir(point, 0755) < 0) {
+		snprintf(err, errlen, "cannot prepare the overlay in %s: %s", dir, strerror(errno));
+		return RESULT_NODE_ERROR;
+	}
+	return overlay_mount_named_upper(upper, *id, job->images[i].mount->mount_point, point,
+					 (int)ds->cfg->request_timeout_s * 1000, err, errlen);
+}
+
 enum result overlay_job_mount(struct daemon_state *ds, struct job_entry *job,
 			      char *err, size_t errlen)
 {
+	struct identity *id = NULL;
+
 	char dir[PATH_MAX], opts[64], *points[SQUASH_MAX_IMAGES] = { NULL };
 
 	if (!any_writable(job))
@@ -82,9 +135,9 @@ enum result overlay_job_mount(struct daemon_state *ds, struct job_entry *job,
 		return RESULT_USER_ERROR;
 	}
 	pthread_mutex_lock(&ds->lock);
-	unsigned id = ++ds->registry.next_mount_id; /* unique among mN and jN */
+	unsigned dir_id = ++ds->registry.next_mount_id; /* unique among mN and jN */
 	pthread_mutex_unlock(&ds->lock);
-	if (snprintf(dir, sizeof(dir), "%s/j%u", ds->mount_dir, id) >= (int)sizeof(dir)) {
+	if (snprintf(dir, sizeof(dir), "%s/j%u", ds->mount_dir, dir_id) >= (int)sizeof(dir)) {
 		snprintf(err, errlen, "overlay directory path too long");
 		return RESULT_NODE_ERROR;
 	}
@@ -104,13 +157,20 @@ enum result overlay_job_mount(struct daemon_state *ds, struct job_entry *job,
 		char point[PATH_MAX];
 		if (!job->images[i].writable)
 			continue;
-		if (make_upper(dir, i, job->images[i].mount->mount_point, err, errlen) < 0) {
+		if (job->images[i].upper) {
+			res = mount_named(ds, job, i, dir, &id, err, errlen);
+			if (res != RESULT_OK)
+				continue;
+		} else if (make_upper(dir, i, job->images[i].mount->mount_point, err, errlen) < 0) {
 			res = RESULT_NODE_ERROR;
-		} else if (point_of(point, sizeof(point), dir, 'o', i) || !(points[i] = strdup(point))) {
+			continue;
+		}
+		if (point_of(point, sizeof(point), dir, 'o', i) || !(points[i] = strdup(point))) {
 			snprintf(err, errlen, "out of memory");
 			res = RESULT_NODE_ERROR;
 		}
 	}
+	free(id);
 	char *dir_copy = res == RESULT_OK ? strdup(dir) : NULL;
 	if (res == RESULT_OK && !dir_copy) {
 		snprintf(err, errlen, "out of memory");

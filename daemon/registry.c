@@ -154,6 +154,7 @@ static void free_job(struct job_entry *j)
 		free(j->images[i].image);
 		free(j->images[i].target);
 		free(j->images[i].overlay);
+		free(j->images[i].upper);
 	}
 	free(j->overlay_dir);
 	free(j->message);

@@ -58,6 +58,7 @@ struct job_image {
 	struct mount_entry *mount;
 	bool writable;  /* ":rw" */
 	char *overlay;  /* its overlay's mount point (overlay.h); NULL when none */
+	char *upper;    /* ":rw=DIR": DIR (not kept in the state file); NULL when none */
 };
 
 struct job_entry {

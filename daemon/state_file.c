@@ -121,6 +121,13 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 			fprintf(f, "overlay %u", j->job_id);
 			put_field(f, j->overlay_dir);
 			fprintf(f, " %x\n", overlay_mask(j));
+			for (size_t i = 0; i < j->count; i++) {
+				if (!j->images[i].upper || !j->images[i].overlay)
+					continue;
+				fprintf(f, "upper %u %zu", j->job_id, i);
+				put_field(f, j->images[i].upper);
+				fputc('\n', f);
+			}
 		}
 	}
 	int failed = fflush(f) != 0 || fsync(fileno(f)) != 0;
@@ -212,6 +219,20 @@ static int parse_overlay(struct registry *r, char **fv, int n)
 	return overlay_restore(j, dir, mask);
 }
 
+/* "upper JOBID INDEX DIR": that overlay keeps its changes in DIR. */
+static int parse_upper(struct registry *r, char **fv, int n)
+{
+	unsigned job_id, index;
+	if (n != 4 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &index) != 1)
+		return -1;
+	struct job_entry *j = registry_find_job(r, job_id);
+	char *dir = decode_field(fv[3]);
+	if (!j || !dir || !*dir || index >= j->count || !j->images[index].overlay ||
+	    j->images[index].upper)
+		return -1;
+	return (j->images[index].upper = strdup(dir)) ? 0 : -1;
+}
+
 static int parse_job(struct registry *r, char **fv, int n)
 {
 	unsigned job_id, uid;
@@ -277,6 +298,8 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 			rc = parse_linger(r, fv, n);
 		else if (!strcmp(fv[0], "overlay"))
 			rc = parse_overlay(r, fv, n);
+		else if (!strcmp(fv[0], "upper"))
+			rc = parse_upper(r, fv, n);
 		else if (!strcmp(fv[0], "job"))
 			rc = parse_job(r, fv, n);
 		else if (!strcmp(fv[0], "image"))

@@ -92,15 +92,30 @@ static int parse_item(const char *item, size_t item_len, size_t index,
 					    item);
 				return -1;
 			}
-			if (flag_len != 2 || memcmp(flag, "rw", 2)) {
+			if (flag_len < 2 || memcmp(flag, "rw", 2) || (flag_len > 2 && flag[2] != '=')) {
 				squash_errf(err, errlen,
 					    "item %zu ('%.*s'): unknown flag '%.*s' after the target "
-					    "(the only flag is rw; paths may not contain ':')",
+					    "(the only flag is rw or rw=DIR; paths may not contain ':')",
 					    index, (int)(item_len < QUOTE_MAX ? item_len : QUOTE_MAX),
 					    item, (int)(flag_len < QUOTE_MAX ? flag_len : QUOTE_MAX), flag);
 				return -1;
 			}
 			spec->writable = true;
+			if (flag_len > 2) {
+				/* rw=DIR: the upper directory that keeps the changes */
+				if (check_path(flag_len - 3, "upper directory", index, item, item_len,
+					       err, errlen) < 0)
+					return -1;
+				if (flag_len - 3 >= SQUASH_UPPER_MAX) {
+					squash_errf(err, errlen,
+						    "item %zu: upper directory path is too long (%zu bytes, at most %d)",
+						    index, flag_len - 3, SQUASH_UPPER_MAX - 1);
+					return -1;
+				}
+				spec->upper = strndup(flag + 3, flag_len - 3);
+				if (!spec->upper)
+					goto oom;
+			}
 		}
 		if ((!flag || target_len) &&
 		    check_path(target_len, "target", index, item, item_len,
@@ -169,6 +184,7 @@ void squash_imagespec_free(struct squash_image_list *list)
 	for (i = 0; i < list->count && i < SQUASH_MAX_IMAGES; i++) {
 		free(list->items[i].image);
 		free(list->items[i].target);
+		free(list->items[i].upper);
 	}
 	memset(list, 0, sizeof(*list));
 }
@@ -186,6 +202,8 @@ char *squash_imagespec_format(const struct squash_image_list *list)
 			len += strlen(list->items[i].target) + 1;
 		if (list->items[i].writable)
 			len += 4; /* ":rw", and "::rw" without a target */
+		if (list->items[i].upper)
+			len += strlen(list->items[i].upper) + 1; /* "=DIR" */
 	}
 	out = malloc(len);
 	if (!out)
@@ -211,6 +229,12 @@ char *squash_imagespec_format(const struct squash_image_list *list)
 				*p++ = ':';
 			memcpy(p, ":rw", 3);
 			p += 3;
+			if (s->upper) {
+				*p++ = '=';
+				n = strlen(s->upper);
+				memcpy(p, s->upper, n);
+				p += n;
+			}
 		}
 	}
 	*p = '\0';

@@ -4,7 +4,8 @@
  *     IMAGE[:TARGET[:rw]][,IMAGE[:TARGET[:rw]]...]
  *
  * A third field "rw" asks for a writable overlay (discarded at the job's
- * end) at the target; "IMAGE::rw" keeps the default target.
+ * end) at the target, "rw=DIR" for one whose changes are kept in the
+ * user's directory DIR; "IMAGE::rw" keeps the default target.
  * IMAGE and TARGET are paths; neither may contain ',' or ':' (documented
  * limitation) nor control characters. At most SQUASH_MAX_IMAGES images,
  * each path at most SQUASH_PATH_MAX-1 bytes. A missing TARGET stays NULL;
@@ -21,11 +22,15 @@
 /* squashd's node-level mount points (STATE_DIR/mnt/mN) stay shorter than
  * this, so that answers naming them fit one frame (frame.h). */
 #define SQUASH_MOUNT_DIR_MAX 512
+/* An upper directory (":rw=DIR") is shorter than this, so that a request
+ * with every image, target and DIR at its longest still fits one frame. */
+#define SQUASH_UPPER_MAX 1024
 
 struct squash_image_spec {
 	char *image;  /* as written; may be relative before resolution */
 	char *target; /* NULL when not given */
 	bool writable; /* ":rw": an overlay with a node-local upper layer */
+	char *upper;   /* ":rw=DIR": DIR (implies writable); NULL when not given */
 };
 
 struct squash_image_list {
@@ -41,7 +46,7 @@ int squash_imagespec_parse(const char *text, struct squash_image_list *out,
 
 void squash_imagespec_free(struct squash_image_list *list);
 
-/* Canonical text of the list: "image:target[:rw],..." (targets that are
+/* Canonical text of the list: "image:target[:rw[=dir]],..." (targets that are
  * NULL are left out: "image" or "image::rw"). Returns a malloc'd string, or NULL when out of memory. */
 char *squash_imagespec_format(const struct squash_image_list *list);
 

@@ -13,7 +13,7 @@
  * image and target at the maximum length, plus protobuf tags and lengths,
  * the signature wrapper and the MUNGE credential) and the step_info answer
  * for it (plus node-level mount points, at most SQUASH_MOUNT_DIR_MAX). */
-_Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + 16) + 4096 <=
+_Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + SQUASH_UPPER_MAX + 24) + 4096 <=
 		       SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE,
 	       "a mount request within the documented limits must fit one frame");
 _Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + SQUASH_MOUNT_DIR_MAX + 32) + 2 * SQUASH_PATH_MAX <=
@@ -62,6 +62,13 @@ static int check_mount_job(const Squash__MountJobRequest *mj, char *err,
 		if (check_string(spec->image, "image path", i + 1, err, errlen) < 0 ||
 		    check_string(spec->target, "target", i + 1, err, errlen) < 0)
 			return -1;
+		if (spec->upper && (check_string(spec->upper, "upper directory", i + 1, err, errlen) < 0 ||
+				    strlen(spec->upper) >= SQUASH_UPPER_MAX)) {
+			if (strlen(spec->upper) >= SQUASH_UPPER_MAX)
+				squash_errf(err, errlen, "image %zu: upper directory is too long (at most %d bytes)",
+					    i + 1, SQUASH_UPPER_MAX - 1);
+			return -1;
+		}
 	}
 	return 0;
 }

@@ -122,6 +122,7 @@ static void mount_job(const struct squash_settings *s, uint32_t job_id,
 		specs[i].image = list->items[i].image;
 		specs[i].target = list->items[i].target;
 		specs[i].has_writable = specs[i].writable = list->items[i].writable;
+		specs[i].upper = list->items[i].upper;
 		ptrs[i] = &specs[i];
 	}
 	mount.job_id = job_id;

@@ -37,6 +37,32 @@ static int resolve_image(struct squash_image_spec *item)
 	return 0;
 }
 
+/* Resolves the upper directory of IMAGE:TARGET:rw=DIR like the image and
+ * checks it is a directory of the user's (squashd checks again). */
+static int resolve_upper(struct squash_image_spec *item)
+{
+	struct stat st;
+	char *abs = realpath(item->upper, NULL);
+
+	if (!abs || stat(abs, &st) != 0) {
+		slurm_error("squash: %s: upper directory %s: %s (create it first)", item->image,
+			    item->upper, strerror(errno));
+		free(abs);
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || strpbrk(abs, ",:")) {
+		slurm_error("squash: %s: upper directory %s: %s", item->image, abs,
+			    !S_ISDIR(st.st_mode) ? "not a directory" :
+			    st.st_uid != getuid() ? "not yours (it must be a directory you own)" :
+			    "its real path contains ',' or ':', which --squash-image cannot carry");
+		free(abs);
+		return -1;
+	}
+	free(item->upper);
+	item->upper = abs;
+	return 0;
+}
+
 /* Opens the image as the user (this runs as the user) and checks it is a
  * regular file with a sane squashfs superblock. */
 static int check_image(const char *image)
@@ -154,7 +180,7 @@ int squash_submit_check(spank_t sp, const char *option,
 		struct squash_image_spec *item = &list.items[i];
 
 		if (resolve_image(item) || check_image(item->image) ||
-		    check_target(item, s))
+		    check_target(item, s) || (item->upper && resolve_upper(item)))
 			goto out;
 	}
 	if (check_duplicates(&list) == 0)

@@ -14,12 +14,13 @@ import os
 import pwd
 import re
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import USER1, BlockingJob, mountinfo, run, wait_until
+from conftest import USER1, USER2, BlockingJob, mountinfo, run, wait_until
 
 LIMIT_MB = 16
 FILES = {"hello.txt": "hello from the image\n", "data/keep.txt": "kept\n"}
@@ -211,3 +212,111 @@ srun -N3 --ntasks-per-node=1 bash -c 'echo "on $(hostname): $(cat /squash/nodes/
     for n in c.nodes:
         left = n.run(["ls", n.state_dir / "mnt"]).stdout.split()
         assert not [d for d in left if d.startswith("j")], (n.name, left)
+
+
+def owners_below(path):
+    """{relative path: uid} of everything below path."""
+    res = {}
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            p = Path(root) / name
+            res[str(p.relative_to(path))] = os.lstat(p).st_uid
+    return res
+
+
+def test_rw_dir_keeps_the_changes_in_the_users_directory(cluster, overlay_limit):
+    kernel = user_image(cluster, cluster.trusted / "keepk.sqfs", "root", USER1)
+    fuse = user_image(cluster, cluster.workdir(USER1, "keepimg") / "keepf.sqfs", USER1, USER1)
+    before = {p: digest(p) for p in (kernel, fuse)}
+    kdir, fdir = cluster.workdir(USER1, "kchanges"), cluster.workdir(USER1, "fchanges")
+    uid = pwd.getpwnam(USER1).pw_uid
+    spec = f"--squash-image={kernel}:/squash/k:rw={kdir},{fuse}:/squash/f:rw={fdir}"
+    job = cluster.run_job(USER1, """
+echo first > /squash/k/new.txt
+echo changed > /squash/f/hello.txt
+rm /squash/f/data/keep.txt
+srun cat /squash/k/new.txt
+""", [spec])
+    assert job.state == "COMPLETED", job.output()
+    assert job.output() == "first\n"
+    # The changes are in the user's directories, and everything overlayfs
+    # made there (files, the whiteout, its work directory) is the user's.
+    assert (kdir / "upper" / "new.txt").read_text() == "first\n"
+    assert (fdir / "upper" / "hello.txt").read_text() == "changed\n"
+    assert stat.S_ISCHR(os.lstat(fdir / "upper" / "data" / "keep.txt").st_mode)  # whiteout
+    for d in (kdir, fdir):
+        owners = owners_below(d)
+        assert owners and set(owners.values()) == {uid}, owners
+    assert {p: digest(p) for p in before} == before
+    assert overlay_dirs(cluster) == []
+
+    # The next job with the same directories starts where the first ended;
+    # one without them sees the images.
+    job2 = cluster.run_job(USER1, "cat /squash/k/new.txt /squash/f/hello.txt; "
+                           "ls /squash/f/data/keep.txt 2>&1 | grep -c 'No such file'\n", [spec])
+    assert job2.state == "COMPLETED", job2.output()
+    assert job2.output() == "first\nchanged\n1\n"
+    job3 = cluster.run_job(USER1, "cat /squash/f/hello.txt /squash/f/data/keep.txt\n",
+                           [f"--squash-image={fuse}:/squash/f:rw"])
+    assert job3.output() == "hello from the image\nkept\n", job3.output()
+
+
+def test_rw_dir_refused_when_not_the_users_or_in_use(cluster, overlay_limit):
+    img = user_image(cluster, cluster.workdir(USER1, "useimg") / "use.sqfs", USER1, USER1)
+    mine = cluster.workdir(USER1, "inuse")
+    other = cluster.workdir(USER2, "others")
+    other.chmod(0o777)
+    # The submit check refuses another user's directory.
+    arg = f"{img}::rw={other}"
+    err = cluster.refused_at_submit(USER1, arg, img)
+    assert f"upper directory {other}: not yours" in err, err
+
+    # squashd checks again, as the user: a directory that changed hands
+    # after submission fails the job.
+    d = cluster.workdir(USER1, "handover")
+    changing = cluster.workdir(USER1, "changing")
+    held = cluster.sbatch(USER1, cluster.write_script(d, "echo should not run\n"),
+                          ["-H", f"--squash-image={img}::rw={changing}"], cwd=d)
+    os.chown(changing, pwd.getpwnam(USER2).pw_uid, -1)
+    run(["scontrol", "release", held.id], env=cluster.env)
+    held.wait()
+    assert held.state == "FAILED", held.output()
+    assert re.search(rf"^squash: job {held.id}: upper directory {changing} belongs to uid "
+                     rf"{pwd.getpwnam(USER2).pw_uid}, not to {USER1}: it must be a directory you own",
+                     held.output(), re.M), held.output()
+
+    # One job at a time per directory on a node.
+    blk = BlockingJob(cluster, USER1, f"{img}::rw={mine}")
+    try:
+        blk.wait_ready()
+        second = cluster.run_job(USER1, "echo should not run\n", [f"--squash-image={img}::rw={mine}"])
+        assert second.state == "FAILED", second.output()
+        assert f"upper directory {mine} is in use by job {blk.job.id} on this node" in second.output()
+    finally:
+        blk.release()
+    assert blk.job.state == "COMPLETED", blk.job.output()
+
+
+def test_rw_dir_never_gets_a_root_owned_copy_of_a_set_uid_file(cluster, overlay_limit):
+    """A user's image may claim that a file is set-uid root. Changing it
+    through an overlay that keeps its changes in the user's directory must
+    not leave a set-uid root file there: the copy-up fails instead."""
+    img = cluster.workdir(USER1, "suidimg") / "suid.sqfs"
+    src = Path(tempfile.mkdtemp(prefix="suidsrc.", dir=cluster.dir))
+    try:
+        (src / "sh").write_text("#!/bin/sh\n")
+        (src / "sh").chmod(0o4777)
+        run(["mksquashfs", src, img, "-noappend", "-quiet", "-no-progress", "-all-root"])
+    finally:
+        shutil.rmtree(src)
+    os.chown(img, pwd.getpwnam(USER1).pw_uid, -1)
+    keep = cluster.workdir(USER1, "suidkeep")
+    job = cluster.run_job(USER1, "stat -c '%a %u' /squash/suid/sh; : >> /squash/suid/sh; echo rc=$?\n",
+                          [f"--squash-image={img}::rw={keep}"])
+    out = job.output()
+    assert out.startswith("4777 0\n"), out
+    assert re.search(r"Operation not permitted\nrc=1\n$", out), out
+    for root, dirs, files in os.walk(keep):
+        for name in dirs + files:
+            st = os.lstat(Path(root) / name)
+            assert st.st_uid != 0 and not st.st_mode & (stat.S_ISUID | stat.S_ISGID), (root, name)

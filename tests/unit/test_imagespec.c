@@ -67,13 +67,17 @@ static void test_format_round_trip(void)
 static void test_writable_flag(void)
 {
 	struct squash_image_list list;
-	const char *text = "/a/x.sqfs:/squash/x:rw,/b/y.sqsh,/c/z.sfs::rw";
+	const char *text = "/a/x.sqfs:/squash/x:rw,/b/y.sqsh,/c/z.sfs::rw,/d/u.sqfs::rw=/keep/u";
 	char *formatted;
 
 	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
-	CHECK_INT(list.count, 3);
+	CHECK_INT(list.count, 4);
 	CHECK_STR(list.items[0].target, "/squash/x");
 	CHECK(list.items[0].writable);
+	CHECK(list.items[0].upper == NULL);
+	CHECK(list.items[3].writable);
+	CHECK(list.items[3].target == NULL);
+	CHECK_STR(list.items[3].upper, "/keep/u");
 	CHECK(!list.items[1].writable);
 	CHECK(list.items[2].target == NULL);
 	CHECK(list.items[2].writable);
@@ -95,9 +99,11 @@ static void test_syntax_errors(void)
 	CHECK_CONTAINS(parse_error("a:/b:/c"), "unknown flag '/c' after the target");
 	CHECK_CONTAINS(parse_error("a:/b:/c"), "paths may not contain ':'");
 	CHECK_CONTAINS(parse_error("a:/b:rw:x"), "more than two ':'");
-	CHECK_CONTAINS(parse_error("a:/b:ro"), "the only flag is rw");
+	CHECK_CONTAINS(parse_error("a:/b:ro"), "the only flag is rw or rw=DIR");
+	CHECK_CONTAINS(parse_error("a:/b:rwx"), "unknown flag 'rwx'");
+	CHECK_STR(parse_error("a::rw="), "item 1 ('a::rw='): empty upper directory path");
 	CHECK_STR(parse_error("a::"), "item 1 ('a::'): unknown flag '' after the target "
-		  "(the only flag is rw; paths may not contain ':')");
+		  "(the only flag is rw or rw=DIR; paths may not contain ':')");
 	CHECK_STR(parse_error("ok.sqfs,bad\n.sqfs"),
 		  "item 2 contains a control character");
 	CHECK_STR(parse_error("a.sqfs:/squash/\x1b[31m"),
