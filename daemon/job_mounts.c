@@ -466,7 +466,10 @@ static bool same_request(const struct job_entry *job, const Squash__MountJobRequ
 		if (strcmp(job->images[i].image, req->images[i]->image) ||
 		    strcmp(job->images[i].target, req->images[i]->target) ||
 		    (!job->pending && job->images[i].writable !=
-		     (req->images[i]->has_writable && req->images[i]->writable)))
+		     (req->images[i]->has_writable && req->images[i]->writable)) ||
+		    (!job->pending && (!job->images[i].upper != !req->images[i]->upper ||
+				       (job->images[i].upper &&
+					strcmp(job->images[i].upper, req->images[i]->upper)))))
 			return false;
 	return true;
 }

@@ -93,6 +93,10 @@ static enum result mount_named(struct daemon_state *ds, struct job_entry *job, s
 	char point[PATH_MAX];
 	const char *upper = job->images[i].upper;
 
+	if (upper[0] != '/') {
+		snprintf(err, errlen, "upper directory %s: not an absolute path", upper);
+		return RESULT_USER_ERROR;
+	}
 	pthread_mutex_lock(&ds->lock);
 	const struct job_entry *other = upper_in_use(ds, job, upper);
 	uint32_t other_id = other ? other->job_id : 0;

@@ -95,7 +95,7 @@ static int set_size(unsigned long long *dst, const char *value, unsigned long lo
 	errno = 0;
 	unsigned long long v = strtoull(value, &end, 10), unit = 1;
 	const char *units = "KMGT";
-	const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+	const char *u = *end && end != value ? strchr(units, toupper((unsigned char)*end)) : NULL;
 
 	if (u) {
 		for (const char *p = units; p <= u; p++)

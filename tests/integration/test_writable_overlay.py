@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import USER1, USER2, BlockingJob, mountinfo, run, wait_until
+from conftest import SQUASHD, USER1, USER2, BlockingJob, mountinfo, run, wait_until
 
 LIMIT_MB = 16
 FILES = {"hello.txt": "hello from the image\n", "data/keep.txt": "kept\n"}
@@ -320,3 +320,12 @@ def test_rw_dir_never_gets_a_root_owned_copy_of_a_set_uid_file(cluster, overlay_
         for name in dirs + files:
             st = os.lstat(Path(root) / name)
             assert st.st_uid != 0 and not st.st_mode & (stat.S_ISUID | stat.S_ISGID), (root, name)
+
+
+@pytest.mark.parametrize("value", ["-1", "2T", "1X", "1GB", "G"])
+def test_overlay_size_out_of_bounds_is_refused(cluster, value):
+    conf = cluster.dir / "bad-overlay.conf"
+    conf.write_text((cluster.dir / "squashd.conf").read_text() + f"overlay_size = {value}\n")
+    p = run([SQUASHD, "--config", conf, "--socket", cluster.dir / "bad.sock"], check=False, timeout=30)
+    assert p.returncode == 1
+    assert "overlay_size must be a size from 0 to 1024G" in p.stderr, p.stderr
