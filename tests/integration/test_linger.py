@@ -166,3 +166,26 @@ def test_linger_out_of_bounds_is_refused(cluster, value):
             check=False, timeout=30)
     assert p.returncode == 1
     assert "linger must be a number from 0 to 3600" in p.stderr + p.stdout, p.stderr
+
+
+def test_writable_overlay_goes_at_release_while_its_image_lingers(cluster):
+    """The job's overlay is torn down at release (before the node-level
+    mount below it, which then lingers) and the next job takes over the
+    mount with a fresh overlay."""
+    from test_writable_overlay import overlay_dirs, user_image
+    img = user_image(cluster, cluster.workdir(USER1, "lingerrw") / "lrw.sqfs", USER1, USER1)
+    with lingering(cluster, 60):
+        first = cluster.run_job(USER1, "echo mine > /squash/lrw/new.txt; cat /squash/lrw/new.txt\n",
+                                [f"--squash-image={img}::rw"])
+        assert first.output() == "mine\n", first.output()
+        (m,) = cluster.list_mounts()
+        assert m["state"] == "lingering", m
+        assert overlay_dirs(cluster) == []
+        assert os.path.exists(f"/proc/{m['server_pid']}")
+        offset = len(cluster.squashd_log())
+        second = cluster.run_job(USER1, "ls /squash/lrw/new.txt 2>&1; echo x > /squash/lrw/other\n",
+                                 [f"--squash-image={img}::rw"])
+        assert second.state == "COMPLETED", second.output()
+        assert "No such file or directory" in second.output(), second.output()
+        assert "reusing lingering mount of image" in cluster.squashd_log()[offset:]
+        assert [x["server_pid"] for x in cluster.list_mounts()] == [m["server_pid"]]
