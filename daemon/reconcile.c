@@ -289,7 +289,7 @@ static pid_t user_of_device(const char *dev)
  * held; reads the registry under it). */
 static pid_t job_still_used(struct daemon_state *ds, uint32_t job_id, const char *mountinfo)
 {
-	char points[SQUASH_MAX_IMAGES][PATH_MAX];
+	char points[2 * SQUASH_MAX_IMAGES][PATH_MAX];
 	size_t n = 0;
 
 	pthread_mutex_lock(&ds->lock);
@@ -298,6 +298,9 @@ static pid_t job_still_used(struct daemon_state *ds, uint32_t job_id, const char
 		const struct mount_entry *m = job->images[i].mount;
 		if (m && m->refcount == 1 && m->state == MOUNT_READY)
 			snprintf(points[n++], PATH_MAX, "%s", m->mount_point);
+		/* A step binds a writable image's overlay, not the image's mount. */
+		if (job->images[i].overlay)
+			snprintf(points[n++], PATH_MAX, "%s", job->images[i].overlay);
 	}
 	pthread_mutex_unlock(&ds->lock);
 	for (size_t i = 0; i < n; i++) {

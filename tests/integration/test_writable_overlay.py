@@ -15,6 +15,7 @@ import pwd
 import re
 import shutil
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -329,3 +330,35 @@ def test_overlay_size_out_of_bounds_is_refused(cluster, value):
     p = run([SQUASHD, "--config", conf, "--socket", cluster.dir / "bad.sock"], check=False, timeout=30)
     assert p.returncode == 1
     assert "overlay_size must be a size from 0 to 1024G" in p.stderr, p.stderr
+
+
+def test_gc_keeps_a_gone_job_while_a_process_still_holds_its_overlay(cluster, overlay_limit):
+    """Reconciliation releases a job Slurm no longer runs unless a process
+    still holds one of its mounts; for a writable image that is the
+    overlay (steps bind it, not the image's mount)."""
+    img = user_image(cluster, cluster.workdir(USER1, "gcrw") / "gcrw.sqfs", USER1, USER1)
+    p = cluster.rawclient("mount", "3999997", pwd.getpwnam(USER1).pw_uid, f"{img}:/squash/gcrw:rw")
+    assert p.returncode == 0, p.stdout + p.stderr
+    source = re.search(r"-> /squash/gcrw \((\S+), fuse\)", p.stdout).group(1)
+    assert source.startswith(str(cluster.state_dir / "mnt" / "j")), p.stdout
+    # A namespace holding only the overlay, as a step winding down would.
+    mnt_dir = cluster.state_dir / "mnt"
+    holder = subprocess.Popen(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         f"mount --bind {source} /mnt && "
+         f"awk '$5 ~ \"^{mnt_dir}/\" {{print $5}}' /proc/self/mountinfo | sort -r | "
+         "xargs -r -n1 umount -l && echo ready && exec sleep 600"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        offset = len(cluster.squashd_log())
+        cluster.squashctl("gc")
+        assert re.search(r"gc: job 3999997 is gone unknown-to-slurmctld in Slurm, but pid \d+ "
+                         r"still uses its mount; keeping it", cluster.squashd_log()[offset:])
+        assert len(overlay_dirs(cluster)) == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    wait_until(lambda: "gc: released job 3999997" in cluster.squashctl("gc").stdout + cluster.squashd_log(),
+               40, 1, "gc to release the job once nothing holds its overlay")
+    wait_until(lambda: overlay_dirs(cluster) == [], 10, what="the overlay to go")

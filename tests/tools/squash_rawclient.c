@@ -2,7 +2,7 @@
  *
  *   squash_rawclient --socket PATH [--munge-socket PATH] [--no-munge] CMD
  *
- *   mount JOBID UID IMAGE:TARGET...  MountJobRequest; prints "STATUS: message",
+ *   mount JOBID UID IMAGE:TARGET[:rw]...  MountJobRequest; prints "STATUS: message",
  *                                    exit 0 when OK, 1 otherwise
  *   stepinfo JOBID                   StepInfoRequest, same output
  *   release JOBID                    ReleaseJobRequest, same output
@@ -47,7 +47,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: squash_rawclient --socket PATH [--munge-socket PATH] [--no-munge] CMD\n"
-		"  CMD: mount JOBID UID IMAGE:TARGET... | stepinfo JOBID | release JOBID | list\n"
+		"  CMD: mount JOBID UID IMAGE:TARGET[:rw]... | stepinfo JOBID | release JOBID | list\n"
 		"       | replay | garbage | short | badmagic | badversion | oversize | idle [SECONDS]\n");
 	exit(2);
 }
@@ -177,9 +177,15 @@ static int cmd_mount(int argc, char **argv)
 	}
 	for (i = 0; i < n; i++) {
 		char *arg = argv[i + 2];
-		char *colon = strrchr(arg, ':');
+		size_t len = strlen(arg);
+		char *colon;
 
 		squash__image_spec__init(&specs[i]);
+		if (len > 3 && !strcmp(arg + len - 3, ":rw")) { /* a writable image */
+			arg[len - 3] = '\0';
+			specs[i].has_writable = specs[i].writable = 1;
+		}
+		colon = strrchr(arg, ':');
 		if (!colon)
 			usage();
 		*colon = '\0';
