@@ -42,6 +42,13 @@ static int make_upper(const char *dir, size_t i, const char *lower, char *err, s
 		snprintf(err, errlen, "overlay directory %s: path too long", dir);
 		return -1;
 	}
+	/* overlayfs splits its options at ',' and layers at ':' (state_dir is
+	 * the admin's choice, but must not turn into other options). */
+	if (strpbrk(dir, ",:\\") || strpbrk(lower, ",:\\")) {
+		snprintf(err, errlen, "cannot mount an overlay below %s: state_dir must not contain "
+			 "',', ':' or '\\'", dir);
+		return -1;
+	}
 	if (stat(lower, &st) < 0) {
 		snprintf(err, errlen, "cannot read the root of %s: %s", lower, strerror(errno));
 		return -1;
@@ -52,13 +59,6 @@ static int make_upper(const char *dir, size_t i, const char *lower, char *err, s
 		return -1;
 	}
 	char opts[3 * PATH_MAX + 64];
-	/* overlayfs splits its options at ',' and layers at ':' (state_dir is
-	 * the admin's choice, but must not turn into other options). */
-	if (strpbrk(dir, ",:\\") || strpbrk(lower, ",:\\")) {
-		snprintf(err, errlen, "cannot mount an overlay below %s: state_dir must not contain "
-			 "',', ':' or '\\'", dir);
-		return -1;
-	}
 	if (snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work) >=
 	    (int)sizeof(opts)) {
 		snprintf(err, errlen, "overlay options too long");
@@ -127,8 +127,7 @@ static enum result mount_named(struct daemon_state *ds, struct job_entry *job, s
 enum result overlay_job_mount(struct daemon_state *ds, struct job_entry *job,
 			      char *err, size_t errlen)
 {
-	struct identity *id = NULL;
-
+	struct identity *id = NULL; /* looked up for the first :rw=DIR */
 	char dir[PATH_MAX], opts[64], *points[SQUASH_MAX_IMAGES] = { NULL };
 
 	if (!any_writable(job))
