@@ -60,7 +60,7 @@ def read_both_job(cluster, user, kernel, fuse, name):
 
 def test_next_job_takes_over_the_lingering_mount_until_it_expires(cluster):
     kernel, fuse = images(cluster, "pipe")
-    linger = 12
+    linger = 8
     with lingering(cluster, linger):
         read_both_job(cluster, USER1, kernel, fuse, "a")
         first = wait_until(lambda: (lambda ms: ms if len(ms) == 2 and all(
