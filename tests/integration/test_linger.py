@@ -172,7 +172,7 @@ def test_writable_overlay_goes_at_release_while_its_image_lingers(cluster):
     """The job's overlay is torn down at release (before the node-level
     mount below it, which then lingers) and the next job takes over the
     mount with a fresh overlay."""
-    from test_writable_overlay import overlay_dirs, user_image
+    from test_writable_overlay import overlays_gone, user_image
     img = user_image(cluster, cluster.workdir(USER1, "lingerrw") / "lrw.sqfs", USER1, USER1)
     with lingering(cluster, 60):
         first = cluster.run_job(USER1, "echo mine > /squash/lrw/new.txt; cat /squash/lrw/new.txt\n",
@@ -180,7 +180,7 @@ def test_writable_overlay_goes_at_release_while_its_image_lingers(cluster):
         assert first.output() == "mine\n", first.output()
         (m,) = cluster.list_mounts()
         assert m["state"] == "lingering", m
-        assert overlay_dirs(cluster) == []
+        overlays_gone(cluster)
         assert os.path.exists(f"/proc/{m['server_pid']}")
         offset = len(cluster.squashd_log())
         second = cluster.run_job(USER1, "ls /squash/lrw/new.txt 2>&1; echo x > /squash/lrw/other\n",

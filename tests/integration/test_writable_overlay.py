@@ -77,6 +77,11 @@ def overlay_dirs(cluster):
     return sorted(p.name for p in (cluster.state_dir / "mnt").iterdir() if p.name.startswith("j"))
 
 
+def overlays_gone(cluster):
+    """Waits for the release's teardown, which runs after its answer."""
+    wait_until(lambda: overlay_dirs(cluster) == [], 10, what="the overlays to go")
+
+
 def test_job_writes_its_rw_images_and_the_images_stay_unchanged(cluster, overlay_limit):
     kernel = user_image(cluster, cluster.trusted / "rwk.sqfs", "root", USER1)
     fuse = user_image(cluster, cluster.workdir(USER1, "rwimg") / "rwf.sqfs", USER1, USER1)
@@ -109,7 +114,7 @@ echo end
     assert wait_until(lambda: not cluster.list_mounts(), 10, what="the release") is True
     # Nothing reached the images, and the overlays are gone with the job.
     assert {p: digest(p) for p in before} == before
-    assert overlay_dirs(cluster) == []
+    overlays_gone(cluster)
     assert not [m for m in cluster.stray_mounts() if m["fstype"] in ("overlay", "tmpfs")]
 
     # The next job on the same images starts from the images again.
@@ -138,15 +143,15 @@ cat /squash/shared-rw/mine.txt
         assert second.state == "COMPLETED", second.output()
         assert "No such file or directory" in second.output(), second.output()
         # One node-level mount for both jobs, an overlay for each (the
-        # second one's went with it).
+        # second one's goes with it).
         assert len(cluster.list_mounts()) == 1
-        assert len(overlay_dirs(cluster)) == 1
+        wait_until(lambda: len(overlay_dirs(cluster)) == 1, 10, what="the second job's overlay to go")
     finally:
         gate.touch()
     first.wait()
     assert first.state == "COMPLETED", first.output()
     assert first.output() == "from-first\n"
-    assert overlay_dirs(cluster) == []
+    overlays_gone(cluster)
 
 
 def test_rw_refused_when_the_node_disables_overlays(cluster):
@@ -195,7 +200,7 @@ def test_squashd_restart_keeps_the_jobs_overlay_and_removes_unknown_ones(cluster
     out = blk.job.output()
     assert blk.job.state == "COMPLETED", out
     assert out == "before\nafter\n"
-    wait_until(lambda: overlay_dirs(cluster) == [], 10, what="the overlay to go")
+    overlays_gone(cluster)
 
 
 def test_each_node_has_its_own_overlay_shared_by_its_steps(cluster3):
@@ -211,8 +216,8 @@ srun -N3 --ntasks-per-node=1 bash -c 'echo "on $(hostname): $(cat /squash/nodes/
     # The second step on each node read what the first wrote on that node.
     assert sorted(re.findall(r"^on (\S+): (\S+)$", out, re.M)) == [(n, n) for n in ("n1", "n2", "n3")], out
     for n in c.nodes:
-        left = n.run(["ls", n.state_dir / "mnt"]).stdout.split()
-        assert not [d for d in left if d.startswith("j")], (n.name, left)
+        wait_until(lambda: not [d for d in n.run(["ls", n.state_dir / "mnt"]).stdout.split()
+                                if d.startswith("j")], 10, what=f"the overlay on {n.name} to go")
 
 
 def owners_below(path):
@@ -249,7 +254,7 @@ srun cat /squash/k/new.txt
         owners = owners_below(d)
         assert owners and set(owners.values()) == {uid}, owners
     assert {p: digest(p) for p in before} == before
-    assert overlay_dirs(cluster) == []
+    overlays_gone(cluster)
 
     # The next job with the same directories starts where the first ended;
     # one without them sees the images.
@@ -361,4 +366,4 @@ def test_gc_keeps_a_gone_job_while_a_process_still_holds_its_overlay(cluster, ov
         holder.wait()
     wait_until(lambda: "gc: released job 3999997" in cluster.squashctl("gc").stdout + cluster.squashd_log(),
                40, 1, "gc to release the job once nothing holds its overlay")
-    wait_until(lambda: overlay_dirs(cluster) == [], 10, what="the overlay to go")
+    overlays_gone(cluster)
