@@ -68,7 +68,8 @@ int squash_pattern_check(const char *text, char *err, size_t errlen)
 	return 0;
 }
 
-bool squash_pattern_needs_job(const char *text)
+/* True when text uses one of the conversions in convs. */
+static bool uses(const char *text, const char *convs)
 {
 	for (const char *p = strchr(text, '%'); p; p = strchr(p, '%')) {
 		char conv;
@@ -77,11 +78,21 @@ bool squash_pattern_needs_job(const char *text)
 
 		if (n == 0)
 			return false;
-		if (conv == 'a' || conv == 'A' || conv == 'j')
+		if (conv != '%' && strchr(convs, conv))
 			return true;
 		p += n;
 	}
 	return false;
+}
+
+bool squash_pattern_needs_array(const char *text)
+{
+	return uses(text, "aA");
+}
+
+bool squash_pattern_needs_job(const char *text)
+{
+	return uses(text, "aAj");
 }
 
 int squash_pattern_expand(const char *text, const struct squash_pattern_values *v,

@@ -38,6 +38,9 @@ int squash_pattern_check(const char *text, char *err, size_t errlen);
  * be expanded once the job and task are known. */
 bool squash_pattern_needs_job(const char *text);
 
+/* True when text (syntax already checked) uses %a or %A. */
+bool squash_pattern_needs_array(const char *text);
+
 /* Expands text into out. Returns 0, or -1 with err: bad syntax, a value
  * that is not known (see struct), or a result of outlen bytes or more. */
 int squash_pattern_expand(const char *text, const struct squash_pattern_values *v,

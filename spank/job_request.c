@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "imagespec.h"
+#include "job_array.h"
 #include "job_request.h"
 #include "path_pattern.h"
 #include "prolog_note.h"
@@ -111,23 +112,16 @@ static int fill_targets(const struct squash_settings *s, uint32_t job_id,
 	return 0;
 }
 
-/* The array ids of the job, from Slurm when it answers them in this
- * context, else from the prolog's environment (SLURM_ARRAY_JOB_ID and
- * SLURM_ARRAY_TASK_ID are set only for array tasks). */
-static void array_ids(spank_t sp, struct squash_pattern_values *v)
+/* The array ids, when a path uses %a or %A (asking costs an RPC). */
+static int array_ids(const struct squash_image_list *list, struct squash_pattern_values *v,
+		     char *why, size_t whylen)
 {
-	uint32_t array_job = 0, task = 0;
-
-	if (spank_get_item(sp, S_JOB_ARRAY_ID, &array_job) == ESPANK_SUCCESS &&
-	    array_job != 0 &&
-	    spank_get_item(sp, S_JOB_ARRAY_TASK_ID, &task) == ESPANK_SUCCESS) {
-		v->is_array = true;
-	} else if (env_id("SLURM_ARRAY_JOB_ID", &array_job) == 0 &&
-		   env_id("SLURM_ARRAY_TASK_ID", &task) == 0) {
-		v->is_array = true;
-	}
-	v->array_job_id = array_job;
-	v->array_task_id = task;
+	for (size_t i = 0; i < list->count; i++)
+		if (squash_pattern_needs_array(list->items[i].image) ||
+		    (list->items[i].target && squash_pattern_needs_array(list->items[i].target)))
+			return squash_job_array_ids(v->job_id, &v->is_array, &v->array_job_id,
+						    &v->array_task_id, why, whylen);
+	return 0;
 }
 
 /* Expands one field of the list in place (every path is a pattern; the
@@ -154,7 +148,7 @@ static int expand_field(char **field, const struct squash_pattern_values *v,
 
 /* Expands %a %A %j %u and %% for this job (path_pattern.h). On failure the
  * reason is left for the job's steps, which print it. */
-static int expand_patterns(spank_t sp, const struct squash_settings *s,
+static int expand_patterns(const struct squash_settings *s,
 			   uint32_t job_id, uint32_t uid,
 			   struct squash_image_list *list)
 {
@@ -162,7 +156,12 @@ static int expand_patterns(spank_t sp, const struct squash_settings *s,
 	struct passwd pw, *res = NULL;
 	char pwbuf[4096], why[1024], note[1100];
 
-	array_ids(sp, &v);
+	if (array_ids(list, &v, why, sizeof why)) {
+		slurm_error("spank_squash: job %u: %s", job_id, why);
+		snprintf(note, sizeof note, "%s", why);
+		prolog_note_write(s, job_id, note);
+		return -1;
+	}
 	if (getpwuid_r((uid_t)uid, &pw, pwbuf, sizeof pwbuf, &res) == 0 && res)
 		v.user = res->pw_name;
 	else
@@ -227,7 +226,7 @@ int squash_job_prolog(spank_t sp, const struct squash_settings *s)
 		slurm_info("spank_squash: job %u: bad %s: %s", job_id, IMAGES_ENV, why);
 		return 0;
 	}
-	if (expand_patterns(sp, s, job_id, uid, &list) == 0 &&
+	if (expand_patterns(s, job_id, uid, &list) == 0 &&
 	    fill_targets(s, job_id, &list) == 0)
 		mount_job(s, job_id, uid, &list);
 	squash_imagespec_free(&list);
