@@ -117,6 +117,20 @@ static void test_escapes(void)
 	CHECK_INT(list.count, 1);
 	CHECK_STR(list.items[0].image, "a,,,,,,,,,,,,,,,,,");
 	squash_imagespec_free(&list);
+
+	/* Length limits count the path, not its escapes. */
+	{
+		char *p = malloc(SQUASH_PATH_MAX + 8);
+
+		memset(p, 'p', SQUASH_PATH_MAX - 2);
+		strcpy(p + SQUASH_PATH_MAX - 2, "\\,");
+		CHECK_INT(squash_imagespec_parse(p, &list, err, sizeof(err)), 0);
+		CHECK_INT(strlen(list.items[0].image), SQUASH_PATH_MAX - 1);
+		squash_imagespec_free(&list);
+		strcpy(p + SQUASH_PATH_MAX - 2, "\\,\\:");
+		CHECK_STR(parse_error(p), "item 1: image path is too long (4096 bytes, at most 4095)");
+		free(p);
+	}
 }
 
 /* The canonical text escapes what needs it and parses to the same list. */
