@@ -92,3 +92,33 @@ def test_unknown_pattern_refused_at_submit(cluster):
     assert f"squash: {d}/img_%t.sqfs: '%t' in '{d}/img_%t.sqfs' is not a known pattern" in p.stderr
     assert "%a (array task id)" in p.stderr
     assert cluster.squeue_ids() == []
+
+
+def test_array_tasks_on_two_nodes(cluster3):
+    """Every node of a task expands the pattern for that task: both nodes
+    of each two-node task mount the task's own image."""
+    c = cluster3
+    d = c.workdir(USER1, "arr")
+    for k in (1, 2):
+        c.make_image(d / f"img_{k}.sqfs", {"which": f"dataset {k}\n"}, owner=USER1)
+    script = c.write_script(d, "srun -N2 --ntasks-per-node=1 bash -c "
+                               "'echo \"$(hostname) $(cat /squash/data/which)\"'\n")
+    p = c.as_user(USER1, ["sbatch", "--parsable", "-N2", "--array=1-2", "-o", d / "out_%a.txt",
+                          f"--squash-image={d}/img_%a.sqfs:/squash/data", script],
+                  cwd=d, timeout=60)
+    assert p.returncode == 0, p.stderr
+    array_id = int(p.stdout.strip().split(";")[0])
+
+    def ended():
+        s = task_states(c, array_id)
+        return s if len(s) == 2 and all(v in ("COMPLETED", "FAILED") for v in s.values()) else None
+    states = wait_until(ended, 120, 0.3, f"the tasks of array {array_id} to end")
+    outputs = {k: (d / f"out_{k}.txt").read_text() for k in (1, 2)}
+    assert states == {1: "COMPLETED", 2: "COMPLETED"}, (states, outputs)
+    for k in (1, 2):
+        lines = sorted(outputs[k].splitlines())
+        assert len(lines) == 2, outputs[k]
+        hosts = {line.split()[0] for line in lines}
+        assert len(hosts) == 2 and hosts <= {"n1", "n2", "n3"}, outputs[k]
+        assert all(line.endswith(f" dataset {k}") for line in lines), outputs[k]
+    wait_until(lambda: not c.squeue_ids(), 30, 0.2, "the array to leave the queue")
