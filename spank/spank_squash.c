@@ -1,7 +1,7 @@
 /* spank_squash: mounts squashfs images for Slurm jobs (--squash-image).
  *
  * Entry points only: each one dispatches on the context it runs in.
- *   sbatch/salloc/srun (as the user)   submit_check.c
+ *   sbatch/salloc/srun (as the user)   submit_check.c, env_default.c
  *   slurmd prolog/epilog (root)        job_request.c
  *   slurmstepd, every step (root)      step_bind.c
  * See docs/architecture.md and spank_squash(8). */
@@ -14,6 +14,7 @@
 
 #include <slurm/spank.h>
 
+#include "env_default.h"
 #include "job_request.h"
 #include "plugin_settings.h"
 #include "step_bind.h"
@@ -102,6 +103,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	switch (spank_context()) {
 	case S_CTX_ALLOCATOR:
 	case S_CTX_LOCAL:
+		/* Before Slurm reads options from the environment. */
+		squash_env_default_apply();
+		return register_option(sp);
 	case S_CTX_REMOTE:
 		return register_option(sp);
 	default:
@@ -114,7 +118,12 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	switch (spank_context()) {
 	case S_CTX_ALLOCATOR:
 	case S_CTX_LOCAL:
-		return squash_submit_check(sp, image_option, &settings);
+		if (squash_submit_check(sp, image_option, &settings) == 0)
+			return 0;
+		if (squash_env_default_source(image_option))
+			slurm_error("squash: the images came from %s in the environment; correct or unset it, or give --squash-image on the command line",
+				    squash_env_default_source(image_option));
+		return -1;
 	case S_CTX_REMOTE:
 		return squash_step_setup(sp, image_option, &settings);
 	default:
