@@ -178,9 +178,10 @@ static int expand_patterns(const struct squash_settings *s,
 	return 0;
 }
 
-/* Builds the MountJobRequest from the complete list and sends it. */
-static void mount_job(const struct squash_settings *s, uint32_t job_id,
-		      uint32_t uid, const struct squash_image_list *list)
+/* Builds the MountJobRequest from the complete list and sends it. Returns
+ * squashd's status, or -1 when it could not be asked. */
+static int mount_job(const struct squash_settings *s, uint32_t job_id,
+		     uint32_t uid, const struct squash_image_list *list)
 {
 	Squash__ImageSpec specs[SQUASH_MAX_IMAGES];
 	Squash__ImageSpec *ptrs[SQUASH_MAX_IMAGES];
@@ -209,28 +210,57 @@ static void mount_job(const struct squash_settings *s, uint32_t job_id,
 		snprintf(note, sizeof note, "the job prolog could not reach squashd: %s", why);
 		prolog_note_write(s, job_id, note);
 	}
+	return status;
+}
+
+/* Parses the canonical list, expands its patterns, fills in default
+ * targets and asks squashd to mount it for the job. Returns squashd's
+ * status, or -1 when the list is bad or squashd could not be asked. */
+static int mount_listed_images(const struct squash_settings *s, uint32_t job_id,
+			       uint32_t uid, const char *text)
+{
+	struct squash_image_list list;
+	char why[512];
+	int status = -1;
+
+	if (squash_imagespec_parse(text, &list, why, sizeof why)) {
+		slurm_info("spank_squash: job %u: bad list of images: %s", job_id, why);
+		return -1;
+	}
+	if (expand_patterns(s, job_id, uid, &list) == 0 &&
+	    fill_targets(s, job_id, &list) == 0)
+		status = mount_job(s, job_id, uid, &list);
+	squash_imagespec_free(&list);
+	return status;
 }
 
 int squash_job_prolog(spank_t sp, const struct squash_settings *s)
 {
 	const char *text = getenv(IMAGES_ENV);
-	struct squash_image_list list;
 	uint32_t job_id, uid;
-	char why[512];
 
 	if (!text)
 		return 0; /* the job did not ask for images */
 	if (job_identity(sp, &job_id, &uid))
 		return 0;
-	if (squash_imagespec_parse(text, &list, why, sizeof why)) {
-		slurm_info("spank_squash: job %u: bad %s: %s", job_id, IMAGES_ENV, why);
-		return 0;
-	}
-	if (expand_patterns(s, job_id, uid, &list) == 0 &&
-	    fill_targets(s, job_id, &list) == 0)
-		mount_job(s, job_id, uid, &list);
-	squash_imagespec_free(&list);
+	mount_listed_images(s, job_id, uid, text);
 	return 0; /* never drain the node; steps report failures */
+}
+
+int squash_job_mount_late(spank_t sp, const struct squash_settings *s,
+			  uint32_t job_id, uint32_t uid)
+{
+	char *text = malloc(SQUASH_OPTION_MAX + 1);
+	int status = -1;
+
+	if (text && spank_getenv(sp, SQUASH_JOB_IMAGES_STEP_ENV, text, SQUASH_OPTION_MAX + 1) ==
+		    ESPANK_SUCCESS) {
+		slurm_info("spank_squash: job %u: its prolog did not mount its images on this node; "
+			   "mounting them for its step now", job_id);
+		status = mount_listed_images(s, job_id, uid, text);
+	}
+	free(text);
+	return status;
 }
 
 int squash_job_epilog(spank_t sp, const struct squash_settings *s)
