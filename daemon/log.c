@@ -12,6 +12,8 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-journal.h>
 
+#include "utf8.h"
+
 static bool log_debug_enabled;
 /* systemd sets JOURNAL_STREAM when stderr is the journal: then lines are
  * sent to the journal directly, with fields. */
@@ -95,13 +97,39 @@ static bool journal_line(int priority, const char *level, const char *msg)
 	return sd_journal_sendv(iov, (int)k) == 0;
 }
 
+/* Paths in messages are bytes from users: control bytes (a newline would
+ * forge a log line) and bytes that are not UTF-8 are written as \xNN, so
+ * every line is one line of text. */
+static void make_printable(const char *in, char *out, size_t cap)
+{
+	const unsigned char *p = (const unsigned char *)in;
+	size_t used = 0;
+
+	while (*p && used + 5 < cap) {
+		uint32_t cp;
+		size_t len = utf8_sequence(p, &cp);
+
+		if (len == 0 || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
+			len = len ? len : 1;
+			for (size_t i = 0; i < len && used + 5 < cap; i++)
+				used += (size_t)snprintf(out + used, cap - used, "\\x%02x", p[i]);
+		} else {
+			memcpy(out + used, p, len);
+			used += len;
+		}
+		p += len;
+	}
+	out[used] = '\0';
+}
+
 static void log_line(int priority, const char *prefix, const char *level, const char *fmt,
 		     va_list ap)
 {
-	char msg[2048];
+	char raw[2048], msg[2048];
 	int saved = errno; /* callers may log between a failure and %m/errno */
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	make_printable(raw, msg, sizeof(msg));
 	if (!log_to_journal || !journal_line(priority, level, msg)) {
 		fprintf(stderr, "%ssquashd: %s: %s\n", log_to_journal ? prefix : "", level, msg);
 		fflush(stderr);

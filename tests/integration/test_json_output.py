@@ -27,6 +27,10 @@ def test_list_json_parses_for_a_path_that_is_not_utf8(cluster):
                                 cluster.munge_socket, "list"], stdout=subprocess.PIPE,
                                check=True).stdout
         assert raw in table  # no control character in it: shown as it is
+        # squashd's own log writes the byte as \xff: the log stays UTF-8 text.
+        log = (cluster.dir / "log" / "squashd.log").read_bytes()
+        assert b"\xff" not in log
+        assert b"caf\xc3\xa9-\\xff-x.sqfs" in log
         blk.release()
         assert blk.job.state == "COMPLETED", blk.job.output()
         assert blk.job.output() == FILES["hello.txt"]

@@ -58,6 +58,8 @@ int main(void)
 	log_context_job(42, 0);
 	log_info("job %u: %d image(s) ready", 42u, 1);
 	log_debug("not shown without debug");
+	/* Bytes from users cannot forge a line or break a UTF-8 reader. */
+	log_info("image %s", "/x\ny\xff\xc3\xa9.sqfs");
 	dup2(saved, STDERR_FILENO);
 	close(saved);
 	char line[256] = "";
@@ -66,6 +68,9 @@ int main(void)
 	if (!fgets(line, sizeof(line), f))
 		line[0] = '\0';
 	CHECK_STR(line, "squashd: info: job 42: 1 image(s) ready\n");
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	CHECK_STR(line, "squashd: info: image /x\\x0ay\\xff\xc3\xa9.sqfs\n");
 	CHECK(!fgets(line, sizeof(line), f));
 	fclose(f);
 	unlink(path);
