@@ -31,6 +31,8 @@ struct squashd_config {
 	unsigned gc_interval_s;      /* reconcile with Slurm this often; 0: only on demand */
 	char slurm_conf[PATH_MAX];   /* empty: libslurm's default (SLURM_CONF or /etc/slurm) */
 	char node_name[256];         /* this node's Slurm name; empty: short host name */
+	unsigned max_loop_devices;   /* kernel mounts at once; 0: as many as the kernel gives */
+	bool debug;                  /* log debug messages (also: squashd --debug) */
 };
 
 /* Fills cfg with defaults, then reads path. Refuses a file that is not a

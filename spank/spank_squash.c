@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <slurm/spank.h>
+#include <slurm/slurm_version.h>
 
 #include "env_default.h"
 #include "job_request.h"
@@ -95,8 +96,28 @@ static void unload_settings(void)
 	settings_loaded = false;
 }
 
+/* Which Slurm this build is for, once per process: in slurmd's and
+ * slurmstepd's logs; only at debug level in sbatch/srun/salloc, where info
+ * would reach the user's terminal. */
+static void log_build_once(void)
+{
+	static bool logged;
+
+	if (logged)
+		return;
+	logged = true;
+	const unsigned v = SLURM_VERSION_NUMBER;
+	if (spank_context() == S_CTX_ALLOCATOR || spank_context() == S_CTX_LOCAL)
+		slurm_debug("spank_squash %s built for Slurm %u.%02u.%u", PACKAGE_VERSION,
+			    SLURM_VERSION_MAJOR(v), SLURM_VERSION_MINOR(v), SLURM_VERSION_MICRO(v));
+	else
+		slurm_info("spank_squash %s built for Slurm %u.%02u.%u", PACKAGE_VERSION,
+			   SLURM_VERSION_MAJOR(v), SLURM_VERSION_MINOR(v), SLURM_VERSION_MICRO(v));
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
+	log_build_once();
 	/* A bad plugstack.conf line stops the plugin everywhere. */
 	if (load_settings(ac, av) != 0)
 		return -1;
