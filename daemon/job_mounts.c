@@ -20,6 +20,7 @@
 #include "image_open.h"
 #include "linger.h"
 #include "log.h"
+#include "loop_devices.h"
 #include "mount_fuse.h"
 #include "mount_loop.h"
 #include "overlay.h"
@@ -121,6 +122,7 @@ int job_mounts_save_locked(struct daemon_state *ds)
 	char err[PATH_MAX + 256];
 
 	if (state_file_save(&ds->registry, ds->state_path, err, sizeof(err)) < 0) {
+		ds->registry_save_errors++;
 		if (strcmp(ds->save_error, err))
 			log_error("cannot save the registry: %s; new mounts are refused until it can be saved",
 				  err);
@@ -295,6 +297,8 @@ static enum result make_mount(struct daemon_state *ds, struct mount_entry *m, in
 	if (m->key.mode == SQUASH__MOUNT_MODE__FUSE)
 		return fuse_mount_image(fd, m->mount_point, id, ds->cfg->squashfuse, time_left(deadline_ms),
 					server, server_pidfd, why, whylen);
+	if (loop_devices_refuse(ds, m, why, whylen))
+		return RESULT_NODE_ERROR;
 	return loop_mount_image(fd, m->mount_point, loop_dev, loop_len, why, whylen);
 }
 
@@ -315,6 +319,7 @@ static enum result mount_one(struct daemon_state *ds, const struct identity *id,
 		return res;
 	}
 	Squash__MountMode mode = policy_mount_mode(ds->cfg, fd, &st);
+	log_context_image(spec->image, mode == SQUASH__MOUNT_MODE__KERNEL ? "kernel" : "fuse");
 	if (mode == SQUASH__MOUNT_MODE__FUSE && id->uid == 0) {
 		/* FUSE servers parse untrusted images; they never run as root. */
 		snprintf(err, errlen, "image %s: jobs of root may only use trusted images "

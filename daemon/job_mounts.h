@@ -37,6 +37,7 @@ struct daemon_state {
 	unsigned requests_in_progress;
 	unsigned long long requests, requests_failed, gc_releases;
 	long long last_gc_ms;       /* monotonic; 0: never */
+	unsigned long long registry_save_errors; /* failed saves since start */
 };
 
 /* Mounts whose last reference went, to be unmounted after the answer. */
@@ -58,6 +59,7 @@ struct reply {
 	Squash__NodeStatus node;
 	char *problems[8];
 	char problem_text[8][PATH_MAX + 256];
+	struct status_extra *extra;  /* status: the operations view (status_report.h) */
 };
 
 void reply_init(struct reply *r);

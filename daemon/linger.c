@@ -13,12 +13,14 @@ static bool started;
 
 bool linger_begin_locked(struct daemon_state *ds, struct mount_entry *m)
 {
-	if (ds->cfg->linger_s == 0 || ds->stopping)
+	/* A reload may change it at any time (reload.c). */
+	unsigned linger_s = __atomic_load_n(&ds->cfg->linger_s, __ATOMIC_RELAXED);
+
+	if (linger_s == 0 || ds->stopping)
 		return false;
 	m->state = MOUNT_LINGERING;
-	m->linger_until_ms = squash_now_ms() + (long long)ds->cfg->linger_s * 1000;
-	log_info("mount of image %s at %s lingers for %u s", m->image, m->mount_point,
-		 ds->cfg->linger_s);
+	m->linger_until_ms = squash_now_ms() + (long long)linger_s * 1000;
+	log_info("mount of image %s at %s lingers for %u s", m->image, m->mount_point, linger_s);
 	/* The expiry thread may sleep past the new deadline otherwise. */
 	pthread_cond_broadcast(&ds->changed);
 	return true;

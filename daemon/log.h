@@ -1,14 +1,33 @@
-/* squashd logging: every line starts with "squashd: " and a level, goes to
- * stderr (journald under systemd, with sd-daemon priority prefixes). */
+/* squashd logging. Every line starts with "squashd: " and a level and goes
+ * to stderr; under systemd (JOURNAL_STREAM set) lines go to the journal
+ * instead, with the fields of the request being served: JOB_ID, USER_ID,
+ * IMAGE, MODE (journalctl -u squashd JOB_ID=123). */
 #ifndef SQUASHD_LOG_H
 #define SQUASHD_LOG_H
 
+#include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 void log_init(bool debug);
+/* SIGHUP may turn debug messages on or off. */
+void log_set_debug(bool debug);
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* What the calling thread is working on (thread-local; a worker sets it
+ * for its request and clears it when done). uid < 0: unknown. */
+void log_context_job(uint32_t job_id, long uid);
+void log_context_image(const char *image, const char *mode);
+void log_context_clear(void);
+
+/* The calling thread's context as journal fields "NAME=value", in the order
+ * JOB_ID, USER_ID, IMAGE, MODE, known ones only. Returns how many. */
+#define LOG_FIELDS_MAX 4
+#define LOG_FIELD_LEN (PATH_MAX + 16)
+size_t log_context_fields(char fields[LOG_FIELDS_MAX][LOG_FIELD_LEN]);
 
 #endif

@@ -15,8 +15,10 @@
 #include "linger.h"
 #include "log.h"
 #include "reconcile.h"
+#include "reload.h"
 #include "server.h"
 #include "settings.h"
+#include "socket_activation.h"
 #include "state_file.h"
 
 static void usage(FILE *out)
@@ -125,6 +127,8 @@ int main(int argc, char **argv)
 		log_error("%s", err);
 		return 1;
 	}
+	if (cfg.debug)
+		log_set_debug(true);
 	if (socket_path) {
 		if (strlen(socket_path) >= sizeof(cfg.socket_path)) {
 			log_error("socket path too long");
@@ -158,16 +162,24 @@ int main(int argc, char **argv)
 	}
 	job_mounts_adopt(&ds);
 
-	int listen_fd = server_listen(cfg.socket_path, err, sizeof(err));
+	/* Under squashd.socket systemd holds the socket (and the clients
+	 * that connect while squashd restarts); otherwise bind it here. */
+	int listen_fd = socket_activation_fd(cfg.socket_path, err, sizeof(err));
+	bool activated = listen_fd >= 0;
+	if (listen_fd == -1)
+		listen_fd = server_listen(cfg.socket_path, err, sizeof(err));
 	if (listen_fd < 0) {
 		log_error("%s", err);
 		registry_free(&ds.registry);
 		config_free(&cfg);
 		return 1;
 	}
-	log_info("listening on %s as node %s (mount mode %s, MUNGE %s, gc every %u s, linger %u s)", cfg.socket_path,
+	log_info("squashd %s listening on %s%s as node %s (mount mode %s, MUNGE %s, gc every %u s, linger %u s)",
+		 PACKAGE_VERSION, cfg.socket_path, activated ? " (socket from systemd)" : "",
 		 ds.node_name, mount_policy_name(cfg.mount_policy),
 		 cfg.require_munge ? "required" : "optional", cfg.gc_interval_s, cfg.linger_s);
+	reload_init(&cfg, config_path, config_given, debug);
+	server_on_reload(reload_settings, NULL);
 	if (reconcile_start(&ds) < 0)
 		log_error("cannot start the periodic reconciliation with Slurm");
 	if (linger_start(&ds) < 0)
@@ -176,7 +188,8 @@ int main(int argc, char **argv)
 	/* Nobody can take a lingering mount over any more: unmount them. */
 	linger_finish();
 	close(listen_fd);
-	unlink(cfg.socket_path);
+	if (!activated) /* systemd's socket stays for the next squashd */
+		unlink(cfg.socket_path);
 	/* Requests that outlived the grace period may still hold the lock's
 	 * data; the save takes the lock, and exit ends them. */
 	pthread_mutex_lock(&ds.lock);

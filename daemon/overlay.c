@@ -130,9 +130,12 @@ enum result overlay_job_mount(struct daemon_state *ds, struct job_entry *job,
 	struct identity *id = NULL; /* looked up for the first :rw=DIR */
 	char dir[PATH_MAX], opts[64], *points[SQUASH_MAX_IMAGES] = { NULL };
 
+	/* A reload may change it at any time (reload.c). */
+	unsigned long long size = __atomic_load_n(&ds->cfg->overlay_size, __ATOMIC_RELAXED);
+
 	if (!any_writable(job))
 		return RESULT_OK;
-	if (ds->cfg->overlay_size == 0) {
+	if (size == 0) {
 		snprintf(err, errlen, "writable images (:rw) are not enabled on this node "
 			 "(overlay_size = 0 in squashd.conf); ask your site or drop :rw");
 		return RESULT_USER_ERROR;
@@ -144,7 +147,7 @@ enum result overlay_job_mount(struct daemon_state *ds, struct job_entry *job,
 		snprintf(err, errlen, "overlay directory path too long");
 		return RESULT_NODE_ERROR;
 	}
-	snprintf(opts, sizeof(opts), "size=%llu,mode=0700", ds->cfg->overlay_size);
+	snprintf(opts, sizeof(opts), "size=%llu,mode=0700", size);
 	if (mkdir(dir, 0700) < 0) {
 		snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
 		return RESULT_NODE_ERROR;
@@ -191,7 +194,7 @@ enum result overlay_job_mount(struct daemon_state *ds, struct job_entry *job,
 		job->images[i].overlay = points[i];
 	pthread_mutex_unlock(&ds->lock);
 	log_info("job %u: writable overlay(s) in %s (tmpfs of %llu bytes)", job->job_id, dir,
-		 ds->cfg->overlay_size);
+		 size);
 	return RESULT_OK;
 }
 

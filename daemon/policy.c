@@ -61,9 +61,10 @@ enum result policy_check_mount_request(const struct squashd_config *cfg,
 			return RESULT_USER_ERROR;
 		}
 		for (size_t j = 0; j < i; j++) {
-			if (!strcmp(req->images[j]->target, spec->target)) {
-				snprintf(err, errlen, "images %s and %s both use target %s",
-					 req->images[j]->image, spec->image, spec->target);
+			/* The same target twice, or nested targets (target.c). */
+			if (squash_target_pair_check(req->images[j]->image, req->images[j]->target,
+						     spec->image, spec->target, why, sizeof(why)) < 0) {
+				snprintf(err, errlen, "%s", why);
 				return RESULT_USER_ERROR;
 			}
 		}

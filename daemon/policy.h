@@ -18,7 +18,8 @@
 bool policy_may_send(const struct peer *peer, Squash__Request__OpCase op,
 		     char *err, size_t errlen);
 
-/* Image count, absolute image paths, targets allowed and distinct. */
+/* Image count, absolute image paths, targets allowed, distinct and not
+ * nested. */
 enum result policy_check_mount_request(const struct squashd_config *cfg,
 				       const Squash__MountJobRequest *req,
 				       char *err, size_t errlen);

@@ -26,6 +26,8 @@
 #define GC_BATCH 1024
 #define QUERY_TIMEOUT_MS 60000
 #define QUERY_OUTPUT_MAX (GC_BATCH * 64)
+/* squashctl health's dry run must answer well within NHC's 10 s. */
+#define DRY_RUN_TIMEOUT_MS 5000
 
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER; /* one pass at a time */
 static pthread_mutex_t timer_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -116,7 +118,7 @@ struct verdict {
 /* Runs the query child for ids; fills verdicts (same order not assumed).
  * Returns how many, or -1 with err. */
 static int ask_slurm(struct daemon_state *ds, const uint32_t *ids, size_t n, struct verdict *out,
-		     char *err, size_t errlen)
+		     int timeout_ms, char *err, size_t errlen)
 {
 	char **argv = calloc(n + 4, sizeof(*argv));
 	char *idtext = malloc(n * 12 + 1), *output = malloc(QUERY_OUTPUT_MAX + 1);
@@ -150,7 +152,7 @@ static int ask_slurm(struct daemon_state *ds, const uint32_t *ids, size_t n, str
 	}
 	close(pipefd[1]);
 	pipefd[1] = -1;
-	long long deadline = squash_now_ms() + QUERY_TIMEOUT_MS;
+	long long deadline = squash_now_ms() + timeout_ms;
 	for (;;) {
 		struct pollfd p[2] = { { .fd = pipefd[0], .events = POLLIN },
 				       { .fd = child_stop_fd(), .events = POLLIN } };
@@ -160,7 +162,7 @@ static int ask_slurm(struct daemon_state *ds, const uint32_t *ids, size_t n, str
 			continue;
 		if (r <= 0 || (p[1].revents & POLLIN)) {
 			snprintf(err, errlen, r == 0 ? "slurmctld did not answer within %d s" : "stopped",
-				 QUERY_TIMEOUT_MS / 1000);
+				 timeout_ms / 1000);
 			child_abandon(pidfd);
 			pidfd = -1;
 			goto out;
@@ -336,7 +338,7 @@ static int run_pass(struct daemon_state *ds, uint32_t *released, size_t cap, cha
 	if (n == 0)
 		goto done;
 
-	int found = ask_slurm(ds, ids, n, verdicts, err, errlen);
+	int found = ask_slurm(ds, ids, n, verdicts, QUERY_TIMEOUT_MS, err, errlen);
 	if (found < 0) {
 		count = -1;
 		goto out;
@@ -353,8 +355,10 @@ static int run_pass(struct daemon_state *ds, uint32_t *released, size_t cap, cha
 		}
 		struct teardown td = { NULL };
 		if (job_mounts_release_gone(ds, verdicts[i].job_id, &td)) {
+			log_context_job(verdicts[i].job_id, -1);
 			log_info("gc: released job %u (Slurm: %s; its epilog did not release it)",
 				 verdicts[i].job_id, verdicts[i].state);
+			log_context_clear();
 			if ((size_t)count < cap)
 				released[count] = verdicts[i].job_id;
 			count++;
@@ -370,6 +374,46 @@ out:
 	free(ids);
 	free(verdicts);
 	return count;
+}
+
+void reconcile_dry_run(struct daemon_state *ds, void (*problem)(void *arg, const char *line),
+		       void *arg)
+{
+	uint32_t *ids = malloc(GC_BATCH * sizeof(*ids));
+	struct verdict *verdicts = malloc(GC_BATCH * sizeof(*verdicts));
+	char err[512], line[256];
+	size_t n = 0;
+
+	if (!ids || !verdicts)
+		goto out;
+	pthread_mutex_lock(&ds->lock);
+	for (const struct job_entry *j = ds->registry.jobs; j && n < GC_BATCH; j = j->next)
+		if (!j->pending)
+			ids[n++] = j->job_id;
+	pthread_mutex_unlock(&ds->lock);
+	int found = n ? ask_slurm(ds, ids, n, verdicts, DRY_RUN_TIMEOUT_MS, err, sizeof(err)) : 0;
+	if (found < 0) {
+		log_info("health: cannot ask Slurm which jobs still run here: %s", err);
+		goto out;
+	}
+	char *mountinfo = found ? read_file("/proc/self/mountinfo", 4 << 20) : NULL;
+	for (int i = 0; i < found; i++) {
+		if (!strcmp(verdicts[i].state, "here"))
+			continue;
+		pid_t user = mountinfo ? job_still_used(ds, verdicts[i].job_id, mountinfo) : 0;
+		if (user)
+			snprintf(line, sizeof(line), "mount of job %u that no longer runs here (Slurm: %s); "
+				 "pid %d still uses it, so gc keeps it", verdicts[i].job_id, verdicts[i].state,
+				 (int)user);
+		else
+			snprintf(line, sizeof(line), "mount of job %u that no longer runs here (Slurm: %s); "
+				 "the next gc releases it", verdicts[i].job_id, verdicts[i].state);
+		problem(arg, line);
+	}
+	free(mountinfo);
+out:
+	free(ids);
+	free(verdicts);
 }
 
 void reconcile_on_demand(struct daemon_state *ds, struct reply *out)

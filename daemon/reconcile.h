@@ -22,6 +22,13 @@ void reconcile_stop(void);
 /* One pass now; the answer lists the released jobs (gc request). */
 void reconcile_on_demand(struct daemon_state *ds, struct reply *out);
 
+/* health: asks Slurm about every registered job, as a pass does, but
+ * releases nothing; calls problem() with one line per job that no longer
+ * runs here. Says nothing when Slurm cannot be asked within a few seconds
+ * (a health check must not fail a node because slurmctld is slow). */
+void reconcile_dry_run(struct daemon_state *ds, void (*problem)(void *arg, const char *line),
+		       void *arg);
+
 /* The hidden mode behind the child: squashd --query-slurm NODE JOBID...
  * Prints "JOBID here" or "JOBID gone STATE" per job; exits 1 with a reason
  * on stderr when Slurm cannot be asked. */

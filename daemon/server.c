@@ -28,6 +28,8 @@
 #include "policy.h"
 #include "reconcile.h"
 #include "request_codec.h"
+#include "request_stats.h"
+#include "status_report.h"
 
 /* Requests served at once. Beyond it connections wait in the listen
  * backlog (they are not dropped) until a worker is free. */
@@ -56,6 +58,14 @@ static struct {
 } per_user[MAX_WORKERS];
 static size_t n_users;
 static int wake_fd = -1; /* a worker finished while the main loop waited for one */
+static void (*reload_fn)(void *);
+static void *reload_arg;
+
+void server_on_reload(void (*fn)(void *arg), void *arg)
+{
+	reload_fn = fn;
+	reload_arg = arg;
+}
 
 int server_listen(const char *path, char *err, size_t errlen)
 {
@@ -109,6 +119,17 @@ static const char *op_name(Squash__Request__OpCase op)
 	}
 }
 
+/* Journal fields (JOB_ID, USER_ID) for every line this request logs. */
+static void log_context_request(const Squash__Request *req)
+{
+	if (req->op_case == SQUASH__REQUEST__OP_MOUNT_JOB)
+		log_context_job(req->mount_job->job_id, (long)req->mount_job->uid);
+	else if (req->op_case == SQUASH__REQUEST__OP_STEP_INFO)
+		log_context_job(req->step_info->job_id, -1);
+	else if (req->op_case == SQUASH__REQUEST__OP_RELEASE_JOB)
+		log_context_job(req->release_job->job_id, -1);
+}
+
 /* Drops trailing mounts until the answer fits one frame. */
 static void fit_list(struct reply *out)
 {
@@ -135,7 +156,7 @@ static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
 	Squash__Status status;
 	Squash__Request__OpCase op = SQUASH__REQUEST__OP__NOT_SET;
 	char err[SQUASH_PATH_MAX + 256];
-	long long start = squash_now_ms();
+	long long start = squash_now_ms(), start_us = request_stats_now_us();
 	long long deadline = start + (long long)ds->cfg->request_timeout_s * 1000;
 
 	if (!out) {
@@ -153,9 +174,11 @@ static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
 		log_warning("refused request from uid %u pid %d: %s", (unsigned)c->peer.uid,
 			    (int)c->peer.pid, err);
 		reply_error(out, SQUASH__STATUS__DENIED, "%s", err);
+		op = d.request->op_case; /* counted under its kind, as a failure */
 	} else {
 		const Squash__Request *req = d.request;
 		op = req->op_case;
+		log_context_request(req);
 		pthread_mutex_lock(&ds->lock);
 		ds->requests_in_progress++;
 		pthread_mutex_unlock(&ds->lock);
@@ -178,6 +201,8 @@ static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
 			break;
 		case SQUASH__REQUEST__OP_STATUS:
 			job_mounts_status(ds, out);
+			/* Only root's health check may make squashd ask Slurm. */
+			status_report_extend(ds, c->peer.uid == 0 ? req->status : NULL, out);
 			break;
 		default:
 			reply_error(out, SQUASH__STATUS__BAD_REQUEST, "unknown request");
@@ -194,13 +219,16 @@ static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
 	ds->requests++;
 	ds->requests_failed += out->resp.status != SQUASH__STATUS__OK;
 	pthread_mutex_unlock(&ds->lock);
+	request_stats_record(op, out->resp.status == SQUASH__STATUS__OK, request_stats_now_us() - start_us);
 	log_debug("%s from uid %u pid %d: %s in %lld ms", op_name(op), (unsigned)c->peer.uid,
 		  (int)c->peer.pid, squash_status_name(out->resp.status), squash_now_ms() - start);
+	status_report_free(out);
 	reply_free(out);
 	free(out);
 	squash_decoded_request_free(&d);
 	/* After the answer: the epilog need not wait for the unmounts. */
 	job_mounts_teardown(ds, &td);
+	log_context_clear();
 }
 
 static void refuse_oversized(struct connection *c)
@@ -214,6 +242,7 @@ static void refuse_oversized(struct connection *c)
 	reply_init(out);
 	reply_error(out, SQUASH__STATUS__BAD_REQUEST, "request larger than %d bytes", SQUASH_FRAME_MAX);
 	squash_response_send(c->fd, &out->resp);
+	request_stats_record(SQUASH__REQUEST__OP__NOT_SET, false, 0);
 	free(out);
 }
 
@@ -349,6 +378,10 @@ static int handle_signal(int sfd)
 		case SIGINT:
 			log_info("stopping on signal %u; mounts stay for their jobs", si.ssi_signo);
 			return 1;
+		case SIGHUP:
+			if (reload_fn)
+				reload_fn(reload_arg);
+			break;
 		default:
 			break;
 		}

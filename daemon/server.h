@@ -20,6 +20,9 @@ int server_listen(const char *path, char *err, size_t errlen);
  * calling thread; call before starting any thread. */
 void server_block_signals(void);
 
+/* SIGHUP calls fn(arg) in the main loop (re-reading the settings). */
+void server_on_reload(void (*fn)(void *arg), void *arg);
+
 /* Serves until SIGTERM or SIGINT. Returns 0 on a clean stop. */
 int server_run(int listen_fd, struct daemon_state *ds);
 

@@ -173,6 +173,10 @@ static int apply_setting(struct squashd_config *cfg, const char *key,
 		return set_bool(&cfg->require_munge, value, key, err, errlen);
 	if (!strcmp(key, "max_images_per_job"))
 		return set_uint(&cfg->max_images_per_job, value, 1, SQUASH_MAX_IMAGES, key, err, errlen);
+	if (!strcmp(key, "debug"))
+		return set_bool(&cfg->debug, value, key, err, errlen);
+	if (!strcmp(key, "max_loop_devices"))
+		return set_uint(&cfg->max_loop_devices, value, 0, 1u << 20, key, err, errlen);
 	if (!strcmp(key, "request_timeout"))
 		return set_uint(&cfg->request_timeout_s, value, 1, 600, key, err, errlen);
 	if (!strcmp(key, "mount_mode")) {

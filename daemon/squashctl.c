@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "client.h"
+#include "json_escape.h"
+#include "squashctl_report.h"
 
 static void usage(FILE *out)
 {
@@ -20,6 +22,7 @@ static void usage(FILE *out)
 		"  gc               release every job Slurm says no longer runs here (root)\n"
 		"  status           squashd's version, uptime, mounts, jobs and counters\n"
 		"  health           exit 0 when squashd is healthy; else one line per problem\n"
+		"  metrics          counters in the Prometheus text format (node_exporter textfile)\n"
 		"Options:\n"
 		"  -s, --socket PATH        squashd socket (default " SQUASH_DEFAULT_SOCKET ")\n"
 		"  -n, --no-munge           do not sign requests with MUNGE\n"
@@ -30,16 +33,18 @@ static void usage(FILE *out)
 
 static void json_string(const char *s)
 {
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20)
-			printf("\\u%04x", *p);
+	json_write_string(stdout, s);
+}
+
+/* Table output: control bytes as \xNN, so a path cannot move the cursor. */
+static void print_safe(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			printf("\\x%02x", *p);
 		else
 			putchar(*p);
 	}
-	putchar('"');
 }
 
 static void print_list_json(const Squash__Response *r)
@@ -93,8 +98,12 @@ static void print_list_table(const Squash__Response *r)
 			snprintf(by, sizeof(by), "%s", m->loop_device);
 		else if (m->has_server_pid)
 			snprintf(by, sizeof(by), "pid %d uid %u", m->server_pid, m->owner_uid);
-		printf("%-6s %-4u %-12s %-14s %s -> %s\n", squash_mode_name(m->mode), m->refcount,
-		       jobs[0] ? jobs : "-", by, m->image, m->mount_point);
+		printf("%-6s %-4u %-12s %-14s ", squash_mode_name(m->mode), m->refcount,
+		       jobs[0] ? jobs : "-", by);
+		print_safe(m->image);
+		printf(" -> ");
+		print_safe(m->mount_point);
+		putchar('\n');
 	}
 }
 
@@ -122,24 +131,6 @@ static int parse_seconds(const char *s)
 		return -1;
 	}
 	return (int)v;
-}
-
-static void print_status(const Squash__NodeStatus *n)
-{
-	printf("version: %s\nuptime: %llu s\nmounts: %u kernel, %u fuse, %u dead\n"
-	       "jobs: %u (%u failed)\nrequests: %llu (%llu not ok), %u in progress\n"
-	       "gc releases: %llu\n",
-	       n->version, (unsigned long long)n->uptime_s, n->mounts_kernel, n->mounts_fuse,
-	       n->mounts_dead, n->jobs, n->jobs_failed, (unsigned long long)n->requests,
-	       (unsigned long long)n->requests_failed, n->requests_in_progress,
-	       (unsigned long long)n->gc_releases);
-	if (n->has_last_gc_age_s)
-		printf("last gc: %lld s ago\n", (long long)n->last_gc_age_s);
-	else
-		printf("last gc: never\n");
-	printf("registry: %s\n", n->registry_error ? n->registry_error : "saved");
-	for (size_t i = 0; i < n->n_problems; i++)
-		printf("problem: %s\n", n->problems[i]);
 }
 
 int main(int argc, char **argv)
@@ -181,7 +172,7 @@ int main(int argc, char **argv)
 	Squash__ReleaseJobRequest release = SQUASH__RELEASE_JOB_REQUEST__INIT;
 	Squash__GcRequest gc = SQUASH__GC_REQUEST__INIT;
 	Squash__StatusRequest status = SQUASH__STATUS_REQUEST__INIT;
-	bool health = false;
+	bool health = false, metrics = false;
 	if (!strcmp(cmd, "list")) {
 		if (optind < argc && !strcmp(argv[optind], "--json")) {
 			json = true;
@@ -202,8 +193,11 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cmd, "gc")) {
 		req.op_case = SQUASH__REQUEST__OP_GC;
 		req.gc = &gc;
-	} else if (!strcmp(cmd, "status") || !strcmp(cmd, "health")) {
+	} else if (!strcmp(cmd, "status") || !strcmp(cmd, "health") || !strcmp(cmd, "metrics")) {
 		health = !strcmp(cmd, "health");
+		metrics = !strcmp(cmd, "metrics");
+		/* health also asks Slurm about the node's jobs (through squashd). */
+		status.has_check_slurm = status.check_slurm = health;
 		req.op_case = SQUASH__REQUEST__OP_STATUS;
 		req.status = &status;
 	} else {
@@ -254,7 +248,10 @@ int main(int argc, char **argv)
 		if (resp->n_released_job_ids == 0)
 			printf("nothing to release\n");
 	} else if (req.op_case == SQUASH__REQUEST__OP_STATUS && resp->node) {
-		print_status(resp->node);
+		if (metrics)
+			print_metrics(stdout, resp->node);
+		else
+			print_status(stdout, resp->node);
 	} else if (resp->message) {
 		printf("%s\n", resp->message);
 	}

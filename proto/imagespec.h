@@ -1,15 +1,19 @@
 /* The --squash-image option syntax, defined once for the plugin, the daemon
  * and the tests:
  *
- *     IMAGE[:TARGET[:rw]][,IMAGE[:TARGET[:rw]]...]
+ *     IMAGE[:TARGET[:rw[=DIR]]][,IMAGE[:TARGET[:rw[=DIR]]]...]
  *
  * A third field "rw" asks for a writable overlay (discarded at the job's
  * end) at the target, "rw=DIR" for one whose changes are kept in the
- * user's directory DIR; "IMAGE::rw" keeps the default target.
- * IMAGE and TARGET are paths; neither may contain ',' or ':' (documented
- * limitation) nor control characters. At most SQUASH_MAX_IMAGES images,
- * each path at most SQUASH_PATH_MAX-1 bytes. A missing TARGET stays NULL;
- * squash_default_target() derives it. */
+ * user's directory DIR (a path, escaped like the others); "IMAGE::rw"
+ * keeps the default target.
+ * IMAGE and TARGET are paths. Inside a path, '\,' stands for ',', '\:' for
+ * ':' and '\\' for '\'; any other backslash is an error, so that text means
+ * one thing only. Paths may not hold control characters. At most
+ * SQUASH_MAX_IMAGES images, each path at most SQUASH_PATH_MAX-1 bytes (after
+ * unescaping). A missing TARGET stays NULL; squash_default_target() derives
+ * it. squash_imagespec_format() writes the escapes back, so its text parses
+ * to the same list. */
 #ifndef SQUASH_IMAGESPEC_H
 #define SQUASH_IMAGESPEC_H
 
@@ -18,7 +22,11 @@
 
 #define SQUASH_MAX_IMAGES 16
 #define SQUASH_PATH_MAX 4096
-#define SQUASH_OPTION_MAX (SQUASH_MAX_IMAGES * 2 * SQUASH_PATH_MAX)
+/* Room for every path fully escaped (twice its length), the separators and
+ * a few flag characters per item. */
+#define SQUASH_OPTION_MAX (SQUASH_MAX_IMAGES * (4 * SQUASH_PATH_MAX + 64))
+/* Fields of one item, separated by ':' (IMAGE, TARGET, and room for more). */
+#define SQUASH_SPEC_MAX_FIELDS 4
 /* squashd's node-level mount points (STATE_DIR/mnt/mN) stay shorter than
  * this, so that answers naming them fit one frame (frame.h). */
 #define SQUASH_MOUNT_DIR_MAX 512
@@ -46,9 +54,35 @@ int squash_imagespec_parse(const char *text, struct squash_image_list *out,
 
 void squash_imagespec_free(struct squash_image_list *list);
 
-/* Canonical text of the list: "image:target[:rw[=dir]],..." (targets that are
- * NULL are left out: "image" or "image::rw"). Returns a malloc'd string, or NULL when out of memory. */
+/* Canonical text of the list: "image:target[:rw[=dir]],..." (targets that
+ * are NULL are left out: "image", "image::rw"; ',' ':' and '\' in paths
+ * escaped). Returns a malloc'd string,
+ * or NULL when out of memory. */
 char *squash_imagespec_format(const struct squash_image_list *list);
+
+/* One item of the option split into its ':'-separated fields, still
+ * escaped. Used by the parser; exposed so that tests and future fields
+ * (flags after TARGET) share one splitter. */
+struct squash_spec_fields {
+	size_t count;
+	struct {
+		const char *text; /* points into the item */
+		size_t len;
+	} field[SQUASH_SPEC_MAX_FIELDS];
+};
+
+/* Splits item[0..len) at unescaped ':' into out. Returns 0, or -1 with err
+ * when the item has a bad escape ('\' not followed by '\', ',' or ':') or
+ * more than SQUASH_SPEC_MAX_FIELDS fields. index numbers the item (1-based)
+ * in messages. */
+int squash_spec_split(const char *item, size_t len, size_t index,
+		      struct squash_spec_fields *out, char *err, size_t errlen);
+
+/* Unescaped copy of an escaped field (malloc'd; NULL when out of memory). */
+char *squash_spec_unescape(const char *text, size_t len);
+
+/* Length of the unescaped text of an escaped field. */
+size_t squash_spec_unescaped_len(const char *text, size_t len);
 
 /* Default mount point of an image: BASE/NAME, where NAME is the image's file
  * name without a .sqfs, .squashfs, .sqsh or .sfs suffix. Returns 0, or -1

@@ -6,9 +6,10 @@
 
 #include "errmsg.h"
 #include "imagespec.h"
+#include "quote.h"
 #include "target.h"
 
-#define QUOTE_MAX 200
+#define QUOTE_MAX SQUASH_QUOTE_MAX
 
 /* Top-level directories a job must never cover: the system the job and
  * slurmstepd run on, and the kernel's interfaces. */
@@ -55,7 +56,10 @@ static int check_clean_path(const char *path, const char *what, char *err,
 		return -1;
 	}
 	if (squash_has_control_char(path)) {
-		squash_errf(err, errlen, "%s contains a control character", what);
+		char shown[SQUASH_QUOTE_BUF];
+
+		squash_errf(err, errlen, "%s '%s' contains a control character", what,
+			    squash_quote(shown, sizeof shown, path, len));
 		return -1;
 	}
 	if (len >= SQUASH_PATH_MAX) {
@@ -69,8 +73,10 @@ static int check_clean_path(const char *path, const char *what, char *err,
 		return -1;
 	}
 	if (strpbrk(path, ",:")) {
-		squash_errf(err, errlen, "%s '%.*s' contains ',' or ':'", what,
-			    QUOTE_MAX, path);
+		/* Tasks get the targets as one ':'-separated list (SQUASH_MOUNTS). */
+		squash_errf(err, errlen,
+			    "%s '%.*s' contains '%c'; mount points may not contain ',' or ':' (they are listed in SQUASH_MOUNTS separated by ':'), choose another TARGET",
+			    what, QUOTE_MAX, path, *strpbrk(path, ",:"));
 		return -1;
 	}
 	if (len > 1 && path[len - 1] == '/') {
@@ -216,5 +222,46 @@ int squash_target_check(const char *target, const struct squash_prefixes *allowe
 	list_prefixes(allowed, names, sizeof(names));
 	squash_errf(err, errlen, "target '%.*s' is not below an allowed prefix (%s)",
 		    QUOTE_MAX, target, names);
+	return -1;
+}
+
+bool squash_targets_overlap(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	const char *shorter = la <= lb ? a : b;
+	const char *longer = la <= lb ? b : a;
+	size_t n = la <= lb ? la : lb;
+
+	if (strncmp(shorter, longer, n) != 0)
+		return false;
+	/* Equal, or the longer continues with a new component ("/" alone
+	 * contains everything). */
+	return longer[n] == '\0' || longer[n] == '/' || (n > 0 && shorter[n - 1] == '/');
+}
+
+int squash_target_pair_check(const char *image_a, const char *target_a,
+			     const char *image_b, const char *target_b,
+			     char *err, size_t errlen)
+{
+	if (!target_a || !target_b || !squash_targets_overlap(target_a, target_b))
+		return 0;
+	if (strcmp(target_a, target_b) == 0) {
+		squash_errf(err, errlen,
+			    "%.*s and %.*s would both be mounted on %.*s; give one of them another target (IMAGE:TARGET)",
+			    QUOTE_MAX, image_a, QUOTE_MAX, image_b, QUOTE_MAX, target_a);
+		return -1;
+	}
+	{
+		bool a_outer = strlen(target_a) < strlen(target_b);
+		const char *outer = a_outer ? target_a : target_b;
+		const char *outer_image = a_outer ? image_a : image_b;
+		const char *inner = a_outer ? target_b : target_a;
+		const char *inner_image = a_outer ? image_b : image_a;
+
+		squash_errf(err, errlen,
+			    "target %.*s of %.*s lies inside target %.*s of %.*s; nested targets are not supported (one mount would hide the other or could not be made), give %.*s a target outside %.*s (IMAGE:TARGET)",
+			    QUOTE_MAX, inner, QUOTE_MAX, inner_image, QUOTE_MAX, outer,
+			    QUOTE_MAX, outer_image, QUOTE_MAX, inner_image, QUOTE_MAX, outer);
+	}
 	return -1;
 }

@@ -38,4 +38,18 @@ bool squash_is_system_path(const char *path);
 int squash_target_check(const char *target, const struct squash_prefixes *allowed,
 			char *err, size_t errlen);
 
+/* True when a and b are the same path or one lies below the other (on a
+ * component boundary: /squash/x and /squash/xy do not overlap). */
+bool squash_targets_overlap(const char *a, const char *b);
+
+/* Checks two items of one job (image_a mounted on target_a, image_b on
+ * target_b, in that order): the same target twice, or one target inside the
+ * other, is refused with a reason naming both. Nested mounts are refused
+ * because the inner mount point would have to be made inside a read-only
+ * image (the step fails with EROFS) or the outer mount would hide the
+ * inner one. Returns 0, or -1 with err. */
+int squash_target_pair_check(const char *image_a, const char *target_a,
+			     const char *image_b, const char *target_b,
+			     char *err, size_t errlen);
+
 #endif

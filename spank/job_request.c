@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pwd.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +11,9 @@
 #include <sys/types.h>
 
 #include "imagespec.h"
+#include "job_array.h"
 #include "job_request.h"
+#include "path_pattern.h"
 #include "prolog_note.h"
 
 /* Set by the submit check with spank_job_control_setenv("SQUASH_IMAGES"). */
@@ -108,9 +112,76 @@ static int fill_targets(const struct squash_settings *s, uint32_t job_id,
 	return 0;
 }
 
-/* Builds the MountJobRequest from the complete list and sends it. */
-static void mount_job(const struct squash_settings *s, uint32_t job_id,
-		      uint32_t uid, const struct squash_image_list *list)
+/* The array ids, when a path uses %a or %A (asking costs an RPC). */
+static int array_ids(const struct squash_image_list *list, struct squash_pattern_values *v,
+		     char *why, size_t whylen)
+{
+	for (size_t i = 0; i < list->count; i++)
+		if (squash_pattern_needs_array(list->items[i].image) ||
+		    (list->items[i].target && squash_pattern_needs_array(list->items[i].target)))
+			return squash_job_array_ids(v->job_id, &v->is_array, &v->array_job_id,
+						    &v->array_task_id, why, whylen);
+	return 0;
+}
+
+/* Expands one field of the list in place (every path is a pattern; the
+ * submit check doubled the '%' of plain paths). */
+static int expand_field(char **field, const struct squash_pattern_values *v,
+			char *why, size_t whylen)
+{
+	char buf[SQUASH_PATH_MAX];
+	char *copy;
+
+	if (!*field)
+		return 0;
+	if (squash_pattern_expand(*field, v, buf, sizeof buf, why, whylen))
+		return -1;
+	copy = strdup(buf);
+	if (!copy) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+/* Expands %a %A %j %u and %% for this job (path_pattern.h). On failure the
+ * reason is left for the job's steps, which print it. */
+static int expand_patterns(const struct squash_settings *s,
+			   uint32_t job_id, uint32_t uid,
+			   struct squash_image_list *list)
+{
+	struct squash_pattern_values v = { .have_job = true, .job_id = job_id };
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096], why[1024], note[1100];
+
+	if (array_ids(list, &v, why, sizeof why)) {
+		slurm_error("spank_squash: job %u: %s", job_id, why);
+		snprintf(note, sizeof note, "%s", why);
+		prolog_note_write(s, job_id, note);
+		return -1;
+	}
+	if (getpwuid_r((uid_t)uid, &pw, pwbuf, sizeof pwbuf, &res) == 0 && res)
+		v.user = res->pw_name;
+	else
+		v.user = getenv("SLURM_JOB_USER");
+	for (size_t i = 0; i < list->count; i++) {
+		if (expand_field(&list->items[i].image, &v, why, sizeof why) ||
+		    expand_field(&list->items[i].target, &v, why, sizeof why)) {
+			slurm_info("spank_squash: job %u: %s", job_id, why);
+			snprintf(note, sizeof note, "cannot expand the image pattern: %s", why);
+			prolog_note_write(s, job_id, note);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Builds the MountJobRequest from the complete list and sends it. Returns
+ * squashd's status, or -1 when it could not be asked. */
+static int mount_job(const struct squash_settings *s, uint32_t job_id,
+		     uint32_t uid, const struct squash_image_list *list)
 {
 	Squash__ImageSpec specs[SQUASH_MAX_IMAGES];
 	Squash__ImageSpec *ptrs[SQUASH_MAX_IMAGES];
@@ -141,27 +212,57 @@ static void mount_job(const struct squash_settings *s, uint32_t job_id,
 		snprintf(note, sizeof note, "the job prolog could not reach squashd: %s", why);
 		prolog_note_write(s, job_id, note);
 	}
+	return status;
+}
+
+/* Parses the canonical list, expands its patterns, fills in default
+ * targets and asks squashd to mount it for the job. Returns squashd's
+ * status, or -1 when the list is bad or squashd could not be asked. */
+static int mount_listed_images(const struct squash_settings *s, uint32_t job_id,
+			       uint32_t uid, const char *text)
+{
+	struct squash_image_list list;
+	char why[512];
+	int status = -1;
+
+	if (squash_imagespec_parse(text, &list, why, sizeof why)) {
+		slurm_info("spank_squash: job %u: bad list of images: %s", job_id, why);
+		return -1;
+	}
+	if (expand_patterns(s, job_id, uid, &list) == 0 &&
+	    fill_targets(s, job_id, &list) == 0)
+		status = mount_job(s, job_id, uid, &list);
+	squash_imagespec_free(&list);
+	return status;
 }
 
 int squash_job_prolog(spank_t sp, const struct squash_settings *s)
 {
 	const char *text = getenv(IMAGES_ENV);
-	struct squash_image_list list;
 	uint32_t job_id, uid;
-	char why[512];
 
 	if (!text)
 		return 0; /* the job did not ask for images */
 	if (job_identity(sp, &job_id, &uid))
 		return 0;
-	if (squash_imagespec_parse(text, &list, why, sizeof why)) {
-		slurm_info("spank_squash: job %u: bad %s: %s", job_id, IMAGES_ENV, why);
-		return 0;
-	}
-	if (fill_targets(s, job_id, &list) == 0)
-		mount_job(s, job_id, uid, &list);
-	squash_imagespec_free(&list);
+	mount_listed_images(s, job_id, uid, text);
 	return 0; /* never drain the node; steps report failures */
+}
+
+int squash_job_mount_late(spank_t sp, const struct squash_settings *s,
+			  uint32_t job_id, uint32_t uid)
+{
+	char *text = malloc(SQUASH_OPTION_MAX + 1);
+	int status = -1;
+
+	if (text && spank_getenv(sp, SQUASH_JOB_IMAGES_STEP_ENV, text, SQUASH_OPTION_MAX + 1) ==
+		    ESPANK_SUCCESS) {
+		slurm_info("spank_squash: job %u: its prolog did not mount its images on this node; "
+			   "mounting them for its step now", job_id);
+		status = mount_listed_images(s, job_id, uid, text);
+	}
+	free(text);
+	return status;
 }
 
 int squash_job_epilog(spank_t sp, const struct squash_settings *s)

@@ -1,7 +1,7 @@
 /* spank_squash: mounts squashfs images for Slurm jobs (--squash-image).
  *
  * Entry points only: each one dispatches on the context it runs in.
- *   sbatch/salloc/srun (as the user)   submit_check.c
+ *   sbatch/salloc/srun (as the user)   submit_check.c, env_default.c
  *   slurmd prolog/epilog (root)        job_request.c
  *   slurmstepd, every step (root)      step_bind.c
  * See docs/architecture.md and spank_squash(8). */
@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include <slurm/spank.h>
+#include <slurm/slurm_version.h>
 
+#include "env_default.h"
 #include "job_request.h"
 #include "plugin_settings.h"
 #include "step_bind.h"
@@ -94,14 +96,37 @@ static void unload_settings(void)
 	settings_loaded = false;
 }
 
+/* Which Slurm this build is for, once per process: in slurmd's and
+ * slurmstepd's logs; only at debug level in sbatch/srun/salloc, where info
+ * would reach the user's terminal. */
+static void log_build_once(void)
+{
+	static bool logged;
+
+	if (logged)
+		return;
+	logged = true;
+	const unsigned v = SLURM_VERSION_NUMBER;
+	if (spank_context() == S_CTX_ALLOCATOR || spank_context() == S_CTX_LOCAL)
+		slurm_debug("spank_squash %s built for Slurm %u.%02u.%u", PACKAGE_VERSION,
+			    SLURM_VERSION_MAJOR(v), SLURM_VERSION_MINOR(v), SLURM_VERSION_MICRO(v));
+	else
+		slurm_info("spank_squash %s built for Slurm %u.%02u.%u", PACKAGE_VERSION,
+			   SLURM_VERSION_MAJOR(v), SLURM_VERSION_MINOR(v), SLURM_VERSION_MICRO(v));
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
+	log_build_once();
 	/* A bad plugstack.conf line stops the plugin everywhere. */
 	if (load_settings(ac, av) != 0)
 		return -1;
 	switch (spank_context()) {
 	case S_CTX_ALLOCATOR:
 	case S_CTX_LOCAL:
+		/* Before Slurm reads options from the environment. */
+		squash_env_default_apply();
+		return register_option(sp);
 	case S_CTX_REMOTE:
 		return register_option(sp);
 	default:
@@ -114,7 +139,12 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	switch (spank_context()) {
 	case S_CTX_ALLOCATOR:
 	case S_CTX_LOCAL:
-		return squash_submit_check(sp, image_option, &settings);
+		if (squash_submit_check(sp, image_option, &settings) == 0)
+			return 0;
+		if (squash_env_default_source(image_option))
+			slurm_error("squash: the images came from %s in the environment; correct or unset it, or give --squash-image on the command line",
+				    squash_env_default_source(image_option));
+		return -1;
 	case S_CTX_REMOTE:
 		return squash_step_setup(sp, image_option, &settings);
 	default:

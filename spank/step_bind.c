@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "imagespec.h"
+#include "job_request.h"
 #include "prolog_note.h"
 #include "step_bind.h"
 #include "target.h"
@@ -477,6 +478,18 @@ int squash_step_setup(spank_t sp, const char *option,
 		keep_error("squash: job %u: squashd on node %s is not reachable: %s (job cannot use --squash-image)",
 			   job_id, host, why);
 		return 0;
+	}
+	if (resp->status == SQUASH__STATUS__NOT_FOUND &&
+	    squash_job_mount_late(sp, s, job_id, (uint32_t)uid) >= 0) {
+		/* squashd now has the job's record (its mounts, or why they
+		 * failed), as after a prolog: ask again. */
+		squash__response__free_unpacked(resp, NULL);
+		resp = NULL;
+		if (squash_client_call_retry(&opts, &req, &resp, NULL, why, sizeof why) != 0) {
+			keep_error("squash: job %u: squashd on node %s is not reachable: %s "
+				   "(job cannot use --squash-image)", job_id, host, why);
+			return 0;
+		}
 	}
 	if (resp->status != SQUASH__STATUS__OK)
 		explain(s, job_id, host, resp);

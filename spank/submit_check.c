@@ -5,30 +5,183 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "errmsg.h"
 #include "imagespec.h"
+#include "path_pattern.h"
+#include "quote.h"
 #include "submit_check.h"
 #include "superblock.h"
+#include "target.h"
+
+/* What the check learnt about one item: fields that use %a %A or %j stay
+ * patterns until the prolog knows the job; the others are plain paths by
+ * the end of the check. */
+struct item_state {
+	bool image_deferred;
+	bool target_deferred;
+};
+
+/* The submitter's name, for %u (the job runs as the submitter). */
+static const char *user_name(void)
+{
+	static char name[256];
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	if (!name[0] && getpwuid_r(getuid(), &pw, buf, sizeof buf, &res) == 0 && res &&
+	    strlen(res->pw_name) < sizeof name)
+		strcpy(name, res->pw_name);
+	return name[0] ? name : NULL;
+}
+
+/* Values for expanding what is known at submit: %u and %%. */
+static const struct squash_pattern_values *submit_values(void)
+{
+	static struct squash_pattern_values v;
+
+	v.have_job = false;
+	v.user = user_name();
+	return &v;
+}
+
+/* Stand-in values for checking a deferred target's shape at submit. */
+static const struct squash_pattern_values *sample_values(void)
+{
+	static struct squash_pattern_values v;
+
+	v.have_job = true;
+	v.is_array = true;
+	v.job_id = 1;
+	v.array_job_id = 1;
+	v.array_task_id = 0;
+	v.user = user_name();
+	return &v;
+}
+
+/* Replaces *field by its expansion with what is known now. */
+static int expand_now(const char *image, char **field)
+{
+	char buf[SQUASH_PATH_MAX], why[512];
+	char *copy;
+
+	if (!strchr(*field, '%'))
+		return 0;
+	if (squash_pattern_expand(*field, submit_values(), buf, sizeof buf, why, sizeof why)) {
+		slurm_error("squash: %s: %s", image, why);
+		return -1;
+	}
+	copy = strdup(buf);
+	if (!copy) {
+		slurm_error("squash: out of memory");
+		return -1;
+	}
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+static int check_pattern_syntax(const char *image, const char *field)
+{
+	char why[1024];
+
+	if (field && squash_pattern_check(field, why, sizeof why)) {
+		slurm_error("squash: %s: %s", image, why);
+		return -1;
+	}
+	return 0;
+}
+
+/* Makes a deferred image absolute: against the working directory, with
+ * the directory resolved when it holds no pattern (so a missing directory
+ * is reported now). The file itself is checked by squashd per task. */
+static int absolute_pattern(struct squash_image_spec *item)
+{
+	char *slash = strrchr(item->image, '/');
+	char *dir = NULL, *abs = NULL;
+	const char *name = slash ? slash + 1 : item->image;
+	size_t len;
+
+	if (slash && slash == item->image)
+		dir = strdup("/");
+	else if (slash)
+		dir = strndup(item->image, (size_t)(slash - item->image));
+	else
+		dir = strdup(".");
+	if (!dir)
+		goto oom;
+	if (!strchr(dir, '%')) {
+		abs = realpath(dir, NULL);
+		if (!abs) {
+			slurm_error("squash: %s: directory %s: %s", item->image, dir, strerror(errno));
+			free(dir);
+			return -1;
+		}
+	} else if (dir[0] == '/') {
+		abs = strdup(dir);
+	} else {
+		char cwd[PATH_MAX];
+
+		if (!getcwd(cwd, sizeof cwd)) {
+			slurm_error("squash: %s: cannot tell the working directory: %s",
+				    item->image, strerror(errno));
+			free(dir);
+			return -1;
+		}
+		len = strlen(cwd) + 1 + strlen(dir) + 1;
+		abs = malloc(len);
+		if (abs)
+			snprintf(abs, len, "%s/%s", cwd, dir);
+	}
+	free(dir);
+	if (!abs)
+		goto oom;
+	len = strlen(abs) + 1 + strlen(name) + 1;
+	dir = malloc(len);
+	if (!dir) {
+		free(abs);
+		goto oom;
+	}
+	snprintf(dir, len, "%s%s%s", abs, strcmp(abs, "/") ? "/" : "", name);
+	free(abs);
+	free(item->image);
+	item->image = dir;
+	return 0;
+oom:
+	slurm_error("squash: out of memory");
+	return -1;
+}
 
 /* Resolves the image against the working directory and replaces it with
- * the absolute path. */
-static int resolve_image(struct squash_image_spec *item)
+ * the absolute path. split_nearby: the option had a ',' or ':' next to this
+ * path, so a missing file may be a path cut at an unescaped ',' or ':'. */
+static int resolve_image(struct squash_image_spec *item, bool split_nearby)
 {
 	char *abs = realpath(item->image, NULL);
 
 	if (!abs) {
-		slurm_error("squash: %s: %s", item->image, strerror(errno));
+		int e = errno;
+
+		slurm_error("squash: %s: %s%s", item->image, strerror(e),
+			    e == ENOENT && split_nearby
+				    ? " (if ',' or ':' is part of the file name, write it as '\\,' or '\\:' in --squash-image)"
+				    : "");
 		return -1;
 	}
-	/* The option syntax cannot carry these; a symlink may introduce them. */
-	if (strpbrk(abs, ",:")) {
-		slurm_error("squash: %s: its real path %s contains ',' or ':', which --squash-image cannot carry",
-			    item->image, abs);
+	/* A symlink may lead to a name that must not reach a terminal. */
+	if (squash_has_control_char(abs)) {
+		char shown[SQUASH_QUOTE_BUF];
+
+		slurm_error("squash: %s: its real path '%s' contains a control character; rename the file",
+			    item->image, squash_quote(shown, sizeof shown, abs, strlen(abs)));
 		free(abs);
 		return -1;
 	}
@@ -45,16 +198,22 @@ static int resolve_upper(struct squash_image_spec *item)
 	char *abs = realpath(item->upper, NULL);
 
 	if (!abs || stat(abs, &st) != 0) {
+		char shown[SQUASH_QUOTE_BUF];
+
 		slurm_error("squash: %s: upper directory %s: %s (create it first)", item->image,
-			    item->upper, strerror(errno));
+			    squash_quote(shown, sizeof shown, item->upper, strlen(item->upper)),
+			    strerror(errno));
 		free(abs);
 		return -1;
 	}
-	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || strpbrk(abs, ",:")) {
-		slurm_error("squash: %s: upper directory %s: %s", item->image, abs,
+	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || squash_has_control_char(abs)) {
+		char shown[SQUASH_QUOTE_BUF];
+
+		slurm_error("squash: %s: upper directory %s: %s", item->image,
+			    squash_quote(shown, sizeof shown, abs, strlen(abs)),
 			    !S_ISDIR(st.st_mode) ? "not a directory" :
 			    st.st_uid != getuid() ? "not yours (it must be a directory you own)" :
-			    "its real path contains ',' or ':', which --squash-image cannot carry");
+			    "its real path contains a control character; rename it");
 		free(abs);
 		return -1;
 	}
@@ -91,11 +250,13 @@ static int check_image(const char *image)
 	return rc;
 }
 
-/* Fills in a missing target and checks it against the allowed prefixes. */
-static int check_target(struct squash_image_spec *item,
+/* Fills in a missing target and checks it against the allowed prefixes (a
+ * deferred one in the shape of a stand-in task's). */
+static int check_target(struct squash_image_spec *item, struct item_state *st,
 			const struct squash_settings *s)
 {
-	char why[256];
+	char why[1024], sample[SQUASH_PATH_MAX];
+	const char *checked;
 
 	if (!item->target) {
 		char buf[SQUASH_PATH_MAX];
@@ -110,51 +271,118 @@ static int check_target(struct squash_image_spec *item,
 			slurm_error("squash: out of memory");
 			return -1;
 		}
+		st->target_deferred = st->image_deferred;
 	}
-	if (squash_target_check(item->target, &s->allowed, why, sizeof why)) {
-		slurm_error("squash: %s: %s", item->image, why);
+	checked = item->target;
+	if (st->target_deferred) {
+		if (squash_pattern_expand(item->target, sample_values(), sample,
+					  sizeof sample, why, sizeof why)) {
+			slurm_error("squash: %s: %s", item->image, why);
+			return -1;
+		}
+		checked = sample;
+	}
+	if (squash_target_check(checked, &s->allowed, why, sizeof why)) {
+		slurm_error("squash: %s: %s%s", item->image, why,
+			    st->target_deferred ? " (checked with %a=0, %A=%j=1)" : "");
 		return -1;
 	}
 	return 0;
 }
 
-static int check_duplicates(const struct squash_image_list *list)
+/* Readies one item: pattern syntax, plain paths resolved and checked,
+ * deferred ones made absolute, targets filled in and checked. */
+static int check_item(struct squash_image_spec *item, struct item_state *st,
+		      bool split_nearby, const struct squash_settings *s)
 {
-	for (size_t i = 0; i < list->count; i++)
-		for (size_t j = 0; j < i; j++)
-			if (!strcmp(list->items[i].target, list->items[j].target)) {
-				slurm_error("squash: %s and %s would both be mounted on %s; give one of them another target (IMAGE:TARGET)",
-					    list->items[j].image, list->items[i].image,
-					    list->items[i].target);
-				return -1;
-			}
-	return 0;
+	if (check_pattern_syntax(item->image, item->image) ||
+	    check_pattern_syntax(item->image, item->target))
+		return -1;
+	st->image_deferred = squash_pattern_needs_job(item->image);
+	st->target_deferred = item->target && squash_pattern_needs_job(item->target);
+	if (st->image_deferred) {
+		if (absolute_pattern(item))
+			return -1;
+	} else if (expand_now(item->image, &item->image) ||
+		   resolve_image(item, split_nearby) || check_image(item->image)) {
+		return -1;
+	}
+	if (item->target && !st->target_deferred &&
+	    expand_now(item->image, &item->target))
+		return -1;
+	return check_target(item, st, s);
 }
 
-/* Hands the canonical list to the prolog, which sees SPANK_SQUASH_IMAGES. */
-static int hand_to_prolog(spank_t sp, const struct squash_image_list *list)
+/* The same target twice, or one inside another (shared rule: target.c). */
+static int check_overlaps(const struct squash_image_list *list,
+			  const struct item_state *st)
 {
-	struct squash_image_list again;
-	char why[256];
-	char *text = squash_imagespec_format(list);
-	spank_err_t rc;
+	char why[1024];
+	char (*sample)[SQUASH_PATH_MAX] = calloc(list->count, SQUASH_PATH_MAX);
+	int rc = 0;
 
-	if (!text) {
+	if (!sample) {
 		slurm_error("squash: out of memory");
 		return -1;
 	}
+	for (size_t i = 0; i < list->count; i++)
+		if (!st[i].target_deferred ||
+		    squash_pattern_expand(list->items[i].target, sample_values(),
+					  sample[i], SQUASH_PATH_MAX, NULL, 0))
+			snprintf(sample[i], SQUASH_PATH_MAX, "%s", list->items[i].target);
+	for (size_t i = 0; i < list->count && rc == 0; i++)
+		for (size_t j = 0; j < i && rc == 0; j++)
+			if (squash_target_pair_check(list->items[j].image, sample[j],
+						     list->items[i].image, sample[i],
+						     why, sizeof why)) {
+				slurm_error("squash: %s", why);
+				rc = -1;
+			}
+	free(sample);
+	return rc;
+}
+
+/* Hands the list to the prolog, which sees SPANK_SQUASH_IMAGES. The prolog
+ * expands every path as a pattern, so plain paths go with '%' doubled. */
+static int hand_to_prolog(spank_t sp, const struct squash_image_list *list,
+			  const struct item_state *st)
+{
+	struct squash_image_list out, again;
+	char why[512];
+	char *text = NULL;
+	spank_err_t rc = ESPANK_ERROR;
+
+	memset(&out, 0, sizeof out);
+	for (size_t i = 0; i < list->count; i++) {
+		const struct squash_image_spec *item = &list->items[i];
+
+		out.items[i].image = st[i].image_deferred ? strdup(item->image)
+							  : squash_pattern_escape(item->image);
+		out.items[i].target = st[i].target_deferred ? strdup(item->target)
+							    : squash_pattern_escape(item->target);
+		out.count++;
+		if (!out.items[i].image || !out.items[i].target)
+			goto oom;
+	}
+	text = squash_imagespec_format(&out);
+	if (!text)
+		goto oom;
 	/* What the prolog parses must be what was checked here. */
 	if (squash_imagespec_parse(text, &again, why, sizeof why)) {
 		slurm_error("squash: cannot pass the image list to the job: %s", why);
-		free(text);
-		return -1;
+		goto out;
 	}
 	squash_imagespec_free(&again);
 	rc = spank_job_control_setenv(sp, "SQUASH_IMAGES", text, 1);
 	if (rc != ESPANK_SUCCESS)
 		slurm_error("squash: cannot pass the image list to the job: %s",
 			    spank_strerror(rc));
+	goto out;
+oom:
+	slurm_error("squash: out of memory");
+out:
 	free(text);
+	squash_imagespec_free(&out);
 	return rc == ESPANK_SUCCESS ? 0 : -1;
 }
 
@@ -162,7 +390,8 @@ int squash_submit_check(spank_t sp, const char *option,
 			const struct squash_settings *s)
 {
 	struct squash_image_list list;
-	char why[512];
+	struct item_state st[SQUASH_MAX_IMAGES];
+	char why[1024];
 	int rc = -1;
 
 	if (!option)
@@ -173,18 +402,21 @@ int squash_submit_check(spank_t sp, const char *option,
 		return 0;
 
 	if (squash_imagespec_parse(option, &list, why, sizeof why)) {
-		slurm_error("squash: --squash-image=%s: %s", option, why);
+		char shown[SQUASH_QUOTE_BUF];
+
+		/* The option may hold control characters: never echo it raw. */
+		slurm_error("squash: --squash-image=%s: %s",
+			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
 		return -1;
 	}
-	for (size_t i = 0; i < list.count; i++) {
-		struct squash_image_spec *item = &list.items[i];
-
-		if (resolve_image(item) || check_image(item->image) ||
-		    check_target(item, s) || (item->upper && resolve_upper(item)))
+	memset(st, 0, sizeof st);
+	for (size_t i = 0; i < list.count; i++)
+		if (check_item(&list.items[i], &st[i],
+			       list.count > 1 || list.items[i].target, s) ||
+		    (list.items[i].upper && resolve_upper(&list.items[i])))
 			goto out;
-	}
-	if (check_duplicates(&list) == 0)
-		rc = hand_to_prolog(sp, &list);
+	if (check_overlaps(&list, st) == 0)
+		rc = hand_to_prolog(sp, &list, st);
 out:
 	squash_imagespec_free(&list);
 	return rc;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "imagespec.h"
+#include "path_pattern.h"
 #include "target.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -34,6 +35,29 @@ static void check_round_trip(const struct squash_image_list *list)
 			abort();
 	squash_imagespec_free(&again);
 	free(text);
+}
+
+/* Patterns: expansion of a path whose syntax passed never fails on
+ * syntax, stays within its buffer, and %-escaped text expands back. */
+static void check_pattern(const char *path)
+{
+	static const struct squash_pattern_values v = {
+		.have_job = true, .is_array = true, .job_id = 4294967295u,
+		.array_job_id = 7, .array_task_id = 4294967294u, .user = "u",
+	};
+	char out[SQUASH_PATH_MAX], err[512];
+	char *escaped = squash_pattern_escape(path);
+
+	if (!escaped)
+		abort();
+	if (squash_pattern_expand(escaped, &v, out, sizeof(out), err, sizeof(err)) != 0 ||
+	    strcmp(out, path) != 0)
+		abort();
+	free(escaped);
+	if (squash_pattern_check(path, err, sizeof(err)) == 0 &&
+	    squash_pattern_expand(path, &v, out, sizeof(out), err, sizeof(err)) == 0 &&
+	    strlen(out) >= sizeof(out))
+		abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -68,6 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 			if (t)
 				(void)squash_target_check(t, &prefixes, err, sizeof(err));
+			check_pattern(list.items[i].image);
 		}
 		squash_imagespec_free(&list);
 	} else if (list.count != 0) {

@@ -40,6 +40,7 @@ printf '#define _GNU_SOURCE 1\n' >"$work/config.h"
 	"$here/fuzz_$name.c" \
 	"$top/proto/clock.c" "$top/proto/errmsg.c" "$top/proto/frame.c" "$top/proto/imagespec.c" \
 	"$top/proto/superblock.c" "$top/proto/target.c" \
+	"$top/proto/quote.c" "$top/proto/path_pattern.c" \
 	"$top/proto/request_codec.c" "$work/squash.pb-c.c" \
 	$(pkg-config --libs libprotobuf-c) -o "$work/fuzz_$name"
 

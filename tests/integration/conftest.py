@@ -477,7 +477,8 @@ class Cluster:
         return info
 
     def squeue_ids(self):
-        p = run(["squeue", "-h", "-o", "%i"], env=self.env)
+        # %A: a plain job id, also for array tasks (%i shows "12_[1-3]")
+        p = run(["squeue", "-h", "-o", "%A"], env=self.env)
         return [int(x) for x in p.stdout.split()]
 
     def node_state(self):

@@ -297,3 +297,27 @@ def test_release_while_other_jobs_steps_run_leaves_no_copy(cluster):
             b.go.touch()
     finally:
         a.go.touch()
+
+
+def test_step_mounts_the_images_its_prolog_did_not(cluster):
+    """squashd has no record of a running job on the node (Slurm skipped the
+    prolog of a requeued job, the prolog could not reach squashd, or an
+    admin released it): the job's next step asks for the images itself,
+    as the prolog would have, and its tasks see them."""
+    img = image_of(cluster, USER1, "late.sqfs")
+    after = "srun cat /squash/late/hello.txt\n"
+    with blocking_jobs(cluster, (USER1, img, after)) as (blk,):
+        cluster.shared_mount(img, [blk])
+        p = cluster.squashctl("release", str(blk.job.id))
+        assert p.returncode == 0, p.stderr
+        wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the job's mount to go")
+        offset = len(cluster.squashd_log())
+        blk.release()
+        out = blk.job.output()
+        assert blk.job.state == "COMPLETED", out
+        assert out.endswith(FILES["hello.txt"]), out
+        assert f"job {blk.job.id}: 1 image(s) ready" in log_since(cluster, offset)
+        slurmd_log = (cluster.dir / "log" / "slurmd.log").read_text()
+        assert f"job {blk.job.id}: its prolog did not mount its images on this node" in slurmd_log
+    # Released by the epilog like any other job's mounts.
+    wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the epilog to release the job")

@@ -128,7 +128,7 @@ say "checking the .deb"
 deb_files=$(dpkg-deb -c "$deb" | awk '{ print $6 }' | sed 's|^\./|/|')
 for f in /usr/sbin/squashd /usr/bin/squashctl "$deb_plugin" \
 	/lib/systemd/system/squashd.service /lib/systemd/system/squashd-metrics.service \
-	/lib/systemd/system/squashd-metrics.timer \
+	/lib/systemd/system/squashd-metrics.timer /lib/systemd/system/squashd.socket \
 	/usr/share/man/man8/squashd.8.gz /usr/share/man/man8/squashctl.8.gz \
 	/usr/share/man/man8/spank_squash.8.gz /usr/share/man/man5/squashd.conf.5.gz \
 	/etc/squashd.conf /etc/slurm/plugstack.conf.d/squash.conf \
@@ -160,6 +160,7 @@ check "deb conffile /etc/slurm/plugstack.conf.d/squash.conf" has_line "$conffile
 postinst=$(cat "$scratch/deb/control/postinst")
 check "deb postinst enables squashd.service" has_text "$postinst" "deb-systemd-helper enable 'squashd.service'"
 check "deb postinst starts squashd.service" has_text "$postinst" "deb-systemd-invoke \$_dh_action 'squashd.service'"
+check "deb postinst enables squashd.socket" has_text "$postinst" "deb-systemd-helper enable 'squashd.socket'"
 check "deb postinst starts no metrics unit" bash -c '! grep -q "deb-systemd-invoke.*squashd-metrics" <<<"$1"' _ "$postinst"
 check "deb postinst enables the metrics timer only if the admin did" \
 	has_text "$postinst" "if deb-systemd-helper debian-installed 'squashd-metrics.timer'; then"
@@ -175,6 +176,7 @@ rpm_scripts=$(rpm_q --scripts)
 check "RPM release $rpm_release is 1.sl$slurm_tag" test "$rpm_release" = "1.sl$slurm_tag"
 for f in /usr/sbin/squashd /usr/bin/squashctl "$rpm_plugin" \
 	/usr/lib/systemd/system/squashd.service /usr/lib/systemd/system/squashd-metrics.timer \
+	/usr/lib/systemd/system/squashd.socket \
 	/usr/share/man/man8/squashd.8 /usr/share/man/man8/squashctl.8 \
 	/usr/share/man/man8/spank_squash.8 /usr/share/man/man5/squashd.conf.5 \
 	/etc/squashd.conf /etc/slurm/plugstack.conf.d/squash.conf \
@@ -188,6 +190,8 @@ check "RPM %config(noreplace) /etc/squashd.conf" has_line "$rpm_config" /etc/squ
 check "RPM %config(noreplace) plugstack.conf.d/squash.conf" has_line "$rpm_config" /etc/slurm/plugstack.conf.d/squash.conf
 check "RPM scriptlets handle squashd.service (post, preun, restart on upgrade)" \
 	bash -c 'grep -q "preset squashd.service" <<<"$1" && grep -q "disable --now squashd.service" <<<"$1" && grep -q "try-restart squashd.service" <<<"$1"' _ "$rpm_scripts"
+check "RPM scriptlets handle squashd.socket (post, preun)" \
+	bash -c 'grep -q "preset squashd.service squashd.socket" <<<"$1" && grep -q "disable --now squashd.service squashd.socket" <<<"$1"' _ "$rpm_scripts"
 mkdir -p "$scratch/rpmroot"
 rpm2archive - <"$rpmfile" | tar -xzf - -C "$scratch/rpmroot"
 check "RPM plugin is built for Slurm $slurm_majmin (plugin_version)" \

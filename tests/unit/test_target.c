@@ -97,9 +97,11 @@ static void test_targets(void)
 	CHECK_CONTAINS(target_error("/squash/../etc"), "is not normalised");
 	CHECK_CONTAINS(target_error("/squash/./x"), "is not normalised");
 	CHECK_CONTAINS(target_error("/squash//x"), "is not normalised");
-	CHECK_STR(target_error("/squash/a:b"), "target '/squash/a:b' contains ',' or ':'");
-	CHECK_STR(target_error("/squash/a,b"), "target '/squash/a,b' contains ',' or ':'");
-	CHECK_STR(target_error("/squash/a\nb"), "target contains a control character");
+	CHECK_STR(target_error("/squash/a:b"),
+		  "target '/squash/a:b' contains ':'; mount points may not contain ',' or ':' (they are listed in SQUASH_MOUNTS separated by ':'), choose another TARGET");
+	CHECK_CONTAINS(target_error("/squash/a,b"), "target '/squash/a,b' contains ','; ");
+	CHECK_STR(target_error("/squash/a\nb"),
+		  "target '/squash/a\\x0ab' contains a control character");
 	CHECK_STR(target_error("/etc/x"), "target '/etc/x' is a system directory");
 	CHECK_STR(target_error("/"), "target '/' is a system directory");
 
@@ -117,8 +119,33 @@ static void test_targets(void)
 	squash_prefixes_free(&allowed);
 }
 
+static void test_overlaps(void)
+{
+	CHECK(squash_targets_overlap("/squash/x", "/squash/x"));
+	CHECK(squash_targets_overlap("/squash/x", "/squash/x/y"));
+	CHECK(squash_targets_overlap("/squash/x/y/z", "/squash/x"));
+	CHECK(!squash_targets_overlap("/squash/x", "/squash/xy"));
+	CHECK(!squash_targets_overlap("/squash/xy", "/squash/x"));
+	CHECK(!squash_targets_overlap("/squash/x", "/squash/y"));
+	CHECK(squash_targets_overlap("/", "/squash"));
+
+	CHECK_INT(squash_target_pair_check("a.sqfs", "/squash/a", "b.sqfs", "/squash/b",
+					   err, sizeof(err)), 0);
+	CHECK_INT(squash_target_pair_check("a.sqfs", "/squash/x", "b.sqfs", "/squash/x",
+					   err, sizeof(err)), -1);
+	CHECK_STR(err, "a.sqfs and b.sqfs would both be mounted on /squash/x; give one of them another target (IMAGE:TARGET)");
+	/* Either order names the inner one and the outer one the same way. */
+	CHECK_INT(squash_target_pair_check("a.sqfs", "/squash/x", "b.sqfs", "/squash/x/y",
+					   err, sizeof(err)), -1);
+	CHECK_STR(err, "target /squash/x/y of b.sqfs lies inside target /squash/x of a.sqfs; nested targets are not supported (one mount would hide the other or could not be made), give b.sqfs a target outside /squash/x (IMAGE:TARGET)");
+	CHECK_INT(squash_target_pair_check("b.sqfs", "/squash/x/y", "a.sqfs", "/squash/x",
+					   err, sizeof(err)), -1);
+	CHECK_STR(err, "target /squash/x/y of b.sqfs lies inside target /squash/x of a.sqfs; nested targets are not supported (one mount would hide the other or could not be made), give b.sqfs a target outside /squash/x (IMAGE:TARGET)");
+}
+
 int main(void)
 {
+	test_overlaps();
 	test_prefixes();
 	test_system_paths();
 	test_targets();

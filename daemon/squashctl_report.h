@@ -1,0 +1,17 @@
+/* squashctl's views of a status answer: the human one (status) and the
+ * Prometheus text exposition format (metrics). */
+#ifndef SQUASHCTL_REPORT_H
+#define SQUASHCTL_REPORT_H
+
+#include <stdio.h>
+
+#include "squash.pb-c.h"
+
+void print_status(FILE *out, const Squash__NodeStatus *n);
+void print_metrics(FILE *out, const Squash__NodeStatus *n);
+
+/* Upper bound (seconds) of the histogram bucket holding quantile q of
+ * ks's answers; < 0 when the bucket is +Inf or there were none. */
+double latency_quantile(const Squash__NodeStatus *n, const Squash__RequestKindStats *ks, double q);
+
+#endif
