@@ -360,8 +360,10 @@ static int hand_to_prolog(spank_t sp, const struct squash_image_list *list,
 							  : squash_pattern_escape(item->image);
 		out.items[i].target = st[i].target_deferred ? strdup(item->target)
 							    : squash_pattern_escape(item->target);
+		out.items[i].writable = item->writable;
+		out.items[i].upper = item->upper ? strdup(item->upper) : NULL; /* not a pattern */
 		out.count++;
-		if (!out.items[i].image || !out.items[i].target)
+		if (!out.items[i].image || !out.items[i].target || (item->upper && !out.items[i].upper))
 			goto oom;
 	}
 	text = squash_imagespec_format(&out);
