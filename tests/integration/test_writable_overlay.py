@@ -291,10 +291,13 @@ def test_rw_dir_refused_when_not_the_users_or_in_use(cluster, overlay_limit):
                      rf"{pwd.getpwnam(USER2).pw_uid}, not to {USER1}: it must be a directory you own",
                      held.output(), re.M), held.output()
 
-    # One job at a time per directory on a node.
+    # One job at a time per directory on a node, also after a squashd
+    # restart (the registry keeps the directory).
     blk = BlockingJob(cluster, USER1, f"{img}::rw={mine}")
     try:
         blk.wait_ready()
+        cluster.cluster_sh("squashd-stop")
+        cluster.cluster_sh("squashd-start")
         second = cluster.run_job(USER1, "echo should not run\n", [f"--squash-image={img}::rw={mine}"])
         assert second.state == "FAILED", second.output()
         assert f"upper directory {mine} is in use by job {blk.job.id} on this node" in second.output()
