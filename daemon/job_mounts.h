@@ -37,6 +37,7 @@ struct daemon_state {
 	unsigned requests_in_progress;
 	unsigned long long requests, requests_failed, gc_releases;
 	long long last_gc_ms;       /* monotonic; 0: never */
+	const char *fuse_reader;    /* what serves FUSE mounts (fuse_reader.h); set at start */
 };
 
 /* Mounts whose last reference went, to be unmounted after the answer. */
