@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -48,7 +49,11 @@ static void __attribute__((noreturn)) run_help(const char *path, int outfd)
 	char *const argv[] = { (char *)"squashfuse_ll", (char *)"-h", NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 	int devnull = open("/dev/null", O_RDONLY);
+	sigset_t none;
 
+	/* squashd's threads block signals; the helper must not inherit that. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0 || dup2(outfd, STDOUT_FILENO) < 0 ||
 	    dup2(outfd, STDERR_FILENO) < 0)
 		_exit(127);

@@ -21,7 +21,8 @@ struct fuse_reader {
 void fuse_reader_parse(const char *help, struct fuse_reader *out);
 
 /* Runs path -h as nobody (bounded output and time) and parses it. Never
- * fails: an unreadable answer gives "version unknown, single-threaded". */
+ * fails: no answer, or one naming no version, counts as single-threaded
+ * ("squashfuse_ll (version unknown)") and is logged as a warning. */
 void fuse_reader_probe(const char *path, struct fuse_reader *out);
 
 /* What `squashctl list` calls the kernel's reader. */

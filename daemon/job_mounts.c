@@ -16,10 +16,10 @@
 
 #include "child_process.h"
 #include "clock.h"
+#include "fuse_reader.h"
 #include "identity.h"
 #include "image_open.h"
 #include "log.h"
-#include "fuse_reader.h"
 #include "mount_fuse.h"
 #include "mount_loop.h"
 #include "policy.h"
