@@ -16,6 +16,7 @@
 
 #include "child_process.h"
 #include "clock.h"
+#include "fuse_reader.h"
 #include "identity.h"
 #include "image_open.h"
 #include "log.h"
@@ -712,6 +713,8 @@ static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct p
 	mi->mount_point = strdup(m->mount_point);
 	mi->refcount = m->refcount;
 	mi->state = (char *)state_name(m->state);
+	mi->reader = (char *)(m->key.mode == SQUASH__MOUNT_MODE__KERNEL ? KERNEL_READER_DESCRIPTION
+			      : ds->fuse_reader ? ds->fuse_reader : "squashfuse_ll");
 	mi->job_ids = calloc(m->refcount + 1, sizeof(*mi->job_ids));
 	mi->loop_device = m->loop_device[0] ? strdup(m->loop_device) : NULL;
 	if (!mi->image || !mi->mount_point || !mi->job_ids || (m->loop_device[0] && !mi->loop_device)) {

@@ -38,6 +38,7 @@ struct daemon_state {
 	unsigned long long requests, requests_failed, gc_releases;
 	long long last_gc_ms;       /* monotonic; 0: never */
 	unsigned long long registry_save_errors; /* failed saves since start */
+	const char *fuse_reader;    /* what serves FUSE mounts (fuse_reader.h); set at start */
 };
 
 /* Mounts whose last reference went, to be unmounted after the answer. */

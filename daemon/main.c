@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fuse_reader.h"
 #include "job_mounts.h"
 #include "log.h"
 #include "reconcile.h"
@@ -160,6 +161,14 @@ int main(int argc, char **argv)
 		snprintf(ds.state_lost, sizeof(ds.state_lost), "%.*s", (int)sizeof(ds.state_lost) - 1, err);
 	}
 	job_mounts_adopt(&ds);
+
+	/* Which FUSE server user images get, for the log and `squashctl list`. */
+	static struct fuse_reader reader;
+	if (cfg.mount_policy != MOUNT_POLICY_KERNEL) {
+		fuse_reader_probe(cfg.squashfuse, &reader);
+		ds.fuse_reader = reader.description;
+		log_info("FUSE mounts are served by %s (%s)", cfg.squashfuse, reader.description);
+	}
 
 	/* Under squashd.socket systemd holds the socket (and the clients
 	 * that connect while squashd restarts); otherwise bind it here. */

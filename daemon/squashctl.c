@@ -72,6 +72,10 @@ static void print_list_json(const Squash__Response *r)
 			printf(",\"loop_device\":");
 			json_string(m->loop_device);
 		}
+		if (m->reader) {
+			printf(",\"reader\":");
+			json_string(m->reader);
+		}
 		printf("}");
 	}
 	printf("]}\n");
@@ -83,7 +87,8 @@ static void print_list_table(const Squash__Response *r)
 		printf("no images mounted\n");
 		return;
 	}
-	printf("%-6s %-4s %-12s %-14s %s\n", "MODE", "REFS", "JOBS", "SERVED BY", "IMAGE -> MOUNT POINT");
+	printf("%-6s %-4s %-12s %-14s %-36s %s\n", "MODE", "REFS", "JOBS", "SERVED BY", "READER",
+	       "IMAGE -> MOUNT POINT");
 	for (size_t i = 0; i < r->n_mounts; i++) {
 		const Squash__MountInfo *m = r->mounts[i];
 		char jobs[64] = "", by[32] = "-";
@@ -94,12 +99,13 @@ static void print_list_table(const Squash__Response *r)
 			snprintf(by, sizeof(by), "%s", m->loop_device);
 		else if (m->has_server_pid)
 			snprintf(by, sizeof(by), "pid %d uid %u", m->server_pid, m->owner_uid);
-		printf("%-6s %-4u %-12s %-14s ", squash_mode_name(m->mode), m->refcount,
-		       jobs[0] ? jobs : "-", by);
+		printf("%-6s %-4u %-12s %-14s %-36s ", squash_mode_name(m->mode), m->refcount,
+		       jobs[0] ? jobs : "-", by, m->reader ? m->reader : "-");
 		print_safe(m->image);
 		printf(" -> ");
 		print_safe(m->mount_point);
-		putchar('\n');
+		putchar('
+');
 	}
 }
 
