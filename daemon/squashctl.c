@@ -104,8 +104,7 @@ static void print_list_table(const Squash__Response *r)
 		print_safe(m->image);
 		printf(" -> ");
 		print_safe(m->mount_point);
-		putchar('
-');
+		putchar('\n');
 	}
 }
 
