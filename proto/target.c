@@ -218,3 +218,15 @@ int squash_target_check(const char *target, const struct squash_prefixes *allowe
 		    QUOTE_MAX, target, names);
 	return -1;
 }
+
+bool squash_targets_overlap(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	const char *shorter = la <= lb ? a : b, *longer = la <= lb ? b : a;
+	size_t n = la <= lb ? la : lb;
+
+	/* "/" contains everything; "/a" contains "/a/b" but not "/ab". */
+	if (n == 1 && shorter[0] == '/')
+		return true;
+	return !strncmp(shorter, longer, n) && (longer[n] == '\0' || longer[n] == '/');
+}

@@ -38,4 +38,9 @@ bool squash_is_system_path(const char *path);
 int squash_target_check(const char *target, const struct squash_prefixes *allowed,
 			char *err, size_t errlen);
 
+/* Whether two normalised targets are equal or one lies below the other:
+ * both in one namespace, one mount fails (EROFS below a read-only image) or
+ * hides the other. Used for a step's images against its job's. */
+bool squash_targets_overlap(const char *a, const char *b);
+
 #endif

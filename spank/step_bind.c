@@ -17,6 +17,7 @@
 #include "imagespec.h"
 #include "prolog_note.h"
 #include "step_bind.h"
+#include "step_images.h"
 #include "target.h"
 
 /* Why this step cannot use its images; NULL when all is well. Kept from
@@ -469,6 +470,11 @@ int squash_step_setup(spank_t sp, const char *option,
 	gethostname(host, sizeof host - 1);
 
 	info.job_id = job_id;
+	/* srun --squash-image inside an allocation: the step's own images. */
+	if (squash_step_images_mount(sp, s, job_id, uid, &info, why, sizeof why) != 0) {
+		keep_error("squash: job %u: node %s: %s", job_id, host, why);
+		return 0;
+	}
 	req.op_case = SQUASH__REQUEST__OP_STEP_INFO;
 	req.step_info = &info;
 	if (squash_client_call_retry(&opts, &req, &resp, NULL, why, sizeof why) != 0) {

@@ -17,7 +17,7 @@
 
 /* Resolves the image against the working directory and replaces it with
  * the absolute path. */
-static int resolve_image(struct squash_image_spec *item)
+int resolve_image(struct squash_image_spec *item)
 {
 	char *abs = realpath(item->image, NULL);
 
@@ -39,7 +39,7 @@ static int resolve_image(struct squash_image_spec *item)
 
 /* Opens the image as the user (this runs as the user) and checks it is a
  * regular file with a sane squashfs superblock. */
-static int check_image(const char *image)
+int check_image(const char *image)
 {
 	char why[256];
 	struct stat st;
@@ -66,7 +66,7 @@ static int check_image(const char *image)
 }
 
 /* Fills in a missing target and checks it against the allowed prefixes. */
-static int check_target(struct squash_image_spec *item,
+int check_target(struct squash_image_spec *item,
 			const struct squash_settings *s)
 {
 	char why[256];
@@ -92,7 +92,7 @@ static int check_target(struct squash_image_spec *item,
 	return 0;
 }
 
-static int check_duplicates(const struct squash_image_list *list)
+int check_duplicates(const struct squash_image_list *list)
 {
 	for (size_t i = 0; i < list->count; i++)
 		for (size_t j = 0; j < i; j++)
