@@ -157,7 +157,7 @@ int main(int argc, char **argv)
 		snprintf(ds.state_lost, sizeof(ds.state_lost), "%.*s", (int)sizeof(ds.state_lost) - 1, err);
 	}
 	job_mounts_adopt(&ds);
-	scoped_adopt_sessions(&ds);
+	scoped_adopt(&ds);
 
 	int listen_fd = server_listen(cfg.socket_path, err, sizeof(err));
 	if (listen_fd < 0) {

@@ -163,15 +163,20 @@ static void finish(struct daemon_state *ds, struct job_entry *e, enum result res
 	pthread_cond_broadcast(&ds->changed);
 }
 
+static unsigned long long start_time_of(pid_t pid);
+static int peer_pidfd(int fd, pid_t pid);
+static int watch_holder(struct daemon_state *ds, const struct job_entry *e, int pidfd);
+
 /* ---------------------------------------------------------------- steps */
 
-void scoped_mount_step(struct daemon_state *ds, const Squash__MountJobRequest *req,
-		       struct reply *out, struct teardown *td, long long deadline_ms)
+void scoped_mount_step(struct daemon_state *ds, const struct peer *peer, int fd,
+		       const Squash__MountJobRequest *req, struct reply *out, struct teardown *td,
+		       long long deadline_ms)
 {
 	char err[SQUASH_PATH_MAX * 2 + 1024], who[64];
 	bool skip[SQUASH_MAX_IMAGES] = { false };
 	enum result res;
-	size_t kept = 0;
+	size_t n_new = 0;
 
 	snprintf(who, sizeof(who), "step %u.%u", req->job_id, req->step_id);
 	res = policy_check_mount_request(ds->cfg, req, err, sizeof(err));
@@ -227,13 +232,13 @@ void scoped_mount_step(struct daemon_state *ds, const Squash__MountJobRequest *r
 				return;
 			}
 		}
-		kept += !skip[i];
+		n_new += !skip[i];
 	}
-	if ((job ? job->count : 0) + kept > ds->cfg->max_images_per_job) {
+	if ((job ? job->count : 0) + n_new > ds->cfg->max_images_per_job) {
 		pthread_mutex_unlock(&ds->lock);
 		reply_error(out, SQUASH__STATUS__USER_ERROR,
 			    "too many images: the job's %zu and the step's %zu (this node allows at most %u "
-			    "per job, its steps' own images included)", job ? job->count : 0, kept,
+			    "per job, its steps' own images included)", job ? job->count : 0, n_new,
 			    ds->cfg->max_images_per_job);
 		return;
 	}
@@ -244,6 +249,10 @@ void scoped_mount_step(struct daemon_state *ds, const Squash__MountJobRequest *r
 		return;
 	}
 	e->pending = true;
+	/* The asking slurmstepd: if it dies without its end of step (killed
+	 * hard), its pidfd tells, and the step's images go with it. */
+	e->session_pid = peer->pid;
+	e->session_start = start_time_of(peer->pid);
 	pthread_mutex_unlock(&ds->lock);
 
 	res = mount_scoped(ds, e, req->uid, req->images, req->n_images, skip, err, sizeof(err),
@@ -251,7 +260,13 @@ void scoped_mount_step(struct daemon_state *ds, const Squash__MountJobRequest *r
 
 	pthread_mutex_lock(&ds->lock);
 	finish(ds, e, res, err, sizeof(err), out, td, who);
+	bool kept = out->resp.status == SQUASH__STATUS__OK && e->session_start;
+	struct job_entry copy = kept ? *e : (struct job_entry){ 0 };
 	pthread_mutex_unlock(&ds->lock);
+	int pidfd = kept ? peer_pidfd(fd, peer->pid) : -1;
+	if (kept && (pidfd < 0 || watch_holder(ds, &copy, pidfd) < 0))
+		log_warning("%s: cannot watch its slurmstepd (pid %d); gc releases the step if it dies",
+			    who, (int)peer->pid);
 }
 
 void scoped_release_step(struct daemon_state *ds, uint32_t job_id, uint32_t step_id,
@@ -370,24 +385,35 @@ static unsigned long long start_time_of(pid_t pid)
 	return start;
 }
 
-struct session_watch {
+/* The process whose life bounds a scoped entry: a session's squash-shell,
+ * a step's slurmstepd. */
+struct holder_watch {
 	struct daemon_state *ds;
+	enum holder_kind kind;
+	uint32_t job_id, step_id;
 	pid_t pid;
 	unsigned long long start;
 };
 
-static void session_exited(void *arg, pid_t pid, int status)
+static void holder_exited(void *arg, pid_t pid, int status)
 {
-	struct session_watch *w = arg;
+	struct holder_watch *w = arg;
 	struct daemon_state *ds = w->ds;
 	struct teardown td = { NULL };
 
 	(void)status;
 	pthread_mutex_lock(&ds->lock);
-	struct job_entry *e = registry_find_session(&ds->registry, pid);
-	if (e && !e->pending && e->session_start == w->start) {
-		log_info("session of pid %d (uid %u) ended; releasing its %zu image(s)", (int)pid,
-			 (unsigned)e->uid, e->count);
+	struct job_entry *e = w->kind == HOLDER_SESSION
+		? registry_find_session(&ds->registry, pid)
+		: registry_find_step(&ds->registry, w->job_id, w->step_id);
+	/* The entry this process made, not a later one under the same key. */
+	if (e && !e->pending && e->session_pid == pid && e->session_start == w->start) {
+		if (e->kind == HOLDER_SESSION)
+			log_info("session of pid %d (uid %u) ended; releasing its %zu image(s)", (int)pid,
+				 (unsigned)e->uid, e->count);
+		else
+			log_info("step %u.%u: its slurmstepd (pid %d) is gone without releasing; releasing",
+				 e->job_id, e->step_id, (int)pid);
 		drop_scoped(ds, e, &td);
 		job_mounts_save_locked(ds);
 		pthread_cond_broadcast(&ds->changed);
@@ -397,15 +423,15 @@ static void session_exited(void *arg, pid_t pid, int status)
 	job_mounts_teardown(ds, &td);
 }
 
-/* Watches the session process (takes pidfd). On failure the session is
- * released at once: a reference nobody can end must not exist. */
-static int watch_session(struct daemon_state *ds, int pidfd, pid_t pid, unsigned long long start)
+/* Watches e's process (takes pidfd): when it exits, e is released. */
+static int watch_holder(struct daemon_state *ds, const struct job_entry *e, int pidfd)
 {
-	struct session_watch *w = malloc(sizeof(*w));
+	struct holder_watch *w = malloc(sizeof(*w));
 
 	if (w) {
-		*w = (struct session_watch){ ds, pid, start };
-		if (process_watch_add(pidfd, pid, session_exited, w) == 0)
+		*w = (struct holder_watch){ ds, e->kind, e->job_id, e->step_id, e->session_pid,
+					    e->session_start };
+		if (process_watch_add(pidfd, e->session_pid, holder_exited, w) == 0)
 			return 0;
 	}
 	free(w);
@@ -434,6 +460,7 @@ void scoped_mount_session(struct daemon_state *ds, const struct peer *peer, int 
 	int pidfd;
 
 	snprintf(who, sizeof(who), "session of pid %d", (int)peer->pid);
+	errno = 0;
 	as_job.uid = peer->uid;
 	as_job.n_images = req->n_images;
 	as_job.images = req->images;
@@ -488,12 +515,13 @@ void scoped_mount_session(struct daemon_state *ds, const struct peer *peer, int 
 	pthread_mutex_lock(&ds->lock);
 	finish(ds, e, res, err, sizeof(err), out, td, who);
 	bool kept = out->resp.status == SQUASH__STATUS__OK;
+	struct job_entry copy = kept ? *e : (struct job_entry){ 0 };
 	if (kept)
 		out->resp.mount_dir = ds->mount_dir;
 	pthread_mutex_unlock(&ds->lock);
 	/* After the entry is complete: a process that is already gone fires
-	 * at once and releases it. */
-	if (kept && watch_session(ds, pidfd, peer->pid, start) < 0) {
+	 * at once and releases it. A session nobody can end must not exist. */
+	if (kept && watch_holder(ds, &copy, pidfd) < 0) {
 		log_error("%s: cannot watch the process; releasing its images", who);
 		pthread_mutex_lock(&ds->lock);
 		e = registry_find_session(&ds->registry, peer->pid);
@@ -508,25 +536,27 @@ void scoped_mount_session(struct daemon_state *ds, const struct peer *peer, int 
 	}
 }
 
-void scoped_adopt_sessions(struct daemon_state *ds)
+void scoped_adopt(struct daemon_state *ds)
 {
 	struct teardown td = { NULL };
 
 	pthread_mutex_lock(&ds->lock);
 	for (struct job_entry *e = ds->registry.scoped, *next; e; e = next) {
 		next = e->next;
-		if (e->kind != HOLDER_SESSION)
-			continue;
+		if (e->session_pid <= 0)
+			continue; /* a step whose slurmstepd could not be watched: gc's */
 		int pidfd = child_pidfd(e->session_pid);
-		if (pidfd >= 0 && start_time_of(e->session_pid) == e->session_start &&
-		    watch_session(ds, pidfd, e->session_pid, e->session_start) == 0) {
-			log_info("adopted the session of pid %d (uid %u)", (int)e->session_pid, (unsigned)e->uid);
+		bool same = pidfd >= 0 && start_time_of(e->session_pid) == e->session_start;
+		if (same && watch_holder(ds, e, pidfd) == 0)
 			continue;
-		}
-		if (pidfd >= 0 && start_time_of(e->session_pid) != e->session_start)
+		if (pidfd >= 0 && !same)
 			close(pidfd);
-		log_info("the session of pid %d ended while squashd was down; releasing it",
-			 (int)e->session_pid);
+		if (e->kind == HOLDER_SESSION)
+			log_info("the session of pid %d ended while squashd was down; releasing it",
+				 (int)e->session_pid);
+		else
+			log_info("step %u.%u: its slurmstepd ended while squashd was down; releasing it",
+				 e->job_id, e->step_id);
 		drop_scoped(ds, e, &td);
 	}
 	job_mounts_save_locked(ds);

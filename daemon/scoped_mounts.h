@@ -18,9 +18,11 @@
 
 #include "job_mounts.h"
 
-/* MountJobRequest with step_id (root: slurmstepd). */
-void scoped_mount_step(struct daemon_state *ds, const Squash__MountJobRequest *req,
-		       struct reply *out, struct teardown *td, long long deadline_ms);
+/* MountJobRequest with step_id (root: slurmstepd, the peer, whose exit
+ * releases the step if its own release never comes; fd: the connection). */
+void scoped_mount_step(struct daemon_state *ds, const struct peer *peer, int fd,
+		       const Squash__MountJobRequest *req, struct reply *out,
+		       struct teardown *td, long long deadline_ms);
 /* ReleaseJobRequest with step_id (root). OK also when unknown. */
 void scoped_release_step(struct daemon_state *ds, uint32_t job_id, uint32_t step_id,
 			 struct reply *out, struct teardown *td);
@@ -38,9 +40,9 @@ void scoped_step_info(struct daemon_state *ds, const struct peer *peer,
 void scoped_mount_session(struct daemon_state *ds, const struct peer *peer, int fd,
 			  const Squash__SessionMountRequest *req, struct reply *out,
 			  struct teardown *td, long long deadline_ms);
-/* After a restart (lock not held): watch the sessions whose process still
- * runs, release the others. */
-void scoped_adopt_sessions(struct daemon_state *ds);
+/* After a restart (lock not held): watch the sessions and steps whose
+ * process still runs, release the others. */
+void scoped_adopt(struct daemon_state *ds);
 /* list: the steps and sessions holding m, as peer may see them (lock
  * held); and freeing what it added. */
 void scoped_describe(const struct daemon_state *ds, const struct peer *peer,

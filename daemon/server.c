@@ -165,7 +165,7 @@ static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
 		switch (op) {
 		case SQUASH__REQUEST__OP_MOUNT_JOB:
 			if (req->mount_job->has_step_id)
-				scoped_mount_step(ds, req->mount_job, out, &td, deadline);
+				scoped_mount_step(ds, &c->peer, c->fd, req->mount_job, out, &td, deadline);
 			else
 				job_mounts_mount(ds, req->mount_job, out, &td, deadline);
 			break;

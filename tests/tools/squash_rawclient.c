@@ -48,6 +48,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: squash_rawclient --socket PATH [--munge-socket PATH] [--no-munge] CMD\n"
 		"  CMD: mount JOBID UID IMAGE:TARGET... | stepinfo JOBID | release JOBID | list\n"
+		"  (JOBID.STEPID for a step's own images)\n"
 		"       | replay | garbage | short | badmagic | badversion | oversize | idle [SECONDS]\n");
 	exit(2);
 }
@@ -156,6 +157,20 @@ static int call(const Squash__Request *req, Squash__Response **out)
 	return rc;
 }
 
+/* "JOBID" or "JOBID.STEPID" (a step's own images). Returns whether a step
+ * was named. */
+static bool parse_job_step(char *arg, uint32_t *job, uint32_t *step)
+{
+	char *dot = strchr(arg, '.');
+
+	if (dot)
+		*dot = '\0';
+	*job = (uint32_t)parse_u32(arg);
+	if (dot)
+		*step = (uint32_t)parse_u32(dot + 1);
+	return dot != NULL;
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	Squash__Request req = SQUASH__REQUEST__INIT;
@@ -166,7 +181,7 @@ static int cmd_mount(int argc, char **argv)
 
 	if (argc < 3)
 		usage();
-	mj.job_id = (uint32_t)parse_u32(argv[0]);
+	mj.has_step_id = parse_job_step(argv[0], &mj.job_id, &mj.step_id);
 	mj.uid = (uint32_t)parse_u32(argv[1]);
 	n = argc - 2;
 	specs = calloc((size_t)n, sizeof(*specs));
@@ -213,10 +228,10 @@ static int cmd_job(int argc, char **argv, int op)
 	if (argc != 1)
 		usage();
 	if (op == SQUASH__REQUEST__OP_STEP_INFO) {
-		si.job_id = (uint32_t)parse_u32(argv[0]);
+		si.has_step_id = parse_job_step(argv[0], &si.job_id, &si.step_id);
 		req.step_info = &si;
 	} else {
-		rj.job_id = (uint32_t)parse_u32(argv[0]);
+		rj.has_step_id = parse_job_step(argv[0], &rj.job_id, &rj.step_id);
 		req.release_job = &rj;
 	}
 	req.op_case = op;
