@@ -26,6 +26,7 @@ struct daemon_state {
 	const struct squashd_config *cfg;
 	char state_path[PATH_MAX];
 	char mount_dir[PATH_MAX];
+	char sessions_dir[PATH_MAX]; /* squash-shell sessions' binds (scoped_mounts.c) */
 	char node_name[256];
 	long long started_ms;       /* monotonic */
 
@@ -53,6 +54,7 @@ struct reply {
 	Squash__NodeStatus node;
 	char *problems[8];
 	char problem_text[8][PATH_MAX + 256];
+	char session_dir[PATH_MAX]; /* session_mount's answer */
 };
 
 void reply_init(struct reply *r);

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "child_process.h"
@@ -29,9 +32,77 @@ static Squash__Status status_of(enum result r)
 	return r == RESULT_USER_ERROR ? SQUASH__STATUS__USER_ERROR : SQUASH__STATUS__NODE_ERROR;
 }
 
+/* A session's directory: sessions_dir/PID. */
+static int session_dir(const struct daemon_state *ds, pid_t pid, char *buf, size_t len)
+{
+	return snprintf(buf, len, "%s/%d", ds->sessions_dir, (int)pid) < (int)len ? 0 : -1;
+}
+
+/* Undoes a session's binds and its directory. Detaching never blocks, so
+ * this may run with the lock held. Only the names squashd made are
+ * touched, never followed: the user owns the directory. */
+static void session_binds_remove(const struct daemon_state *ds, pid_t pid)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 16];
+
+	if (session_dir(ds, pid, dir, sizeof(dir)) < 0)
+		return;
+	for (int i = 0; i < SQUASH_MAX_IMAGES; i++) {
+		snprintf(p, sizeof(p), "%s/%d", dir, i);
+		if (umount2(p, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
+			log_warning("detaching session bind %s: %s", p, strerror(errno));
+		rmdir(p);
+	}
+	if (rmdir(dir) < 0 && errno != ENOENT)
+		log_warning("cannot remove session directory %s: %s", dir, strerror(errno));
+}
+
+/* Binds e's mounts at sessions_dir/PID/I (I in answer order) for the
+ * session's user (lock not held; e is complete and held). The directory is
+ * root's while the binds are made, so nothing in it can be swapped, and is
+ * handed to the user afterwards: a mount point cannot be moved or removed,
+ * and mode 0700 keeps every other user out (FUSE mounts allow others once
+ * they can reach them). Returns 0, or -1 with err. */
+static int session_binds_make(const struct daemon_state *ds, const struct job_entry *e,
+			      gid_t gid, char *dir, size_t dirlen, char *err, size_t errlen)
+{
+	char p[PATH_MAX + 16];
+	int fd;
+
+	session_binds_remove(ds, e->session_pid); /* an earlier process with this pid */
+	if (session_dir(ds, e->session_pid, dir, dirlen) < 0 || mkdir(dir, 0700) < 0) {
+		snprintf(err, errlen, "cannot create the session directory %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < e->count; i++) {
+		snprintf(p, sizeof(p), "%s/%zu", dir, i);
+		if (mkdir(p, 0755) < 0 || mount(e->images[i].mount->mount_point, p, NULL, MS_BIND, NULL) < 0 ||
+		    mount(NULL, p, NULL, MS_PRIVATE, NULL) < 0 ||
+		    mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0) {
+			snprintf(err, errlen, "cannot bind image %s for the session at %s: %s",
+				 e->images[i].image, p, strerror(errno));
+			session_binds_remove(ds, e->session_pid);
+			return -1;
+		}
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fchown(fd, e->uid, gid) < 0) {
+		snprintf(err, errlen, "cannot hand the session directory %s to uid %u: %s", dir,
+			 (unsigned)e->uid, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		session_binds_remove(ds, e->session_pid);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 /* Drops a scoped entry's references and the entry (lock held). */
 static void drop_scoped(struct daemon_state *ds, struct job_entry *e, struct teardown *td)
 {
+	if (e->kind == HOLDER_SESSION && !e->pending)
+		session_binds_remove(ds, e->session_pid);
 	for (size_t i = 0; i < e->count; i++)
 		job_mounts_put(ds, e->images[i].mount, td);
 	registry_remove_scoped(&ds->registry, e);
@@ -334,6 +405,8 @@ void scoped_step_info(struct daemon_state *ds, const struct peer *peer,
 		      const Squash__StepInfoRequest *req, struct reply *out, long long deadline_ms)
 {
 	job_mounts_step_info(ds, peer, req->job_id, out, deadline_ms);
+	if (out->resp.status == SQUASH__STATUS__OK)
+		out->resp.sessions_dir = ds->sessions_dir;
 	if (!req->has_step_id)
 		return;
 	pthread_mutex_lock(&ds->lock);
@@ -350,6 +423,7 @@ void scoped_step_info(struct daemon_state *ds, const struct peer *peer,
 		out->resp.mount_dir = ds->mount_dir;
 		out->resp.has_job_uid = true;
 		out->resp.job_uid = e->uid;
+		out->resp.sessions_dir = ds->sessions_dir;
 	}
 	if (out->resp.status == SQUASH__STATUS__OK && e)
 		append_mounts(out, e, true);
@@ -516,9 +590,26 @@ void scoped_mount_session(struct daemon_state *ds, const struct peer *peer, int 
 	finish(ds, e, res, err, sizeof(err), out, td, who);
 	bool kept = out->resp.status == SQUASH__STATUS__OK;
 	struct job_entry copy = kept ? *e : (struct job_entry){ 0 };
-	if (kept)
-		out->resp.mount_dir = ds->mount_dir;
 	pthread_mutex_unlock(&ds->lock);
+	if (kept && session_binds_make(ds, &copy, peer->gid, out->session_dir, sizeof(out->session_dir),
+				       err, sizeof(err)) < 0) {
+		log_error("%s: %s", who, err);
+		pthread_mutex_lock(&ds->lock);
+		e = registry_find_session(&ds->registry, peer->pid);
+		if (e) {
+			for (size_t i = 0; i < e->count; i++)
+				job_mounts_put(ds, e->images[i].mount, td);
+			registry_remove_scoped(&ds->registry, e);
+		}
+		job_mounts_save_locked(ds);
+		pthread_mutex_unlock(&ds->lock);
+		reply_free(out);
+		reply_error(out, SQUASH__STATUS__NODE_ERROR, "%s", err);
+		close(pidfd);
+		return;
+	}
+	if (kept)
+		out->resp.session_dir = out->session_dir;
 	/* After the entry is complete: a process that is already gone fires
 	 * at once and releases it. A session nobody can end must not exist. */
 	if (kept && watch_holder(ds, &copy, pidfd) < 0) {
@@ -559,6 +650,20 @@ void scoped_adopt(struct daemon_state *ds)
 				 e->job_id, e->step_id);
 		drop_scoped(ds, e, &td);
 	}
+	/* Session directories no session of the registry owns. */
+	DIR *dir = opendir(ds->sessions_dir);
+	for (struct dirent *de; dir && (de = readdir(dir));) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (de->d_name[0] == '.' || *end || pid <= 0 || pid > 0x7fffffff)
+			continue;
+		if (!registry_find_session(&ds->registry, (pid_t)pid)) {
+			log_warning("cleaning up the unknown session directory %s/%ld", ds->sessions_dir, pid);
+			session_binds_remove(ds, (pid_t)pid);
+		}
+	}
+	if (dir)
+		closedir(dir);
 	job_mounts_save_locked(ds);
 	pthread_mutex_unlock(&ds->lock);
 	job_mounts_teardown(ds, &td);

@@ -170,10 +170,7 @@ static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
 				job_mounts_mount(ds, req->mount_job, out, &td, deadline);
 			break;
 		case SQUASH__REQUEST__OP_STEP_INFO:
-			if (req->step_info->has_step_id)
-				scoped_step_info(ds, &c->peer, req->step_info, out, deadline);
-			else
-				job_mounts_step_info(ds, &c->peer, req->step_info->job_id, out, deadline);
+			scoped_step_info(ds, &c->peer, req->step_info, out, deadline);
 			break;
 		case SQUASH__REQUEST__OP_RELEASE_JOB:
 			if (req->release_job->has_step_id) {

@@ -410,6 +410,10 @@ static void set_up(spank_t sp, uint32_t job_id, const Squash__Response *resp)
 	}
 	if (resp->mount_dir && resp->mount_dir[0] == '/' && detach_below(resp->mount_dir, why, sizeof why))
 		keep_error("squash: job %u: %s", job_id, why);
+	/* squash-shell sessions' binds: not the step's either. */
+	if (resp->sessions_dir && resp->sessions_dir[0] == '/' &&
+	    detach_below(resp->sessions_dir, why, sizeof why))
+		keep_error("squash: job %u: %s", job_id, why);
 }
 
 /* Turns a non-OK answer into the reason the tasks print, naming the real
