@@ -38,12 +38,17 @@ def test_command_sees_the_image_and_the_mount_goes_with_it(cluster):
     p = c.as_user(USER1, shell_cmd(c, img, "--", "bash", "-c",
                                    'cat /squash/tools/hello.txt /squash/tools/sub/deep.txt; '
                                    'echo "M=$SQUASH_MOUNTS I=$SQUASH_IMAGES"; id -u; '
-                                   'touch /squash/tools/x 2>&1 || echo read-only'), cwd=d)
+                                   'touch /squash/tools/x 2>&1 || echo read-only; '
+                                   # Even as root of a nested user namespace the
+                                   # kernel keeps ro, nosuid and nodev locked.
+                                   'unshare -rm sh -c "mount -o remount,bind,dev,suid /squash/tools '
+                                   '2>/dev/null && echo LIFTED || echo LOCKED"'), cwd=d)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert lines[:3] == ["hello from the image", "deep", f"M=/squash/tools I={img}"], p.stdout
     assert lines[3] == str(os.stat(img).st_uid), p.stdout  # runs as the user, not root
     assert "read-only" in p.stdout.lower(), p.stdout
+    assert p.stdout.endswith("LOCKED\n"), p.stdout
     # The host never sees the target; the session is gone once the command is.
     assert not [m for m in c.stray_mounts() if m["mount_point"].startswith("/squash")]
     wait_clean(c)

@@ -117,10 +117,23 @@ static void test_targets(void)
 	squash_prefixes_free(&allowed);
 }
 
+/* A step's image against its job's: equal, inside or around collide. */
+static void test_overlap(void)
+{
+	CHECK(squash_targets_overlap("/squash/a", "/squash/a"));
+	CHECK(squash_targets_overlap("/squash/a", "/squash/a/b"));
+	CHECK(squash_targets_overlap("/squash/a/b", "/squash/a"));
+	CHECK(!squash_targets_overlap("/squash/a", "/squash/ab"));
+	CHECK(!squash_targets_overlap("/squash/ab", "/squash/a"));
+	CHECK(!squash_targets_overlap("/squash/a", "/squash/b"));
+	CHECK(squash_targets_overlap("/", "/squash/a"));
+}
+
 int main(void)
 {
 	test_prefixes();
 	test_system_paths();
 	test_targets();
+	test_overlap();
 	return unit_exit_code();
 }
