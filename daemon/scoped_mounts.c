@@ -275,6 +275,13 @@ void scoped_mount_step(struct daemon_state *ds, const struct peer *peer, int fd,
 		pthread_mutex_unlock(&ds->lock);
 		return;
 	}
+	if (registry_find_step(&ds->registry, req->job_id, req->step_id)) {
+		/* Another request for this step came in while we waited. */
+		pthread_mutex_unlock(&ds->lock);
+		reply_error(out, SQUASH__STATUS__UNAVAILABLE, "another mount request for step %u.%u "
+			    "came first; ask again", req->job_id, req->step_id);
+		return;
+	}
 	if (job && job->uid != req->uid) {
 		pthread_mutex_unlock(&ds->lock);
 		reply_error(out, SQUASH__STATUS__NODE_ERROR,
