@@ -101,3 +101,28 @@ def test_target_outside_allowed_prefixes_is_refused(cluster):
     p = c.as_user(USER1, shell_cmd(c, f"{img}:/etc/x", "--", "true"))
     assert p.returncode == 125 and "squash-shell: " in p.stderr and "/etc/x" in p.stderr, p.stderr
     assert c.list_mounts() == []
+
+
+def test_session_survives_a_squashd_restart_and_still_ends_with_its_process(cluster):
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "rs.sqfs", FILES, owner=USER1)
+    pidfile = d / "inner"
+    proc = subprocess.Popen(
+        ["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(
+            c, img, "--", "bash", "-c", f"echo $$ > {pidfile}; exec sleep 300")]],
+        cwd=d, env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: pidfile.exists() and sessions(c), 30, 0.1, "the session to start")
+        (pid, _), = sessions(c).items()
+        c.cluster_sh("squashd-stop")
+        c.cluster_sh("squashd-start")
+        wait_until(lambda: c.squashd_pid(), 30, 0.1, "squashd to start")
+        assert list(sessions(c)) == [pid], c.list_mounts()
+        inner = int(pidfile.read_text())
+        assert open(f"/proc/{inner}/root/squash/rs/hello.txt").read() == "hello from the image\n"
+        os.kill(pid, signal.SIGKILL)
+        wait_clean(c)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)

@@ -271,3 +271,41 @@ srun -N3 --ntasks-per-node=1 bash -c 'echo "plain $(hostname): $SQUASH_MOUNTS"'
     assert plain == {n: "/squash/jobimg" for n in NODES}, out
     for n in c.nodes:
         assert re.search(rf"step {blk.job.id}\.0 released", n.squashd_log()), n.name
+
+
+def test_squashd_restart_keeps_a_running_steps_images(cluster):
+    """squashd restarted while a step with images of its own runs: the new
+    squashd adopts the step (and its watch on the step's slurmstepd), and
+    still releases the step's images when that slurmstepd dies."""
+    a, b = images(cluster)
+    d = cluster.workdir(USER1, "restart")
+    body = f"""
+srun --squash-image={b} bash -c 'echo $$ > {d}/s0; exec sleep 300' &
+echo $! > {d}/srun0
+wait
+"""
+    blk = BlockingJob(cluster, USER1, a, before=body)
+    job = blk.job
+    try:
+        wait_file(d / "s0", job)
+        task = int((d / "s0").read_text())
+        before = by_image(cluster.list_mounts(), b)
+        cluster.cluster_sh("squashd-stop")
+        cluster.cluster_sh("squashd-start")
+        wait_until(lambda: cluster.squashd_pid(), 30, 0.1, "squashd to start")
+        after = by_image(cluster.list_mounts(), b)
+        assert after and after["steps"] == [f"{job.id}.0"], cluster.list_mounts()
+        assert after["mount_point"] == before["mount_point"]
+        # The step still reads its image through the adopted mount.
+        assert (open(f"/proc/{task}/root/squash/stepimg/b.txt").read() == "from the step image\n")
+        stepds = step_pids(cluster, job.id, 0)
+        for pid in stepds + [task]:
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: by_image(cluster.list_mounts(), b) is None, 30, 0.1,
+                   "the adopted step's image to be released")
+        assert re.search(rf"step {job.id}\.0: its slurmstepd \(pid {stepds[0]}\) is gone",
+                         cluster.squashd_log())
+        os.kill(int((d / "srun0").read_text()), signal.SIGKILL)
+        blk.wait_ready()
+    finally:
+        blk.release()
