@@ -10,6 +10,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "child_process.h"
@@ -57,14 +58,36 @@ static void session_binds_remove(const struct daemon_state *ds, pid_t pid)
 		log_warning("cannot remove session directory %s: %s", dir, strerror(errno));
 }
 
+/* Lets uid (and nobody else but root) enter and list the directory fd:
+ * root:root 0700 plus the POSIX ACL entry user:UID:r-x, written as the
+ * kernel's xattr (version 2; entries sorted by tag). The user gets no
+ * write access: /run must not become a place users can fill. */
+static int grant_user(int fd, uid_t uid)
+{
+	struct { uint16_t tag, perm; uint32_t id; } __attribute__((packed)) entries[] = {
+		{ 0x01, 7, 0xffffffffu },     /* ACL_USER_OBJ rwx */
+		{ 0x02, 5, (uint32_t)uid },   /* ACL_USER uid r-x */
+		{ 0x04, 0, 0xffffffffu },     /* ACL_GROUP_OBJ --- */
+		{ 0x10, 5, 0xffffffffu },     /* ACL_MASK r-x */
+		{ 0x20, 0, 0xffffffffu },     /* ACL_OTHER --- */
+	};
+	uint8_t blob[4 + sizeof(entries)];
+	uint32_t version = 2;
+
+	/* The xattr is little-endian; so is every machine this builds for. */
+	_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "POSIX ACL xattr needs byte swapping");
+	memcpy(blob, &version, 4);
+	memcpy(blob + 4, entries, sizeof(entries));
+	return fsetxattr(fd, "system.posix_acl_access", blob, sizeof(blob), 0);
+}
+
 /* Binds e's mounts at sessions_dir/PID/I (I in answer order) for the
  * session's user (lock not held; e is complete and held). The directory is
- * root's while the binds are made, so nothing in it can be swapped, and is
- * handed to the user afterwards: a mount point cannot be moved or removed,
- * and mode 0700 keeps every other user out (FUSE mounts allow others once
- * they can reach them). Returns 0, or -1 with err. */
+ * root's and stays so (nothing in it can be swapped or added); an ACL lets
+ * the session's user alone enter it, so no other user reaches a FUSE mount
+ * that allows others. Returns 0, or -1 with err. */
 static int session_binds_make(const struct daemon_state *ds, const struct job_entry *e,
-			      gid_t gid, char *dir, size_t dirlen, char *err, size_t errlen)
+			      char *dir, size_t dirlen, char *err, size_t errlen)
 {
 	char p[PATH_MAX + 16];
 	int fd;
@@ -86,9 +109,10 @@ static int session_binds_make(const struct daemon_state *ds, const struct job_en
 		}
 	}
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fchown(fd, e->uid, gid) < 0) {
-		snprintf(err, errlen, "cannot hand the session directory %s to uid %u: %s", dir,
-			 (unsigned)e->uid, strerror(errno));
+	if (fd < 0 || grant_user(fd, e->uid) < 0) {
+		snprintf(err, errlen, "cannot let uid %u into the session directory %s: %s%s",
+			 (unsigned)e->uid, dir, strerror(errno),
+			 errno == EOPNOTSUPP ? " (squashd's state_dir needs POSIX ACL support)" : "");
 		if (fd >= 0)
 			close(fd);
 		session_binds_remove(ds, e->session_pid);
@@ -598,7 +622,7 @@ void scoped_mount_session(struct daemon_state *ds, const struct peer *peer, int 
 	bool kept = out->resp.status == SQUASH__STATUS__OK;
 	struct job_entry copy = kept ? *e : (struct job_entry){ 0 };
 	pthread_mutex_unlock(&ds->lock);
-	if (kept && session_binds_make(ds, &copy, peer->gid, out->session_dir, sizeof(out->session_dir),
+	if (kept && session_binds_make(ds, &copy, out->session_dir, sizeof(out->session_dir),
 				       err, sizeof(err)) < 0) {
 		log_error("%s: %s", who, err);
 		pthread_mutex_lock(&ds->lock);

@@ -437,13 +437,15 @@ static void explain(const struct squash_settings *s, uint32_t job_id, const char
 		else if (strstr(msg, "lost its registry"))
 			keep_error("squash: job %u: node %s: %s", job_id, host, msg);
 		else
-			/* srun --squash-image inside a job allocated without it, or
-			 * a cluster whose prolog does not run at allocation. */
+			/* A cluster whose prolog does not run at allocation, or an
+			 * srun --jobid joining the allocation from outside it (then
+			 * srun cannot tell its own images from the job's). */
 			keep_error("squash: job %u: node %s has no images for this job (%s): "
-				   "the job prolog did not ask for them. --squash-image takes "
-				   "effect only when the job is allocated (sbatch, salloc, or an "
-				   "srun that creates the job), and the cluster needs "
-				   "PrologFlags=Alloc in slurm.conf",
+				   "the job prolog did not ask for them. The job's images are "
+				   "mounted when the job is allocated, which needs "
+				   "PrologFlags=Alloc in slurm.conf; an srun adds images of its "
+				   "own only when it runs inside the allocation (not with "
+				   "--jobid from outside it)",
 				   job_id, host, msg);
 		break;
 	default:

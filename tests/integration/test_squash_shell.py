@@ -70,8 +70,13 @@ def test_sigkill_of_squash_shell_releases_and_others_stay_out(cluster):
         assert image == str(img)
         inner = int(pidfile.read_text())
         assert "/squash/k" in [line.split()[4] for line in open(f"/proc/{inner}/mountinfo")]
-        # The session's directory is the user's alone.
+        # The session's directory: its user may enter it, not write in it;
+        # other users may not even enter it.
         sdir = c.state_dir / "sessions" / str(pid)
+        p = c.as_user(USER1, ["cat", sdir / "0" / "hello.txt"])
+        assert p.stdout == "hello from the image\n", (p.stdout, p.stderr)
+        p = c.as_user(USER1, ["touch", sdir / "junk"])
+        assert p.returncode != 0 and "Permission denied" in p.stderr, (p.stdout, p.stderr)
         p = c.as_user(USER2, ["ls", sdir / "0"])
         assert p.returncode != 0 and "Permission denied" in p.stderr, (p.stdout, p.stderr)
         os.kill(pid, signal.SIGKILL)

@@ -44,7 +44,7 @@ def test_step_sees_its_own_image_and_the_jobs_and_only_for_that_step(cluster):
     d = c.workdir(USER1, "steps")
     before = f"""
 srun --squash-image={b} bash -c '
-  echo "STEP0 MOUNTS=$SQUASH_MOUNTS IMAGES=$SQUASH_IMAGES"
+  echo "STEP0 MOUNTS=$SQUASH_MOUNTS IMAGES=$SQUASH_IMAGES INTERNAL=$SQUASH_STEP_IMAGES"
   cat /squash/jobimg/a.txt /squash/stepimg/b.txt
   echo $$ > {d}/step0
   while [ ! -e {d}/go0 ]; do sleep 0.1; done'
@@ -83,7 +83,7 @@ touch {d}/steps-done
         blk.release()
     out = blk.job.output()
     assert blk.job.state == "COMPLETED", out
-    assert f"STEP0 MOUNTS=/squash/jobimg:/squash/stepimg IMAGES={a},{b}\n" in out
+    assert f"STEP0 MOUNTS=/squash/jobimg:/squash/stepimg IMAGES={a},{b} INTERNAL=\n" in out
     assert "from the job image\nfrom the step image\n" in out
     assert "STEP1 MOUNTS=/squash/jobimg\n" in out and "STEP1 WITHOUT B\n" in out, out
     assert "STEP1 SEES B" not in out
