@@ -7,8 +7,9 @@ import os
 import pwd
 import re
 import signal
+import subprocess
 
-from conftest import SQUASHD, USER1, BlockingJob, mountinfo, run, uid_of, wait_until
+from conftest import RAWCLIENT, SQUASHD, USER1, BlockingJob, mountinfo, run, uid_of, wait_until
 
 A_FILES = {"a.txt": "from the job image\n"}
 B_FILES = {"b.txt": "from the step image\n"}
@@ -308,4 +309,33 @@ wait
         os.kill(int((d / "srun0").read_text()), signal.SIGKILL)
         blk.wait_ready()
     finally:
+        blk.release()
+
+
+def test_gc_releases_a_step_slurm_no_longer_lists(cluster):
+    """The last safety net: a step record whose step Slurm does not list
+    (here a step id the job never had, asked for by a process that stays
+    alive) is released by gc, and the job's own images stay."""
+    a, b = images(cluster)
+    d = cluster.workdir(USER1, "gc")
+    blk = BlockingJob(cluster, USER1, a)
+    hold = d / "hold"
+    holder = None
+    try:
+        blk.wait_ready()
+        holder = subprocess.Popen([str(RAWCLIENT), "--socket", str(cluster.socket), "--munge-socket",
+                                   str(cluster.munge_socket), "--hold", str(hold), "mount",
+                                   f"{blk.job.id}.42", str(uid_of(USER1)), f"{b}:/squash/ghost"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: by_image(cluster.list_mounts(), b), 30, 0.1, "the ghost step's mount")
+        assert by_image(cluster.list_mounts(), b)["steps"] == [f"{blk.job.id}.42"]
+        out = cluster.squashctl("gc").stdout
+        assert by_image(cluster.list_mounts(), b) is None, (out, cluster.list_mounts())
+        assert re.search(rf"gc: released step {blk.job.id}\.42 \(Slurm: gone step-ended",
+                         cluster.squashd_log())
+        assert by_image(cluster.list_mounts(), a)["jobs"] == [blk.job.id]
+    finally:
+        hold.touch()
+        if holder:
+            holder.communicate(timeout=30)
         blk.release()

@@ -15,6 +15,10 @@
  *                                    response's status (and message) or "closed"
  *   idle [SECONDS]                   connects, sends nothing, waits up to
  *                                    SECONDS (default 5) for squashd to close
+ *   --hold FILE (before CMD)         after a mount, stays alive until FILE
+ *                                    exists (at most 120 s): squashd watches
+ *                                    the process that asked for a step's or
+ *                                    session's images
  *
  * Exit status 2: usage error or no connection at all. */
 #include "config.h"
@@ -417,14 +421,18 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "munge-socket", required_argument, NULL, 'm' },
 		{ "no-munge", no_argument, NULL, 'n' },
+		{ "hold", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *cmd;
+	const char *cmd, *hold = NULL;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+s:m:nh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+s:m:nH:h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'H':
+			hold = optarg;
+			break;
 		case 's':
 			opts.socket_path = optarg;
 			break;
@@ -444,8 +452,13 @@ int main(int argc, char **argv)
 	cmd = argv[optind++];
 	argc -= optind;
 	argv += optind;
-	if (!strcmp(cmd, "mount"))
-		return cmd_mount(argc, argv);
+	if (!strcmp(cmd, "mount")) {
+		int rc = cmd_mount(argc, argv);
+
+		for (int i = 0; hold && i < 1200 && access(hold, F_OK) != 0; i++)
+			usleep(100000);
+		return rc;
+	}
 	if (!strcmp(cmd, "stepinfo"))
 		return cmd_job(argc, argv, SQUASH__REQUEST__OP_STEP_INFO);
 	if (!strcmp(cmd, "release"))
