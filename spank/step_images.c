@@ -62,7 +62,7 @@ int squash_step_images_check(spank_t sp, const char *option, const struct squash
 {
 	const char *inherited = getenv(INHERITED_ENV);
 	struct squash_image_list list;
-	char why[512], *text;
+	char *text;
 	int rc = -1;
 
 	(void)sp;
@@ -70,15 +70,9 @@ int squash_step_images_check(spank_t sp, const char *option, const struct squash
 	unsetenv(STEP_ENV);
 	if (!option || (inherited && !strcmp(option, inherited)))
 		return 0; /* the allocation's own images: its steps get them anyway */
-	if (squash_imagespec_parse(option, &list, why, sizeof why)) {
-		slurm_error("squash: --squash-image=%s: %s", option, why);
+	if (squash_submit_check_list(option, s, &list))
 		return -1;
-	}
-	for (size_t i = 0; i < list.count; i++)
-		if (resolve_image(&list.items[i]) || check_image(list.items[i].image) ||
-		    check_target(&list.items[i], s))
-			goto out;
-	if (check_duplicates(&list) || check_clashes(&list))
+	if (check_clashes(&list))
 		goto out;
 	text = squash_imagespec_format(&list);
 	if (!text) {

@@ -17,7 +17,7 @@
 
 /* Resolves the image against the working directory and replaces it with
  * the absolute path. */
-int resolve_image(struct squash_image_spec *item)
+static int resolve_image(struct squash_image_spec *item)
 {
 	char *abs = realpath(item->image, NULL);
 
@@ -39,7 +39,7 @@ int resolve_image(struct squash_image_spec *item)
 
 /* Opens the image as the user (this runs as the user) and checks it is a
  * regular file with a sane squashfs superblock. */
-int check_image(const char *image)
+static int check_image(const char *image)
 {
 	char why[256];
 	struct stat st;
@@ -66,7 +66,7 @@ int check_image(const char *image)
 }
 
 /* Fills in a missing target and checks it against the allowed prefixes. */
-int check_target(struct squash_image_spec *item,
+static int check_target(struct squash_image_spec *item,
 			const struct squash_settings *s)
 {
 	char why[256];
@@ -92,7 +92,7 @@ int check_target(struct squash_image_spec *item,
 	return 0;
 }
 
-int check_duplicates(const struct squash_image_list *list)
+static int check_duplicates(const struct squash_image_list *list)
 {
 	for (size_t i = 0; i < list->count; i++)
 		for (size_t j = 0; j < i; j++)
@@ -162,4 +162,24 @@ int squash_submit_check(spank_t sp, const char *option,
 out:
 	squash_imagespec_free(&list);
 	return rc;
+}
+
+int squash_submit_check_list(const char *option, const struct squash_settings *s,
+			     struct squash_image_list *list)
+{
+	char why[512];
+
+	if (squash_imagespec_parse(option, list, why, sizeof why)) {
+		slurm_error("squash: --squash-image=%s: %s", option, why);
+		return -1;
+	}
+	for (size_t i = 0; i < list->count; i++)
+		if (resolve_image(&list->items[i]) || check_image(list->items[i].image) ||
+		    check_target(&list->items[i], s))
+			goto bad;
+	if (check_duplicates(list) == 0)
+		return 0;
+bad:
+	squash_imagespec_free(list);
+	return -1;
 }

@@ -14,13 +14,11 @@
 int squash_submit_check(spank_t sp, const char *option,
 			const struct squash_settings *s);
 
-/* The single checks, also used for srun's step images (step_images.c).
- * Each returns 0, or -1 after telling the user why. */
-struct squash_image_spec;
+/* The same checks without the hand-off to the prolog (srun's step images,
+ * step_images.c): on 0, list holds the resolved images and their targets
+ * (free with squash_imagespec_free); on -1 the user has been told why. */
 struct squash_image_list;
-int resolve_image(struct squash_image_spec *item); /* realpath, in place */
-int check_image(const char *image);               /* readable squashfs file */
-int check_target(struct squash_image_spec *item, const struct squash_settings *s);
-int check_duplicates(const struct squash_image_list *list);
+int squash_submit_check_list(const char *option, const struct squash_settings *s,
+			     struct squash_image_list *list);
 
 #endif
