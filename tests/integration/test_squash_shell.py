@@ -131,3 +131,14 @@ def test_session_survives_a_squashd_restart_and_still_ends_with_its_process(clus
     finally:
         proc.kill()
         proc.communicate(timeout=30)
+
+
+def test_without_a_command_it_runs_the_users_shell(cluster):
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "env.sqfs", FILES, owner=USER1)
+    p = c.as_user(USER1, ["SHELL=/bin/sh", *shell_cmd(c, img)], cwd=d,
+                  input='cat "$SQUASH_MOUNT/hello.txt"; exit 3\n')
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    assert p.stdout == "hello from the image\n", (p.stdout, p.stderr)
+    wait_clean(c)
