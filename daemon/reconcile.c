@@ -165,7 +165,8 @@ struct verdict {
 	char state[64]; /* "here", or why it is gone */
 };
 
-/* Runs the query child for ids; fills verdicts (same order not assumed).
+/* Runs the query child for ids (with steps[i] != NO_STEP: that step of job
+ * ids[i]; steps may be NULL: jobs only); fills verdicts (same order not assumed).
  * Returns how many, or -1 with err. */
 static int ask_slurm(struct daemon_state *ds, const uint32_t *ids, const uint32_t *steps, size_t n,
 		     struct verdict *out, char *err, size_t errlen)
@@ -185,7 +186,7 @@ static int ask_slurm(struct daemon_state *ds, const uint32_t *ids, const uint32_
 	argv[2] = ds->node_name;
 	for (size_t i = 0, off = 0; i < n; i++) {
 		argv[3 + i] = idtext + off;
-		if (steps[i] == NO_STEP)
+		if (!steps || steps[i] == NO_STEP)
 			off += (size_t)sprintf(idtext + off, "%u", ids[i]) + 1;
 		else
 			off += (size_t)sprintf(idtext + off, "%u.%u", ids[i], steps[i]) + 1;
@@ -345,8 +346,8 @@ static pid_t user_of_device(const char *dev)
 
 /* Whether a live process still uses a mount job_id (or its step step_id)
  * holds alone (lock not held; reads the registry under it). */
-static pid_t job_still_used(struct daemon_state *ds, uint32_t job_id, uint32_t step_id,
-			    const char *mountinfo)
+static pid_t entry_still_used(struct daemon_state *ds, uint32_t job_id, uint32_t step_id,
+			      const char *mountinfo)
 {
 	char points[SQUASH_MAX_IMAGES][PATH_MAX];
 	size_t n = 0;
@@ -368,6 +369,11 @@ static pid_t job_still_used(struct daemon_state *ds, uint32_t job_id, uint32_t s
 			return pid;
 	}
 	return 0;
+}
+
+static pid_t job_still_used(struct daemon_state *ds, uint32_t job_id, const char *mountinfo)
+{
+	return entry_still_used(ds, job_id, NO_STEP, mountinfo);
 }
 
 /* ---------------------------------------------------------------- a pass */
@@ -411,7 +417,9 @@ static int run_pass(struct daemon_state *ds, uint32_t *released, size_t cap, cha
 	for (int i = 0; i < found; i++) {
 		if (!strcmp(verdicts[i].state, "here"))
 			continue;
-		pid_t user = mountinfo ? job_still_used(ds, verdicts[i].job_id, verdicts[i].step_id, mountinfo) : 0;
+		pid_t user = !mountinfo ? 0
+			     : verdicts[i].step_id == NO_STEP ? job_still_used(ds, verdicts[i].job_id, mountinfo)
+			     : entry_still_used(ds, verdicts[i].job_id, verdicts[i].step_id, mountinfo);
 		if (user && verdicts[i].step_id != NO_STEP) {
 			log_info("gc: step %u.%u is %s in Slurm, but pid %d still uses its mount; keeping it",
 				 verdicts[i].job_id, verdicts[i].step_id, verdicts[i].state, (int)user);
