@@ -25,6 +25,7 @@
 #include "mount_loop.h"
 #include "policy.h"
 #include "process_watch.h"
+#include "scoped_mounts.h"
 #include "state_file.h"
 #include "superblock.h"
 #include "unmount.h"
@@ -56,6 +57,7 @@ void reply_free(struct reply *r)
 		free(r->resp.mounts[i]->image);
 		free(r->resp.mounts[i]->mount_point);
 		free(r->resp.mounts[i]->loop_device);
+		scoped_free_mount_info(r->resp.mounts[i]);
 		free(r->resp.mounts[i]);
 	}
 	free(r->resp.mounts);
@@ -737,6 +739,7 @@ static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct p
 		mi->has_server_pid = true;
 		mi->server_pid = m->server_pid;
 	}
+	scoped_describe(ds, peer, m, mi);
 	return mi;
 }
 
@@ -756,6 +759,7 @@ void job_mounts_list(struct daemon_state *ds, const struct peer *peer, struct re
 		bool visible = peer->uid == 0;
 		for (const struct job_entry *j = ds->registry.jobs; j && !visible; j = j->next)
 			visible = j->uid == peer->uid && registry_job_uses(j, m);
+		visible = visible || scoped_peer_uses(ds, peer, m);
 		if (!visible)
 			continue;
 		Squash__MountInfo *mi = describe_mount(ds, peer, m);
@@ -891,6 +895,10 @@ void job_mounts_adopt(struct daemon_state *ds)
 			registry_job_set_failure(j, SQUASH__STATUS__NODE_ERROR,
 						 "a mount of this job vanished while squashd was restarting");
 		}
+		for (struct job_entry *e = ds->registry.scoped; e; e = e->next)
+			for (size_t i = 0; i < e->count; i++)
+				if (e->images[i].mount == m)
+					e->images[i].mount = NULL;
 		rmdir(m->mount_point);
 		registry_remove_mount(&ds->registry, m);
 	}
@@ -898,6 +906,10 @@ void job_mounts_adopt(struct daemon_state *ds)
 	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
 		m->refcount = 0;
 	for (struct job_entry *j = ds->registry.jobs; j; j = j->next)
+		for (size_t i = 0; i < j->count; i++)
+			if (j->images[i].mount)
+				j->images[i].mount->refcount++;
+	for (struct job_entry *j = ds->registry.scoped; j; j = j->next)
 		for (size_t i = 0; i < j->count; i++)
 			if (j->images[i].mount)
 				j->images[i].mount->refcount++;
@@ -938,4 +950,23 @@ void job_mounts_adopt(struct daemon_state *ds)
 	pthread_mutex_lock(&ds->lock);
 	job_mounts_save_locked(ds);
 	pthread_mutex_unlock(&ds->lock);
+}
+
+/* ---------------------------------------------------------------- for scoped_mounts.c */
+
+enum result job_mounts_mount_image(struct daemon_state *ds, const struct identity *id,
+				   const Squash__ImageSpec *spec, struct mount_entry **out,
+				   char *err, size_t errlen, long long deadline_ms)
+{
+	return mount_one(ds, id, spec, out, err, errlen, deadline_ms);
+}
+
+void job_mounts_put(struct daemon_state *ds, struct mount_entry *m, struct teardown *td)
+{
+	put_mount(ds, m, td);
+}
+
+bool job_mounts_wait(struct daemon_state *ds, long long deadline_ms)
+{
+	return wait_changed(ds, deadline_ms);
 }

@@ -31,6 +31,7 @@
 #include "request_codec.h"
 #include "request_stats.h"
 #include "status_report.h"
+#include "scoped_mounts.h"
 
 /* Requests served at once. Beyond it connections wait in the listen
  * backlog (they are not dropped) until a worker is free. */
@@ -120,6 +121,7 @@ static const char *op_name(Squash__Request__OpCase op)
 	case SQUASH__REQUEST__OP_LIST: return "list";
 	case SQUASH__REQUEST__OP_GC: return "gc";
 	case SQUASH__REQUEST__OP_STATUS: return "status";
+	case SQUASH__REQUEST__OP_SESSION_MOUNT: return "session_mount";
 	default: return "unknown";
 	}
 }
@@ -147,6 +149,7 @@ static void fit_list(struct reply *out)
 		free(mi->image);
 		free(mi->mount_point);
 		free(mi->loop_device);
+		scoped_free_mount_info(mi);
 		free(mi);
 		out->resp.has_truncated = out->resp.truncated = true;
 	}
@@ -189,13 +192,25 @@ static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
 		pthread_mutex_unlock(&ds->lock);
 		switch (op) {
 		case SQUASH__REQUEST__OP_MOUNT_JOB:
-			job_mounts_mount(ds, req->mount_job, out, &td, deadline);
+			if (req->mount_job->has_step_id)
+				scoped_mount_step(ds, &c->peer, c->fd, req->mount_job, out, &td, deadline);
+			else
+				job_mounts_mount(ds, req->mount_job, out, &td, deadline);
 			break;
 		case SQUASH__REQUEST__OP_STEP_INFO:
-			job_mounts_step_info(ds, &c->peer, req->step_info->job_id, out, deadline);
+			scoped_step_info(ds, &c->peer, req->step_info, out, deadline);
 			break;
 		case SQUASH__REQUEST__OP_RELEASE_JOB:
+			if (req->release_job->has_step_id) {
+				scoped_release_step(ds, req->release_job->job_id, req->release_job->step_id,
+						    out, &td);
+				break;
+			}
 			job_mounts_release(ds, req->release_job->job_id, out, &td, deadline);
+			scoped_release_job_steps(ds, req->release_job->job_id, &td);
+			break;
+		case SQUASH__REQUEST__OP_SESSION_MOUNT:
+			scoped_mount_session(ds, &c->peer, c->fd, req->session_mount, out, &td, deadline);
 			break;
 		case SQUASH__REQUEST__OP_LIST:
 			job_mounts_list(ds, &c->peer, out);

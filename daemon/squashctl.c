@@ -63,6 +63,14 @@ static void print_list_json(const Squash__Response *r)
 		printf(",\"jobs\":[");
 		for (size_t j = 0; j < m->n_job_ids; j++)
 			printf("%s%u", j ? "," : "", m->job_ids[j]);
+		printf("],\"steps\":[");
+		for (size_t j = 0; j < m->n_steps; j++) {
+			printf("%s", j ? "," : "");
+			json_string(m->steps[j]);
+		}
+		printf("],\"sessions\":[");
+		for (size_t j = 0; j < m->n_session_pids; j++)
+			printf("%s%d", j ? "," : "", m->session_pids[j]);
 		printf("]");
 		if (m->has_owner_uid)
 			printf(",\"owner_uid\":%u", m->owner_uid);
@@ -95,6 +103,12 @@ static void print_list_table(const Squash__Response *r)
 		size_t used = 0;
 		for (size_t j = 0; j < m->n_job_ids && used < sizeof(jobs); j++)
 			used += snprintf(jobs + used, sizeof(jobs) - used, "%s%u", j ? "," : "", m->job_ids[j]);
+		/* Steps' own images (JOB.STEP) and squash-shell sessions (sPID). */
+		for (size_t j = 0; j < m->n_steps && used < sizeof(jobs); j++)
+			used += snprintf(jobs + used, sizeof(jobs) - used, "%s%s", used ? "," : "", m->steps[j]);
+		for (size_t j = 0; j < m->n_session_pids && used < sizeof(jobs); j++)
+			used += snprintf(jobs + used, sizeof(jobs) - used, "%ss%d", used ? "," : "",
+					 m->session_pids[j]);
 		if (m->loop_device)
 			snprintf(by, sizeof(by), "%s", m->loop_device);
 		else if (m->has_server_pid)
