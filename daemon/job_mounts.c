@@ -16,6 +16,7 @@
 
 #include "child_process.h"
 #include "clock.h"
+#include "fuse_reader.h"
 #include "identity.h"
 #include "image_open.h"
 #include "linger.h"
@@ -26,6 +27,7 @@
 #include "overlay.h"
 #include "policy.h"
 #include "process_watch.h"
+#include "scoped_mounts.h"
 #include "state_file.h"
 #include "superblock.h"
 #include "unmount.h"
@@ -57,6 +59,7 @@ void reply_free(struct reply *r)
 		free(r->resp.mounts[i]->image);
 		free(r->resp.mounts[i]->mount_point);
 		free(r->resp.mounts[i]->loop_device);
+		scoped_free_mount_info(r->resp.mounts[i]);
 		free(r->resp.mounts[i]);
 	}
 	free(r->resp.mounts);
@@ -746,6 +749,8 @@ static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct p
 	mi->mount_point = strdup(m->mount_point);
 	mi->refcount = m->refcount;
 	mi->state = (char *)state_name(m->state);
+	mi->reader = (char *)(m->key.mode == SQUASH__MOUNT_MODE__KERNEL ? KERNEL_READER_DESCRIPTION
+			      : ds->fuse_reader ? ds->fuse_reader : "squashfuse_ll");
 	mi->job_ids = calloc(m->refcount + 1, sizeof(*mi->job_ids));
 	mi->loop_device = m->loop_device[0] ? strdup(m->loop_device) : NULL;
 	if (!mi->image || !mi->mount_point || !mi->job_ids || (m->loop_device[0] && !mi->loop_device)) {
@@ -768,6 +773,7 @@ static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct p
 		mi->has_server_pid = true;
 		mi->server_pid = m->server_pid;
 	}
+	scoped_describe(ds, peer, m, mi);
 	if (m->state == MOUNT_LINGERING) {
 		mi->has_linger_left_s = true;
 		mi->linger_left_s = linger_left_s(m, squash_now_ms());
@@ -793,6 +799,7 @@ void job_mounts_list(struct daemon_state *ds, const struct peer *peer, struct re
 			       (m->state == MOUNT_LINGERING && m->key.owner_uid == peer->uid);
 		for (const struct job_entry *j = ds->registry.jobs; j && !visible; j = j->next)
 			visible = j->uid == peer->uid && registry_job_uses(j, m);
+		visible = visible || scoped_peer_uses(ds, peer, m);
 		if (!visible)
 			continue;
 		Squash__MountInfo *mi = describe_mount(ds, peer, m);
@@ -926,6 +933,10 @@ void job_mounts_adopt(struct daemon_state *ds)
 		for (size_t i = 0; i < j->count; i++)
 			if (j->images[i].mount)
 				j->images[i].mount->refcount++;
+	for (struct job_entry *j = ds->registry.scoped; j; j = j->next)
+		for (size_t i = 0; i < j->count; i++)
+			if (j->images[i].mount)
+				j->images[i].mount->refcount++;
 	for (struct mount_entry *m = ds->registry.mounts; m; m = next) {
 		next = m->next;
 		if (is_mount_point(m->mount_point) > 0) {
@@ -950,6 +961,10 @@ void job_mounts_adopt(struct daemon_state *ds)
 			registry_job_set_failure(j, SQUASH__STATUS__NODE_ERROR,
 						 "a mount of this job vanished while squashd was restarting");
 		}
+		for (struct job_entry *e = ds->registry.scoped; e; e = e->next)
+			for (size_t i = 0; i < e->count; i++)
+				if (e->images[i].mount == m)
+					e->images[i].mount = NULL;
 		rmdir(m->mount_point);
 		registry_remove_mount(&ds->registry, m);
 	}
@@ -957,6 +972,10 @@ void job_mounts_adopt(struct daemon_state *ds)
 	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
 		m->refcount = 0;
 	for (struct job_entry *j = ds->registry.jobs; j; j = j->next)
+		for (size_t i = 0; i < j->count; i++)
+			if (j->images[i].mount)
+				j->images[i].mount->refcount++;
+	for (struct job_entry *j = ds->registry.scoped; j; j = j->next)
 		for (size_t i = 0; i < j->count; i++)
 			if (j->images[i].mount)
 				j->images[i].mount->refcount++;
@@ -1002,4 +1021,23 @@ void job_mounts_adopt(struct daemon_state *ds)
 	pthread_mutex_lock(&ds->lock);
 	job_mounts_save_locked(ds);
 	pthread_mutex_unlock(&ds->lock);
+}
+
+/* ---------------------------------------------------------------- for scoped_mounts.c */
+
+enum result job_mounts_mount_image(struct daemon_state *ds, const struct identity *id,
+				   const Squash__ImageSpec *spec, struct mount_entry **out,
+				   char *err, size_t errlen, long long deadline_ms)
+{
+	return mount_one(ds, id, spec, out, err, errlen, deadline_ms);
+}
+
+void job_mounts_put(struct daemon_state *ds, struct mount_entry *m, struct teardown *td)
+{
+	put_mount(ds, m, td);
+}
+
+bool job_mounts_wait(struct daemon_state *ds, long long deadline_ms)
+{
+	return wait_changed(ds, deadline_ms);
 }

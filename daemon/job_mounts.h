@@ -19,12 +19,14 @@
 #include "settings.h"
 #include "peer.h"
 #include "registry.h"
+#include "result.h"
 #include "squash.pb-c.h"
 
 struct daemon_state {
 	const struct squashd_config *cfg;
 	char state_path[PATH_MAX];
 	char mount_dir[PATH_MAX];
+	char sessions_dir[PATH_MAX]; /* squash-shell sessions' binds (scoped_mounts.c) */
 	char node_name[256];
 	long long started_ms;       /* monotonic */
 
@@ -38,6 +40,7 @@ struct daemon_state {
 	unsigned long long requests, requests_failed, gc_releases;
 	long long last_gc_ms;       /* monotonic; 0: never */
 	unsigned long long registry_save_errors; /* failed saves since start */
+	const char *fuse_reader;    /* what serves FUSE mounts (fuse_reader.h); set at start */
 };
 
 /* Mounts whose last reference went, to be unmounted after the answer. */
@@ -60,6 +63,7 @@ struct reply {
 	char *problems[8];
 	char problem_text[8][PATH_MAX + 256];
 	struct status_extra *extra;  /* status: the operations view (status_report.h) */
+	char session_dir[PATH_MAX]; /* session_mount's answer */
 };
 
 void reply_init(struct reply *r);
@@ -94,6 +98,17 @@ void job_mounts_adopt(struct daemon_state *ds);
 /* Saves the registry; on failure remembers why (health, new mounts refuse)
  * and returns -1. Call with ds->lock held. */
 int job_mounts_save_locked(struct daemon_state *ds);
+
+/* For scoped_mounts.c (steps' and sessions' own images), with the same
+ * sharing and policy as jobs: mounts or shares one image for id (unlocked;
+ * on RESULT_OK *out holds one more reference), drops a reference (lock
+ * held), waits on ds->changed (lock held; false on timeout or stop). */
+struct identity;
+enum result job_mounts_mount_image(struct daemon_state *ds, const struct identity *id,
+				   const Squash__ImageSpec *spec, struct mount_entry **out,
+				   char *err, size_t errlen, long long deadline_ms);
+void job_mounts_put(struct daemon_state *ds, struct mount_entry *m, struct teardown *td);
+bool job_mounts_wait(struct daemon_state *ds, long long deadline_ms);
 
 /* Stopping: wakes every waiter; new requests are answered UNAVAILABLE. */
 void job_mounts_stop(struct daemon_state *ds);

@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fuse_reader.h"
 #include "job_mounts.h"
 #include "linger.h"
 #include "log.h"
 #include "reconcile.h"
 #include "reload.h"
+#include "scoped_mounts.h"
 #include "server.h"
 #include "settings.h"
 #include "socket_activation.h"
@@ -146,13 +148,17 @@ int main(int argc, char **argv)
 	}
 	node_name(&cfg, ds.node_name, sizeof(ds.node_name));
 	if (snprintf(ds.state_path, sizeof(ds.state_path), "%s/state", cfg.state_dir) >= (int)sizeof(ds.state_path) ||
-	    snprintf(ds.mount_dir, sizeof(ds.mount_dir), "%s/mnt", cfg.state_dir) >= (int)sizeof(ds.mount_dir)) {
+	    snprintf(ds.mount_dir, sizeof(ds.mount_dir), "%s/mnt", cfg.state_dir) >= (int)sizeof(ds.mount_dir) ||
+	    snprintf(ds.sessions_dir, sizeof(ds.sessions_dir), "%s/sessions", cfg.state_dir) >= (int)sizeof(ds.sessions_dir)) {
 		log_error("state_dir %s is too long", cfg.state_dir);
 		return 1;
 	}
 	/* mnt/ is root-only: the node-level mounts are reached by jobs only
 	 * through the binds in their steps. */
+	/* sessions/: enterable by all, listable by none; each session's
+	 * directory in it belongs to its user alone (scoped_mounts.c). */
 	if (ensure_dir(cfg.state_dir, 0755) < 0 || ensure_dir(ds.mount_dir, 0700) < 0 ||
+	    ensure_dir(ds.sessions_dir, 0711) < 0 ||
 	    ensure_dir(cfg.base_dir, 0755) < 0)
 		return 1;
 
@@ -161,6 +167,15 @@ int main(int argc, char **argv)
 		snprintf(ds.state_lost, sizeof(ds.state_lost), "%.*s", (int)sizeof(ds.state_lost) - 1, err);
 	}
 	job_mounts_adopt(&ds);
+	scoped_adopt(&ds);
+
+	/* Which FUSE server user images get, for the log and `squashctl list`. */
+	static struct fuse_reader reader;
+	if (cfg.mount_policy != MOUNT_POLICY_KERNEL) {
+		fuse_reader_probe(cfg.squashfuse, &reader);
+		ds.fuse_reader = reader.description;
+		log_info("FUSE mounts are served by %s (%s)", cfg.squashfuse, reader.description);
+	}
 
 	/* Under squashd.socket systemd holds the socket (and the clients
 	 * that connect while squashd restarts); otherwise bind it here. */

@@ -20,6 +20,7 @@ bool policy_may_send(const struct peer *peer, Squash__Request__OpCase op,
 	case SQUASH__REQUEST__OP_LIST:
 	case SQUASH__REQUEST__OP_STEP_INFO:
 	case SQUASH__REQUEST__OP_STATUS:
+	case SQUASH__REQUEST__OP_SESSION_MOUNT: /* for the sender itself, as its user */
 		return true;
 	case SQUASH__REQUEST__OP_GC:
 		snprintf(err, errlen, "only root may run gc");

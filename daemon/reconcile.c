@@ -20,6 +20,7 @@
 #include "child_process.h"
 #include "clock.h"
 #include "log.h"
+#include "scoped_mounts.h"
 
 /* Slurm is asked about at most this many jobs per pass (the rest wait for
  * the next pass); the query child gets this long to answer. */
@@ -49,6 +50,42 @@ static const char *state_name(uint32_t state)
 	return base < sizeof(names) / sizeof(names[0]) ? names[base] : "UNKNOWN";
 }
 
+/* "JOBID.STEPID": whether that step still runs on node. Prints the verdict;
+ * returns -1 when slurmctld cannot be asked. */
+static int query_step(const char *node, unsigned long id, unsigned long step)
+{
+	job_step_info_response_msg_t *resp = NULL;
+	const char *verdict = "gone step-ended";
+
+	if (slurm_get_job_steps(0, (uint32_t)id, (uint32_t)step, &resp, SHOW_ALL) != SLURM_SUCCESS) {
+		int e = slurm_get_errno();
+		if (e != ESLURM_INVALID_JOB_ID) {
+			fprintf(stderr, "cannot ask slurmctld about step %lu.%lu: %s\n", id, step,
+				slurm_strerror(e));
+			return -1;
+		}
+		resp = NULL;
+	}
+	for (uint32_t r = 0; resp && r < resp->job_step_count; r++) {
+		job_step_info_t *st = &resp->job_steps[r];
+		if (st->step_id.job_id != id || st->step_id.step_id != step)
+			continue;
+		bool here = false;
+		if (st->nodes && *st->nodes) {
+			hostlist_t hl = slurm_hostlist_create(st->nodes);
+			here = hl && slurm_hostlist_find(hl, node) >= 0;
+			if (hl)
+				slurm_hostlist_destroy(hl);
+		}
+		verdict = here ? "here" : "gone step-elsewhere";
+		break;
+	}
+	printf("%lu.%lu %s\n", id, step, verdict);
+	if (resp)
+		slurm_free_job_step_info_response_msg(resp);
+	return 0;
+}
+
 int reconcile_query_main(int argc, char **argv)
 {
 	if (argc < 1) {
@@ -62,6 +99,17 @@ int reconcile_query_main(int argc, char **argv)
 		unsigned long id = strtoul(argv[i], &end, 10);
 		job_info_msg_t *msg = NULL;
 
+		if (*end == '.' && id > 0 && id <= UINT32_MAX) {
+			char *step_end;
+			unsigned long step = strtoul(end + 1, &step_end, 10);
+			if (*step_end || step >= 0xfffffff0UL) {
+				fprintf(stderr, "bad step id '%s'\n", argv[i]);
+				return 2;
+			}
+			if (query_step(node, id, step) < 0)
+				return 1;
+			continue;
+		}
 		if (*end || id == 0 || id > UINT32_MAX) {
 			fprintf(stderr, "bad job id '%s'\n", argv[i]);
 			return 2;
@@ -110,18 +158,23 @@ int reconcile_query_main(int argc, char **argv)
 
 /* ---------------------------------------------------------------- asking */
 
+/* Step ids of registry entries that stand for the whole job. */
+#define NO_STEP UINT32_MAX
+
 struct verdict {
 	uint32_t job_id;
+	uint32_t step_id; /* NO_STEP: the job */
 	char state[64]; /* "here", or why it is gone */
 };
 
-/* Runs the query child for ids; fills verdicts (same order not assumed).
+/* Runs the query child for ids (with steps[i] != NO_STEP: that step of job
+ * ids[i]; steps may be NULL: jobs only); fills verdicts (same order not assumed).
  * Returns how many, or -1 with err. */
-static int ask_slurm(struct daemon_state *ds, const uint32_t *ids, size_t n, struct verdict *out,
-		     int timeout_ms, char *err, size_t errlen)
+static int ask_slurm(struct daemon_state *ds, const uint32_t *ids, const uint32_t *steps, size_t n,
+		     struct verdict *out, int timeout_ms, char *err, size_t errlen)
 {
 	char **argv = calloc(n + 4, sizeof(*argv));
-	char *idtext = malloc(n * 12 + 1), *output = malloc(QUERY_OUTPUT_MAX + 1);
+	char *idtext = malloc(n * 24 + 1), *output = malloc(QUERY_OUTPUT_MAX + 1);
 	int pipefd[2] = { -1, -1 }, pidfd = -1, found = -1, status = -1;
 	size_t got = 0;
 	pid_t pid;
@@ -135,7 +188,10 @@ static int ask_slurm(struct daemon_state *ds, const uint32_t *ids, size_t n, str
 	argv[2] = ds->node_name;
 	for (size_t i = 0, off = 0; i < n; i++) {
 		argv[3 + i] = idtext + off;
-		off += (size_t)sprintf(idtext + off, "%u", ids[i]) + 1;
+		if (!steps || steps[i] == NO_STEP)
+			off += (size_t)sprintf(idtext + off, "%u", ids[i]) + 1;
+		else
+			off += (size_t)sprintf(idtext + off, "%u.%u", ids[i], steps[i]) + 1;
 	}
 	pid = child_fork(&pidfd);
 	if (pid < 0) {
@@ -187,10 +243,13 @@ static int ask_slurm(struct daemon_state *ds, const uint32_t *ids, size_t n, str
 	found = 0;
 	for (char *save = NULL, *line = strtok_r(output, "\n", &save); line && (size_t)found < n;
 	     line = strtok_r(NULL, "\n", &save)) {
-		unsigned id;
+		unsigned id, step = NO_STEP;
 		char state[64];
-		if (sscanf(line, "%u %63[^\n]", &id, state) == 2) {
+		/* "JOBID.STEPID VERDICT" for steps, "JOBID VERDICT" for jobs. */
+		if (sscanf(line, "%u.%u %63[^\n]", &id, &step, state) == 3 ||
+		    (step = NO_STEP, sscanf(line, "%u %63[^\n]", &id, state) == 2)) {
 			out[found].job_id = id;
+			out[found].step_id = step;
 			snprintf(out[found].state, sizeof(out[found].state), "%s", state);
 			found++;
 		}
@@ -287,15 +346,17 @@ static pid_t user_of_device(const char *dev)
 	return found;
 }
 
-/* Whether a live process still uses a mount job_id holds alone (lock not
- * held; reads the registry under it). */
-static pid_t job_still_used(struct daemon_state *ds, uint32_t job_id, const char *mountinfo)
+/* Whether a live process still uses a mount job_id (or its step step_id)
+ * holds alone (lock not held; reads the registry under it). */
+static pid_t entry_still_used(struct daemon_state *ds, uint32_t job_id, uint32_t step_id,
+			      const char *mountinfo)
 {
 	char points[2 * SQUASH_MAX_IMAGES][PATH_MAX];
 	size_t n = 0;
 
 	pthread_mutex_lock(&ds->lock);
-	struct job_entry *job = registry_find_job(&ds->registry, job_id);
+	struct job_entry *job = step_id == NO_STEP ? registry_find_job(&ds->registry, job_id)
+						   : registry_find_step(&ds->registry, job_id, step_id);
 	for (size_t i = 0; job && i < job->count; i++) {
 		const struct mount_entry *m = job->images[i].mount;
 		if (m && m->refcount == 1 && m->state == MOUNT_READY)
@@ -315,30 +376,44 @@ static pid_t job_still_used(struct daemon_state *ds, uint32_t job_id, const char
 	return 0;
 }
 
+static pid_t job_still_used(struct daemon_state *ds, uint32_t job_id, const char *mountinfo)
+{
+	return entry_still_used(ds, job_id, NO_STEP, mountinfo);
+}
+
 /* ---------------------------------------------------------------- a pass */
 
 /* Returns the number released (ids in released, up to cap), or -1 with err. */
 static int run_pass(struct daemon_state *ds, uint32_t *released, size_t cap, char *err, size_t errlen)
 {
-	uint32_t *ids = malloc(GC_BATCH * sizeof(*ids));
+	uint32_t *ids = malloc(GC_BATCH * sizeof(*ids)), *steps = malloc(GC_BATCH * sizeof(*steps));
 	struct verdict *verdicts = malloc(GC_BATCH * sizeof(*verdicts));
 	size_t n = 0;
 	int count = 0;
 
-	if (!ids || !verdicts) {
+	if (!ids || !steps || !verdicts) {
 		snprintf(err, errlen, "out of memory");
 		count = -1;
 		goto out;
 	}
 	pthread_mutex_lock(&ds->lock);
 	for (const struct job_entry *j = ds->registry.jobs; j && n < GC_BATCH; j = j->next)
-		if (!j->pending)
+		if (!j->pending) {
+			steps[n] = NO_STEP;
 			ids[n++] = j->job_id;
+		}
+	/* Steps with images of their own: a step killed so hard that its
+	 * slurmstepd never released them. */
+	for (const struct job_entry *e = ds->registry.scoped; e && n < GC_BATCH; e = e->next)
+		if (e->kind == HOLDER_STEP && !e->pending) {
+			steps[n] = e->step_id;
+			ids[n++] = e->job_id;
+		}
 	pthread_mutex_unlock(&ds->lock);
 	if (n == 0)
 		goto done;
 
-	int found = ask_slurm(ds, ids, n, verdicts, QUERY_TIMEOUT_MS, err, errlen);
+	int found = ask_slurm(ds, ids, steps, n, verdicts, QUERY_TIMEOUT_MS, err, errlen);
 	if (found < 0) {
 		count = -1;
 		goto out;
@@ -347,13 +422,28 @@ static int run_pass(struct daemon_state *ds, uint32_t *released, size_t cap, cha
 	for (int i = 0; i < found; i++) {
 		if (!strcmp(verdicts[i].state, "here"))
 			continue;
-		pid_t user = mountinfo ? job_still_used(ds, verdicts[i].job_id, mountinfo) : 0;
+		pid_t user = !mountinfo ? 0
+			     : verdicts[i].step_id == NO_STEP ? job_still_used(ds, verdicts[i].job_id, mountinfo)
+			     : entry_still_used(ds, verdicts[i].job_id, verdicts[i].step_id, mountinfo);
+		if (user && verdicts[i].step_id != NO_STEP) {
+			log_info("gc: step %u.%u is %s in Slurm, but pid %d still uses its mount; keeping it",
+				 verdicts[i].job_id, verdicts[i].step_id, verdicts[i].state, (int)user);
+			continue;
+		}
 		if (user) {
 			log_info("gc: job %u is %s in Slurm, but pid %d still uses its mount; keeping it",
 				 verdicts[i].job_id, verdicts[i].state, (int)user);
 			continue;
 		}
 		struct teardown td = { NULL };
+		if (verdicts[i].step_id != NO_STEP) {
+			if (scoped_release_step_gone(ds, verdicts[i].job_id, verdicts[i].step_id, &td))
+				log_info("gc: released step %u.%u (Slurm: %s; its slurmstepd did not release it)",
+					 verdicts[i].job_id, verdicts[i].step_id, verdicts[i].state);
+			job_mounts_teardown(ds, &td);
+			continue;
+		}
+		scoped_release_job_steps(ds, verdicts[i].job_id, &td);
 		if (job_mounts_release_gone(ds, verdicts[i].job_id, &td)) {
 			log_context_job(verdicts[i].job_id, -1);
 			log_info("gc: released job %u (Slurm: %s; its epilog did not release it)",
@@ -372,6 +462,7 @@ done:
 	pthread_mutex_unlock(&ds->lock);
 out:
 	free(ids);
+	free(steps);
 	free(verdicts);
 	return count;
 }
@@ -391,7 +482,7 @@ void reconcile_dry_run(struct daemon_state *ds, void (*problem)(void *arg, const
 		if (!j->pending)
 			ids[n++] = j->job_id;
 	pthread_mutex_unlock(&ds->lock);
-	int found = n ? ask_slurm(ds, ids, n, verdicts, DRY_RUN_TIMEOUT_MS, err, sizeof(err)) : 0;
+	int found = n ? ask_slurm(ds, ids, NULL, n, verdicts, DRY_RUN_TIMEOUT_MS, err, sizeof(err)) : 0;
 	if (found < 0) {
 		log_info("health: cannot ask Slurm which jobs still run here: %s", err);
 		goto out;

@@ -172,6 +172,49 @@ void registry_remove_job(struct registry *r, struct job_entry *job)
 	}
 }
 
+struct job_entry *registry_find_step(struct registry *r, uint32_t job_id, uint32_t step_id)
+{
+	for (struct job_entry *e = r->scoped; e; e = e->next)
+		if (e->kind == HOLDER_STEP && e->job_id == job_id && e->step_id == step_id)
+			return e;
+	return NULL;
+}
+
+struct job_entry *registry_find_session(struct registry *r, pid_t pid)
+{
+	for (struct job_entry *e = r->scoped; e; e = e->next)
+		if (e->kind == HOLDER_SESSION && e->session_pid == pid)
+			return e;
+	return NULL;
+}
+
+struct job_entry *registry_add_scoped(struct registry *r, enum holder_kind kind, uint32_t job_id,
+				      uint32_t step_id, uid_t uid)
+{
+	struct job_entry *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->kind = kind;
+	e->job_id = job_id;
+	e->step_id = step_id;
+	e->uid = uid;
+	e->status = SQUASH__STATUS__OK;
+	e->next = r->scoped;
+	r->scoped = e;
+	return e;
+}
+
+void registry_remove_scoped(struct registry *r, struct job_entry *e)
+{
+	for (struct job_entry **p = &r->scoped; *p; p = &(*p)->next) {
+		if (*p == e) {
+			*p = e->next;
+			free_job(e);
+			return;
+		}
+	}
+}
+
 bool registry_job_uses(const struct job_entry *job, const struct mount_entry *m)
 {
 	for (size_t i = 0; i < job->count; i++)
@@ -184,6 +227,8 @@ void registry_free(struct registry *r)
 {
 	while (r->jobs)
 		registry_remove_job(r, r->jobs);
+	while (r->scoped)
+		registry_remove_scoped(r, r->scoped);
 	while (r->mounts)
 		registry_remove_mount(r, r->mounts);
 	r->next_mount_id = 0;

@@ -61,6 +61,11 @@ struct job_image {
 	char *upper;    /* ":rw=DIR": DIR (not kept in the state file); NULL when none */
 };
 
+/* Who an entry's references belong to: the job (registry.jobs, its prolog
+ * mounted them), or one of its steps or a squash-shell session
+ * (registry.scoped, see scoped_mounts.h). */
+enum holder_kind { HOLDER_JOB = 0, HOLDER_STEP, HOLDER_SESSION };
+
 struct job_entry {
 	uint32_t job_id;
 	uid_t uid;
@@ -71,11 +76,17 @@ struct job_entry {
 	size_t count;
 	struct job_image images[SQUASH_MAX_IMAGES];
 	struct job_entry *next;
+	/* Scoped entries only. */
+	enum holder_kind kind;
+	uint32_t step_id;                 /* HOLDER_STEP */
+	pid_t session_pid;                /* HOLDER_SESSION: the squash-shell process */
+	unsigned long long session_start; /* its start time (/proc/PID/stat field 22) */
 };
 
 struct registry {
 	struct mount_entry *mounts;
 	struct job_entry *jobs;
+	struct job_entry *scoped; /* steps' and sessions' own images */
 	unsigned next_mount_id;
 };
 
@@ -102,6 +113,14 @@ int registry_job_set_failure(struct job_entry *job, Squash__Status status,
 			     const char *message);
 /* Unlinks and frees the job; its mounts' refcounts are NOT changed. */
 void registry_remove_job(struct registry *r, struct job_entry *job);
+
+/* Steps' and sessions' entries (registry.scoped). */
+struct job_entry *registry_find_step(struct registry *r, uint32_t job_id, uint32_t step_id);
+struct job_entry *registry_find_session(struct registry *r, pid_t pid);
+struct job_entry *registry_add_scoped(struct registry *r, enum holder_kind kind, uint32_t job_id,
+				      uint32_t step_id, uid_t uid);
+/* Unlinks and frees a scoped entry; its mounts' refcounts are NOT changed. */
+void registry_remove_scoped(struct registry *r, struct job_entry *e);
 
 /* Whether job uses mount m. */
 bool registry_job_uses(const struct job_entry *job, const struct mount_entry *m);

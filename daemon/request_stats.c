@@ -11,7 +11,7 @@ static const unsigned bounds_ms[REQUEST_STATS_BOUNDS] = {
 };
 
 static const char *const kind_names[REQUEST_STATS_KINDS] = {
-	"mount", "step_info", "release", "list", "gc", "status", "invalid",
+	"mount", "step_info", "release", "list", "gc", "status", "session_mount", "invalid",
 };
 
 struct kind_counters {
@@ -30,7 +30,8 @@ static unsigned kind_index(Squash__Request__OpCase op)
 	case SQUASH__REQUEST__OP_LIST: return 3;
 	case SQUASH__REQUEST__OP_GC: return 4;
 	case SQUASH__REQUEST__OP_STATUS: return 5;
-	default: return 6;
+	case SQUASH__REQUEST__OP_SESSION_MOUNT: return 6;
+	default: return 7;
 	}
 }
 

@@ -11,8 +11,8 @@
 
 /* Bucket upper bounds in milliseconds; one more bucket catches the rest. */
 #define REQUEST_STATS_BOUNDS 13
-/* mount, step_info, release, list, gc, status, invalid */
-#define REQUEST_STATS_KINDS 7
+/* mount, step_info, release, list, gc, status, session_mount, invalid */
+#define REQUEST_STATS_KINDS 8
 
 /* The kind's name as shown in metrics ("invalid" for an undecodable request). */
 const char *request_stats_kind_name(Squash__Request__OpCase op);

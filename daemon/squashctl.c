@@ -63,6 +63,14 @@ static void print_list_json(const Squash__Response *r)
 		printf(",\"jobs\":[");
 		for (size_t j = 0; j < m->n_job_ids; j++)
 			printf("%s%u", j ? "," : "", m->job_ids[j]);
+		printf("],\"steps\":[");
+		for (size_t j = 0; j < m->n_steps; j++) {
+			printf("%s", j ? "," : "");
+			json_string(m->steps[j]);
+		}
+		printf("],\"sessions\":[");
+		for (size_t j = 0; j < m->n_session_pids; j++)
+			printf("%s%d", j ? "," : "", m->session_pids[j]);
 		printf("]");
 		if (m->has_owner_uid)
 			printf(",\"owner_uid\":%u", m->owner_uid);
@@ -73,6 +81,10 @@ static void print_list_json(const Squash__Response *r)
 		if (m->loop_device) {
 			printf(",\"loop_device\":");
 			json_string(m->loop_device);
+		}
+		if (m->reader) {
+			printf(",\"reader\":");
+			json_string(m->reader);
 		}
 		printf("}");
 	}
@@ -85,21 +97,28 @@ static void print_list_table(const Squash__Response *r)
 		printf("no images mounted\n");
 		return;
 	}
-	printf("%-6s %-4s %-12s %-14s %s\n", "MODE", "REFS", "JOBS", "SERVED BY", "IMAGE -> MOUNT POINT");
+	printf("%-6s %-4s %-12s %-14s %-36s %s\n", "MODE", "REFS", "JOBS", "SERVED BY", "READER",
+	       "IMAGE -> MOUNT POINT");
 	for (size_t i = 0; i < r->n_mounts; i++) {
 		const Squash__MountInfo *m = r->mounts[i];
 		char jobs[64] = "", by[32] = "-";
 		size_t used = 0;
 		for (size_t j = 0; j < m->n_job_ids && used < sizeof(jobs); j++)
 			used += snprintf(jobs + used, sizeof(jobs) - used, "%s%u", j ? "," : "", m->job_ids[j]);
-		if (m->has_linger_left_s) /* no jobs: show when it goes */
+		/* Steps' own images (JOB.STEP) and squash-shell sessions (sPID). */
+		for (size_t j = 0; j < m->n_steps && used < sizeof(jobs); j++)
+			used += snprintf(jobs + used, sizeof(jobs) - used, "%s%s", used ? "," : "", m->steps[j]);
+		for (size_t j = 0; j < m->n_session_pids && used < sizeof(jobs); j++)
+			used += snprintf(jobs + used, sizeof(jobs) - used, "%ss%d", used ? "," : "",
+					 m->session_pids[j]);
+		if (m->has_linger_left_s && !used) /* nobody holds it: show when it goes */
 			snprintf(jobs, sizeof(jobs), "linger %us", m->linger_left_s);
 		if (m->loop_device)
 			snprintf(by, sizeof(by), "%s", m->loop_device);
 		else if (m->has_server_pid)
 			snprintf(by, sizeof(by), "pid %d uid %u", m->server_pid, m->owner_uid);
-		printf("%-6s %-4u %-12s %-14s ", squash_mode_name(m->mode), m->refcount,
-		       jobs[0] ? jobs : "-", by);
+		printf("%-6s %-4u %-12s %-14s %-36s ", squash_mode_name(m->mode), m->refcount,
+		       jobs[0] ? jobs : "-", by, m->reader ? m->reader : "-");
 		print_safe(m->image);
 		printf(" -> ");
 		print_safe(m->mount_point);

@@ -130,6 +130,23 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 			}
 		}
 	}
+	/* Steps' and sessions' own images: "scope" then its "simage" lines. */
+	for (const struct job_entry *e = r->scoped; e; e = e->next) {
+		if (e->pending)
+			continue;
+		fprintf(f, "scope %d %u %u %d %llu %u %d", (int)e->kind, e->job_id, e->step_id,
+			(int)e->session_pid, e->session_start, (unsigned)e->uid, (int)e->status);
+		put_field(f, e->message);
+		fputc('\n', f);
+		for (size_t i = 0; i < e->count; i++) {
+			const struct mount_entry *m = e->images[i].mount;
+
+			fprintf(f, "simage %u", m && m->state == MOUNT_READY ? m->id : 0);
+			put_field(f, e->images[i].image);
+			put_field(f, e->images[i].target);
+			fputc('\n', f);
+		}
+	}
 	int failed = fflush(f) != 0 || fsync(fileno(f)) != 0;
 	failed |= fclose(f) != 0;
 	if (failed || rename(tmp, path) < 0) {
@@ -262,6 +279,42 @@ static int parse_image(struct registry *r, char **fv, int n)
 	return registry_job_add_image(j, image, target, m);
 }
 
+static int parse_scope(struct registry *r, char **fv, int n)
+{
+	unsigned job_id, step_id, uid;
+	int kind, pid, status;
+	unsigned long long start;
+	if (n != 9 || sscanf(fv[1], "%d", &kind) != 1 || sscanf(fv[2], "%u", &job_id) != 1 ||
+	    sscanf(fv[3], "%u", &step_id) != 1 || sscanf(fv[4], "%d", &pid) != 1 ||
+	    sscanf(fv[5], "%llu", &start) != 1 || sscanf(fv[6], "%u", &uid) != 1 ||
+	    sscanf(fv[7], "%d", &status) != 1)
+		return -1;
+	if ((kind != HOLDER_STEP && kind != HOLDER_SESSION) || (kind == HOLDER_SESSION && pid <= 0))
+		return -1;
+	char *message = decode_field(fv[8]);
+	struct job_entry *e = message ? registry_add_scoped(r, (enum holder_kind)kind, job_id, step_id, uid) : NULL;
+	if (!e)
+		return -1;
+	e->session_pid = pid;
+	e->session_start = start;
+	if (status != SQUASH__STATUS__OK && registry_job_set_failure(e, (Squash__Status)status, message) < 0)
+		return -1;
+	return 0;
+}
+
+/* An image of the scope read last (registry_add_scoped puts it first). */
+static int parse_scoped_image(struct registry *r, char **fv, int n)
+{
+	unsigned mount_id;
+	if (n != 4 || !r->scoped || sscanf(fv[1], "%u", &mount_id) != 1)
+		return -1;
+	struct mount_entry *m = mount_id ? registry_mount_by_id(r, mount_id) : NULL;
+	char *image = decode_field(fv[2]), *target = decode_field(fv[3]);
+	if ((mount_id && !m) || !image || !target)
+		return -1;
+	return registry_job_add_image(r->scoped, image, target, m);
+}
+
 int state_file_load(struct registry *r, const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "re");
@@ -304,6 +357,10 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 			rc = parse_job(r, fv, n);
 		else if (!strcmp(fv[0], "image"))
 			rc = parse_image(r, fv, n);
+		else if (!strcmp(fv[0], "scope"))
+			rc = parse_scope(r, fv, n);
+		else if (!strcmp(fv[0], "simage"))
+			rc = parse_scoped_image(r, fv, n);
 		else
 			rc = -1;
 	}

@@ -20,6 +20,17 @@ _Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + SQUASH_MOUNT_DIR
 		       SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE,
 	       "a step_info answer within the documented limits must fit one frame");
 
+/* A step's own images and the job's together stay within SQUASH_MAX_IMAGES
+ * (squashd refuses more), so the step_info answer above, which carries both,
+ * still fits one frame; each mount then also carries its 2-byte step flag. */
+_Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + SQUASH_MOUNT_DIR_MAX + 32 + 2) + 2 * SQUASH_PATH_MAX <=
+		       SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE,
+	       "a step_info answer with step images must fit one frame");
+/* A session mount request is a mount request without job id and uid. */
+_Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + 16) + 4096 <=
+		       SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE,
+	       "a session mount request within the documented limits must fit one frame");
+
 /* A string field of a request: bounded and printable before any policy
  * code looks at it. */
 static int check_string(const char *s, const char *what, size_t index,
@@ -42,18 +53,29 @@ static int check_string(const char *s, const char *what, size_t index,
 	return 0;
 }
 
-static int check_mount_job(const Squash__MountJobRequest *mj, char *err,
-			   size_t errlen)
+/* Slurm's own step ids (batch, extern, interactive, pending) are at or
+ * above SLURM_MAX_NORMAL_STEP_ID; only srun's steps get images of their own. */
+static int check_step_id(protobuf_c_boolean has, uint32_t step_id, char *err, size_t errlen)
+{
+	if (has && step_id >= SQUASH_STEP_ID_LIMIT) {
+		squash_errf(err, errlen, "step id %u is not the id of an srun job step", step_id);
+		return -1;
+	}
+	return 0;
+}
+
+static int check_images(Squash__ImageSpec *const *images, size_t n_images, char *err,
+			size_t errlen)
 {
 	size_t i;
 
-	if (mj->n_images > SQUASH_MAX_IMAGES) {
+	if (n_images > SQUASH_MAX_IMAGES) {
 		squash_errf(err, errlen, "too many images (%zu, at most %d)",
-			    mj->n_images, SQUASH_MAX_IMAGES);
+			    n_images, SQUASH_MAX_IMAGES);
 		return -1;
 	}
-	for (i = 0; i < mj->n_images; i++) {
-		const Squash__ImageSpec *spec = mj->images[i];
+	for (i = 0; i < n_images; i++) {
+		const Squash__ImageSpec *spec = images[i];
 
 		if (!spec) {
 			squash_errf(err, errlen, "image %zu: missing", i + 1);
@@ -73,6 +95,14 @@ static int check_mount_job(const Squash__MountJobRequest *mj, char *err,
 	return 0;
 }
 
+static int check_mount_job(const Squash__MountJobRequest *mj, char *err,
+			   size_t errlen)
+{
+	if (check_step_id(mj->has_step_id, mj->step_id, err, errlen) < 0)
+		return -1;
+	return check_images(mj->images, mj->n_images, err, errlen);
+}
+
 /* Exactly one operation, with its message present. */
 static int check_request(const Squash__Request *req, char *err, size_t errlen)
 {
@@ -84,11 +114,17 @@ static int check_request(const Squash__Request *req, char *err, size_t errlen)
 	case SQUASH__REQUEST__OP_STEP_INFO:
 		if (!req->step_info)
 			break;
-		return 0;
+		return check_step_id(req->step_info->has_step_id, req->step_info->step_id, err, errlen);
 	case SQUASH__REQUEST__OP_RELEASE_JOB:
 		if (!req->release_job)
 			break;
-		return 0;
+		return check_step_id(req->release_job->has_step_id, req->release_job->step_id, err,
+				     errlen);
+	case SQUASH__REQUEST__OP_SESSION_MOUNT:
+		if (!req->session_mount)
+			break;
+		return check_images(req->session_mount->images, req->session_mount->n_images, err,
+				    errlen);
 	case SQUASH__REQUEST__OP_LIST:
 		if (!req->list)
 			break;

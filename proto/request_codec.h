@@ -11,6 +11,10 @@
 
 #include "squash.pb-c.h"
 
+/* Step ids of srun's steps are below this (Slurm's SLURM_MAX_NORMAL_STEP_ID);
+ * the batch, extern and interactive steps never get images of their own. */
+#define SQUASH_STEP_ID_LIMIT 0xfffffff0u
+
 struct squash_decoded_request {
 	Squash__SignedRequest *signed_request; /* holds request bytes and credential */
 	Squash__Request *request;              /* decoded from signed_request->request */

@@ -3,7 +3,7 @@
  * Entry points only: each one dispatches on the context it runs in.
  *   sbatch/salloc/srun (as the user)   submit_check.c, env_default.c
  *   slurmd prolog/epilog (root)        job_request.c
- *   slurmstepd, every step (root)      step_bind.c
+ *   slurmstepd, every step (root)      step_bind.c, step_images.c (srun's own images)
  * See docs/architecture.md and spank_squash(8). */
 #include "config.h"
 
@@ -19,6 +19,7 @@
 #include "job_request.h"
 #include "plugin_settings.h"
 #include "step_bind.h"
+#include "step_images.h"
 #include "submit_check.h"
 
 SPANK_PLUGIN(squash, 1);
@@ -139,6 +140,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	switch (spank_context()) {
 	case S_CTX_ALLOCATOR:
 	case S_CTX_LOCAL:
+		if (spank_context() == S_CTX_LOCAL && getenv("SLURM_JOB_ID"))
+			return squash_step_images_check(sp, image_option, &settings);
 		if (squash_submit_check(sp, image_option, &settings) == 0)
 			return 0;
 		if (squash_env_default_source(image_option))
@@ -194,6 +197,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
+	if (spank_context() == S_CTX_REMOTE && settings_loaded)
+		squash_step_images_release(&settings);
 	squash_step_cleanup();
 	free(image_option);
 	image_option = NULL;

@@ -18,6 +18,7 @@
 #include "job_request.h"
 #include "prolog_note.h"
 #include "step_bind.h"
+#include "step_images.h"
 #include "target.h"
 
 /* Why this step cannot use its images; NULL when all is well. Kept from
@@ -412,6 +413,10 @@ static void set_up(spank_t sp, uint32_t job_id, const Squash__Response *resp)
 	}
 	if (resp->mount_dir && resp->mount_dir[0] == '/' && detach_below(resp->mount_dir, why, sizeof why))
 		keep_error("squash: job %u: %s", job_id, why);
+	/* squash-shell sessions' binds: not the step's either. */
+	if (resp->sessions_dir && resp->sessions_dir[0] == '/' &&
+	    detach_below(resp->sessions_dir, why, sizeof why))
+		keep_error("squash: job %u: %s", job_id, why);
 }
 
 /* Turns a non-OK answer into the reason the tasks print, naming the real
@@ -435,13 +440,15 @@ static void explain(const struct squash_settings *s, uint32_t job_id, const char
 		else if (strstr(msg, "lost its registry"))
 			keep_error("squash: job %u: node %s: %s", job_id, host, msg);
 		else
-			/* srun --squash-image inside a job allocated without it, or
-			 * a cluster whose prolog does not run at allocation. */
+			/* A cluster whose prolog does not run at allocation, or an
+			 * srun --jobid joining the allocation from outside it (then
+			 * srun cannot tell its own images from the job's). */
 			keep_error("squash: job %u: node %s has no images for this job (%s): "
-				   "the job prolog did not ask for them. --squash-image takes "
-				   "effect only when the job is allocated (sbatch, salloc, or an "
-				   "srun that creates the job), and the cluster needs "
-				   "PrologFlags=Alloc in slurm.conf",
+				   "the job prolog did not ask for them. The job's images are "
+				   "mounted when the job is allocated, which needs "
+				   "PrologFlags=Alloc in slurm.conf; an srun adds images of its "
+				   "own only when it runs inside the allocation (not with "
+				   "--jobid from outside it)",
 				   job_id, host, msg);
 		break;
 	default:
@@ -472,6 +479,11 @@ int squash_step_setup(spank_t sp, const char *option,
 	gethostname(host, sizeof host - 1);
 
 	info.job_id = job_id;
+	/* srun --squash-image inside an allocation: the step's own images. */
+	if (squash_step_images_mount(sp, s, job_id, uid, &info, why, sizeof why) != 0) {
+		keep_error("squash: job %u: node %s: %s", job_id, host, why);
+		return 0;
+	}
 	req.op_case = SQUASH__REQUEST__OP_STEP_INFO;
 	req.step_info = &info;
 	if (squash_client_call_retry(&opts, &req, &resp, NULL, why, sizeof why) != 0) {

@@ -423,3 +423,34 @@ out:
 	squash_imagespec_free(&list);
 	return rc;
 }
+
+int squash_submit_check_list(const char *option, const struct squash_settings *s,
+			     struct squash_image_list *list)
+{
+	struct item_state st[SQUASH_MAX_IMAGES];
+	char why[1024];
+
+	if (squash_imagespec_parse(option, list, why, sizeof why)) {
+		char shown[SQUASH_QUOTE_BUF];
+
+		slurm_error("squash: --squash-image=%s: %s",
+			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
+		return -1;
+	}
+	memset(st, 0, sizeof st);
+	for (size_t i = 0; i < list->count; i++) {
+		if (check_item(&list->items[i], &st[i], list->count > 1 || list->items[i].target, s))
+			goto bad;
+		/* A step runs now: nothing is left for a prolog to expand. */
+		if (st[i].image_deferred || st[i].target_deferred) {
+			slurm_error("squash: %s: %%a, %%A and %%j are for a job's images (sbatch, salloc); "
+				    "name an srun step's images plainly", list->items[i].image);
+			goto bad;
+		}
+	}
+	if (check_overlaps(list, st) == 0)
+		return 0;
+bad:
+	squash_imagespec_free(list);
+	return -1;
+}

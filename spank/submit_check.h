@@ -14,4 +14,11 @@
 int squash_submit_check(spank_t sp, const char *option,
 			const struct squash_settings *s);
 
+/* The same checks without the hand-off to the prolog (srun's step images,
+ * step_images.c): on 0, list holds the resolved images and their targets
+ * (free with squash_imagespec_free); on -1 the user has been told why. */
+struct squash_image_list;
+int squash_submit_check_list(const char *option, const struct squash_settings *s,
+			     struct squash_image_list *list);
+
 #endif

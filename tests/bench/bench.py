@@ -132,16 +132,18 @@ def pss_kb(pid):
 # ====================================================================== setup
 
 class Formats:
-    """'gzip:128K' -> name 'gzip-128k', mksquashfs arguments."""
+    """'gzip:128K' -> name 'gzip-128k', mksquashfs arguments; an optional
+    third part is the compression level: 'zstd:128K:9' -> 'zstd9-128k'."""
 
     def __init__(self, spec):
-        comp, _, bs = spec.partition(":")
+        comp, _, rest = spec.partition(":")
+        bs, _, level = rest.partition(":")
         bs = bs or "128K"
         self.spec = spec
         self.comp = comp
         self.bs = bs
-        self.name = f"{comp}-{bs.lower()}"
-        self.args = ["-comp", comp, "-b", bs]
+        self.name = f"{comp}{level}-{bs.lower()}"
+        self.args = ["-comp", comp, "-b", bs] + (["-Xcompression-level", level] if level else [])
 
 
 class Stack:
@@ -441,6 +443,18 @@ class Cluster:
         text = re.sub(r"^SlurmctldDebug=.*$", "SlurmctldDebug=debug", text, flags=re.M)
         conf.write_text(text)
         run(["scontrol", "reconfigure"], env=self.env)
+        fuse = self.b.args.product_squashfuse
+        if fuse and not self.slurm_only:
+            # squashd runs this FUSE server for the job-fuse mode and part 2.
+            sconf = self.dir / "squashd.conf"
+            sconf.write_text(re.sub(r"^squashfuse = .*$", f"squashfuse = {fuse}", sconf.read_text(),
+                                    flags=re.M))
+            run([CLUSTER_SH, "squashd-stop", self.dir], env=self.env, timeout=120)
+            run([CLUSTER_SH, "squashd-start", self.dir], env=self.env, timeout=120)
+        if not self.slurm_only:
+            served = re.findall(r"FUSE mounts are served by (.*)",
+                                (self.dir / "log" / "squashd.log").read_text(errors="replace"))
+            self.b.meta["product_fuse_reader"] = served[-1] if served else "unknown"
         time.sleep(1.0)
         wait_for(lambda: self.node_state() == "idle", 60, "the node to be idle after reconfigure", 0.2)
         self.work = self.dir / "work" / "bench"
@@ -1089,6 +1103,9 @@ def parse_args(argv):
     ap.add_argument("--extra-fuse", action="append", default=[], metavar="NAME=PATH",
                     help="one more FUSE mode per format, NAME:FMT, served by the squashfuse_ll at "
                          "PATH (e.g. a multithreaded upstream build); may be given twice")
+    ap.add_argument("--product-squashfuse", metavar="PATH",
+                    help="the squashfuse_ll squashd runs for the job-fuse mode and part 2 "
+                         "(default: the one on PATH, as installed)")
     ap.add_argument("--ns", default="1,2,8,32", help="process counts of the start workload")
     ap.add_argument("--start-formats", help="image formats of the start workload "
                                             "(default: the first two)")

@@ -29,6 +29,13 @@ def num(v):
         return None
 
 
+def format_name(spec):
+    """As bench.Formats names them: 'zstd:128K:9' -> 'zstd9-128k'."""
+    comp, _, rest = spec.partition(":")
+    bs, _, level = rest.partition(":")
+    return f"{comp}{level}-{(bs or '128K').lower()}"
+
+
 def fmt_s(v):
     if v is None:
         return "–"
@@ -77,10 +84,9 @@ class Data:
             if r["mode"] not in self.modes:
                 self.modes.append(r["mode"])
         args = meta.get("args", {})
-        self.formats = [f.split(":")[0] + "-" + (f.split(":")[1] if ":" in f else "128K").lower()
-                        for f in args.get("formats", "").split(",") if f]
+        self.formats = [format_name(f) for f in args.get("formats", "").split(",") if f]
         pf = args.get("product_format") or (args.get("formats", "").split(",") or [""])[0]
-        self.pfmt = pf.split(":")[0] + "-" + (pf.split(":")[1] if ":" in pf else "128K").lower()
+        self.pfmt = format_name(pf)
 
     def times(self, mode, workload, cache, n=1):
         return [num(r["seconds"]) for r in self.wl
@@ -533,6 +539,8 @@ def write(out, rows, meta):
                   f"column others_cpu_share of results.csv)")
     md.append(f"- squashfuse {m.get('squashfuse')}, squashfs-tools {m.get('squashfs_tools')}, "
               f"Slurm {m.get('slurm')}, {m.get('python')}, project {m.get('git')}")
+    if m.get("product_fuse_reader"):
+        md.append(f"- squashd's FUSE server (job, FUSE and part 2): {m['product_fuse_reader']}")
     md.append("")
     made = plots(d, out)
     md.append("## Part 1: workloads")

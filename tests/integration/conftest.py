@@ -720,6 +720,12 @@ def _cleanup(c):
             for m in node.list_mounts():
                 for j in m.get("jobs", []):
                     node.squashctl("release", j, check=False)
+                # A job's release drops its steps' own images too.
+                for s in m.get("steps", []):
+                    node.squashctl("release", s.split(".")[0], check=False)
+                # A squash-shell session ends with its process.
+                for pid in m.get("sessions", []):
+                    run(["kill", "-KILL", pid], check=False)
         except AssertionError:
             pass
         if node.namespaced:

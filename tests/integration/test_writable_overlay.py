@@ -370,3 +370,11 @@ def test_gc_keeps_a_gone_job_while_a_process_still_holds_its_overlay(cluster, ov
     wait_until(lambda: "gc: released job 3999997" in cluster.squashctl("gc").stdout + cluster.squashd_log(),
                40, 1, "gc to release the job once nothing holds its overlay")
     overlays_gone(cluster)
+
+
+def test_rw_is_refused_for_a_steps_own_images(cluster):
+    img = user_image(cluster, cluster.workdir(USER1, "rwstep") / "st.sqfs", USER1, USER1)
+    job = cluster.run_job(USER1, f"srun --squash-image={img}:/squash/st:rw true; echo srun=$?\n")
+    out = job.output()
+    assert re.search(rf"squash: {re.escape(str(img))}: :rw is only for a job's own images", out), out
+    assert re.search(r"^srun=[1-9]", out, re.M), out

@@ -15,6 +15,10 @@
  *                                    response's status (and message) or "closed"
  *   idle [SECONDS]                   connects, sends nothing, waits up to
  *                                    SECONDS (default 5) for squashd to close
+ *   --hold FILE (before CMD)         after a mount, stays alive until FILE
+ *                                    exists (at most 120 s): squashd watches
+ *                                    the process that asked for a step's or
+ *                                    session's images
  *
  * Exit status 2: usage error or no connection at all. */
 #include "config.h"
@@ -48,6 +52,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: squash_rawclient --socket PATH [--munge-socket PATH] [--no-munge] CMD\n"
 		"  CMD: mount JOBID UID IMAGE:TARGET[:rw]... | stepinfo JOBID | release JOBID | list\n"
+		"  (JOBID.STEPID for a step's own images)\n"
 		"       | replay | garbage | short | badmagic | badversion | oversize | idle [SECONDS]\n");
 	exit(2);
 }
@@ -156,6 +161,20 @@ static int call(const Squash__Request *req, Squash__Response **out)
 	return rc;
 }
 
+/* "JOBID" or "JOBID.STEPID" (a step's own images). Returns whether a step
+ * was named. */
+static bool parse_job_step(char *arg, uint32_t *job, uint32_t *step)
+{
+	char *dot = strchr(arg, '.');
+
+	if (dot)
+		*dot = '\0';
+	*job = (uint32_t)parse_u32(arg);
+	if (dot)
+		*step = (uint32_t)parse_u32(dot + 1);
+	return dot != NULL;
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	Squash__Request req = SQUASH__REQUEST__INIT;
@@ -166,7 +185,7 @@ static int cmd_mount(int argc, char **argv)
 
 	if (argc < 3)
 		usage();
-	mj.job_id = (uint32_t)parse_u32(argv[0]);
+	mj.has_step_id = parse_job_step(argv[0], &mj.job_id, &mj.step_id);
 	mj.uid = (uint32_t)parse_u32(argv[1]);
 	n = argc - 2;
 	specs = calloc((size_t)n, sizeof(*specs));
@@ -219,10 +238,10 @@ static int cmd_job(int argc, char **argv, int op)
 	if (argc != 1)
 		usage();
 	if (op == SQUASH__REQUEST__OP_STEP_INFO) {
-		si.job_id = (uint32_t)parse_u32(argv[0]);
+		si.has_step_id = parse_job_step(argv[0], &si.job_id, &si.step_id);
 		req.step_info = &si;
 	} else {
-		rj.job_id = (uint32_t)parse_u32(argv[0]);
+		rj.has_step_id = parse_job_step(argv[0], &rj.job_id, &rj.step_id);
 		req.release_job = &rj;
 	}
 	req.op_case = op;
@@ -408,14 +427,18 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "munge-socket", required_argument, NULL, 'm' },
 		{ "no-munge", no_argument, NULL, 'n' },
+		{ "hold", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *cmd;
+	const char *cmd, *hold = NULL;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+s:m:nh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+s:m:nH:h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'H':
+			hold = optarg;
+			break;
 		case 's':
 			opts.socket_path = optarg;
 			break;
@@ -435,8 +458,13 @@ int main(int argc, char **argv)
 	cmd = argv[optind++];
 	argc -= optind;
 	argv += optind;
-	if (!strcmp(cmd, "mount"))
-		return cmd_mount(argc, argv);
+	if (!strcmp(cmd, "mount")) {
+		int rc = cmd_mount(argc, argv);
+
+		for (int i = 0; hold && i < 1200 && access(hold, F_OK) != 0; i++)
+			usleep(100000);
+		return rc;
+	}
 	if (!strcmp(cmd, "stepinfo"))
 		return cmd_job(argc, argv, SQUASH__REQUEST__OP_STEP_INFO);
 	if (!strcmp(cmd, "release"))

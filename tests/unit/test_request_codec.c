@@ -248,12 +248,83 @@ static void test_response_send(void)
 	free(huge);
 }
 
+/* Step and session fields (srun's step images, squash-shell). */
+static void test_step_and_session_fields(void)
+{
+	Squash__Request req = SQUASH__REQUEST__INIT;
+	Squash__MountJobRequest mount = SQUASH__MOUNT_JOB_REQUEST__INIT;
+	Squash__StepInfoRequest info = SQUASH__STEP_INFO_REQUEST__INIT;
+	Squash__ReleaseJobRequest release = SQUASH__RELEASE_JOB_REQUEST__INIT;
+	Squash__SessionMountRequest session = SQUASH__SESSION_MOUNT_REQUEST__INIT;
+	Squash__ImageSpec spec = SQUASH__IMAGE_SPEC__INIT;
+	Squash__ImageSpec *specs[SQUASH_MAX_IMAGES + 1];
+	struct squash_decoded_request d;
+	Squash__Status status;
+	size_t len;
+
+	for (size_t i = 0; i < SQUASH_MAX_IMAGES + 1; i++)
+		specs[i] = &spec;
+	spec.image = "/a.sqfs";
+	spec.target = "/squash/a";
+	mount.job_id = 5;
+	mount.uid = 1000;
+	mount.n_images = 1;
+	mount.images = specs;
+	mount.has_step_id = 1;
+	mount.step_id = 3;
+	req.op_case = SQUASH__REQUEST__OP_MOUNT_JOB;
+	req.mount_job = &mount;
+	len = frame_request(&req, SQUASH_PROTOCOL_VERSION);
+	CHECK_INT(squash_request_decode(frame, len, &d, &status, err, sizeof(err)), 0);
+	CHECK(d.request->mount_job->has_step_id);
+	CHECK_INT(d.request->mount_job->step_id, 3);
+	squash_decoded_request_free(&d);
+	/* Slurm's batch step (0xfffffffb) has no images of its own. */
+	mount.step_id = 0xfffffffbu;
+	CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
+		  "step id 4294967291 is not the id of an srun job step");
+
+	info.job_id = 5;
+	info.has_step_id = 1;
+	info.step_id = SQUASH_STEP_ID_LIMIT;
+	req.op_case = SQUASH__REQUEST__OP_STEP_INFO;
+	req.step_info = &info;
+	CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
+		  "step id 4294967280 is not the id of an srun job step");
+	release.job_id = 5;
+	release.has_step_id = 1;
+	release.step_id = SQUASH_STEP_ID_LIMIT - 1;
+	req.op_case = SQUASH__REQUEST__OP_RELEASE_JOB;
+	req.release_job = &release;
+	len = frame_request(&req, SQUASH_PROTOCOL_VERSION);
+	CHECK_INT(squash_request_decode(frame, len, &d, &status, err, sizeof(err)), 0);
+	squash_decoded_request_free(&d);
+
+	/* A session request is held to the same image limits as a job's. */
+	session.images = specs;
+	session.n_images = SQUASH_MAX_IMAGES + 1;
+	req.op_case = SQUASH__REQUEST__OP_SESSION_MOUNT;
+	req.session_mount = &session;
+	CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
+		  "too many images (17, at most 16)");
+	session.n_images = 1;
+	spec.image = "/a\x1b[2J.sqfs";
+	CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
+		  "image 1: image path contains a control character");
+	spec.image = "/a.sqfs";
+	len = frame_request(&req, SQUASH_PROTOCOL_VERSION);
+	CHECK_INT(squash_request_decode(frame, len, &d, &status, err, sizeof(err)), 0);
+	CHECK_INT(d.request->op_case, SQUASH__REQUEST__OP_SESSION_MOUNT);
+	squash_decoded_request_free(&d);
+}
+
 int main(void)
 {
 	test_valid_requests();
 	test_frame_refusals();
 	test_payload_refusals();
 	test_limits();
+	test_step_and_session_fields();
 	test_response_send();
 	return unit_exit_code();
 }

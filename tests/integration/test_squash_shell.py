@@ -1,0 +1,144 @@
+"""squash-shell: a user runs a command with an image mounted at its target,
+in a namespace of their own, under the job policy; the mount goes when
+squash-shell ends, however it ends."""
+
+import os
+import signal
+import subprocess
+
+from conftest import BUILD, USER1, USER2, run, wait_until
+
+SQUASH_SHELL = BUILD / "daemon" / "squash-shell"
+FILES = {"hello.txt": "hello from the image\n", "sub/deep.txt": "deep\n"}
+
+
+def shell_cmd(c, *args):
+    return [SQUASH_SHELL, "--socket", c.socket, "--munge-socket", c.munge_socket, *args]
+
+
+def sessions(c):
+    """{pid: image} of the squash-shell sessions squashd lists."""
+    res = {}
+    for m in c.list_mounts():
+        for pid in m.get("sessions", []):
+            res[pid] = m["image"]
+    return res
+
+
+def wait_clean(c):
+    wait_until(lambda: not c.list_mounts() and not c.node_mounts(), 15, 0.1,
+               "the session's mounts to be released")
+    assert os.listdir(c.state_dir / "sessions") == []
+
+
+def test_command_sees_the_image_and_the_mount_goes_with_it(cluster):
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "tools.sqfs", FILES, owner=USER1, mode=0o600)
+    p = c.as_user(USER1, shell_cmd(c, img, "--", "bash", "-c",
+                                   'cat /squash/tools/hello.txt /squash/tools/sub/deep.txt; '
+                                   'echo "M=$SQUASH_MOUNTS I=$SQUASH_IMAGES"; id -u; '
+                                   'touch /squash/tools/x 2>&1 || echo read-only; '
+                                   # Even as root of a nested user namespace the
+                                   # kernel keeps ro, nosuid and nodev locked.
+                                   'unshare -rm sh -c "mount -o remount,bind,dev,suid /squash/tools '
+                                   '2>/dev/null && echo LIFTED || echo LOCKED"'), cwd=d)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[:3] == ["hello from the image", "deep", f"M=/squash/tools I={img}"], p.stdout
+    assert lines[3] == str(os.stat(img).st_uid), p.stdout  # runs as the user, not root
+    assert "read-only" in p.stdout.lower(), p.stdout
+    assert p.stdout.endswith("LOCKED\n"), p.stdout
+    # The host never sees the target; the session is gone once the command is.
+    assert not [m for m in c.stray_mounts() if m["mount_point"].startswith("/squash")]
+    wait_clean(c)
+    assert "session of pid" in c.squashd_log() and "ended; releasing its 1 image(s)" in c.squashd_log()
+
+
+def test_sigkill_of_squash_shell_releases_and_others_stay_out(cluster):
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "kill.sqfs", FILES, owner=USER1)
+    pidfile = d / "inner"
+    proc = subprocess.Popen(
+        ["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(
+            c, f"{img}:/squash/k", "--", "bash", "-c", f"echo $$ > {pidfile}; exec sleep 300")]],
+        cwd=d, env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: pidfile.exists() and sessions(c), 30, 0.1, "the session to start")
+        (pid, image), = sessions(c).items()
+        assert image == str(img)
+        inner = int(pidfile.read_text())
+        assert "/squash/k" in [line.split()[4] for line in open(f"/proc/{inner}/mountinfo")]
+        # The session's directory: its user may enter it, not write in it;
+        # other users may not even enter it.
+        sdir = c.state_dir / "sessions" / str(pid)
+        p = c.as_user(USER1, ["cat", sdir / "0" / "hello.txt"])
+        assert p.stdout == "hello from the image\n", (p.stdout, p.stderr)
+        p = c.as_user(USER1, ["touch", sdir / "junk"])
+        assert p.returncode != 0 and "Permission denied" in p.stderr, (p.stdout, p.stderr)
+        p = c.as_user(USER2, ["ls", sdir / "0"])
+        assert p.returncode != 0 and "Permission denied" in p.stderr, (p.stdout, p.stderr)
+        os.kill(pid, signal.SIGKILL)
+        wait_clean(c)
+        # The command went with it (it dies with its parent).
+        wait_until(lambda: not os.path.exists(f"/proc/{inner}"), 10, 0.1, "the command to end")
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+
+
+def test_image_the_user_cannot_read_is_refused(cluster):
+    c = cluster
+    d = c.workdir(USER2, "sh")
+    img = c.make_image(d / "secret.sqfs", FILES, owner=USER2, mode=0o600)
+    p = c.as_user(USER1, shell_cmd(c, img, "--", "cat", "/squash/secret/hello.txt"))
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert p.stdout == ""
+    assert f"squash-shell: image {img}: not readable by user {USER1}" in p.stderr, p.stderr
+    assert c.list_mounts() == []
+
+
+def test_target_outside_allowed_prefixes_is_refused(cluster):
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "t.sqfs", FILES, owner=USER1)
+    p = c.as_user(USER1, shell_cmd(c, f"{img}:/etc/x", "--", "true"))
+    assert p.returncode == 125 and "squash-shell: " in p.stderr and "/etc/x" in p.stderr, p.stderr
+    assert c.list_mounts() == []
+
+
+def test_session_survives_a_squashd_restart_and_still_ends_with_its_process(cluster):
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "rs.sqfs", FILES, owner=USER1)
+    pidfile = d / "inner"
+    proc = subprocess.Popen(
+        ["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(
+            c, img, "--", "bash", "-c", f"echo $$ > {pidfile}; exec sleep 300")]],
+        cwd=d, env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: pidfile.exists() and sessions(c), 30, 0.1, "the session to start")
+        (pid, _), = sessions(c).items()
+        c.cluster_sh("squashd-stop")
+        c.cluster_sh("squashd-start")
+        wait_until(lambda: c.squashd_pid(), 30, 0.1, "squashd to start")
+        assert list(sessions(c)) == [pid], c.list_mounts()
+        inner = int(pidfile.read_text())
+        assert open(f"/proc/{inner}/root/squash/rs/hello.txt").read() == "hello from the image\n"
+        os.kill(pid, signal.SIGKILL)
+        wait_clean(c)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+
+
+def test_without_a_command_it_runs_the_users_shell(cluster):
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "env.sqfs", FILES, owner=USER1)
+    p = c.as_user(USER1, ["SHELL=/bin/sh", *shell_cmd(c, img)], cwd=d,
+                  input='cat "$SQUASH_MOUNT/hello.txt"; exit 3\n')
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    assert p.stdout == "hello from the image\n", (p.stdout, p.stderr)
+    wait_clean(c)

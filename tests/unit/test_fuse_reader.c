@@ -1,0 +1,90 @@
+/* Which squashfuse_ll squashd found: version and threading from its -h. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "fuse_reader.h"
+#include "unit.h"
+
+/* The first lines and the FUSE options of squashfuse_ll -h as each
+ * release prints them (abridged to what the parser reads). */
+static const char debian_0_1_104[] =
+	"squashfuse 0.1.104 (c) 2012 Dave Vasilevsky\n\n"
+	"Usage: squashfuse_ll [options] ARCHIVE MOUNTPOINT\n"
+	"    -f                     foreground operation\n"
+	"    -s                     disable multi-threaded operation\n";
+static const char upstream_0_6_2[] =
+	"squashfuse 0.6.2 (c) 2012 Dave Vasilevsky\n\n"
+	"Usage: /opt/squashfuse/bin/squashfuse_ll [options] ARCHIVE MOUNTPOINT\n\n"
+	"FUSE options:\n"
+	"    -f                     foreground operation\n"
+	"    -s                     disable multi-threaded operation\n"
+	"    -o max_threads         the maximum number of worker threads\n";
+/* 0.2 and later built with --disable-multithreading: no -s. */
+static const char upstream_single[] =
+	"squashfuse 0.5.2 (c) 2012 Dave Vasilevsky\n\n"
+	"Selection of FUSE options:\n"
+	"    -f                     foreground operation\n";
+
+static void test_parse(void)
+{
+	struct fuse_reader r;
+
+	fuse_reader_parse(debian_0_1_104, &r);
+	CHECK(r.version_known);
+	CHECK_INT(r.minor, 1);
+	CHECK_INT(r.patch, 104);
+	CHECK(!r.multithreaded);
+	CHECK_STR(r.description, "squashfuse_ll 0.1.104, single-threaded");
+
+	fuse_reader_parse(upstream_0_6_2, &r);
+	CHECK(r.multithreaded);
+	CHECK_STR(r.description, "squashfuse_ll 0.6.2, multithreaded");
+
+	fuse_reader_parse(upstream_single, &r);
+	CHECK(r.version_known);
+	CHECK(!r.multithreaded);
+	CHECK_STR(r.description, "squashfuse_ll 0.5.2, single-threaded");
+
+	/* Something else configured as squashfuse, or no answer at all. */
+	fuse_reader_parse("usage: fusermount3 [options] mountpoint\n", &r);
+	CHECK(!r.version_known);
+	CHECK(!r.multithreaded);
+	CHECK_STR(r.description, "squashfuse_ll (version unknown)");
+	fuse_reader_parse("", &r);
+	CHECK_STR(r.description, "squashfuse_ll (version unknown)");
+	/* The name must start a line: not a path or a sentence. */
+	fuse_reader_parse("see /usr/share/doc/squashfuse 1.2.3\n -s disable multi-threaded operation", &r);
+	CHECK(!r.version_known);
+	CHECK(!r.multithreaded);
+}
+
+/* The installed squashfuse_ll, as squashd will run it (as nobody, which
+ * needs root to switch to; skipped otherwise). */
+static void test_probe_installed(void)
+{
+	struct fuse_reader r;
+
+	if (geteuid() != 0 || access(SQUASHFUSE_LL_PATH, X_OK) != 0) {
+		printf("skipping the probe of %s (not root or not installed)\n", SQUASHFUSE_LL_PATH);
+		return;
+	}
+	fuse_reader_probe(SQUASHFUSE_LL_PATH, &r);
+	CHECK(r.version_known);
+	printf("%s: %s\n", SQUASHFUSE_LL_PATH, r.description);
+	/* A binary that prints nothing useful, or none at all. */
+	fuse_reader_probe("/bin/true", &r);
+	CHECK(!r.version_known);
+	fuse_reader_probe("/nonexistent/squashfuse_ll", &r);
+	CHECK(!r.version_known);
+	CHECK(!r.multithreaded);
+}
+
+int main(void)
+{
+	test_parse();
+	test_probe_installed();
+	return unit_exit_code();
+}
