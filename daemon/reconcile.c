@@ -269,17 +269,64 @@ out:
 
 /* ---------------------------------------------------------------- in use? */
 
-/* "major:minor" of the mount at path in our own namespace, or "". */
-static void device_of(const char *mountinfo, const char *path, char *dev, size_t len)
+/* The number after tag ("shared:" or "master:") among the optional fields
+ * of one mountinfo line (fields 7 up to the lone "-"), or 0. */
+static unsigned long optional_field(const char *line, const char *tag)
 {
-	dev[0] = '\0';
+	const char *end = strchr(line, '\n');
+	size_t taglen = strlen(tag);
+	int field = 0;
+
+	if (!end)
+		end = line + strlen(line);
+	for (const char *p = line; p < end;) {
+		while (p < end && *p == ' ')
+			p++;
+		const char *q = p;
+		while (q < end && *q != ' ')
+			q++;
+		if (++field > 6) {
+			if (q - p == 1 && *p == '-')
+				break;
+			if ((size_t)(q - p) > taglen && !strncmp(p, tag, taglen))
+				return strtoul(p + taglen, NULL, 10);
+		}
+		p = q;
+	}
+	return 0;
+}
+
+/* What identifies a node-level mount in other namespaces: its device
+ * ("major:minor") and its peer group (0 when it propagates nowhere). */
+struct mount_identity {
+	char dev[32];
+	unsigned long peer_group;
+};
+
+/* The identity of the mount at path in our own namespace (dev "" when
+ * there is none). */
+static void identity_of(const char *mountinfo, const char *path, struct mount_identity *id)
+{
+	id->dev[0] = '\0';
+	id->peer_group = 0;
 	for (const char *line = mountinfo; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 		char mdev[32], mp[PATH_MAX];
 		if (sscanf(line, "%*s %*s %31s %*s %4095s", mdev, mp) == 2 && !strcmp(mp, path)) {
-			snprintf(dev, len, "%s", mdev);
+			snprintf(id->dev, sizeof(id->dev), "%s", mdev);
+			id->peer_group = optional_field(line, "shared:");
 			return;
 		}
 	}
+}
+
+/* Whether a mountinfo line of another namespace is a copy that mount
+ * propagation keeps in step with ours (a peer, or a slave such as a
+ * systemd service's PrivateTmp namespace): our unmount removes it, so it
+ * holds nothing. */
+static bool propagated_copy(const char *line, const struct mount_identity *id)
+{
+	return id->peer_group && (optional_field(line, "shared:") == id->peer_group ||
+				  optional_field(line, "master:") == id->peer_group);
 }
 
 static char *read_file(const char *path, size_t max)
@@ -302,9 +349,10 @@ static char *read_file(const char *path, size_t max)
 }
 
 /* A process (not in squashd's own mount namespace) whose namespace holds a
- * mount of device dev: a live user of it. Returns its pid or 0. One read of
- * mountinfo per namespace. */
-static pid_t user_of_device(const char *dev)
+ * mount of our mount's device that propagation does not remove with ours
+ * (a step's bind, a copy made private): a live user of it. Returns its pid
+ * or 0. One read of mountinfo per namespace. */
+static pid_t user_of_mount(const struct mount_identity *id)
 {
 	struct stat own;
 	ino_t seen[1024];
@@ -337,7 +385,8 @@ static pid_t user_of_device(const char *dev)
 			continue;
 		for (char *line = info; line && *line && !found; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 			char mdev[32];
-			if (sscanf(line, "%*s %*s %31s", mdev) == 1 && !strcmp(mdev, dev))
+			if (sscanf(line, "%*s %*s %31s", mdev) == 1 && !strcmp(mdev, id->dev) &&
+			    !propagated_copy(line, id))
 				found = (pid_t)atoi(de->d_name);
 		}
 		free(info);
@@ -367,9 +416,9 @@ static pid_t entry_still_used(struct daemon_state *ds, uint32_t job_id, uint32_t
 	}
 	pthread_mutex_unlock(&ds->lock);
 	for (size_t i = 0; i < n; i++) {
-		char dev[32];
-		device_of(mountinfo, points[i], dev, sizeof(dev));
-		pid_t pid = dev[0] ? user_of_device(dev) : 0;
+		struct mount_identity id;
+		identity_of(mountinfo, points[i], &id);
+		pid_t pid = id.dev[0] ? user_of_mount(&id) : 0;
 		if (pid)
 			return pid;
 	}

@@ -174,6 +174,47 @@ def test_lost_epilog_is_reconciled_with_slurm(cluster):
     wait_until(lambda: not os.path.exists(f"/proc/{server}"), 10, what="the FUSE server to exit")
 
 
+def test_gc_ignores_copies_that_mount_propagation_removes(cluster):
+    """On a systemd node /run is a shared mount, so squashd's node-level
+    mounts also appear in every namespace that is a slave of it (services
+    with PrivateTmp= and the like). Those copies go with squashd's unmount:
+    gc must not take them for a process still using a lost job's mount."""
+    mnt = cluster.dir / "squashd" / "mnt"
+    run(["mount", "--bind", mnt, mnt])
+    holder = None
+    try:
+        run(["mount", "--make-shared", mnt])
+        holder = subprocess.Popen(["unshare", "--mount", "--propagation", "slave", "sleep", "600"])
+        wait_until(lambda: ns_of(holder.pid) != ns_of(os.getpid()), 10, 0.05,
+                   "the slave namespace to exist")
+        img = image_of(cluster, USER1, "slave.sqfs")
+        with blocking_jobs(cluster, (USER1, img, "")) as (blk,):
+            point = cluster.shared_mount(img, [blk])["mount_point"]
+            wait_until(lambda: point in open(f"/proc/{holder.pid}/mountinfo").read(), 10, 0.1,
+                       "the mount to propagate into the slave namespace")
+            cluster.cluster_sh("squashd-stop")
+            blk.release()
+            assert blk.job.state == "COMPLETED", blk.job.output()
+            offset = len(cluster.squashd_log())
+            cluster.cluster_sh("squashd-start")
+            wait_until(lambda: not cluster.list_mounts(), 30, 0.2, "gc to release the job")
+            log = log_since(cluster, offset)
+            assert f"gc: released job {blk.job.id} (Slurm: gone COMPLETED" in log, log
+            assert "still uses its mount" not in log, log
+        # The copy went with the unmount.
+        wait_until(lambda: point not in open(f"/proc/{holder.pid}/mountinfo").read(), 10, 0.1,
+                   "the slave's copy to go")
+    finally:
+        if holder:
+            holder.kill()
+            holder.wait(10)
+        run(["umount", "-l", mnt], check=False)
+
+
+def ns_of(pid):
+    return os.readlink(f"/proc/{pid}/ns/mnt")
+
+
 def test_gc_on_demand_releases_only_jobs_slurm_no_longer_runs(cluster):
     img = image_of(cluster, USER1, "gc.sqfs")
     uid = str(os.stat(img).st_uid)
