@@ -506,29 +506,8 @@ static enum result mount_images(struct daemon_state *ds, struct job_entry *job,
 		if (!id)
 			snprintf(err, errlen, "out of memory");
 	}
-	for (size_t i = 0; res == RESULT_OK && i < req->n_images; i++) {
-		struct mount_entry *m = NULL;
-		res = mount_one(ds, id, req->images[i], &m, err, errlen, deadline_ms);
-		if (res != RESULT_OK)
-			break;
-		pthread_mutex_lock(&ds->lock);
-		if (registry_job_add_image(job, req->images[i]->image, req->images[i]->target, m) == 0) {
-			struct job_image *ji = &job->images[job->count - 1];
-			ji->writable = req->images[i]->has_writable && req->images[i]->writable;
-			if (req->images[i]->upper && ji->writable && !(ji->upper = strdup(req->images[i]->upper)))
-				log_error("job %u: out of memory; image %s gets a discarded overlay",
-					  job->job_id, ji->image);
-		} else {
-			struct teardown td = { NULL };
-			put_mount(ds, m, &td);
-			pthread_mutex_unlock(&ds->lock);
-			job_mounts_teardown(ds, &td);
-			snprintf(err, errlen, "out of memory");
-			res = RESULT_NODE_ERROR;
-			break;
-		}
-		pthread_mutex_unlock(&ds->lock);
-	}
+	for (size_t i = 0; res == RESULT_OK && i < req->n_images; i++)
+		res = job_mounts_add_image(ds, id, job, req->images[i], err, errlen, deadline_ms);
 	free(id);
 	return res;
 }
@@ -910,6 +889,19 @@ static bool adopt_server(struct mount_entry *m)
 	}
 	return strncmp(comm, "squashfuse", 10) == 0;
 }
+/* Adds to each mount's refcount one per job, step or session image that
+ * names it (the state file stores no counts). */
+static void count_references(struct daemon_state *ds)
+{
+	struct job_entry *lists[] = { ds->registry.jobs, ds->registry.scoped };
+
+	for (size_t l = 0; l < 2; l++)
+		for (struct job_entry *j = lists[l]; j; j = j->next)
+			for (size_t i = 0; i < j->count; i++)
+				if (j->images[i].mount)
+					j->images[i].mount->refcount++;
+}
+
 
 void job_mounts_adopt(struct daemon_state *ds)
 {
@@ -929,14 +921,7 @@ void job_mounts_adopt(struct daemon_state *ds)
 	}
 	/* Count references first: a mount found dead below must stay while
 	 * jobs still point at it. */
-	for (struct job_entry *j = ds->registry.jobs; j; j = j->next)
-		for (size_t i = 0; i < j->count; i++)
-			if (j->images[i].mount)
-				j->images[i].mount->refcount++;
-	for (struct job_entry *j = ds->registry.scoped; j; j = j->next)
-		for (size_t i = 0; i < j->count; i++)
-			if (j->images[i].mount)
-				j->images[i].mount->refcount++;
+	count_references(ds);
 	for (struct mount_entry *m = ds->registry.mounts; m; m = next) {
 		next = m->next;
 		if (is_mount_point(m->mount_point) > 0) {
@@ -971,14 +956,7 @@ void job_mounts_adopt(struct daemon_state *ds)
 	/* Recount references from the jobs (the file stores none). */
 	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
 		m->refcount = 0;
-	for (struct job_entry *j = ds->registry.jobs; j; j = j->next)
-		for (size_t i = 0; i < j->count; i++)
-			if (j->images[i].mount)
-				j->images[i].mount->refcount++;
-	for (struct job_entry *j = ds->registry.scoped; j; j = j->next)
-		for (size_t i = 0; i < j->count; i++)
-			if (j->images[i].mount)
-				j->images[i].mount->refcount++;
+	count_references(ds);
 	/* Mounts no job holds any more (released while squashd was down). */
 	for (struct mount_entry *m = ds->registry.mounts; m; m = next) {
 		next = m->next;
@@ -1025,11 +1003,30 @@ void job_mounts_adopt(struct daemon_state *ds)
 
 /* ---------------------------------------------------------------- for scoped_mounts.c */
 
-enum result job_mounts_mount_image(struct daemon_state *ds, const struct identity *id,
-				   const Squash__ImageSpec *spec, struct mount_entry **out,
-				   char *err, size_t errlen, long long deadline_ms)
+enum result job_mounts_add_image(struct daemon_state *ds, const struct identity *id,
+				 struct job_entry *e, const Squash__ImageSpec *spec,
+				 char *err, size_t errlen, long long deadline_ms)
 {
-	return mount_one(ds, id, spec, out, err, errlen, deadline_ms);
+	struct mount_entry *m = NULL;
+	enum result res = mount_one(ds, id, spec, &m, err, errlen, deadline_ms);
+
+	if (res != RESULT_OK)
+		return res;
+	pthread_mutex_lock(&ds->lock);
+	if (registry_job_add_image(e, spec->image, spec->target, m) < 0) {
+		struct teardown td = { NULL };
+		put_mount(ds, m, &td);
+		pthread_mutex_unlock(&ds->lock);
+		job_mounts_teardown(ds, &td);
+		snprintf(err, errlen, "out of memory");
+		return RESULT_NODE_ERROR;
+	}
+	struct job_image *ji = &e->images[e->count - 1];
+	ji->writable = spec->has_writable && spec->writable;
+	if (spec->upper && ji->writable && !(ji->upper = strdup(spec->upper)))
+		log_error("job %u: out of memory; image %s gets a discarded overlay", e->job_id, ji->image);
+	pthread_mutex_unlock(&ds->lock);
+	return RESULT_OK;
 }
 
 void job_mounts_put(struct daemon_state *ds, struct mount_entry *m, struct teardown *td)

@@ -99,14 +99,15 @@ void job_mounts_adopt(struct daemon_state *ds);
  * and returns -1. Call with ds->lock held. */
 int job_mounts_save_locked(struct daemon_state *ds);
 
-/* For scoped_mounts.c (steps' and sessions' own images), with the same
- * sharing and policy as jobs: mounts or shares one image for id (unlocked;
- * on RESULT_OK *out holds one more reference), drops a reference (lock
- * held), waits on ds->changed (lock held; false on timeout or stop). */
+/* For jobs and scoped_mounts.c (steps' and sessions' own images), with the
+ * same sharing and policy: mounts or shares one image for id and records
+ * it in e, which is pending (unlocked; on failure err says why and e is
+ * unchanged); drops a reference (lock held); waits on ds->changed (lock
+ * held; false on timeout or stop). */
 struct identity;
-enum result job_mounts_mount_image(struct daemon_state *ds, const struct identity *id,
-				   const Squash__ImageSpec *spec, struct mount_entry **out,
-				   char *err, size_t errlen, long long deadline_ms);
+enum result job_mounts_add_image(struct daemon_state *ds, const struct identity *id,
+				 struct job_entry *e, const Squash__ImageSpec *spec,
+				 char *err, size_t errlen, long long deadline_ms);
 void job_mounts_put(struct daemon_state *ds, struct mount_entry *m, struct teardown *td);
 bool job_mounts_wait(struct daemon_state *ds, long long deadline_ms);
 

@@ -38,16 +38,6 @@ static void text_free(struct conf_text *t)
 	t->n = 0;
 }
 
-static char *trim(char *s)
-{
-	while (isspace((unsigned char)*s))
-		s++;
-	char *end = s + strlen(s);
-	while (end > s && isspace((unsigned char)end[-1]))
-		*--end = '\0';
-	return s;
-}
-
 static const char *text_get(const struct conf_text *t, const char *key)
 {
 	for (size_t i = 0; i < t->n; i++)
@@ -97,7 +87,7 @@ static void text_read(const char *path, struct conf_text *t)
 		if (!eq)
 			continue;
 		*eq = '\0';
-		text_set(t, trim(line), trim(eq + 1));
+		text_set(t, config_trim(line), config_trim(eq + 1));
 	}
 	fclose(f);
 }

@@ -192,8 +192,6 @@ static enum result mount_scoped(struct daemon_state *ds, struct job_entry *e, ui
 	}
 	res = identity_lookup(uid, id, err, errlen);
 	for (size_t i = 0; res == RESULT_OK && i < n; i++) {
-		struct mount_entry *m = NULL;
-
 		if (skip && skip[i])
 			continue;
 		/* Overlays belong to a job's prolog and release (overlay.h). */
@@ -204,20 +202,7 @@ static enum result mount_scoped(struct daemon_state *ds, struct job_entry *e, ui
 			res = RESULT_USER_ERROR;
 			break;
 		}
-		res = job_mounts_mount_image(ds, id, images[i], &m, err, errlen, deadline_ms);
-		if (res != RESULT_OK)
-			break;
-		pthread_mutex_lock(&ds->lock);
-		if (registry_job_add_image(e, images[i]->image, images[i]->target, m) < 0) {
-			struct teardown td = { NULL };
-			job_mounts_put(ds, m, &td);
-			pthread_mutex_unlock(&ds->lock);
-			job_mounts_teardown(ds, &td);
-			snprintf(err, errlen, "out of memory");
-			res = RESULT_NODE_ERROR;
-			break;
-		}
-		pthread_mutex_unlock(&ds->lock);
+		res = job_mounts_add_image(ds, id, e, images[i], err, errlen, deadline_ms);
 	}
 	free(id);
 	return res;

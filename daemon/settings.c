@@ -39,7 +39,7 @@ const char *mount_policy_name(enum mount_policy p)
 	return "?";
 }
 
-static char *trim(char *s)
+char *config_trim(char *s)
 {
 	while (isspace((unsigned char)*s))
 		s++;
@@ -260,7 +260,7 @@ int config_load(const char *path, bool must_exist, struct squashd_config *cfg,
 		char *hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
-		char *s = trim(line);
+		char *s = config_trim(line);
 		if (!*s)
 			continue;
 		char *eq = strchr(s, '=');
@@ -271,7 +271,7 @@ int config_load(const char *path, bool must_exist, struct squashd_config *cfg,
 		}
 		*eq = '\0';
 		char why[1024];
-		if (apply_setting(cfg, trim(s), trim(eq + 1), why, sizeof(why)) < 0) {
+		if (apply_setting(cfg, config_trim(s), config_trim(eq + 1), why, sizeof(why)) < 0) {
 			snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
 			rc = -1;
 			break;

@@ -52,4 +52,8 @@ void config_free(struct squashd_config *cfg);
 
 const char *mount_policy_name(enum mount_policy p);
 
+/* s without leading and trailing white space (in place): the parsing of
+ * "key = value" lines, shared with the reload's change detection. */
+char *config_trim(char *s);
+
 #endif
