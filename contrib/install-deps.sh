@@ -12,7 +12,7 @@ packages=(
 	libprotobuf-c-dev protobuf-c-compiler
 	libmunge-dev munge
 	squashfs-tools
-	python3 python3-pytest python3-prometheus-client
+	python3 python3-pytest python3-prometheus-client iproute2
 	clang libclang-rt-14-dev valgrind
 	debhelper dpkg-dev fakeroot rpm
 )
