@@ -85,11 +85,11 @@ static int reap(int pidfd, int *status)
 	return 1;
 }
 
-int child_wait(int pidfd, long long deadline_ms, int *status)
+int child_wait_readable(int fd, long long deadline_ms)
 {
 	for (;;) {
 		struct pollfd p[2] = {
-			{ .fd = pidfd, .events = POLLIN },
+			{ .fd = fd, .events = POLLIN },
 			{ .fd = stop_fd, .events = POLLIN },
 		};
 		long long left = deadline_ms - squash_now_ms();
@@ -102,14 +102,24 @@ int child_wait(int pidfd, long long deadline_ms, int *status)
 			continue;
 		if (r < 0)
 			return -1;
-		if (p[0].revents & (POLLIN | POLLHUP)) {
-			if (reap(pidfd, status))
-				return 1;
-		}
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
+			return 1;
 		if (r > 0 && (p[1].revents & POLLIN))
-			return 0;
+			return -1;
 		if (squash_now_ms() >= deadline_ms)
 			return 0;
+	}
+}
+
+int child_wait(int pidfd, long long deadline_ms, int *status)
+{
+	for (;;) {
+		int r = child_wait_readable(pidfd, deadline_ms);
+
+		if (r != 1)
+			return 0;
+		if (reap(pidfd, status))
+			return 1;
 	}
 }
 

@@ -15,9 +15,14 @@ int child_pidfd(pid_t pid);
 /* Waits until the process behind pidfd exits or deadline_ms (monotonic)
  * passes, or squashd is asked to stop. Returns 1 when it exited (and, when
  * it is our child, reaps it and stores a wait(2)-style status in *status,
- * or -1 there when it was not our child), 0 on timeout or stop, -1 on
- * error. */
+ * or -1 there when it was not our child), or 0 (timeout, stop, error). */
 int child_wait(int pidfd, long long deadline_ms, int *status);
+
+/* Waits until fd is readable or hung up (a child's answer on a pipe, or a
+ * pidfd: the child exited), deadline_ms (monotonic) passes, or squashd is
+ * asked to stop. Returns 1 when fd is ready, 0 on timeout, -1 on stop or
+ * error. */
+int child_wait_readable(int fd, long long deadline_ms);
 
 /* SIGKILL through the pidfd (never hits a recycled pid). */
 void child_kill(int pidfd);

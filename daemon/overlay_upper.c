@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -220,27 +219,19 @@ enum result overlay_mount_named_upper(const char *dir, const struct identity *id
 		child_mount(pipefd[1], dir, id, lowerfd, pointfd);
 	}
 	close(pipefd[1]);
-	for (;;) {
-		struct pollfd p[2] = { { .fd = pipefd[0], .events = POLLIN },
-				       { .fd = child_stop_fd(), .events = POLLIN } };
-		long long left = deadline - squash_now_ms();
-		int r = poll(p, p[1].fd >= 0 ? 2 : 1, left > 0 ? (int)left : 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			ssize_t n = read(pipefd[0], &st, sizeof(st));
-			if (n == (ssize_t)sizeof(st))
-				res = st.step == STEP_OK ? RESULT_OK : describe(&st, dir, id, err, errlen);
-			else
-				snprintf(err, errlen, "upper directory %s: the mounting process died without an answer",
-					 dir);
-		} else if (r > 0) {
-			snprintf(err, errlen, "upper directory %s: squashd is stopping", dir);
-		} else {
-			snprintf(err, errlen, "upper directory %s: opening it as user %s timed out "
-				 "(is its file system hung?)", dir, id->name);
-		}
-		break;
+	int ready = child_wait_readable(pipefd[0], deadline);
+	if (ready == 1) {
+		ssize_t n = read(pipefd[0], &st, sizeof(st));
+		if (n == (ssize_t)sizeof(st))
+			res = st.step == STEP_OK ? RESULT_OK : describe(&st, dir, id, err, errlen);
+		else
+			snprintf(err, errlen, "upper directory %s: the mounting process died without an answer",
+				 dir);
+	} else if (ready < 0) {
+		snprintf(err, errlen, "upper directory %s: squashd is stopping", dir);
+	} else {
+		snprintf(err, errlen, "upper directory %s: opening it as user %s timed out "
+			 "(is its file system hung?)", dir, id->name);
 	}
 	close(pipefd[0]);
 	child_abandon(pidfd);

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,13 +209,8 @@ static int ask_slurm(struct daemon_state *ds, const uint32_t *ids, const uint32_
 	pipefd[1] = -1;
 	long long deadline = squash_now_ms() + timeout_ms;
 	for (;;) {
-		struct pollfd p[2] = { { .fd = pipefd[0], .events = POLLIN },
-				       { .fd = child_stop_fd(), .events = POLLIN } };
-		long long left = deadline - squash_now_ms();
-		int r = poll(p, p[1].fd >= 0 ? 2 : 1, left > 0 ? (int)left : 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0 || (p[1].revents & POLLIN)) {
+		int r = child_wait_readable(pipefd[0], deadline);
+		if (r != 1) {
 			snprintf(err, errlen, r == 0 ? "slurmctld did not answer within %d s" : "stopped",
 				 timeout_ms / 1000);
 			child_abandon(pidfd);
