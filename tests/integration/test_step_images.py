@@ -207,18 +207,24 @@ while [ ! -e {d}/killed ]; do sleep 0.1; done
         blk.release()
 
 
-def test_step_whose_slurmstepd_dies_is_released(cluster):
-    """slurmstepd killed hard never runs its end of step (and Slurm still
-    lists the step): squashd watches the slurmstepd that asked (its pidfd)
-    and releases the step's images when it dies; the job keeps its own."""
+def job_with_a_running_step_image(cluster, name):
+    """A blocking job with image A whose background step 0 has image B of
+    its own and sleeps. Returns (a, b, the job's directory, its BlockingJob)."""
     a, b = images(cluster)
-    d = cluster.workdir(USER1, "hard")
+    d = cluster.workdir(USER1, name)
     body = f"""
 srun --squash-image={b} bash -c 'echo $$ > {d}/s0; exec sleep 300' &
 echo $! > {d}/srun0
 wait
 """
-    blk = BlockingJob(cluster, USER1, a, before=body)
+    return a, b, d, BlockingJob(cluster, USER1, a, before=body)
+
+
+def test_step_whose_slurmstepd_dies_is_released(cluster):
+    """slurmstepd killed hard never runs its end of step (and Slurm still
+    lists the step): squashd watches the slurmstepd that asked (its pidfd)
+    and releases the step's images when it dies; the job keeps its own."""
+    a, b, d, blk = job_with_a_running_step_image(cluster, "hard")
     job = blk.job
     try:
         wait_file(d / "s0", job)
@@ -278,14 +284,7 @@ def test_squashd_restart_keeps_a_running_steps_images(cluster):
     """squashd restarted while a step with images of its own runs: the new
     squashd adopts the step (and its watch on the step's slurmstepd), and
     still releases the step's images when that slurmstepd dies."""
-    a, b = images(cluster)
-    d = cluster.workdir(USER1, "restart")
-    body = f"""
-srun --squash-image={b} bash -c 'echo $$ > {d}/s0; exec sleep 300' &
-echo $! > {d}/srun0
-wait
-"""
-    blk = BlockingJob(cluster, USER1, a, before=body)
+    a, b, d, blk = job_with_a_running_step_image(cluster, "restart")
     job = blk.job
     try:
         wait_file(d / "s0", job)
