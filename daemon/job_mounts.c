@@ -840,6 +840,13 @@ void job_mounts_status(struct daemon_state *ds, struct reply *out)
 		st->jobs++;
 		st->jobs_failed += j->status != SQUASH__STATUS__OK;
 	}
+	st->has_steps = st->has_sessions = true;
+	for (const struct job_entry *e = ds->registry.scoped; e; e = e->next) {
+		if (e->kind == HOLDER_STEP)
+			st->steps++;
+		else if (e->kind == HOLDER_SESSION)
+			st->sessions++;
+	}
 	st->requests_in_progress = ds->requests_in_progress;
 	st->requests = ds->requests;
 	st->requests_failed = ds->requests_failed;

@@ -88,6 +88,9 @@ void print_metrics(FILE *out, const Squash__NodeStatus *n)
 	gauge(out, "squashd_jobs", "Jobs with a record on this node.", n->jobs);
 	gauge(out, "squashd_jobs_failed", "Jobs whose images could not be mounted (kept until their epilog).",
 	      n->jobs_failed);
+	gauge(out, "squashd_steps", "Job steps holding images of their own (srun --squash-image in a job).",
+	      n->steps);
+	gauge(out, "squashd_sessions", "squash-shell sessions.", n->sessions);
 	gauge(out, "squashd_fuse_servers", "squashfuse_ll processes serving mounts.", n->fuse_servers);
 	gauge(out, "squashd_loop_devices", "Loop devices held by kernel mounts.", n->loop_devices);
 	gauge(out, "squashd_requests_in_progress", "Requests being served now.", n->requests_in_progress);

@@ -47,6 +47,9 @@ void print_status(FILE *out, const Squash__NodeStatus *n)
 			fprintf(out, "  %s %s: %u\n", squash_mode_name(g->mode), g->state, g->count);
 	}
 	fprintf(out, "jobs: %u (%u failed)\n", n->jobs, n->jobs_failed);
+	if (n->has_steps || n->has_sessions)
+		fprintf(out, "steps with images of their own: %u\nsquash-shell sessions: %u\n", n->steps,
+			n->sessions);
 	if (n->has_fuse_servers)
 		fprintf(out, "fuse servers: %u\n", n->fuse_servers);
 	if (n->has_loop_devices)

@@ -3,6 +3,7 @@ in a namespace of their own, under the job policy; the mount goes when
 squash-shell ends, however it ends."""
 
 import os
+import re
 import signal
 import subprocess
 
@@ -68,6 +69,8 @@ def test_sigkill_of_squash_shell_releases_and_others_stay_out(cluster):
         wait_until(lambda: pidfile.exists() and sessions(c), 30, 0.1, "the session to start")
         (pid, image), = sessions(c).items()
         assert image == str(img)
+        assert "squash-shell sessions: 1\n" in c.squashctl("status").stdout
+        assert re.search(r"^squashd_sessions 1$", c.squashctl("metrics").stdout, re.M)
         inner = int(pidfile.read_text())
         assert "/squash/k" in [line.split()[4] for line in open(f"/proc/{inner}/mountinfo")]
         # The session's directory: its user may enter it, not write in it;

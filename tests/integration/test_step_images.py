@@ -232,10 +232,12 @@ def test_step_whose_slurmstepd_dies_is_released(cluster):
         stepds = step_pids(cluster, job.id, 0)
         assert len(stepds) == 1, stepds
         assert by_image(cluster.list_mounts(), b)["steps"] == [f"{job.id}.0"]
+        assert "steps with images of their own: 1\n" in cluster.squashctl("status").stdout
         for pid in (stepds[0], task):
             os.kill(pid, signal.SIGKILL)
         wait_until(lambda: by_image(cluster.list_mounts(), b) is None, 30, 0.1,
                    "the dead slurmstepd's step image to be released")
+        assert "steps with images of their own: 0\n" in cluster.squashctl("status").stdout
         assert re.search(rf"step {job.id}\.0: its slurmstepd \(pid {stepds[0]}\) is gone",
                          cluster.squashd_log())
         assert len(cluster.node_mounts()) == 1, cluster.node_mounts()
