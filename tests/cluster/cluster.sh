@@ -3,7 +3,8 @@
 # one or more slurmd, one squashd per node and the SPANK plugin, all living
 # in one scratch directory DIR.
 #
-#   cluster.sh start [--nodes N] DIR      write DIR's config, start everything
+#   cluster.sh start [--nodes N] DIR      write DIR's config, start everything (and end
+#                                         the daemons of instances whose DIR is gone)
 #   cluster.sh stop DIR                   stop everything, clean leftovers (idempotent)
 #   cluster.sh status DIR                 show what runs, per node
 #   cluster.sh squashd-stop [--node NAME] DIR   stop squashd (every node, or NAME)
@@ -154,6 +155,23 @@ instance_pids() {
 		[ "$pid" = $$ ] && continue
 		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = cluster.sh ] && continue
 		if [ -d "/proc/$pid" ]; then echo "$pid"; fi
+	done
+}
+
+# Processes of instances whose directory is gone (removed by hand after a
+# killed test run): `stop DIR` can no longer find their pid files, so every
+# start ends them. Only this script's daemons carry the marker.
+sweep_orphans() {
+	local f pid d
+	for f in $(grep -lz '^SQUASH_TEST_CLUSTER=' /proc/[0-9]*/environ 2>/dev/null); do
+		d=$(tr '\0' '\n' <"$f" 2>/dev/null | sed -n 's/^SQUASH_TEST_CLUSTER=//p' | head -n 1)
+		[ -n "$d" ] && [ ! -d "$d" ] || continue
+		pid=${f#/proc/}
+		pid=${pid%%/*}
+		[ "$pid" = $$ ] && continue
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = cluster.sh ] && continue
+		log "ending pid $pid of an instance whose directory $d is gone"
+		kill -KILL "$pid" 2>/dev/null || true
 	done
 }
 
@@ -666,6 +684,7 @@ start_slurm() {
 
 cmd_start() {
 	local dir=$1 nodes=$2
+	sweep_orphans
 	ensure_users
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
