@@ -447,10 +447,10 @@ class Cluster:
         job.wait()
         return job
 
-    def refused_at_submit(self, user, image_arg, image_shown, reason=None):
-        """Submits a job with --squash-image=image_arg as user and checks that
-        sbatch refuses it with "squash: IMAGE_SHOWN: REASON" (reason: a regex)
-        and queues nothing. Returns sbatch's stderr."""
+    def sbatch_refuses(self, user, image_arg):
+        """Submits a job with --squash-image=image_arg (one argument) as user,
+        checks that sbatch refuses it and queues nothing, and returns
+        sbatch's stderr."""
         d = self.workdir(user, "sub")
         p = self.sbatch(user, self.write_script(d, "echo should not run\n"),
                         [f"--squash-image={image_arg}"], cwd=d)
@@ -458,12 +458,18 @@ class Cluster:
             p.wait()
             raise AssertionError(f"sbatch accepted job {p.id}; its output:\n{p.output()}")
         assert p.returncode != 0
-        assert re.search(r"^(sbatch: error: )?squash: " + re.escape(f"{image_shown}: "),
-                         p.stderr, re.M), p.stderr
-        if reason:
-            assert re.search(reason, p.stderr, re.I), p.stderr
         assert self.squeue_ids() == []
         return p.stderr
+
+    def refused_at_submit(self, user, image_arg, image_shown, reason=None):
+        """sbatch_refuses, and the refusal reads "squash: IMAGE_SHOWN: REASON"
+        (reason: a regex). Returns sbatch's stderr."""
+        err = self.sbatch_refuses(user, image_arg)
+        assert re.search(r"^(sbatch: error: )?squash: " + re.escape(f"{image_shown}: "),
+                         err, re.M), err
+        if reason:
+            assert re.search(reason, err, re.I), err
+        return err
 
     def job_info(self, job_id):
         p = run(["scontrol", "-o", "show", "job", job_id], check=False, env=self.env)

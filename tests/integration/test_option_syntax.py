@@ -5,24 +5,15 @@ raw."""
 
 import re
 
-from conftest import USER1, Job, uid_of
+from conftest import USER1, uid_of
 
 FILES = {"hello.txt": "hello from the image\n"}
 FAKE_JOB = 990101
 
 
 def refused(cluster, option):
-    """Submits with --squash-image=option (a str, passed as one argument);
-    checks sbatch refused it and queued nothing; returns its stderr."""
-    d = cluster.workdir(USER1, "syn")
-    p = cluster.sbatch(USER1, cluster.write_script(d, "echo should not run\n"),
-                       [f"--squash-image={option}"], cwd=d)
-    if isinstance(p, Job):
-        p.wait()
-        raise AssertionError(f"sbatch accepted job {p.id}; its output:\n{p.output()}")
-    assert p.returncode != 0
-    assert cluster.squeue_ids() == []
-    return p.stderr
+    """sbatch refuses --squash-image=option (one argument); its stderr."""
+    return cluster.sbatch_refuses(USER1, option)
 
 
 def two_images(cluster):
