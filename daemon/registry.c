@@ -104,17 +104,26 @@ struct job_entry *registry_find_job(struct registry *r, uint32_t job_id)
 	return NULL;
 }
 
+/* A new entry without images, at the head of *list. */
+static struct job_entry *push_entry(struct job_entry **list, enum holder_kind kind,
+				    uint32_t job_id, uint32_t step_id, uid_t uid)
+{
+	struct job_entry *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->kind = kind;
+	e->job_id = job_id;
+	e->step_id = step_id;
+	e->uid = uid;
+	e->status = SQUASH__STATUS__OK;
+	e->next = *list;
+	*list = e;
+	return e;
+}
+
 struct job_entry *registry_add_job(struct registry *r, uint32_t job_id, uid_t uid)
 {
-	struct job_entry *j = calloc(1, sizeof(*j));
-	if (!j)
-		return NULL;
-	j->job_id = job_id;
-	j->uid = uid;
-	j->status = SQUASH__STATUS__OK;
-	j->next = r->jobs;
-	r->jobs = j;
-	return j;
+	return push_entry(&r->jobs, HOLDER_JOB, job_id, 0, uid);
 }
 
 int registry_job_add_image(struct job_entry *job, const char *image,
@@ -191,17 +200,7 @@ struct job_entry *registry_find_session(struct registry *r, pid_t pid)
 struct job_entry *registry_add_scoped(struct registry *r, enum holder_kind kind, uint32_t job_id,
 				      uint32_t step_id, uid_t uid)
 {
-	struct job_entry *e = calloc(1, sizeof(*e));
-	if (!e)
-		return NULL;
-	e->kind = kind;
-	e->job_id = job_id;
-	e->step_id = step_id;
-	e->uid = uid;
-	e->status = SQUASH__STATUS__OK;
-	e->next = r->scoped;
-	r->scoped = e;
-	return e;
+	return push_entry(&r->scoped, kind, job_id, step_id, uid);
 }
 
 void registry_remove_scoped(struct registry *r, struct job_entry *e)
