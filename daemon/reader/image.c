@@ -214,7 +214,7 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 		snprintf(err, errlen, "not a squashfs 4.0 image");
 	else if (img->block_size < 4096 || img->block_size > MAX_BLOCK_SIZE ||
 		 (img->block_size & (img->block_size - 1)) ||
-		 (1u << le16(sb + 22)) != img->block_size)
+		 le16(sb + 22) > 20 || (1u << le16(sb + 22)) != img->block_size)
 		snprintf(err, errlen, "bad block size %u", img->block_size);
 	else if (img->bytes_used > (uint64_t)st.st_size)
 		snprintf(err, errlen, "truncated image: %llu of %llu bytes",
