@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,13 @@ int main(int argc, char **argv)
 	struct reader rd = { 0 };
 	char err[256];
 	int c, fd, status;
+
+	/* Memory per mount (docs/performance.md): one malloc arena for all
+	 * threads, and block buffers (64 KiB and up) mmapped, so that what a
+	 * burst of reads allocated goes back to the system when freed. */
+	mallopt(M_ARENA_MAX, 1);
+	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 128 * 1024);
 
 	while ((c = getopt_long(argc, argv, "fo:t:dh", longopts, NULL)) != -1) {
 		switch (c) {
