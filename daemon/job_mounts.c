@@ -290,8 +290,9 @@ static void server_exited(void *arg, pid_t pid, int status)
 	pthread_mutex_lock(&ds->lock);
 	struct mount_entry *m = registry_mount_by_id(&ds->registry, w->mount_id);
 	/* A server that exits because its mount is being torn down is expected. */
+	/* Restarted only under jobs: a lingering mount nobody uses just goes. */
 	if (m && (m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid &&
-	    !restart_server_locked(ds, m, how))
+	    !(m->state == MOUNT_READY && restart_server_locked(ds, m, how)))
 		mark_dead_locked(ds, m, how);
 	pthread_cond_broadcast(&ds->changed);
 	pthread_mutex_unlock(&ds->lock);
