@@ -444,6 +444,8 @@ trusted_prefixes = $dir/trusted
 require_munge = yes
 munge_socket = $dir/munge.sock
 squashfuse = $(command -v squashfuse_ll || echo /usr/bin/squashfuse_ll)
+squash_reader = $build/daemon/reader/squash-reader
+fuse_reader = ${SQUASH_TEST_FUSE_READER:-squash-reader}
 request_timeout = 10
 slurm_conf = $dir/slurm.conf
 gc_interval = ${SQUASH_TEST_GC_INTERVAL:-10}
@@ -819,7 +821,7 @@ cmd_stop() {
 	# rest (marker, DIR in argv, on a node, or serving an image under DIR).
 	for i in $(seq 1 30); do
 		left=""
-		for p in $(pgrep -x squashfuse_ll 2>/dev/null || true); do
+		for p in $(pgrep -x 'squashfuse_ll|squash-reader' 2>/dev/null || true); do
 			if instance_pids "$dir" | grep -qx "$p" ||
 			   ls -l "/proc/$p/fd" 2>/dev/null | grep -qF -- "-> $dir/"; then
 				left="$left $p"

@@ -50,6 +50,8 @@ TERMINAL_STATES = {
 }
 JOB_TIMEOUT = 90
 SQUASH_FSTYPES = ("squashfs", "fuse.squashfuse", "fuse.squashfuse_ll", "fuse")
+# What squashd runs for users' images (fuse_reader in squashd.conf).
+FUSE_SERVER_NAMES = ("squash-reader", "squashfuse_ll")
 
 
 # --------------------------------------------------------------- utilities
@@ -317,10 +319,10 @@ class Node:
                 or m["mount_point"] == "/squash" or m["mount_point"].startswith("/squash/")]
 
     def fuse_servers(self):
-        """Pids of squashfuse_ll processes serving this node."""
+        """Pids of FUSE servers (squash-reader, squashfuse_ll) serving this node."""
         if not self.namespaced:
             return self.cluster.instance_fuse_servers()
-        return sorted(p for p, comm in self.processes().items() if comm == "squashfuse_ll")
+        return sorted(p for p, comm in self.processes().items() if comm in FUSE_SERVER_NAMES)
 
     def stray_processes(self):
         """Processes on the node other than its holder, slurmd, squashd and
@@ -561,7 +563,7 @@ class Cluster:
         prefix = str(self.dir) + "/"
         node_uts = {n.uts_inode() for n in self.nodes if n.namespaced}
         res = []
-        for pid in pids_named("squashfuse_ll"):
+        for pid in [p for name in FUSE_SERVER_NAMES for p in pids_named(name)]:
             try:
                 fds = os.listdir(f"/proc/{pid}/fd")
                 if (any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix) for fd in fds)
@@ -743,7 +745,7 @@ def _leftovers(c):
         problems.append(f"loop devices left: {loops}")
     fuse = c.instance_fuse_servers()
     if fuse:
-        problems.append(f"squashfuse_ll processes left: {fuse}")
+        problems.append(f"FUSE servers left: {fuse}")
     return problems
 
 
