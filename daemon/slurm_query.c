@@ -85,38 +85,34 @@ static void print_job_verdict(const char *node, uint32_t id, const job_info_msg_
 	printf("%u %s\n", id, verdict);
 }
 
-/* The jobs among ids (steps[i] == NO_VAL): one RPC for one job, one for
- * all of them otherwise (gc asks only about what the node itself could
- * not settle, so this is rare). Returns -1 when slurmctld cannot be
- * asked. */
-static int query_jobs(const char *node, const uint32_t *ids, const uint32_t *steps, size_t n)
+/* What slurmctld knows of the jobs among ids (steps[i] == NO_VAL): one
+ * RPC for one job, one for all jobs otherwise (gc asks only about what the
+ * node itself could not settle, so this is rare). *msg stays NULL when
+ * there are no jobs, or the one job is unknown. Returns -1 when slurmctld
+ * cannot be asked. */
+static int load_jobs(const uint32_t *ids, const uint32_t *steps, size_t n, job_info_msg_t **msg)
 {
-	job_info_msg_t *msg = NULL;
 	size_t jobs = 0, first = 0;
 	int rc;
 
+	*msg = NULL;
 	for (size_t i = 0; i < n; i++)
 		if (steps[i] == NO_VAL && jobs++ == 0)
 			first = i;
 	if (jobs == 0)
 		return 0;
-	rc = jobs == 1 ? squash_slurm_load_job(slurm_load_job, &msg, ids[first])
-		       : slurm_load_jobs(0, &msg, SHOW_ALL);
+	rc = jobs == 1 ? squash_slurm_load_job(slurm_load_job, msg, ids[first])
+		       : slurm_load_jobs(0, msg, SHOW_ALL);
 	if (rc != SLURM_SUCCESS) {
 		int e = errno;
 
-		if (jobs == 1 && e == ESLURM_INVALID_JOB_ID) {
-			print_job_verdict(node, ids[first], NULL);
+		*msg = NULL;
+		if (jobs == 1 && e == ESLURM_INVALID_JOB_ID)
 			return 0;
-		}
 		fprintf(stderr, "cannot ask slurmctld about %s: %s\n",
 			jobs == 1 ? "the job" : "the jobs", slurm_strerror(e));
 		return -1;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (steps[i] == NO_VAL)
-			print_job_verdict(node, ids[i], msg);
-	slurm_free_job_info_msg(msg);
 	return 0;
 }
 
@@ -167,11 +163,18 @@ int slurm_query_main(int argc, char **argv)
 			return 2;
 		}
 	slurm_init(NULL);
-	if (query_jobs(node, ids, steps, n) < 0)
+	job_info_msg_t *jobs = NULL;
+	if (load_jobs(ids, steps, n, &jobs) < 0)
 		rc = 1;
-	for (size_t i = 0; i < n && rc == 0; i++)
-		if (steps[i] != NO_VAL && query_step(node, ids[i], steps[i]) < 0)
+	/* Verdicts in the order asked. */
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (steps[i] == NO_VAL)
+			print_job_verdict(node, ids[i], jobs);
+		else if (query_step(node, ids[i], steps[i]) < 0)
 			rc = 1;
+	}
+	if (jobs)
+		slurm_free_job_info_msg(jobs);
 	fflush(stdout);
 	slurm_fini();
 	free(ids);

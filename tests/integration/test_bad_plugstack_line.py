@@ -5,6 +5,8 @@ without images run and the node stays up, on every Slurm release (the
 plugin never fails slurm_spank_init: that would drain the node before 25.05
 and fail every job on it from 25.05 on)."""
 
+import re
+
 from conftest import USER1, Job
 
 
@@ -20,7 +22,7 @@ def test_bad_plugstack_line_fails_only_image_jobs_and_not_the_node(cluster):
                        ["--begin=now+5"])
     try:
         # The node reads plugstack.conf again for the prolog and each step.
-        conf.write_text(original.rstrip("\n") + " timeout=forever\n")
+        conf.write_text(re.sub(r"\btimeout=\d+", "timeout=forever", original))
         with_image.wait()
         without.wait()
         refused = c.as_user(USER1, ["sbatch", f"--squash-image={img}", d / "with.sh"], cwd=d)

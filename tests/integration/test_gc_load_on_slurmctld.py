@@ -36,4 +36,6 @@ def test_gc_and_health_send_no_job_info_rpc_while_jobs_run(cluster):
         # Both jobs still hold their mounts: gc saw them as running.
         assert sorted(str(j) for m in c.list_mounts() for j in m["jobs"]) == \
             sorted(str(b.job.id) for b in jobs)
+    for b in jobs:
+        b.job.wait()
     assert counts == dict.fromkeys(INFO_RPCS, 0), counts
