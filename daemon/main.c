@@ -20,6 +20,7 @@
 #include "scoped_mounts.h"
 #include "server.h"
 #include "settings.h"
+#include "slurm_query.h"
 #include "socket_activation.h"
 #include "state_file.h"
 
@@ -77,7 +78,7 @@ int main(int argc, char **argv)
 {
 	/* The reconciliation's Slurm query runs as a child of this binary. */
 	if (argc >= 2 && !strcmp(argv[1], "--query-slurm"))
-		return reconcile_query_main(argc - 2, argv + 2);
+		return slurm_query_main(argc - 2, argv + 2);
 
 	static const struct option options[] = {
 		{"config", required_argument, NULL, 'c'},
@@ -106,7 +107,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		case 'V':
-			printf("squashd %s\n", PACKAGE_VERSION);
+			printf("squashd %s, built for Slurm %s\n", PACKAGE_VERSION, SQUASH_SLURM_BUILD_VERSION);
 			return 0;
 		default:
 			usage(stderr);
@@ -189,8 +190,8 @@ int main(int argc, char **argv)
 		config_free(&cfg);
 		return 1;
 	}
-	log_info("squashd %s listening on %s%s as node %s (mount mode %s, MUNGE %s, gc every %u s, linger %u s)",
-		 PACKAGE_VERSION, cfg.socket_path, activated ? " (socket from systemd)" : "",
+	log_info("squashd %s (built for Slurm %s) listening on %s%s as node %s (mount mode %s, MUNGE %s, gc every %u s, linger %u s)",
+		 PACKAGE_VERSION, SQUASH_SLURM_BUILD_VERSION, cfg.socket_path, activated ? " (socket from systemd)" : "",
 		 ds.node_name, mount_policy_name(cfg.mount_policy),
 		 cfg.require_munge ? "required" : "optional", cfg.gc_interval_s, cfg.linger_s);
 	reload_init(&cfg, config_path, config_given, debug);

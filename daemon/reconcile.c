@@ -13,9 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <slurm/slurm.h>
-#include <slurm/slurm_errno.h>
-
 #include "child_process.h"
 #include "clock.h"
 #include "log.h"
@@ -33,127 +30,6 @@ static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER; /* one pass at a t
 static pthread_mutex_t timer_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t timer_cond;
 static bool timer_stop;
-
-/* ---------------------------------------------------------------- the child */
-
-/* libslurm has no public name for a state; the base states suffice here. */
-static const char *state_name(uint32_t state)
-{
-	static const char *const names[] = {
-		"PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED",
-		"TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
-	};
-	uint32_t base = state & JOB_STATE_BASE;
-	if (state & JOB_REQUEUE)
-		return "REQUEUED";
-	return base < sizeof(names) / sizeof(names[0]) ? names[base] : "UNKNOWN";
-}
-
-/* "JOBID.STEPID": whether that step still runs on node. Prints the verdict;
- * returns -1 when slurmctld cannot be asked. */
-static int query_step(const char *node, unsigned long id, unsigned long step)
-{
-	job_step_info_response_msg_t *resp = NULL;
-	const char *verdict = "gone step-ended";
-
-	if (slurm_get_job_steps(0, (uint32_t)id, (uint32_t)step, &resp, SHOW_ALL) != SLURM_SUCCESS) {
-		int e = slurm_get_errno();
-		if (e != ESLURM_INVALID_JOB_ID) {
-			fprintf(stderr, "cannot ask slurmctld about step %lu.%lu: %s\n", id, step,
-				slurm_strerror(e));
-			return -1;
-		}
-		resp = NULL;
-	}
-	for (uint32_t r = 0; resp && r < resp->job_step_count; r++) {
-		job_step_info_t *st = &resp->job_steps[r];
-		if (st->step_id.job_id != id || st->step_id.step_id != step)
-			continue;
-		bool here = false;
-		if (st->nodes && *st->nodes) {
-			hostlist_t hl = slurm_hostlist_create(st->nodes);
-			here = hl && slurm_hostlist_find(hl, node) >= 0;
-			if (hl)
-				slurm_hostlist_destroy(hl);
-		}
-		verdict = here ? "here" : "gone step-elsewhere";
-		break;
-	}
-	printf("%lu.%lu %s\n", id, step, verdict);
-	if (resp)
-		slurm_free_job_step_info_response_msg(resp);
-	return 0;
-}
-
-int reconcile_query_main(int argc, char **argv)
-{
-	if (argc < 1) {
-		fprintf(stderr, "usage: squashd --query-slurm NODE JOBID...\n");
-		return 2;
-	}
-	const char *node = argv[0];
-	slurm_init(NULL);
-	for (int i = 1; i < argc; i++) {
-		char *end;
-		unsigned long id = strtoul(argv[i], &end, 10);
-		job_info_msg_t *msg = NULL;
-
-		if (*end == '.' && id > 0 && id <= UINT32_MAX) {
-			char *step_end;
-			unsigned long step = strtoul(end + 1, &step_end, 10);
-			if (*step_end || step >= 0xfffffff0UL) {
-				fprintf(stderr, "bad step id '%s'\n", argv[i]);
-				return 2;
-			}
-			if (query_step(node, id, step) < 0)
-				return 1;
-			continue;
-		}
-		if (*end || id == 0 || id > UINT32_MAX) {
-			fprintf(stderr, "bad job id '%s'\n", argv[i]);
-			return 2;
-		}
-		if (slurm_load_job(&msg, (uint32_t)id, SHOW_ALL) != SLURM_SUCCESS) {
-			int e = slurm_get_errno();
-			if (e == ESLURM_INVALID_JOB_ID) {
-				printf("%lu gone unknown-to-slurmctld\n", id);
-				continue;
-			}
-			fprintf(stderr, "cannot ask slurmctld about job %lu: %s\n", id, slurm_strerror(e));
-			return 1;
-		}
-		const char *verdict = "gone unknown-to-slurmctld";
-		char buf[128];
-		for (uint32_t r = 0; msg && r < msg->record_count; r++) {
-			slurm_job_info_t *j = &msg->job_array[r];
-			if (j->job_id != id)
-				continue;
-			uint32_t base = j->job_state & JOB_STATE_BASE;
-			bool here = false;
-			if (j->nodes && *j->nodes) {
-				hostlist_t hl = slurm_hostlist_create(j->nodes);
-				here = hl && slurm_hostlist_find(hl, node) >= 0;
-				if (hl)
-					slurm_hostlist_destroy(hl);
-			}
-			/* Running here, or ending here with the epilog still due. */
-			if (here && (base == JOB_RUNNING || base == JOB_SUSPENDED ||
-				     (j->job_state & JOB_COMPLETING))) {
-				verdict = "here";
-			} else {
-				snprintf(buf, sizeof(buf), "gone %s%s", state_name(j->job_state),
-					 here ? "" : "-elsewhere");
-				verdict = buf;
-			}
-			break;
-		}
-		printf("%lu %s\n", id, verdict);
-		slurm_free_job_info_msg(msg);
-	}
-	fflush(stdout);
-	slurm_fini();
-	return 0;
-}
 
 /* ---------------------------------------------------------------- asking */
 

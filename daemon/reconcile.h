@@ -4,11 +4,12 @@
  * leaks nothing. Runs at start-up, every gc_interval seconds, and on
  * demand (squashctl gc).
  *
- * Slurm is asked by a short-lived child (squashd --query-slurm) that links
- * libslurm: reading slurm.conf or reaching slurmctld may fail, hang or call
- * fatal(), and none of that may touch the daemon. A job Slurm calls gone is
- * still kept while any process outside squashd's mount namespace holds a
- * bind of one of its mounts (a step that is still winding down). */
+ * Slurm is asked by a short-lived child (squashd --query-slurm,
+ * slurm_query.c) that links libslurm: reading slurm.conf or reaching
+ * slurmctld may fail, hang or call fatal(), and none of that may touch the
+ * daemon. A job Slurm calls gone is still kept while any process outside
+ * squashd's mount namespace holds a bind of one of its mounts (a step that
+ * is still winding down). */
 #ifndef SQUASHD_RECONCILE_H
 #define SQUASHD_RECONCILE_H
 
@@ -28,10 +29,5 @@ void reconcile_on_demand(struct daemon_state *ds, struct reply *out);
  * (a health check must not fail a node because slurmctld is slow). */
 void reconcile_dry_run(struct daemon_state *ds, void (*problem)(void *arg, const char *line),
 		       void *arg);
-
-/* The hidden mode behind the child: squashd --query-slurm NODE JOBID...
- * Prints "JOBID here" or "JOBID gone STATE" per job; exits 1 with a reason
- * on stderr when Slurm cannot be asked. */
-int reconcile_query_main(int argc, char **argv);
 
 #endif

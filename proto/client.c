@@ -205,7 +205,7 @@ static void explain_recv_error(int rc, int timeout_ms, char *err, size_t errlen)
 
 /* One attempt. Returns 0, -1 (do not retry) or -2 (squashd could not be
  * reached or dropped the connection: worth another try). */
-static int call_once(const struct squash_client_options *opts,
+static int call_attempt(const struct squash_client_options *opts,
 		     const Squash__Request *req, Squash__Response **resp,
 		     char *err, size_t errlen)
 {
@@ -271,7 +271,7 @@ int squash_client_call(const struct squash_client_options *opts,
 		       const Squash__Request *req, Squash__Response **resp,
 		       char *err, size_t errlen)
 {
-	return call_once(opts, req, resp, err, errlen) == 0 ? 0 : -1;
+	return call_attempt(opts, req, resp, err, errlen) == 0 ? 0 : -1;
 }
 
 int squash_client_call_retry(const struct squash_client_options *opts,
@@ -285,7 +285,7 @@ int squash_client_call_retry(const struct squash_client_options *opts,
 
 	for (;;) {
 		n++;
-		rc = call_once(opts, req, resp, err, errlen);
+		rc = call_attempt(opts, req, resp, err, errlen);
 		if (rc == 0 && (*resp)->status == SQUASH__STATUS__UNAVAILABLE) {
 			squash_errf(err, errlen, "squashd is unavailable: %s",
 				    (*resp)->message ? (*resp)->message : "(no reason given)");

@@ -5,7 +5,8 @@
  * prolog with it (a failed prolog drains the node). The child calls
  * slurm_load_job() of the Slurm library the prolog already runs in, found
  * with dlsym(), so that no second copy of libslurm is loaded into
- * slurmstepd. */
+ * slurmstepd. The pointer has the type of the header's own prototype and
+ * is called through slurm_compat.h, which knows each release's form. */
 #include "config.h"
 
 #include <dlfcn.h>
@@ -22,20 +23,19 @@
 #include <slurm/slurm.h>
 
 #include "job_array.h"
+#include "slurm_compat.h"
 
 #define QUERY_TIMEOUT_MS 30000
-
-typedef int (*load_job_f)(job_info_msg_t **, uint32_t, uint16_t);
 
 /* In the child: prints "ARRAY_JOB_ID ARRAY_TASK_ID" on fd and exits. */
 static void query_child(int fd, uint32_t job_id)
 {
-	load_job_f load = (load_job_f)dlsym(RTLD_DEFAULT, "slurm_load_job");
+	squash_load_job_fn *load = (squash_load_job_fn *)dlsym(RTLD_DEFAULT, "slurm_load_job");
 	job_info_msg_t *msg = NULL;
 
 	if (!load)
 		_exit(3);
-	if (load(&msg, job_id, SHOW_ALL) != 0 || !msg)
+	if (squash_slurm_load_job(load, &msg, job_id) != 0 || !msg)
 		_exit(4);
 	for (uint32_t r = 0; r < msg->record_count; r++) {
 		slurm_job_info_t *j = &msg->job_array[r];

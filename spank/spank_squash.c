@@ -24,6 +24,13 @@
 
 SPANK_PLUGIN(squash, 1);
 
+#if HAVE_DECL_SLURM_SPANK_INIT_FAILURE_MODE
+/* Slurm 25.05 on: when slurm_spank_init fails in slurmstepd (a bad
+ * plugstack.conf line), fail the job instead of draining the node (the
+ * default, ESPANK_NODE_FAILURE). Earlier releases always drain. */
+int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+#endif
+
 static struct squash_settings settings;
 static bool settings_loaded;
 static char *image_option; /* --squash-image as given; NULL when absent */
