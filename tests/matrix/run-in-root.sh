@@ -49,6 +49,10 @@ inside() {
 		ip addr add 127.0.1.1/8 dev lo
 	fi
 	hostname "squash-$suite"
+	# The root must be a mount of its own: unshare --propagation and
+	# mount(MS_PRIVATE) on "/" (cluster.sh's nodes, the plugin's step
+	# namespaces) fail with EINVAL on a plain directory.
+	mount --bind "$root" "$root"
 	mount --rbind /dev "$root/dev"
 	mount -t tmpfs -o mode=1777,nosuid,nodev shm "$root/dev/shm"
 	mount -t proc -o nosuid,nodev,noexec proc "$root/proc"

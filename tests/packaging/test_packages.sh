@@ -80,13 +80,14 @@ plugin_slurm_version() {
 # What this machine's Slurm is, found independently of the packaging's own
 # detection: the Debian package versions.
 # (libslurm38 on Debian 12; libslurm42t64, libslurm45t64 since the 64-bit
-# time_t transition: the soname is the digits)
+# time_t transition: the soname is the number)
 libslurm_pkg=$(dpkg-query -W -f='${Depends}' libslurm-dev | grep -oE 'libslurm[0-9]+(t64)?' | head -n1)
 slurm_deb_version=$(dpkg-query -W -f='${Version}' "$libslurm_pkg")
 slurm_majmin=$(sed -E 's/^([0-9]+)\.([0-9]+).*/\1.\2/' <<<"$slurm_deb_version")
 slurm_next=$(awk -F. '{ printf "%d.%02d", $1, $2 + 1 }' <<<"$slurm_majmin")
 slurm_tag=${slurm_majmin/./}
-libslurm_soname=libslurm.so.$(tr -dc 0-9 <<<"${libslurm_pkg#libslurm}")
+libslurm_soname=${libslurm_pkg#libslurm}
+libslurm_soname=libslurm.so.${libslurm_soname%t64}
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 deb_plugin=/usr/lib/$multiarch/slurm-wlm/spank_squash.so
 rpm_plugin=/usr/lib64/slurm/spank_squash.so
