@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a command inside a Debian root made by tests/matrix/build-root.sh, in
-# private namespaces, with this checkout bind-mounted at the same path:
+# private namespaces, with this checkout mounted at the same path:
 #
 #   tests/matrix/run-in-root.sh SUITE [CMD [ARG...]]    (default CMD: bash)
 #
@@ -87,10 +87,17 @@ inside() {
 		esac
 	done < <(env)
 	[ $# -gt 0 ] || set -- bash
+	# The root becomes the namespace's "/" (pivot_root, the old root
+	# detached), not a chroot: nsenter -m (cluster.sh's nodes) and setns(2)
+	# put a process at its mount namespace's root, which must be the root.
+	cd "$root"
+	pivot_root . .
+	umount -l .
+	cd /
 	# Not exec: this shell stays pid 1 and reaps the orphans of the tree
 	# (daemons started with setsid); its exit ends the namespace.
 	rc=0
-	chroot "$root" /usr/bin/env -i "${env[@]}" /bin/bash -c 'cd "$1" && shift && exec "$@"' \
+	/usr/bin/env -i "${env[@]}" /bin/bash -c 'cd "$1" && shift && exec "$@"' \
 		run-in-root "$repo" "$@" || rc=$?
 	return "$rc"
 }
