@@ -28,6 +28,10 @@
 # that outlive it (one attached without autoclear whose backing file lived
 # in the root's /tmp) are detached and reported; the exit code is then 125
 # unless the command already failed.
+# SQUASH_MATRIX_OUTPUT=DIR (a host directory) is mounted at the same path
+# in the root, writable: what the command puts there stays, e.g.
+#   SQUASH_MATRIX_OUTPUT=/srv/debs tests/matrix/run-in-root.sh trixie bash -c \
+#     'autoreconf -fi && ./configure && make dist && contrib/build-deb.sh slurm-squash-*.tar.gz /srv/debs'
 # Passed into the root: TERM, MAKEFLAGS, PYTEST_ARGS, SQUASH_TEST_*,
 # SQUASH_KEEP_*.
 set -euo pipefail
@@ -72,6 +76,11 @@ inside() {
 	mount -t overlay -o "lowerdir=$repo,upperdir=$root/mnt/upper,workdir=$root/mnt/work" \
 		checkout "$root$repo"
 	umount -l "$root/mnt"
+	# A host directory the command may write to (e.g. packages it builds).
+	if [ -n "${SQUASH_MATRIX_OUTPUT:-}" ]; then
+		mkdir -p "$root$SQUASH_MATRIX_OUTPUT"
+		mount --bind "$SQUASH_MATRIX_OUTPUT" "$root$SQUASH_MATRIX_OUTPUT"
+	fi
 	if [ "${SQUASH_MATRIX_NET:-}" = host ]; then
 		mount --bind /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null ||
 			cp /etc/resolv.conf "$root/etc/resolv.conf"
