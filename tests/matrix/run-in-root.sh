@@ -7,9 +7,10 @@
 # e.g. `tests/matrix/run-in-root.sh trixie ./tests/run.sh` runs the whole
 # suite against Debian 13's Slurm 24.11. The command starts in the
 # checkout, as root, with SQUASH_BUILD_DIR=<checkout>/build-SUITE
-# (SQUASH_MATRIX_BUILD_DIR overrides it). The checkout is an overlay: what
-# the command writes there (autoreconf's files, builds) lives in a tmpfs
-# and is gone when it ends; the host's tree and builds are not touched.
+# (SQUASH_MATRIX_BUILD_DIR overrides it). The root and the checkout are
+# overlays: what the command writes to them (users, installed packages,
+# autoreconf's files, builds) lives in a tmpfs and is gone when it ends;
+# the cached root, the host's tree and its builds are not touched.
 #
 # Namespaces: mount (private: nothing propagates to or from the host), pid
 # (the command's tree is killed as a whole when it ends, daemons included),
@@ -53,10 +54,24 @@ inside() {
 		ip addr add 127.0.1.1/8 dev lo
 	fi
 	hostname "squash-$suite"
-	# The root must be a mount of its own: unshare --propagation and
-	# mount(MS_PRIVATE) on "/" (cluster.sh's nodes, the plugin's step
-	# namespaces) fail with EINVAL on a plain directory.
-	mount --bind "$root" "$root"
+	# What the run writes, to the root and to the checkout, goes to one
+	# tmpfs of this run, through overlays: the cached root stays as
+	# build-root.sh made it, the host's tree and builds as they were (the
+	# suite's autoreconf runs another autoconf), and all of it is gone with
+	# the namespace. The tmpfs sits on an empty directory beside the root,
+	# in this namespace only. (The root is a mount of its own then, as
+	# unshare --propagation and mount(MS_PRIVATE) on "/" need: cluster.sh's
+	# nodes, the plugin's step namespaces.)
+	local writes=${root%/*}/.writes-$suite
+	mkdir -p "$writes"
+	mount -t tmpfs -o mode=0700 matrix-writes "$writes"
+	mkdir -p "$writes"/{root,checkout}/{upper,work}
+	chmod 0755 "$writes/root/upper" "$writes/checkout/upper"
+	mount -t overlay -o "lowerdir=$root,upperdir=$writes/root/upper,workdir=$writes/root/work" \
+		"squash-$suite" "$root"
+	mkdir -p "$root$repo"
+	mount -t overlay -o "lowerdir=$repo,upperdir=$writes/checkout/upper,workdir=$writes/checkout/work" \
+		checkout "$root$repo"
 	mount --rbind /dev "$root/dev"
 	mount -t tmpfs -o mode=1777,nosuid,nodev shm "$root/dev/shm"
 	mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
@@ -65,17 +80,6 @@ inside() {
 	mount -t tmpfs -o mode=0755,nosuid,nodev run "$root/run"
 	mkdir -p "$root/run/lock"
 	chmod 1777 "$root/run/lock"
-	# The checkout, as an overlay whose writes go to a tmpfs of this run:
-	# the suite's autoreconf (another autoconf) and builds inside leave the
-	# host's tree and builds as they were. The tmpfs is unmounted from the
-	# tree at once (lazily); the overlay keeps it until the namespace ends.
-	mkdir -p "$root$repo" "$root/mnt"
-	mount -t tmpfs -o mode=0700 checkout-writes "$root/mnt"
-	mkdir "$root/mnt/upper" "$root/mnt/work"
-	chmod 0755 "$root/mnt/upper"
-	mount -t overlay -o "lowerdir=$repo,upperdir=$root/mnt/upper,workdir=$root/mnt/work" \
-		checkout "$root$repo"
-	umount -l "$root/mnt"
 	# A host directory the command may write to (e.g. packages it builds).
 	if [ -n "${SQUASH_MATRIX_OUTPUT:-}" ]; then
 		mkdir -p "$root$SQUASH_MATRIX_OUTPUT"

@@ -224,6 +224,18 @@ check "packaged /etc/squashd.conf is 0644" test "$(stat -c %a "$root/etc/squashd
 export SQUASH_SQUASHD=$root/usr/sbin/squashd
 export SQUASH_SQUASHCTL=$root/usr/bin/squashctl
 export SQUASH_PLUGIN=$root$deb_plugin
+# In a throwaway root of tests/matrix (its writes vanish with it) the .deb
+# is installed for real, offline (every dependency is there), and the job
+# runs on the installed files; elsewhere nothing is installed here.
+if [ -n "${SQUASH_MATRIX_SUITE:-}" ]; then
+	say "installing the .deb (throwaway root of tests/matrix: $SQUASH_MATRIX_SUITE)"
+	inst=$(DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-download "$deb" 2>&1) || true
+	check "apt installs the deb in this root" \
+		test "$(dpkg-query -W -f='${Status} ${Version}' slurm-squash 2>/dev/null)" = "install ok installed $deb_version"
+	grep -q '^E:' <<<"$inst" && echo "$inst" | tail -n 20
+	check "installed plugin is the packaged one" cmp -s "$deb_plugin" "$root$deb_plugin"
+	export SQUASH_SQUASHD=/usr/sbin/squashd SQUASH_SQUASHCTL=/usr/bin/squashctl SQUASH_PLUGIN=$deb_plugin
+fi
 say "starting a throwaway cluster on the unpacked files"
 cluster_started=1
 "$cluster_sh" start "$cluster"
