@@ -15,6 +15,9 @@
 #      on this machine), starts a throwaway cluster (tests/cluster/cluster.sh)
 #      running the unpacked squashd and plugin, and runs a job as squser1
 #      that reads a trusted image (kernel mount) and a user image (FUSE);
+#      inside a throwaway root of tests/matrix (SQUASH_MATRIX_SUITE set) the
+#      .deb is installed for real first and the job runs on the installed
+#      files;
 #   4. the NHC check and the metrics timer/cron commands from the package,
 #      with stand-in squashctl programs and with the unpacked squashctl
 #      (the latter skipped while squashctl has no `health`/`metrics`).
