@@ -232,11 +232,12 @@ export SQUASH_PLUGIN=$root$deb_plugin
 # runs on the installed files; elsewhere nothing is installed here.
 if [ -n "${SQUASH_MATRIX_SUITE:-}" ]; then
 	say "installing the .deb (throwaway root of tests/matrix: $SQUASH_MATRIX_SUITE)"
-	inst=$(DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-download "$deb" 2>&1) || true
+	inst=$(DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$deb" 2>&1) || true
 	check "apt installs the deb in this root" \
 		test "$(dpkg-query -W -f='${Status} ${Version}' slurm-squash 2>/dev/null)" = "install ok installed $deb_version"
-	grep -q '^E:' <<<"$inst" && echo "$inst" | tail -n 20
+	if grep -q '^E:' <<<"$inst"; then echo "$inst" | tail -n 20; fi
 	check "installed plugin is the packaged one" cmp -s "$deb_plugin" "$root$deb_plugin"
+	[ -x /usr/sbin/squashd ] || exit 1
 	export SQUASH_SQUASHD=/usr/sbin/squashd SQUASH_SQUASHCTL=/usr/bin/squashctl SQUASH_PLUGIN=$deb_plugin
 fi
 say "starting a throwaway cluster on the unpacked files"
