@@ -16,6 +16,7 @@
 
 #include "child_process.h"
 #include "clock.h"
+#include "fuse_keep.h"
 #include "fuse_reader.h"
 #include "identity.h"
 #include "image_open.h"
@@ -239,6 +240,9 @@ static void mark_dead_locked(struct daemon_state *ds, struct mount_entry *m, con
 	if (m->server_pidfd >= 0)
 		close(m->server_pidfd);
 	m->server_pidfd = -1;
+	/* The last descriptor of the connection: the kernel aborts it now. */
+	fuse_keep_free(m->keep);
+	m->keep = NULL;
 	snprintf(path, sizeof(path), "%s", m->mount_point);
 	/* A dead FUSE mount answers ENOTCONN: detaching it does not block. */
 	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
@@ -248,6 +252,32 @@ static void mark_dead_locked(struct daemon_state *ds, struct mount_entry *m, con
 		registry_remove_mount(&ds->registry, m);
 	}
 	job_mounts_save_locked(ds);
+}
+
+static void watch_server(struct daemon_state *ds, struct mount_entry *m);
+
+/* A new reader on the kept connection (lock held). */
+static bool restart_server_locked(struct daemon_state *ds, struct mount_entry *m, const char *how)
+{
+	char err[256];
+	pid_t pid;
+	int pidfd;
+
+	if (!m->keep)
+		return false;
+	if (fuse_keep_restart(m->keep, config_fuse_server(ds->cfg), &pid, &pidfd, err, sizeof(err)) !=
+	    RESULT_OK) {
+		log_error("FUSE server of image %s (pid %d) %s; %s", m->image, (int)m->server_pid, how, err);
+		return false;
+	}
+	log_warning("FUSE server of image %s (pid %d) %s; restarted as pid %d on the same connection "
+		    "(requests in flight are resent)", m->image, (int)m->server_pid, how, (int)pid);
+	if (m->server_pidfd >= 0)
+		close(m->server_pidfd);
+	m->server_pid = pid;
+	m->server_pidfd = pidfd;
+	watch_server(ds, m);
+	return true;
 }
 
 static void server_exited(void *arg, pid_t pid, int status)
@@ -260,7 +290,9 @@ static void server_exited(void *arg, pid_t pid, int status)
 	pthread_mutex_lock(&ds->lock);
 	struct mount_entry *m = registry_mount_by_id(&ds->registry, w->mount_id);
 	/* A server that exits because its mount is being torn down is expected. */
-	if (m && (m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid)
+	/* Restarted only under jobs: a lingering mount nobody uses just goes. */
+	if (m && (m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid &&
+	    !(m->state == MOUNT_READY && restart_server_locked(ds, m, how)))
 		mark_dead_locked(ds, m, how);
 	pthread_cond_broadcast(&ds->changed);
 	pthread_mutex_unlock(&ds->lock);
@@ -290,16 +322,20 @@ static void watch_server(struct daemon_state *ds, struct mount_entry *m)
 /* Makes the mount for m (state MOUNTING, held by the caller), unlocked. */
 static enum result make_mount(struct daemon_state *ds, struct mount_entry *m, int fd,
 			      const struct identity *id, long long deadline_ms,
-			      pid_t *server, int *server_pidfd, char *loop_dev, size_t loop_len,
-			      char *why, size_t whylen)
+			      pid_t *server, int *server_pidfd, int *conn_fd, char *loop_dev,
+			      size_t loop_len, char *why, size_t whylen)
 {
 	if (mkdir(m->mount_point, 0755) < 0 && errno != EEXIST) {
 		snprintf(why, whylen, "cannot create mount point %s: %s", m->mount_point, strerror(errno));
 		return RESULT_NODE_ERROR;
 	}
+	/* Only squash-reader can take a connection over, and only a kernel
+	 * that resends makes that worth it. */
 	if (m->key.mode == SQUASH__MOUNT_MODE__FUSE)
-		return fuse_mount_image(fd, m->mount_point, id, ds->cfg->squashfuse, time_left(deadline_ms),
-					server, server_pidfd, why, whylen);
+		return fuse_mount_image_kept(fd, m->mount_point, id, config_fuse_server(ds->cfg),
+					     time_left(deadline_ms), server, server_pidfd,
+					     ds->fuse_reader_resumes && fuse_kernel_resends() ? conn_fd : NULL,
+					     why, whylen);
 	if (loop_devices_refuse(ds, m, why, whylen))
 		return RESULT_NODE_ERROR;
 	return loop_mount_image(fd, m->mount_point, loop_dev, loop_len, why, whylen);
@@ -403,10 +439,11 @@ static enum result mount_one(struct daemon_state *ds, const struct identity *id,
 	pthread_mutex_unlock(&ds->lock);
 
 	pid_t server = 0;
-	int server_pidfd = -1;
+	int server_pidfd = -1, conn_fd = -1;
 	char loop_dev[32] = "";
-	res = make_mount(ds, m, fd, id, deadline_ms, &server, &server_pidfd, loop_dev, sizeof(loop_dev),
-			 why, sizeof(why));
+	res = make_mount(ds, m, fd, id, deadline_ms, &server, &server_pidfd, &conn_fd, loop_dev,
+			 sizeof(loop_dev), why, sizeof(why));
+	struct fuse_keep *keep = res == RESULT_OK && conn_fd >= 0 ? fuse_keep_new(conn_fd, fd, id) : NULL;
 	close(fd);
 
 	pthread_mutex_lock(&ds->lock);
@@ -414,6 +451,7 @@ static enum result mount_one(struct daemon_state *ds, const struct identity *id,
 		m->state = MOUNT_READY;
 		m->server_pid = server;
 		m->server_pidfd = server_pidfd;
+		m->keep = keep;
 		snprintf(m->loop_device, sizeof(m->loop_device), "%s", loop_dev);
 		if (server > 0)
 			watch_server(ds, m);
@@ -894,7 +932,7 @@ static bool adopt_server(struct mount_entry *m)
 			comm[0] = '\0';
 		fclose(f);
 	}
-	return strncmp(comm, "squashfuse", 10) == 0;
+	return strncmp(comm, "squashfuse", 10) == 0 || strncmp(comm, "squash-reader", 13) == 0;
 }
 /* Adds to each mount's refcount one per job, step or session image that
  * names it (the state file stores no counts). */

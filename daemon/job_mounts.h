@@ -41,6 +41,7 @@ struct daemon_state {
 	long long last_gc_ms;       /* monotonic; 0: never */
 	unsigned long long registry_save_errors; /* failed saves since start */
 	const char *fuse_reader;    /* what serves FUSE mounts (fuse_reader.h); set at start */
+	bool fuse_reader_resumes;   /* it can take over a dead one's connection (fuse_keep.h) */
 };
 
 /* Mounts whose last reference went, to be unmounted after the answer. */

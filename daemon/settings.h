@@ -26,6 +26,8 @@ struct squashd_config {
 	bool require_munge;
 	char munge_socket[PATH_MAX]; /* empty: libmunge's default */
 	char squashfuse[PATH_MAX];
+	char squash_reader[PATH_MAX];
+	bool use_squashfuse_ll;      /* fuse_reader = squashfuse_ll: not the project's own */
 	unsigned max_images_per_job;
 	unsigned request_timeout_s;
 	unsigned gc_interval_s;      /* reconcile with Slurm this often; 0: only on demand */
@@ -51,6 +53,10 @@ int config_load(const char *path, bool must_exist, struct squashd_config *cfg,
 void config_free(struct squashd_config *cfg);
 
 const char *mount_policy_name(enum mount_policy p);
+
+/* The FUSE server users' images get (fuse_reader, squash_reader and
+ * squashfuse settings). */
+const char *config_fuse_server(const struct squashd_config *cfg);
 
 /* s without leading and trailing white space (in place): the parsing of
  * "key = value" lines, shared with the reload's change detection. */

@@ -71,6 +71,8 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("mount_mode", "%s", mount_policy_name(cfg->mount_policy));
 	SHOW("require_munge", "%s", cfg->require_munge ? "yes" : "no");
 	SHOW("munge_socket", "%s", cfg->munge_socket);
+	SHOW("fuse_reader", "%s", cfg->use_squashfuse_ll ? "squashfuse_ll" : "squash-reader");
+	SHOW("squash_reader", "%s", cfg->squash_reader);
 	SHOW("squashfuse", "%s", cfg->squashfuse);
 	SHOW("max_images_per_job", "%u", __atomic_load_n(&cfg->max_images_per_job, __ATOMIC_RELAXED));
 	SHOW("max_loop_devices", "%u", __atomic_load_n(&cfg->max_loop_devices, __ATOMIC_RELAXED));

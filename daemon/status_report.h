@@ -16,7 +16,7 @@ void status_report_free(struct reply *out);
 
 /* The configuration in force as key/value text, one per setting (for the
  * status answer and the reload log). Returns how many were filled. */
-#define SETTINGS_SHOWN_MAX 24
+#define SETTINGS_SHOWN_MAX 32
 struct setting_text {
 	const char *key;
 	char value[PATH_MAX * 2];
