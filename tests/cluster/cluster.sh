@@ -341,7 +341,7 @@ slurm_knows_cgroup_disabled() {
 
 # for_users DIR FILE TEST: FILE, or a copy of it in DIR/bin when the test
 # users cannot use it where it is (test -r for the plugin, which sbatch and
-# srun load as the user; test -x for squashctl): a checkout under /root
+# srun load as the user; test -x for squashctl and the reader): a checkout under /root
 # (0700) must work as well as one in /home or /srv.
 for_users() {
 	local dir=$1 file=$2 t=$3
@@ -358,7 +358,7 @@ for_users() {
 
 # write_config DIR NODES: NODES=0 for the one-node layout on the host.
 write_config() {
-	local dir=$1 nodes=$2 host cpus so squashctl_user sock state_dir k names lock
+	local dir=$1 nodes=$2 host cpus so squashctl_user reader_user sock state_dir k names lock
 	host=$(hostname -s)
 	# Bursts of jobs must start at once (tests of squashd under load):
 	# config_overrides lets the node claim more CPUs than it has.
@@ -399,6 +399,8 @@ write_config() {
 	pick_ports "$dir" "$([ "$nodes" = 0 ] && echo 1 || echo "$nodes")"
 	so=$(for_users "$dir" "$plugin_so" -r)
 	squashctl_user=$(for_users "$dir" "$squashctl_bin" -x)
+	# (squashd runs the reader as the job's user)
+	reader_user=$(for_users "$dir" "$build/daemon/reader/squash-reader" -x)
 	: >"$dir/plugstack.conf"
 	if [ "${SQUASH_SLURM_ONLY:-0}" != 1 ]; then
 		echo "required $so socket=$sock default_target=/squash allowed_targets=/squash:$dir/targets munge=yes munge_socket=$dir/munge.sock timeout=30 retry=${SQUASH_TEST_RETRY:-5}" >"$dir/plugstack.conf"
@@ -490,7 +492,7 @@ trusted_prefixes = $dir/trusted
 require_munge = yes
 munge_socket = $dir/munge.sock
 squashfuse = $(command -v squashfuse_ll || echo /usr/bin/squashfuse_ll)
-squash_reader = $build/daemon/reader/squash-reader
+squash_reader = $reader_user
 fuse_reader = ${SQUASH_TEST_FUSE_READER:-squash-reader}
 request_timeout = 10
 slurm_conf = $dir/slurm.conf
