@@ -15,6 +15,7 @@
 
 #include "child_process.h"
 #include "clock.h"
+#include "local_steps.h"
 #include "log.h"
 #include "scoped_mounts.h"
 
@@ -300,6 +301,49 @@ static pid_t job_still_used(struct daemon_state *ds, uint32_t job_id, const char
 	return entry_still_used(ds, job_id, NO_STEP, mountinfo);
 }
 
+/* ---------------------------------------------------------------- local evidence */
+
+/* squashd's own UTS namespace: the node whose slurmstepds count (a node
+ * of the test harness is a UTS namespace; a real node has one). */
+static unsigned long own_uts_inode(void)
+{
+	char link[64];
+	unsigned long ino = 0;
+	ssize_t n = readlink("/proc/self/ns/uts", link, sizeof link - 1);
+
+	if (n > 0) {
+		link[n] = '\0';
+		sscanf(link, "uts:[%lu]", &ino);
+	}
+	return ino;
+}
+
+/* Drops from ids/steps (steps may be NULL: jobs only) the records that a
+ * slurmstepd on this node vouches for: they run here, and slurmctld is not
+ * asked about them, so a node whose jobs run sends it nothing. Returns how
+ * many are left to ask about; all of them when /proc cannot be read. */
+static size_t drop_running_here(uint32_t *ids, uint32_t *steps, size_t n)
+{
+	struct local_steps here;
+	size_t kept = 0;
+
+	if (n == 0 || local_steps_scan("/proc", own_uts_inode(), &here) != 0)
+		return n;
+	for (size_t i = 0; i < n; i++) {
+		bool running = steps && steps[i] != NO_STEP
+				       ? local_steps_has_step(&here, ids[i], steps[i])
+				       : local_steps_has_job(&here, ids[i]);
+		if (running)
+			continue;
+		ids[kept] = ids[i];
+		if (steps)
+			steps[kept] = steps[i];
+		kept++;
+	}
+	local_steps_free(&here);
+	return kept;
+}
+
 /* ---------------------------------------------------------------- a pass */
 
 /* Returns the number released (ids in released, up to cap), or -1 with err. */
@@ -329,6 +373,7 @@ static int run_pass(struct daemon_state *ds, uint32_t *released, size_t cap, cha
 			ids[n++] = e->job_id;
 		}
 	pthread_mutex_unlock(&ds->lock);
+	n = drop_running_here(ids, steps, n);
 	if (n == 0)
 		goto done;
 
@@ -401,6 +446,7 @@ void reconcile_dry_run(struct daemon_state *ds, void (*problem)(void *arg, const
 		if (!j->pending)
 			ids[n++] = j->job_id;
 	pthread_mutex_unlock(&ds->lock);
+	n = drop_running_here(ids, NULL, n);
 	int found = n ? ask_slurm(ds, ids, NULL, n, verdicts, DRY_RUN_TIMEOUT_MS, err, sizeof(err)) : 0;
 	if (found < 0) {
 		log_info("health: cannot ask Slurm which jobs still run here: %s", err);

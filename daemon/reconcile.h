@@ -4,7 +4,9 @@
  * leaks nothing. Runs at start-up, every gc_interval seconds, and on
  * demand (squashctl gc).
  *
- * Slurm is asked by a short-lived child (squashd --query-slurm,
+ * A record that a slurmstepd on this node vouches for (local_steps.c) runs
+ * here; slurmctld is asked only about the others, by a short-lived child
+ * (squashd --query-slurm,
  * slurm_query.c) that links libslurm: reading slurm.conf or reaching
  * slurmctld may fail, hang or call fatal(), and none of that may touch the
  * daemon. A job Slurm calls gone is still kept while any process outside
