@@ -57,9 +57,12 @@ FUSE_SERVER_NAMES = ("squash-reader", "squashfuse_ll")
 # --------------------------------------------------------------- utilities
 
 def run(cmd, check=True, timeout=120, **kw):
-    """subprocess.run with text output captured; failures show the output."""
+    """subprocess.run with text output captured; failures show the output.
+    Bytes that are not UTF-8 read as U+FFFD: Slurm 26.05's `scontrol -o show
+    job` prints the submit line's raw bytes."""
     kw.setdefault("stdout", subprocess.PIPE)
     kw.setdefault("stderr", subprocess.PIPE)
+    kw.setdefault("errors", "replace")
     p = subprocess.run([str(c) for c in cmd], text=True, timeout=timeout, **kw)
     if check and p.returncode != 0:
         raise AssertionError(
