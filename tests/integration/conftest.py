@@ -275,6 +275,13 @@ class Node:
         except OSError:
             return ""
 
+    def slurmd_log(self):
+        name = f"slurmd-{self.name}.log" if self.namespaced else "slurmd.log"
+        try:
+            return (self.cluster.dir / "log" / name).read_text(errors="replace")
+        except OSError:
+            return ""
+
     def squashd_stop(self):
         args = ["--node", self.name] if self.namespaced else []
         return self.cluster.cluster_sh("squashd-stop", *args)
@@ -712,12 +719,42 @@ def job_ns_kinds():
     return ["tmpfs"] + (["tmpfs-entire"] if slurm_release() >= 2411 else [])
 
 
+def _job_ns_failure(c):
+    """Why Slurm's own job namespace plugin cannot run plain jobs (no
+    image) on this machine, from slurmd's log; None when two in a row
+    complete."""
+    d = c.workdir(USER1, "jobns-probe")
+    script = c.write_script(d, "true\n")
+    for _ in range(2):
+        job = c.sbatch(USER1, script, ["--no-requeue"])
+        if not isinstance(job, Job):
+            return f"sbatch refused a plain job: {job.stderr.strip()}"
+        try:
+            job.wait(timeout=60)
+        except AssertionError:
+            job.final = {"JobState": "not ended in 60 s"}
+        if job.state != "COMPLETED":
+            run(["scancel", job.id], check=False, env=c.env)
+            wait_until(lambda: not c.squeue_ids(), 60, 0.2, "the probe job to go")
+            errors = [line for line in c.nodes[0].slurmd_log().splitlines()
+                      if "error" in line and ("_ns" in line or "container" in line)]
+            return f"a plain job ended {job.state}; slurmd: " + " | ".join(errors[-3:])
+    return None
+
+
 @pytest.fixture(scope="module", params=job_ns_kinds())
 def cluster_jobns(request):
     """One node with a job namespace plugin (job_container/tmpfs or
     namespace/tmpfs, with EntireStepInNS where Slurm has it): one cluster per
-    configuration, started for the module that uses it."""
-    return _session_cluster(request, job_ns=request.param)
+    configuration, started for the module that uses it. Skipped, with
+    Slurm's own error, where that plugin cannot run a plain job here."""
+    c = _session_cluster(request, job_ns=request.param)
+    why = _job_ns_failure(c)
+    if why:
+        _cleanup(c)
+        pytest.skip(f"Slurm's job namespace plugin ({request.param}) cannot run jobs on this "
+                    f"machine, images or not: {why}")
+    return c
 
 
 def _leftovers(c):
