@@ -86,7 +86,9 @@ static void test_scan_finds_one_nodes_steps(void)
 	fake_process(10, "slurmstepd: [5.batch]", 22, "uts:[111]");
 	fake_process(11, "slurmstepd: [5.0]", 18, "uts:[111]");
 	fake_process(12, "slurmstepd: [6.extern]", 23, "uts:[222]"); /* another node */
-	fake_process(13, "sleep\0100\0", 10, "uts:[111]");
+	static const char sleep_cmdline[] = { 's', 'l', 'e', 'e', 'p', 0, '1', '0', '0', 0 };
+
+	fake_process(13, sleep_cmdline, sizeof sleep_cmdline, "uts:[111]");
 	fake_process(14, "", 0, "uts:[111]"); /* a kernel thread */
 	mkdir(strcat(strcpy(cmd, root), "/self"), 0755); /* not a pid */
 
