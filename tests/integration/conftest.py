@@ -301,7 +301,7 @@ class Node:
         cmd = [RAWCLIENT, "--socket", self.socket, "--munge-socket",
                self.cluster.munge_socket, *args]
         if user:
-            cmd = ["runuser", "-u", user, "--", *cmd]
+            cmd = ["runuser", "-u", user, "--", self.cluster.for_user(user, RAWCLIENT), *cmd[1:]]
         return self.run(cmd, check=check, timeout=timeout)
 
     # ---- what the node holds
@@ -428,7 +428,31 @@ class Cluster:
         return path
 
     # ---- running things as users
+    def for_user(self, user, path):
+        """path, or a copy of it in the cluster's bin/ when user cannot run
+        it where it is: a checkout under /root (mode 0700) must work as
+        well as one anywhere else (cluster.sh does the same for the plugin
+        and squashctl)."""
+        p = Path(path)
+        if not p.is_absolute() or not p.is_file():
+            return path
+        key = (user, str(p))
+        cache = self.__dict__.setdefault("_for_user", {})
+        if key not in cache:
+            ok = run(["runuser", "-u", user, "--", "test", "-x", p], check=False).returncode == 0
+            if ok:
+                cache[key] = p
+            else:
+                d = self.dir / "bin"
+                d.mkdir(mode=0o755, exist_ok=True)
+                dest = d / p.name
+                shutil.copy2(p, dest)
+                dest.chmod(0o755)
+                cache[key] = dest
+        return cache[key]
+
     def as_user(self, user, cmd, check=False, timeout=120, cwd=None, **kw):
+        cmd = [self.for_user(user, cmd[0]), *cmd[1:]]
         full = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={self.slurm_conf}",
                 *[str(c) for c in cmd]]
         return run(full, check=check, timeout=timeout, cwd=cwd, env=self.env, **kw)

@@ -14,7 +14,9 @@ FILES = {"hello.txt": "hello from the image\n", "sub/deep.txt": "deep\n"}
 
 
 def shell_cmd(c, *args):
-    return [SQUASH_SHELL, "--socket", c.socket, "--munge-socket", c.munge_socket, *args]
+    # The test users run it: a copy where they can reach it, if need be.
+    return [c.for_user(USER1, SQUASH_SHELL), "--socket", c.socket, "--munge-socket",
+            c.munge_socket, *args]
 
 
 def sessions(c):
