@@ -11,18 +11,18 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "fuse_reader.h"
-#include "job_mounts.h"
-#include "linger.h"
-#include "log.h"
-#include "reconcile.h"
-#include "reload.h"
-#include "scoped_mounts.h"
-#include "server.h"
-#include "settings.h"
-#include "slurm_query.h"
-#include "socket_activation.h"
-#include "state_file.h"
+#include "mount/fuse_reader.h"
+#include "core/job_mounts.h"
+#include "core/linger.h"
+#include "util/log.h"
+#include "core/reconcile.h"
+#include "settings/reload.h"
+#include "core/scoped_mounts.h"
+#include "server/server.h"
+#include "settings/settings.h"
+#include "slurm/slurm_query.h"
+#include "server/socket_activation.h"
+#include "registry/state_file.h"
 
 static void usage(FILE *out)
 {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "fuse_reader.h"
+#include "mount/fuse_reader.h"
 #include "unit.h"
 
 /* The first lines and the FUSE options of squashfuse_ll -h as each

@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-#include "json_escape.h"
+#include "cli/json_escape.h"
 #include "unit.h"
 
 static char *escaped(const char *s)

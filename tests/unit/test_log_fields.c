@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "util/log.h"
 #include "unit.h"
 
 static char fields[LOG_FIELDS_MAX][LOG_FIELD_LEN];

@@ -3,7 +3,7 @@
  * the last bound, the sum, failures, and kinds kept apart. */
 #include "config.h"
 
-#include "request_stats.h"
+#include "server/request_stats.h"
 #include "unit.h"
 
 static const Squash__RequestKindStats *kind(const Squash__NodeStatus *st, const char *name)
