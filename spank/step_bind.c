@@ -16,6 +16,7 @@
 #include "client.h"
 #include "imagespec.h"
 #include "job_request.h"
+#include "mountinfo.h"
 #include "prolog_note.h"
 #include "step_bind.h"
 #include "step_images.h"
@@ -257,23 +258,6 @@ int squash_step_bind_mounts(const Squash__Response *resp, char *err,
 	return rc;
 }
 
-/* mountinfo escapes space, tab, newline and backslash as \ooo. */
-static void unescape_mountinfo(char *s)
-{
-	char *out = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 4;
-		} else {
-			*out++ = *s++;
-		}
-	}
-	*out = '\0';
-}
-
 /* Detaches, in this step's namespace only, every mount at or below dir:
  * the node-level mounts the namespace copied from the host, the job's own
  * and other jobs'. The step's binds stay (they are mounts of their own);
@@ -292,13 +276,10 @@ static int detach_below(const char *dir, char *err, size_t errlen)
 		return -1;
 	}
 	while (getline(&line, &linecap, f) > 0) {
-		char *save = NULL, *field = strtok_r(line, " ", &save);
+		char *field = squash_mountinfo_mount_point(line);
 
-		for (int i = 1; field && i < 5; i++)
-			field = strtok_r(NULL, " ", &save);
 		if (!field)
 			continue;
-		unescape_mountinfo(field);
 		if (strncmp(field, dir, dlen) || (field[dlen] != '/' && field[dlen] != '\0'))
 			continue;
 		if (n == cap) {

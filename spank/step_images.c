@@ -32,7 +32,7 @@ static int check_clashes(const struct squash_image_list *step)
 {
 	const char *text = getenv(JOB_IMAGES_ENV);
 	struct squash_image_list job;
-	char why[256];
+	char why[256], clash[SQUASH_PATH_MAX * 4 + 256];
 	int rc = 0;
 
 	if (!text || squash_imagespec_parse(text, &job, why, sizeof why))
@@ -41,15 +41,10 @@ static int check_clashes(const struct squash_image_list *step)
 		const struct squash_image_spec *s = &step->items[i];
 		for (size_t k = 0; k < job.count && !rc; k++) {
 			const struct squash_image_spec *j = &job.items[k];
-			if (!j->target || (!strcmp(j->image, s->image) && !strcmp(j->target, s->target)))
-				continue; /* the same image at the same place: the job's mount serves it */
-			if (squash_targets_overlap(j->target, s->target)) {
-				slurm_error("squash: %s: its target %s %s the target %s of the job's image %s; "
-					    "a step sees the job's images and its own, so give the step image "
-					    "another target (IMAGE:TARGET)", s->image, s->target,
-					    !strcmp(j->target, s->target) ? "is also" :
-					    strlen(j->target) < strlen(s->target) ? "lies inside" : "contains",
-					    j->target, j->image);
+			/* The same image at the same place is the job's own (1). */
+			if (j->target && squash_step_target_clash(j->image, j->target, s->image, s->target,
+								  clash, sizeof clash) < 0) {
+				slurm_error("squash: %s: %s", s->image, clash);
 				rc = -1;
 			}
 		}

@@ -24,10 +24,10 @@ unsigned loop_devices_in_use_locked(struct daemon_state *ds)
 	return n;
 }
 
-bool loop_devices_refuse(struct daemon_state *ds, const struct mount_entry *m, char *why,
-			 size_t whylen)
+bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *cfg,
+			 const struct mount_entry *m, char *why, size_t whylen)
 {
-	unsigned limit = __atomic_load_n(&ds->cfg->max_loop_devices, __ATOMIC_RELAXED);
+	unsigned limit = cfg->max_loop_devices;
 
 	if (limit == 0)
 		return false;
@@ -45,7 +45,7 @@ bool loop_devices_refuse(struct daemon_state *ds, const struct mount_entry *m, c
 bool loop_devices_exhausted(const struct squashd_config *cfg, unsigned in_use, char *problem,
 			    size_t len)
 {
-	unsigned limit = __atomic_load_n(&cfg->max_loop_devices, __ATOMIC_RELAXED);
+	unsigned limit = cfg->max_loop_devices;
 
 	if (cfg->mount_policy == MOUNT_POLICY_FUSE)
 		return false; /* no kernel mounts here */

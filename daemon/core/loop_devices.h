@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "core/job_mounts.h"
+#include "core/daemon.h"
 
 /* Kernel mounts squashd holds or is making (lock held). */
 unsigned loop_devices_in_use_locked(struct daemon_state *ds);
@@ -14,8 +14,8 @@ unsigned loop_devices_in_use_locked(struct daemon_state *ds);
 /* Whether kernel mount m (MOUNTING, in the registry) must not get a loop
  * device because max_loop_devices others hold one; why says so. Takes the
  * lock. */
-bool loop_devices_refuse(struct daemon_state *ds, const struct mount_entry *m, char *why,
-			 size_t whylen);
+bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *cfg,
+			 const struct mount_entry *m, char *why, size_t whylen);
 
 /* Whether the next kernel mount would find no loop device: squashd is at
  * max_loop_devices (lock held by the caller for that count: in_use), or the

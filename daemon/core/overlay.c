@@ -24,11 +24,6 @@ static bool any_writable(const struct job_entry *job)
 	return false;
 }
 
-static int point_of(char *buf, size_t len, const char *dir, char kind, size_t i)
-{
-	return snprintf(buf, len, "%s/%c%zu", dir, kind, i) >= (int)len ? -1 : 0;
-}
-
 /* Upper directory for image i, looking like the image's root: overlayfs
  * shows the upper root's owner and mode, and a user must be able to write
  * where the image lets them. */
@@ -37,8 +32,8 @@ static int make_upper(const char *dir, size_t i, const char *lower, char *err, s
 	char upper[PATH_MAX], work[PATH_MAX], point[PATH_MAX];
 	struct stat st;
 
-	if (point_of(upper, sizeof(upper), dir, 'u', i) || point_of(work, sizeof(work), dir, 'w', i) ||
-	    point_of(point, sizeof(point), dir, 'o', i)) {
+	if (registry_overlay_path(upper, sizeof(upper), dir, 'u', i) || registry_overlay_path(work, sizeof(work), dir, 'w', i) ||
+	    registry_overlay_path(point, sizeof(point), dir, 'o', i)) {
 		snprintf(err, errlen, "overlay directory %s: path too long", dir);
 		return -1;
 	}
@@ -87,7 +82,8 @@ static const struct job_entry *upper_in_use(struct daemon_state *ds, const struc
 }
 
 /* The overlay of image i with the user's own upper directory. */
-static enum result mount_named(struct daemon_state *ds, struct job_entry *job, size_t i,
+static enum result mount_named(struct daemon_state *ds, const struct squashd_config *cfg,
+			       struct job_entry *job, size_t i,
 			       const char *dir, struct identity **id, char *err, size_t errlen)
 {
 	char point[PATH_MAX];
@@ -116,22 +112,21 @@ static enum result mount_named(struct daemon_state *ds, struct job_entry *job, s
 		if ((res = identity_lookup(job->uid, *id, err, errlen)) != RESULT_OK)
 			return res;
 	}
-	if (point_of(point, sizeof(point), dir, 'o', i) || mkdir(point, 0755) < 0) {
+	if (registry_overlay_path(point, sizeof(point), dir, 'o', i) || mkdir(point, 0755) < 0) {
 		snprintf(err, errlen, "cannot prepare the overlay in %s: %s", dir, strerror(errno));
 		return RESULT_NODE_ERROR;
 	}
 	return overlay_mount_named_upper(upper, *id, job->images[i].mount->mount_point, point,
-					 (int)ds->cfg->request_timeout_s * 1000, err, errlen);
+					 (int)cfg->request_timeout_s * 1000, err, errlen);
 }
 
-enum result overlay_job_mount(struct daemon_state *ds, struct job_entry *job,
-			      char *err, size_t errlen)
+enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_config *cfg,
+			      struct job_entry *job, char *err, size_t errlen)
 {
 	struct identity *id = NULL; /* looked up for the first :rw=DIR */
 	char dir[PATH_MAX], opts[64], *points[SQUASH_MAX_IMAGES] = { NULL };
 
-	/* A reload may change it at any time (reload.c). */
-	unsigned long long size = __atomic_load_n(&ds->cfg->overlay_size, __ATOMIC_RELAXED);
+	unsigned long long size = cfg->overlay_size;
 
 	if (!any_writable(job))
 		return RESULT_OK;
@@ -164,14 +159,14 @@ enum result overlay_job_mount(struct daemon_state *ds, struct job_entry *job,
 		if (!job->images[i].writable)
 			continue;
 		if (job->images[i].upper) {
-			res = mount_named(ds, job, i, dir, &id, err, errlen);
+			res = mount_named(ds, cfg, job, i, dir, &id, err, errlen);
 			if (res != RESULT_OK)
 				continue;
 		} else if (make_upper(dir, i, job->images[i].mount->mount_point, err, errlen) < 0) {
 			res = RESULT_NODE_ERROR;
 			continue;
 		}
-		if (point_of(point, sizeof(point), dir, 'o', i) || !(points[i] = strdup(point))) {
+		if (registry_overlay_path(point, sizeof(point), dir, 'o', i) || !(points[i] = strdup(point))) {
 			snprintf(err, errlen, "out of memory");
 			res = RESULT_NODE_ERROR;
 		}
@@ -185,7 +180,7 @@ enum result overlay_job_mount(struct daemon_state *ds, struct job_entry *job,
 	if (res != RESULT_OK) {
 		for (size_t i = 0; i < SQUASH_MAX_IMAGES; i++)
 			free(points[i]);
-		overlay_remove_dir(dir, (int)ds->cfg->request_timeout_s * 1000);
+		overlay_remove_dir(dir, (int)cfg->request_timeout_s * 1000);
 		return res;
 	}
 	pthread_mutex_lock(&ds->lock);
@@ -260,29 +255,3 @@ bool overlay_dir_name(const char *name)
 	return name[0] == 'j';
 }
 
-unsigned overlay_mask(const struct job_entry *job)
-{
-	unsigned mask = 0;
-	for (size_t i = 0; i < job->count; i++)
-		if (job->images[i].overlay)
-			mask |= 1u << i;
-	return mask;
-}
-
-int overlay_restore(struct job_entry *job, const char *dir, unsigned mask)
-{
-	char point[PATH_MAX];
-
-	if (job->overlay_dir || !*dir || mask == 0 || mask >> job->count)
-		return -1;
-	if (!(job->overlay_dir = strdup(dir)))
-		return -1;
-	for (size_t i = 0; i < job->count; i++) {
-		if (!(mask & (1u << i)))
-			continue;
-		job->images[i].writable = true;
-		if (point_of(point, sizeof(point), dir, 'o', i) || !(job->images[i].overlay = strdup(point)))
-			return -1;
-	}
-	return 0;
-}

@@ -11,13 +11,14 @@
 
 #include <stdbool.h>
 
-#include "core/job_mounts.h"
+#include "core/daemon.h"
+#include "util/result.h"
 
 /* Mounts the overlays of job's writable images (unlocked; the job is
  * pending and its images are mounted). RESULT_OK also when it has none;
  * on failure nothing is left and err says why. */
-enum result overlay_job_mount(struct daemon_state *ds, struct job_entry *job,
-			      char *err, size_t errlen);
+enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_config *cfg,
+			      struct job_entry *job, char *err, size_t errlen);
 
 /* Moves job's overlay directory to td, to be torn down after the answer
  * and before td's mounts (ds->lock held). */
@@ -33,10 +34,5 @@ bool overlay_job_intact(const struct job_entry *job);
 /* Whether name, an entry of the mount directory, is a job's overlay
  * directory (not a node-level mount). */
 bool overlay_dir_name(const char *name);
-
-/* The state file's record of job's overlays: the directory and a bit mask
- * of writable image indexes; and the reverse (fails on a bad record). */
-unsigned overlay_mask(const struct job_entry *job);
-int overlay_restore(struct job_entry *job, const char *dir, unsigned mask);
 
 #endif

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "settings/settings.h"
-#include "server/peer.h"
+#include "util/peer.h"
 #include "util/result.h"
 #include "squash.pb-c.h"
 

@@ -12,7 +12,6 @@
 
 #include "clock.h"
 #include "util/log.h"
-#include "mount/process_watch.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -120,24 +119,5 @@ int child_wait(int pidfd, long long deadline_ms, int *status)
 			return 0;
 		if (reap(pidfd, status))
 			return 1;
-	}
-}
-
-static void reaped(void *arg, pid_t pid, int status)
-{
-	(void)arg;
-	(void)pid;
-	(void)status;
-}
-
-void child_abandon(int pidfd)
-{
-	if (pidfd < 0)
-		return;
-	child_kill(pidfd);
-	/* The watcher reaps it whenever it exits; nobody waits for it. */
-	if (process_watch_add(pidfd, 0, reaped, NULL) < 0) {
-		log_warning("cannot watch an abandoned child; it stays a zombie until squashd exits");
-		close(pidfd);
 	}
 }

@@ -29,7 +29,8 @@ void child_kill(int pidfd);
 
 /* Gives up on a child that may take a while to die (stuck in a hung file
  * system): kills it, and reaps it in the background when it finally exits.
- * Takes ownership of pidfd. */
+ * Takes ownership of pidfd. (In child_abandon.c: it hands the child to
+ * the process watcher, which waits with the functions above.) */
 void child_abandon(int pidfd);
 
 /* The descriptor that becomes readable when squashd is stopping; waits in

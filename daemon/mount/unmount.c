@@ -13,30 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mountinfo.h"
 #include "mount/child_process.h"
 #include "clock.h"
 #include "util/log.h"
 
 #define EBUSY_RETRY_MS 20
 #define BUSY_RETRY_MAX_MS 300
-
-/* mountinfo escapes space, tab, newline and backslash as \ooo. */
-static void unescape_octal(char *s)
-{
-	char *out = s;
-
-	while (*s != '\0') {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
-					(s[3] - '0'));
-			s += 4;
-		} else {
-			*out++ = *s++;
-		}
-	}
-	*out = '\0';
-}
 
 int is_mount_point(const char *path)
 {
@@ -60,13 +43,10 @@ int is_mount_point(const char *path)
 	}
 	/* Fields: id parent major:minor root mountpoint options ... */
 	while (!found && getline(&line, &cap, f) > 0) {
-		char *save = NULL, *field = strtok_r(line, " ", &save);
+		char *field = squash_mountinfo_mount_point(line);
 
-		for (int i = 1; field != NULL && i < 5; i++)
-			field = strtok_r(NULL, " ", &save);
 		if (field == NULL)
 			continue;
-		unescape_octal(field);
 		found = strcmp(field, want) == 0;
 	}
 	free(line);

@@ -232,3 +232,36 @@ void registry_free(struct registry *r)
 		registry_remove_mount(r, r->mounts);
 	r->next_mount_id = 0;
 }
+
+int registry_overlay_path(char *buf, size_t len, const char *dir, char kind, size_t i)
+{
+	return snprintf(buf, len, "%s/%c%zu", dir, kind, i) >= (int)len ? -1 : 0;
+}
+
+unsigned registry_overlay_mask(const struct job_entry *job)
+{
+	unsigned mask = 0;
+	for (size_t i = 0; i < job->count; i++)
+		if (job->images[i].overlay)
+			mask |= 1u << i;
+	return mask;
+}
+
+int registry_overlay_restore(struct job_entry *job, const char *dir, unsigned mask)
+{
+	char point[PATH_MAX];
+
+	if (job->overlay_dir || !*dir || mask == 0 || mask >> job->count)
+		return -1;
+	if (!(job->overlay_dir = strdup(dir)))
+		return -1;
+	for (size_t i = 0; i < job->count; i++) {
+		if (!(mask & (1u << i)))
+			continue;
+		job->images[i].writable = true;
+		if (registry_overlay_path(point, sizeof(point), dir, 'o', i) ||
+		    !(job->images[i].overlay = strdup(point)))
+			return -1;
+	}
+	return 0;
+}

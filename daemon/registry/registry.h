@@ -127,4 +127,13 @@ bool registry_job_uses(const struct job_entry *job, const struct mount_entry *m)
 
 void registry_free(struct registry *r);
 
+/* A job's writable overlays as the registry records them (core/overlay.h
+ * makes them): the path of overlay part kind ('o' the overlay's mount
+ * point, 'u' its upper, 'w' its work directory) of image i in the job's
+ * overlay directory dir (-1 when too long); the bit mask of images with an
+ * overlay, and the reverse for the state file (fails on a bad record). */
+int registry_overlay_path(char *buf, size_t len, const char *dir, char kind, size_t i);
+unsigned registry_overlay_mask(const struct job_entry *job);
+int registry_overlay_restore(struct job_entry *job, const char *dir, unsigned mask);
+
 #endif

@@ -1,8 +1,8 @@
 #include "config.h"
 #include "registry/state_file.h"
 
-#include "core/linger.h"
-#include "core/overlay.h"
+#include "clock.h"
+#include "registry/linger.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STATE_MAGIC "squashd-state 1"
@@ -101,7 +102,7 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 		put_field(f, m->image);
 		fputc('\n', f);
 		if (m->state == MOUNT_LINGERING)
-			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m));
+			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m, squash_now_ms(), time(NULL)));
 	}
 	for (const struct job_entry *j = r->jobs; j; j = j->next) {
 		if (j->pending)
@@ -120,7 +121,7 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 		if (j->overlay_dir) {
 			fprintf(f, "overlay %u", j->job_id);
 			put_field(f, j->overlay_dir);
-			fprintf(f, " %x\n", overlay_mask(j));
+			fprintf(f, " %x\n", registry_overlay_mask(j));
 			for (size_t i = 0; i < j->count; i++) {
 				if (!j->images[i].upper || !j->images[i].overlay)
 					continue;
@@ -219,7 +220,7 @@ static int parse_linger(struct registry *r, char **fv, int n)
 	struct mount_entry *m = registry_mount_by_id(r, id);
 	if (!m || m->state != MOUNT_READY)
 		return -1;
-	linger_restore(m, (time_t)expiry);
+	linger_restore(m, (time_t)expiry, squash_now_ms(), time(NULL));
 	return 0;
 }
 
@@ -233,7 +234,7 @@ static int parse_overlay(struct registry *r, char **fv, int n)
 	char *dir = decode_field(fv[2]);
 	if (!j || !dir)
 		return -1;
-	return overlay_restore(j, dir, mask);
+	return registry_overlay_restore(j, dir, mask);
 }
 
 /* "upper JOBID INDEX DIR": that overlay keeps its changes in DIR. */

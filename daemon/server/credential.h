@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "server/peer.h"
+#include "util/peer.h"
 #include "squash.pb-c.h"
 
 /* Returns 0 when the signed request may be trusted as coming from peer, -1

@@ -25,13 +25,13 @@
 #include "server/credential.h"
 #include "frame.h"
 #include "util/log.h"
-#include "server/peer.h"
+#include "util/peer.h"
+#include "core/gc.h"
 #include "core/policy.h"
-#include "core/reconcile.h"
+#include "core/sharing.h"
 #include "request_codec.h"
-#include "server/request_stats.h"
-#include "core/status_report.h"
-#include "core/scoped_mounts.h"
+#include "core/request_stats.h"
+#include "requests/requests.h"
 
 /* Requests served at once. Beyond it connections wait in the listen
  * backlog (they are not dropped) until a worker is free. */
@@ -112,20 +112,6 @@ int server_listen(const char *path, char *err, size_t errlen)
 	return fd;
 }
 
-static const char *op_name(Squash__Request__OpCase op)
-{
-	switch (op) {
-	case SQUASH__REQUEST__OP_MOUNT_JOB: return "mount";
-	case SQUASH__REQUEST__OP_STEP_INFO: return "step_info";
-	case SQUASH__REQUEST__OP_RELEASE_JOB: return "release";
-	case SQUASH__REQUEST__OP_LIST: return "list";
-	case SQUASH__REQUEST__OP_GC: return "gc";
-	case SQUASH__REQUEST__OP_STATUS: return "status";
-	case SQUASH__REQUEST__OP_SESSION_MOUNT: return "session_mount";
-	default: return "unknown";
-	}
-}
-
 /* Journal fields (JOB_ID, USER_ID) for every line this request logs. */
 static void log_context_request(const Squash__Request *req)
 {
@@ -137,22 +123,42 @@ static void log_context_request(const Squash__Request *req)
 		log_context_job(req->release_job->job_id, -1);
 }
 
-/* Drops trailing mounts until the answer fits one frame. */
-static void fit_list(struct reply *out)
+/* The request kinds: which file answers which request (requests/). A
+ * mount or release with a step id concerns that step's own images. */
+static const struct request_kind {
+	Squash__Request__OpCase op;
+	bool step; /* mount_job / release_job with step_id */
+	const char *name;
+	void (*handle)(struct request *rq);
+} request_kinds[] = {
+	{ SQUASH__REQUEST__OP_MOUNT_JOB, false, "mount", request_mount_job },
+	{ SQUASH__REQUEST__OP_MOUNT_JOB, true, "mount", request_mount_step },
+	{ SQUASH__REQUEST__OP_RELEASE_JOB, false, "release", request_release_job },
+	{ SQUASH__REQUEST__OP_RELEASE_JOB, true, "release", request_release_step },
+	{ SQUASH__REQUEST__OP_STEP_INFO, false, "step_info", request_step_info },
+	{ SQUASH__REQUEST__OP_SESSION_MOUNT, false, "session_mount", request_session_mount },
+	{ SQUASH__REQUEST__OP_GC, false, "gc", request_gc },
+	{ SQUASH__REQUEST__OP_LIST, false, "list", request_list },
+	{ SQUASH__REQUEST__OP_STATUS, false, "status", request_status },
+};
+
+static const struct request_kind *kind_of(const Squash__Request *req)
 {
-	const size_t limit = SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE;
+	bool step = (req->op_case == SQUASH__REQUEST__OP_MOUNT_JOB && req->mount_job->has_step_id) ||
+		    (req->op_case == SQUASH__REQUEST__OP_RELEASE_JOB && req->release_job->has_step_id);
 
-	while (out->resp.n_mounts > 0 && squash__response__get_packed_size(&out->resp) > limit) {
-		Squash__MountInfo *mi = out->resp.mounts[--out->resp.n_mounts];
+	for (size_t i = 0; i < sizeof(request_kinds) / sizeof(request_kinds[0]); i++)
+		if (request_kinds[i].op == req->op_case && request_kinds[i].step == step)
+			return &request_kinds[i];
+	return NULL;
+}
 
-		free(mi->job_ids);
-		free(mi->image);
-		free(mi->mount_point);
-		free(mi->loop_device);
-		scoped_free_mount_info(mi);
-		free(mi);
-		out->resp.has_truncated = out->resp.truncated = true;
-	}
+static const char *op_name(Squash__Request__OpCase op)
+{
+	for (size_t i = 0; i < sizeof(request_kinds) / sizeof(request_kinds[0]); i++)
+		if (request_kinds[i].op == op)
+			return request_kinds[i].name;
+	return "unknown";
 }
 
 static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
@@ -160,15 +166,17 @@ static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
 	struct daemon_state *ds = c->ds;
 	struct reply *out = malloc(sizeof(*out));
 	struct squash_decoded_request d;
-	struct teardown td = { NULL };
+	/* The request's settings, held until it is done (settings.h). */
+	const struct squashd_config *cfg = settings_hold();
+	struct teardown td = TEARDOWN_INIT(cfg);
 	Squash__Status status;
 	Squash__Request__OpCase op = SQUASH__REQUEST__OP__NOT_SET;
 	char err[SQUASH_PATH_MAX + 256];
 	long long start = squash_now_ms(), start_us = request_stats_now_us();
-	long long deadline = start + (long long)ds->cfg->request_timeout_s * 1000;
 
 	if (!out) {
 		log_error("out of memory answering uid %u pid %d", (unsigned)c->peer.uid, (int)c->peer.pid);
+		settings_drop(cfg);
 		return;
 	}
 	reply_init(out);
@@ -176,58 +184,29 @@ static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
 		log_warning("bad request from uid %u pid %d: %s", (unsigned)c->peer.uid,
 			    (int)c->peer.pid, err);
 		reply_error(out, status, "%s", err);
-	} else if (credential_verify(d.signed_request, &c->peer, ds->cfg->require_munge,
-				     ds->cfg->munge_socket, err, sizeof(err)) < 0 ||
+	} else if (credential_verify(d.signed_request, &c->peer, cfg->require_munge,
+				     cfg->munge_socket, err, sizeof(err)) < 0 ||
 		   !policy_may_send(&c->peer, d.request->op_case, err, sizeof(err))) {
 		log_warning("refused request from uid %u pid %d: %s", (unsigned)c->peer.uid,
 			    (int)c->peer.pid, err);
 		reply_error(out, SQUASH__STATUS__DENIED, "%s", err);
 		op = d.request->op_case; /* counted under its kind, as a failure */
 	} else {
-		const Squash__Request *req = d.request;
-		op = req->op_case;
-		log_context_request(req);
+		const struct request_kind *kind = kind_of(d.request);
+		struct request rq = {
+			.ds = ds, .cfg = cfg, .peer = &c->peer, .fd = c->fd, .msg = d.request,
+			.deadline_ms = start + (long long)cfg->request_timeout_s * 1000,
+			.out = out, .td = &td,
+		};
+		op = d.request->op_case;
+		log_context_request(d.request);
 		pthread_mutex_lock(&ds->lock);
 		ds->requests_in_progress++;
 		pthread_mutex_unlock(&ds->lock);
-		switch (op) {
-		case SQUASH__REQUEST__OP_MOUNT_JOB:
-			if (req->mount_job->has_step_id)
-				scoped_mount_step(ds, &c->peer, c->fd, req->mount_job, out, &td, deadline);
-			else
-				job_mounts_mount(ds, req->mount_job, out, &td, deadline);
-			break;
-		case SQUASH__REQUEST__OP_STEP_INFO:
-			scoped_step_info(ds, &c->peer, req->step_info, out, deadline);
-			break;
-		case SQUASH__REQUEST__OP_RELEASE_JOB:
-			if (req->release_job->has_step_id) {
-				scoped_release_step(ds, req->release_job->job_id, req->release_job->step_id,
-						    out, &td);
-				break;
-			}
-			job_mounts_release(ds, req->release_job->job_id, out, &td, deadline);
-			scoped_release_job_steps(ds, req->release_job->job_id, &td);
-			break;
-		case SQUASH__REQUEST__OP_SESSION_MOUNT:
-			scoped_mount_session(ds, &c->peer, c->fd, req->session_mount, out, &td, deadline);
-			break;
-		case SQUASH__REQUEST__OP_LIST:
-			job_mounts_list(ds, &c->peer, out);
-			fit_list(out);
-			break;
-		case SQUASH__REQUEST__OP_GC:
-			reconcile_on_demand(ds, out);
-			break;
-		case SQUASH__REQUEST__OP_STATUS:
-			job_mounts_status(ds, out);
-			/* Only root's health check may make squashd ask Slurm. */
-			status_report_extend(ds, c->peer.uid == 0 ? req->status : NULL, out);
-			break;
-		default:
+		if (kind)
+			kind->handle(&rq);
+		else
 			reply_error(out, SQUASH__STATUS__BAD_REQUEST, "unknown request");
-			break;
-		}
 		pthread_mutex_lock(&ds->lock);
 		ds->requests_in_progress--;
 		pthread_mutex_unlock(&ds->lock);
@@ -242,12 +221,12 @@ static void handle_request(struct connection *c, const uint8_t *buf, size_t len)
 	request_stats_record(op, out->resp.status == SQUASH__STATUS__OK, request_stats_now_us() - start_us);
 	log_debug("%s from uid %u pid %d: %s in %lld ms", op_name(op), (unsigned)c->peer.uid,
 		  (int)c->peer.pid, squash_status_name(out->resp.status), squash_now_ms() - start);
-	status_report_free(out);
 	reply_free(out);
 	free(out);
 	squash_decoded_request_free(&d);
 	/* After the answer: the epilog need not wait for the unmounts. */
-	job_mounts_teardown(ds, &td);
+	sharing_teardown(ds, &td);
+	settings_drop(cfg);
 	log_context_clear();
 }
 
@@ -504,8 +483,8 @@ int server_run(int listen_fd, struct daemon_state *ds)
 	uint64_t one = 1;
 	if (write(stop_fd, &one, sizeof(one)) < 0)
 		log_warning("cannot signal the stop: %s", strerror(errno));
-	job_mounts_stop(ds);
-	reconcile_stop();
+	daemon_stop(ds);
+	gc_stop();
 	wait_for_workers();
 	close(sfd);
 	sd_notify(0, "STOPPING=1");

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "core/job_mounts.h"
+#include "core/daemon.h"
 
 /* Creates the listening SOCK_SEQPACKET socket at path (mode 0666: any local
  * process may connect; policy decides what it may ask). Refuses to replace

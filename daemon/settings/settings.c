@@ -2,6 +2,8 @@
 #include "settings/settings.h"
 
 #include <ctype.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,7 +16,7 @@
 
 #define CONFIG_LINE_MAX 8192
 
-static void set_defaults(struct squashd_config *cfg)
+void config_defaults(struct squashd_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	snprintf(cfg->socket_path, sizeof(cfg->socket_path), "/run/squashd/squashd.sock");
@@ -125,8 +127,8 @@ static int set_prefixes(struct squash_prefixes *dst, const char *value,
 	return 0;
 }
 
-static int apply_setting(struct squashd_config *cfg, const char *key,
-			 const char *value, char *err, size_t errlen)
+int config_set(struct squashd_config *cfg, const char *key, const char *value, char *err,
+	       size_t errlen)
 {
 	if (!strcmp(key, "socket"))
 		return set_path(cfg->socket_path, sizeof(cfg->socket_path), value, key, err, errlen);
@@ -229,7 +231,7 @@ static int finish_defaults(struct squashd_config *cfg, char *err, size_t errlen)
 int config_load(const char *path, bool must_exist, struct squashd_config *cfg,
 		char *err, size_t errlen)
 {
-	set_defaults(cfg);
+	config_defaults(cfg);
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0) {
 		if (errno == ENOENT && !must_exist)
@@ -271,7 +273,7 @@ int config_load(const char *path, bool must_exist, struct squashd_config *cfg,
 		}
 		*eq = '\0';
 		char why[1024];
-		if (apply_setting(cfg, config_trim(s), config_trim(eq + 1), why, sizeof(why)) < 0) {
+		if (config_set(cfg, config_trim(s), config_trim(eq + 1), why, sizeof(why)) < 0) {
 			snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
 			rc = -1;
 			break;
@@ -287,4 +289,138 @@ void config_free(struct squashd_config *cfg)
 {
 	squash_prefixes_free(&cfg->allowed_targets);
 	squash_prefixes_free(&cfg->trusted_prefixes);
+}
+
+/* ---------------------------------------------------------------- snapshots */
+
+struct snapshot {
+	unsigned refs; /* holders, the publisher's reference included */
+	struct squashd_config cfg;
+};
+
+static pthread_mutex_t in_force_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct snapshot *in_force;
+
+static struct snapshot *snapshot_of(const struct squashd_config *cfg)
+{
+	return (struct snapshot *)((char *)cfg - offsetof(struct snapshot, cfg));
+}
+
+struct squashd_config *settings_new(void)
+{
+	struct snapshot *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->refs = 1;
+	return &s->cfg;
+}
+
+struct squashd_config *settings_copy(const struct squashd_config *cfg)
+{
+	struct squashd_config *copy = settings_new();
+
+	if (!copy)
+		return NULL;
+	*copy = *cfg;
+	memset(&copy->allowed_targets, 0, sizeof(copy->allowed_targets));
+	memset(&copy->trusted_prefixes, 0, sizeof(copy->trusted_prefixes));
+	const struct squash_prefixes *from[] = { &cfg->allowed_targets, &cfg->trusted_prefixes };
+	struct squash_prefixes *to[] = { &copy->allowed_targets, &copy->trusted_prefixes };
+	for (size_t l = 0; l < 2; l++) {
+		for (size_t i = 0; i < from[l]->count; i++) {
+			if (!(to[l]->items[i] = strdup(from[l]->items[i]))) {
+				settings_drop(copy);
+				return NULL;
+			}
+			to[l]->count++;
+		}
+	}
+	return copy;
+}
+
+void settings_publish(struct squashd_config *cfg)
+{
+	pthread_mutex_lock(&in_force_lock);
+	struct snapshot *old = in_force;
+	in_force = snapshot_of(cfg);
+	pthread_mutex_unlock(&in_force_lock);
+	if (old)
+		settings_drop(&old->cfg);
+}
+
+const struct squashd_config *settings_hold(void)
+{
+	pthread_mutex_lock(&in_force_lock);
+	struct snapshot *s = in_force;
+	if (s)
+		s->refs++;
+	pthread_mutex_unlock(&in_force_lock);
+	return s ? &s->cfg : NULL;
+}
+
+void settings_drop(const struct squashd_config *cfg)
+{
+	if (!cfg)
+		return;
+	struct snapshot *s = snapshot_of(cfg);
+	pthread_mutex_lock(&in_force_lock);
+	bool last = --s->refs == 0;
+	pthread_mutex_unlock(&in_force_lock);
+	if (last) {
+		config_free(&s->cfg);
+		free(s);
+	}
+}
+
+/* ---------------------------------------------------------------- shown */
+
+static void join_prefixes(const struct squash_prefixes *p, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < p->count && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ":" : "", p->items[i]);
+}
+
+size_t settings_describe(const struct squashd_config *cfg, struct setting_text *out, size_t cap)
+{
+	size_t n = 0;
+#define SHOW(k, ...)                                                              \
+	do {                                                                      \
+		if (n < cap) {                                                    \
+			out[n].key = k;                                           \
+			snprintf(out[n].value, sizeof(out[n].value), __VA_ARGS__); \
+			n++;                                                      \
+		}                                                                 \
+	} while (0)
+	SHOW("socket", "%s", cfg->socket_path);
+	SHOW("state_dir", "%s", cfg->state_dir);
+	SHOW("base_dir", "%s", cfg->base_dir);
+	if (n < cap) {
+		out[n].key = "allowed_targets";
+		join_prefixes(&cfg->allowed_targets, out[n].value, sizeof(out[n].value));
+		n++;
+	}
+	if (n < cap) {
+		out[n].key = "trusted_prefixes";
+		join_prefixes(&cfg->trusted_prefixes, out[n].value, sizeof(out[n].value));
+		n++;
+	}
+	SHOW("mount_mode", "%s", mount_policy_name(cfg->mount_policy));
+	SHOW("require_munge", "%s", cfg->require_munge ? "yes" : "no");
+	SHOW("munge_socket", "%s", cfg->munge_socket);
+	SHOW("squashfuse", "%s", cfg->squashfuse);
+	SHOW("max_images_per_job", "%u", cfg->max_images_per_job);
+	SHOW("max_loop_devices", "%u", cfg->max_loop_devices);
+	SHOW("request_timeout", "%u", cfg->request_timeout_s);
+	SHOW("gc_interval", "%u", cfg->gc_interval_s);
+	SHOW("linger", "%u", cfg->linger_s);
+	SHOW("overlay_size", "%llu", cfg->overlay_size);
+	SHOW("slurm_conf", "%s", cfg->slurm_conf);
+	SHOW("node_name", "%s", cfg->node_name);
+	SHOW("debug", "%s", cfg->debug ? "yes" : "no");
+#undef SHOW
+	return n;
 }

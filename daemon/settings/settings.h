@@ -1,4 +1,15 @@
-/* squashd's own configuration (/etc/squashd.conf): the node's policy. */
+/* squashd's own configuration (/etc/squashd.conf): the node's policy.
+ *
+ * Reading the settings, the one rule: the settings in force are an
+ * immutable snapshot. settings_hold() returns it and keeps it alive until
+ * settings_drop(); a reload (reload.h) builds a new snapshot and publishes
+ * it with settings_publish(), which swaps one pointer under a mutex and
+ * drops the old snapshot (freed when its last holder lets go). Every
+ * operation (a request, a teardown, a gc pass, a linger round, a process
+ * exit) holds one snapshot for its whole run and reads every setting
+ * through that pointer, so it sees one consistent set; the functions it
+ * calls get the pointer (or a struct teardown carrying it). Nothing writes
+ * a published snapshot. */
 #ifndef SQUASHD_SETTINGS_H
 #define SQUASHD_SETTINGS_H
 
@@ -49,6 +60,33 @@ int config_load(const char *path, bool must_exist, struct squashd_config *cfg,
 		char *err, size_t errlen);
 
 void config_free(struct squashd_config *cfg);
+
+/* The defaults (what config_load starts from), and one "key = value"
+ * setting applied to cfg: 0, or -1 with err. */
+void config_defaults(struct squashd_config *cfg);
+int config_set(struct squashd_config *cfg, const char *key, const char *value, char *err,
+	       size_t errlen);
+
+/* A new snapshot, zeroed, not yet published (fill it, then publish it or
+ * settings_drop it). NULL when out of memory. */
+struct squashd_config *settings_new(void);
+/* A new unpublished snapshot that copies cfg (prefixes included). */
+struct squashd_config *settings_copy(const struct squashd_config *cfg);
+/* Makes cfg the settings in force; takes the caller's reference. */
+void settings_publish(struct squashd_config *cfg);
+/* The settings in force, held until settings_drop; NULL before the first
+ * settings_publish. */
+const struct squashd_config *settings_hold(void);
+void settings_drop(const struct squashd_config *cfg);
+
+/* The configuration as key/value text, one per setting (for the status
+ * answer and the reload log). Returns how many were filled. */
+#define SETTINGS_SHOWN_MAX 24
+struct setting_text {
+	const char *key;
+	char value[PATH_MAX * 2];
+};
+size_t settings_describe(const struct squashd_config *cfg, struct setting_text *out, size_t cap);
 
 const char *mount_policy_name(enum mount_policy p);
 

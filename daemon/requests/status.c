@@ -1,5 +1,9 @@
+/* status (anyone): the node's counters, settings in force, mounts by mode
+ * and state, FUSE servers, loop devices, request statistics, and the
+ * problems behind `squashctl health` (dead FUSE servers, a registry that
+ * cannot be saved, a full state directory, no loop device; with
+ * check_slurm from root, jobs Slurm says are gone). */
 #include "config.h"
-#include "core/status_report.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,11 +13,14 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include "clock.h"
+#include "core/daemon.h"
+#include "core/gc.h"
 #include "core/loop_devices.h"
-#include "core/reconcile.h"
-#include "server/request_stats.h"
+#include "requests/requests.h"
+#include "core/request_stats.h"
 
-/* Problems beyond job_mounts_status's own (jobs gone from Slurm may be many:
+/* Problems beyond the counters' own (jobs gone from Slurm may be many:
  * the rest are summed up in the last line). */
 #define EXTRA_PROBLEMS 16
 #define MOUNT_STATES 6
@@ -35,57 +42,79 @@ struct status_extra {
 	unsigned gone_untold; /* jobs gone from Slurm beyond the lines above */
 };
 
-static void join_prefixes(const struct squash_prefixes *p, char *buf, size_t len)
+static void add_problem(struct reply *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_problem(struct reply *out, const char *fmt, ...)
 {
-	size_t used = 0;
+	size_t i = out->node.n_problems;
+	va_list ap;
 
-	buf[0] = '\0';
-	for (size_t i = 0; i < p->count && used < len; i++)
-		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ":" : "", p->items[i]);
+	if (i >= sizeof(out->problems) / sizeof(out->problems[0]))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(out->problem_text[i], sizeof(out->problem_text[i]), fmt, ap);
+	va_end(ap);
+	out->problems[i] = out->problem_text[i];
+	out->node.problems = out->problems;
+	out->node.n_problems = i + 1;
 }
 
-size_t settings_describe(const struct squashd_config *cfg, struct setting_text *out, size_t cap)
+/* The counters and the registry's own problems. */
+static void add_counters(struct daemon_state *ds, struct reply *out)
 {
-	size_t n = 0;
-#define SHOW(k, ...)                                                              \
-	do {                                                                      \
-		if (n < cap) {                                                    \
-			out[n].key = k;                                           \
-			snprintf(out[n].value, sizeof(out[n].value), __VA_ARGS__); \
-			n++;                                                      \
-		}                                                                 \
-	} while (0)
-	SHOW("socket", "%s", cfg->socket_path);
-	SHOW("state_dir", "%s", cfg->state_dir);
-	SHOW("base_dir", "%s", cfg->base_dir);
-	if (n < cap) {
-		out[n].key = "allowed_targets";
-		join_prefixes(&cfg->allowed_targets, out[n].value, sizeof(out[n].value));
-		n++;
+	Squash__NodeStatus *st = &out->node;
+	long long now = squash_now_ms();
+
+	squash__node_status__init(st);
+	pthread_mutex_lock(&ds->lock);
+	/* A failed save is retried here so health clears as soon as it can. */
+	if (ds->save_error[0])
+		daemon_save_locked(ds);
+	st->version = (char *)PACKAGE_VERSION;
+	st->uptime_s = (uint64_t)((now - ds->started_ms) / 1000);
+	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next) {
+		if (m->state == MOUNT_DEAD) {
+			st->mounts_dead++;
+			add_problem(out, "dead FUSE server for image %s (it %s); %u job(s) still hold its mount",
+				    m->image, m->failure ? m->failure : "died", m->refcount);
+		} else if (m->state == MOUNT_LINGERING) {
+			/* Expected: kept for the next job, not a leak. */
+			st->has_mounts_lingering = true;
+			st->mounts_lingering++;
+		} else if (m->state == MOUNT_READY) {
+			if (m->key.mode == SQUASH__MOUNT_MODE__KERNEL)
+				st->mounts_kernel++;
+			else
+				st->mounts_fuse++;
+		}
 	}
-	if (n < cap) {
-		out[n].key = "trusted_prefixes";
-		join_prefixes(&cfg->trusted_prefixes, out[n].value, sizeof(out[n].value));
-		n++;
+	for (const struct job_entry *j = ds->registry.jobs; j; j = j->next) {
+		st->jobs++;
+		st->jobs_failed += j->status != SQUASH__STATUS__OK;
 	}
-	SHOW("mount_mode", "%s", mount_policy_name(cfg->mount_policy));
-	SHOW("require_munge", "%s", cfg->require_munge ? "yes" : "no");
-	SHOW("munge_socket", "%s", cfg->munge_socket);
-	SHOW("squashfuse", "%s", cfg->squashfuse);
-	SHOW("max_images_per_job", "%u", __atomic_load_n(&cfg->max_images_per_job, __ATOMIC_RELAXED));
-	SHOW("max_loop_devices", "%u", __atomic_load_n(&cfg->max_loop_devices, __ATOMIC_RELAXED));
-	SHOW("request_timeout", "%u", __atomic_load_n(&cfg->request_timeout_s, __ATOMIC_RELAXED));
-	SHOW("gc_interval", "%u", __atomic_load_n(&cfg->gc_interval_s, __ATOMIC_RELAXED));
-	SHOW("linger", "%u", __atomic_load_n(&cfg->linger_s, __ATOMIC_RELAXED));
-	SHOW("overlay_size", "%llu", __atomic_load_n(&cfg->overlay_size, __ATOMIC_RELAXED));
-	SHOW("slurm_conf", "%s", cfg->slurm_conf);
-	SHOW("node_name", "%s", cfg->node_name);
-	SHOW("debug", "%s", __atomic_load_n(&cfg->debug, __ATOMIC_RELAXED) ? "yes" : "no");
-#undef SHOW
-	return n;
+	st->has_steps = st->has_sessions = true;
+	for (const struct job_entry *e = ds->registry.scoped; e; e = e->next) {
+		if (e->kind == HOLDER_STEP)
+			st->steps++;
+		else if (e->kind == HOLDER_SESSION)
+			st->sessions++;
+	}
+	st->requests_in_progress = ds->requests_in_progress;
+	st->requests = ds->requests;
+	st->requests_failed = ds->requests_failed;
+	st->gc_releases = ds->gc_releases;
+	if (ds->last_gc_ms) {
+		st->has_last_gc_age_s = true;
+		st->last_gc_age_s = (now - ds->last_gc_ms) / 1000;
+	}
+	if (ds->save_error[0]) {
+		snprintf(out->message, sizeof(out->message), "%s", ds->save_error);
+		st->registry_error = out->message;
+		add_problem(out, "registry not saved: %s (new mounts are refused)", ds->save_error);
+	}
+	pthread_mutex_unlock(&ds->lock);
+	out->resp.node = st;
 }
 
-static void add_extra(struct status_extra *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_extra(struct status_extra *x, const char *fmt, ...)
 {
 	va_list ap;
@@ -100,7 +129,8 @@ static void add_extra(struct status_extra *x, const char *fmt, ...)
 
 /* Full: less free space than two copies of the registry and some slack,
  * or no free inode for the new copy. */
-static void check_state_dir(struct daemon_state *ds, struct status_extra *x)
+static void check_state_dir(struct daemon_state *ds, const struct squashd_config *cfg,
+			    struct status_extra *x)
 {
 	struct statvfs sv;
 	struct stat st;
@@ -108,16 +138,16 @@ static void check_state_dir(struct daemon_state *ds, struct status_extra *x)
 
 	if (stat(ds->state_path, &st) == 0)
 		need += 2ULL * (unsigned long long)st.st_size;
-	if (statvfs(ds->cfg->state_dir, &sv) < 0) {
-		add_extra(x, "state directory %s cannot be checked: %s", ds->cfg->state_dir, strerror(errno));
+	if (statvfs(cfg->state_dir, &sv) < 0) {
+		add_extra(x, "state directory %s cannot be checked: %s", cfg->state_dir, strerror(errno));
 		return;
 	}
 	unsigned long long avail = (unsigned long long)sv.f_bavail * sv.f_frsize;
 	if (avail < need)
 		add_extra(x, "state directory full: %s has %llu KiB free, the registry needs about %llu KiB "
-			  "to be saved", ds->cfg->state_dir, avail / 1024, (need + 1023) / 1024);
+			  "to be saved", cfg->state_dir, avail / 1024, (need + 1023) / 1024);
 	else if (sv.f_files > 0 && sv.f_favail < 2)
-		add_extra(x, "state directory full: %s has no free inodes", ds->cfg->state_dir);
+		add_extra(x, "state directory full: %s has no free inodes", cfg->state_dir);
 }
 
 static void add_slurm_problem(void *arg, const char *line)
@@ -135,9 +165,13 @@ static const char *const state_names[MOUNT_STATES] = {
 	[MOUNT_DEAD] = "dead", [MOUNT_UNMOUNTING] = "unmounting", [MOUNT_LINGERING] = "lingering",
 };
 
-void status_report_extend(struct daemon_state *ds, const Squash__StatusRequest *req,
-			  struct reply *out)
+/* The operations view (fields 20-26) and the node checks' problems. req
+ * is NULL unless root asks (only root's health check may make squashd ask
+ * Slurm). */
+static void add_operations_view(struct request *rq, const Squash__StatusRequest *req)
 {
+	struct daemon_state *ds = rq->ds;
+	struct reply *out = rq->out;
 	Squash__NodeStatus *st = &out->node;
 	struct status_extra *x = calloc(1, sizeof(*x));
 	unsigned counts[MODES][MOUNT_STATES] = { { 0 } };
@@ -150,7 +184,7 @@ void status_report_extend(struct daemon_state *ds, const Squash__StatusRequest *
 	out->extra = x;
 	request_stats_fill(&x->stats, st);
 
-	size_t n = settings_describe(ds->cfg, x->texts, SETTINGS_SHOWN_MAX);
+	size_t n = settings_describe(rq->cfg, x->texts, SETTINGS_SHOWN_MAX);
 	for (size_t i = 0; i < n; i++) {
 		squash__setting__init(&x->settings[i]);
 		x->settings[i].key = (char *)x->texts[i].key;
@@ -188,11 +222,11 @@ void status_report_extend(struct daemon_state *ds, const Squash__StatusRequest *
 	st->mount_groups = x->group_ptrs;
 	st->n_mount_groups = g;
 
-	check_state_dir(ds, x);
-	if (loop_devices_exhausted(ds->cfg, in_use, problem, sizeof(problem)))
+	check_state_dir(ds, rq->cfg, x);
+	if (loop_devices_exhausted(rq->cfg, in_use, problem, sizeof(problem)))
 		add_extra(x, "%s", problem);
 	if (req && req->has_check_slurm && req->check_slurm)
-		reconcile_dry_run(ds, add_slurm_problem, x);
+		gc_dry_run(ds, rq->cfg, add_slurm_problem, x);
 	if (x->gone_untold)
 		add_extra(x, "and %u more jobs that no longer run here", x->gone_untold);
 
@@ -207,8 +241,9 @@ void status_report_extend(struct daemon_state *ds, const Squash__StatusRequest *
 	}
 }
 
-void status_report_free(struct reply *out)
+void request_status(struct request *rq)
 {
-	free(out->extra);
-	out->extra = NULL;
+	add_counters(rq->ds, rq->out);
+	/* Only root's health check may make squashd ask Slurm. */
+	add_operations_view(rq, rq->peer->uid == 0 ? rq->msg->status : NULL);
 }

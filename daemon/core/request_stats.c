@@ -1,5 +1,5 @@
 #include "config.h"
-#include "server/request_stats.h"
+#include "core/request_stats.h"
 
 #include <stdint.h>
 #include <time.h>

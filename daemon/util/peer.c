@@ -1,5 +1,5 @@
 #include "config.h"
-#include "server/peer.h"
+#include "util/peer.h"
 
 int peer_identify(int fd, struct peer *peer)
 {
