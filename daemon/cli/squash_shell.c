@@ -32,6 +32,8 @@
 
 #include "client.h"
 #include "imagespec.h"
+#include "quote.h"
+#include "squash_env.h"
 #include "target.h"
 
 #define DEFAULT_BASE "/squash"
@@ -63,20 +65,11 @@ static void die(const char *fmt, ...)
 	exit(125);
 }
 
-/* Text from squashd or the user, with control characters shown escaped. */
+/* Text from squashd or the user, with control characters shown escaped
+ * (quote.h). */
 static const char *shown(const char *s, char *buf, size_t len)
 {
-	size_t o = 0;
-
-	for (; *s && o + 5 < len; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c < 0x20 || c == 0x7f)
-			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
-		else
-			buf[o++] = (char)c;
-	}
-	buf[o] = '\0';
-	return buf;
+	return squash_quote(buf, len, s, strlen(s));
 }
 
 static void write_file(const char *path, const char *text)
@@ -159,31 +152,16 @@ static void bind_images(const Squash__Response *resp, const char *base)
 	}
 }
 
-/* SQUASH_MOUNT, SQUASH_MOUNTS, SQUASH_IMAGES as in a job. */
+/* The tasks' environment, as in a job (squash_env.h). */
 static void export_env(const Squash__Response *resp)
 {
-	size_t len = 1;
-	char *mounts, *images;
+	struct squash_task_env env;
 
-	for (size_t i = 0; i < resp->n_job_mounts; i++)
-		len += strlen(resp->job_mounts[i]->target) + strlen(resp->job_mounts[i]->image) + 2;
-	mounts = calloc(1, len);
-	images = calloc(1, len);
-	if (!mounts || !images)
+	if (squash_task_env_build(resp, &env) < 0)
 		die("out of memory");
-	for (size_t i = 0; i < resp->n_job_mounts; i++) {
-		if (i) {
-			strcat(mounts, ":");
-			strcat(images, ",");
-		}
-		strcat(mounts, resp->job_mounts[i]->target);
-		strcat(images, resp->job_mounts[i]->image);
-	}
-	setenv("SQUASH_MOUNT", resp->job_mounts[0]->target, 1);
-	setenv("SQUASH_MOUNTS", mounts, 1);
-	setenv("SQUASH_IMAGES", images, 1);
-	free(mounts);
-	free(images);
+	for (size_t i = 0; i < SQUASH_TASK_ENV_VARS; i++)
+		setenv(env.name[i], env.value[i], 1);
+	squash_task_env_free(&env);
 }
 
 static Squash__Response *ask_squashd(const struct squash_client_options *opts,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "quote.h"
 #include "cli/json_escape.h"
 #include "cli/squashctl_report.h"
 
@@ -36,15 +37,17 @@ static void json_string(const char *s)
 	json_write_string(stdout, s);
 }
 
-/* Table output: control bytes as \xNN, so a path cannot move the cursor. */
+/* Table output: control bytes as \xNN (quote.h), so a path cannot move
+ * the cursor. */
 static void print_safe(const char *s)
 {
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p < 0x20 || *p == 0x7f)
-			printf("\\x%02x", *p);
-		else
-			putchar(*p);
-	}
+	size_t len = strlen(s), cap = len * 4 + 1;
+	char *buf = malloc(cap);
+
+	if (!buf)
+		return;
+	fputs(squash_quote(buf, cap, s, len), stdout);
+	free(buf);
 }
 
 static void print_list_json(const Squash__Response *r)

@@ -32,7 +32,8 @@ static int make_upper(const char *dir, size_t i, const char *lower, char *err, s
 	char upper[PATH_MAX], work[PATH_MAX], point[PATH_MAX];
 	struct stat st;
 
-	if (registry_overlay_path(upper, sizeof(upper), dir, 'u', i) || registry_overlay_path(work, sizeof(work), dir, 'w', i) ||
+	if (registry_overlay_path(upper, sizeof(upper), dir, 'u', i) ||
+	    registry_overlay_path(work, sizeof(work), dir, 'w', i) ||
 	    registry_overlay_path(point, sizeof(point), dir, 'o', i)) {
 		snprintf(err, errlen, "overlay directory %s: path too long", dir);
 		return -1;

@@ -63,7 +63,7 @@ struct job_image {
 
 /* Who an entry's references belong to: the job (registry.jobs, its prolog
  * mounted them), or one of its steps or a squash-shell session
- * (registry.scoped, see scoped_mounts.h). */
+ * (registry.scoped, see core/holders.h). */
 enum holder_kind { HOLDER_JOB = 0, HOLDER_STEP, HOLDER_SESSION };
 
 struct job_entry {

@@ -1,6 +1,6 @@
 /* The one place where squashd talks to slurmctld: the hidden mode
  * `squashd --query-slurm NODE ID...`, run as a short-lived child by gc
- * (reconcile.c). Linking libslurm into a child keeps slurm.conf parsing,
+ * (core/gc.c, through slurm/slurm_ask.c). Linking libslurm into a child keeps slurm.conf parsing,
  * a hung slurmctld and libslurm's fatal() away from the daemon. */
 #ifndef SQUASHD_SLURM_QUERY_H
 #define SQUASHD_SLURM_QUERY_H

@@ -52,7 +52,11 @@ def main():
                 if dep != mod:
                     edges.setdefault(mod, set()).add(dep)
                 src, dst = folder_of(mod), folder_of(dep)
-                if src == "cli":
+                unplaced = [f for f in (src, dst) if f not in LAYERS and f != "cli"]
+                if unplaced:
+                    problems.append(f"{rel}: folder {unplaced[0]}/ has no layer "
+                                    "(add it to LAYERS in this script)")
+                elif src == "cli":
                     if dst not in CLI_MAY_USE:
                         problems.append(f"{rel}: the client tools include {inc}")
                 elif dst == "cli" or LAYERS.index(dst) < LAYERS.index(src):

@@ -1,4 +1,4 @@
-/* squashd's journal fields (daemon/log.h): what each request's log lines
+/* squashd's journal fields (daemon/util/log.h): what each request's log lines
  * carry, per thread; and the plain stderr line when not under systemd. */
 #include "config.h"
 
