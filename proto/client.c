@@ -233,6 +233,12 @@ static int call_attempt(const struct squash_client_options *opts,
 		retryable = 1;
 		goto out;
 	}
+	if (opts && opts->peer_pid) {
+		struct ucred cred;
+		socklen_t credlen = sizeof cred;
+
+		*opts->peer_pid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) == 0 ? cred.pid : 0;
+	}
 	rc = squash_frame_send(fd, SQUASH_FRAME_REQUEST, payload, payload_len);
 	if (rc != SQUASH_FRAME_OK) {
 		retryable = !(rc == SQUASH_FRAME_EIO && errno == EAGAIN);

@@ -5,6 +5,7 @@
 #define SQUASH_CLIENT_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 #include <stddef.h>
 
 #include "squash.pb-c.h"
@@ -17,6 +18,8 @@ struct squash_client_options {
 	const char *munge_socket; /* NULL: libmunge's default */
 	int timeout_ms;           /* for connect+send+receive; <=0: 30000 */
 	int retry_ms;             /* squash_client_call_retry: keep trying this long */
+	pid_t *peer_pid;          /* when set: squashd's pid as this process's pid
+	                           * namespace sees it (SO_PEERCRED; 0: not visible) */
 };
 
 /* Sends req and waits for the response. Returns 0 with *resp set (free with

@@ -4,6 +4,7 @@
  *   sbatch/salloc/srun (as the user)   submit_check.c, env_default.c
  *   slurmd prolog/epilog (root)        job_request.c
  *   slurmstepd, every step (root)      step_bind.c, step_images.c (srun's own images)
+ *   each task (root, then the user)    step_bind.c
  * See docs/architecture.md and spank_squash(8). */
 #include "config.h"
 
@@ -187,6 +188,16 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 		rc = load_settings(ac, av) ? 0 : squash_job_epilog(sp, &settings);
 		unload_settings();
 		return rc;
+	default:
+		return 0;
+	}
+}
+
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+	switch (spank_context()) {
+	case S_CTX_REMOTE:
+		return squash_step_task_privileged(sp);
 	default:
 		return 0;
 	}

@@ -29,6 +29,11 @@
 static char *step_error;
 static char step_error_oom[] = "squash: cannot set up the job's images (out of memory)";
 
+/* What the tasks attach, from slurmstepd's set-up until it exits. */
+static Squash__Response *step_mounts;
+static uint32_t step_job_id;
+static int source_ns = -1; /* see open_source_namespace */
+
 static void keep_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void keep_error(const char *fmt, ...)
 {
@@ -50,6 +55,12 @@ void squash_step_cleanup(void)
 	if (step_error != step_error_oom)
 		free(step_error);
 	step_error = NULL;
+	if (step_mounts)
+		squash__response__free_unpacked(step_mounts, NULL);
+	step_mounts = NULL;
+	if (source_ns >= 0)
+		close(source_ns);
+	source_ns = -1;
 }
 
 /* Opens one directory below dirfd without following a symlink; shown is
@@ -185,12 +196,17 @@ static bool below(const char *target, const char *base)
 	return !strncmp(target, base, n) && target[n] == '/' && target[n + 1];
 }
 
-/* Binds source on target and makes the bind read-only (unless it is the
- * job's writable overlay), nosuid, nodev. */
-static int bind_one(const Squash__JobMount *jm, const char *base, int basefd,
+/* Attaches tree (a detached copy of the node-level mount, open_tree) on
+ * target, read-only (unless it is the job's writable overlay), nosuid,
+ * nodev. The attributes are set before the mount appears. */
+static int bind_one(const Squash__JobMount *jm, int tree, const char *base, int basefd,
 		    char *err, size_t errlen)
 {
-	char at[64], why[512];
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+			    (jm->has_writable && jm->writable ? 0 : MOUNT_ATTR_RDONLY),
+	};
+	char why[512];
 	int fd;
 
 	if (squash_is_system_path(jm->target)) {
@@ -205,27 +221,16 @@ static int bind_one(const Squash__JobMount *jm, const char *base, int basefd,
 		snprintf(err, errlen, "cannot mount %s on %s: %s", jm->image, jm->target, why);
 		return -1;
 	}
-	fd_path(fd, at, sizeof at);
-	if (mount(jm->source, at, NULL, MS_BIND, NULL) != 0) {
-		snprintf(err, errlen, "cannot mount %s on %s: bind from %s: %s", jm->image,
-			 jm->target, jm->source, strerror(errno));
+	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+		snprintf(err, errlen, "cannot make %s %s on %s: %s", jm->image,
+			 attr.attr_set & MOUNT_ATTR_RDONLY ? "read-only" : "nosuid,nodev",
+			 jm->target, strerror(errno));
 		close(fd);
 		return -1;
 	}
-	close(fd);
-	/* fd saw the directory under the new mount; remount through the
-	 * mount's own root, which a fresh lookup returns. */
-	fd = walk_from_root(jm->target, why, sizeof why);
-	if (fd < 0) {
-		snprintf(err, errlen, "cannot mount %s on %s: %s", jm->image, jm->target, why);
-		return -1;
-	}
-	fd_path(fd, at, sizeof at);
-	unsigned long ro = jm->has_writable && jm->writable ? 0 : MS_RDONLY;
-	if (mount(NULL, at, NULL, MS_BIND | MS_REMOUNT | ro | MS_NOSUID | MS_NODEV,
-		  NULL) != 0) {
-		snprintf(err, errlen, "cannot make %s %s on %s: %s", jm->image,
-			 ro ? "read-only" : "nosuid,nodev", jm->target, strerror(errno));
+	if (move_mount(tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+		snprintf(err, errlen, "cannot mount %s on %s: attaching %s: %s", jm->image,
+			 jm->target, jm->source, strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -233,7 +238,7 @@ static int bind_one(const Squash__JobMount *jm, const char *base, int basefd,
 	return 0;
 }
 
-int squash_step_bind_mounts(const Squash__Response *resp, char *err,
+int squash_step_bind_mounts(const Squash__Response *resp, const int *trees, char *err,
 			    size_t errlen)
 {
 	const char *base = resp->base_dir && *resp->base_dir ? resp->base_dir : NULL;
@@ -253,7 +258,7 @@ int squash_step_bind_mounts(const Squash__Response *resp, char *err,
 			return -1;
 	}
 	for (size_t i = 0; i < resp->n_job_mounts && rc == 0; i++)
-		rc = bind_one(resp->job_mounts[i], base, basefd, err, errlen);
+		rc = bind_one(resp->job_mounts[i], trees[i], base, basefd, err, errlen);
 	if (basefd >= 0)
 		close(basefd);
 	return rc;
@@ -337,33 +342,120 @@ static int export_env(spank_t sp, const Squash__Response *resp, char *err,
 	return rc == ESPANK_SUCCESS ? 0 : -1;
 }
 
-/* Makes the step's mount namespace, binds the mounts and exports them. */
-static void set_up(spank_t sp, uint32_t job_id, const Squash__Response *resp)
+/* The mount namespace that holds the node-level mounts: squashd's own
+ * (where it made them), else slurmstepd's. squashd's is the one that
+ * surely has them: slurmstepd may already run in a job namespace made
+ * before they were mounted (EntireStepInNS, namespace/linux). */
+static int open_source_namespace(pid_t squashd_pid, char *err, size_t errlen)
+{
+	char path[64];
+	int fd = -1;
+
+	if (squashd_pid > 0) {
+		snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)squashd_pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		snprintf(err, errlen, "cannot open the mount namespace of the node's mounts: %s",
+			 strerror(errno));
+	return fd;
+}
+
+/* In slurmstepd, before the tasks are forked: exports the mounts to the
+ * tasks' environment and keeps what each task needs to bind them. */
+static void prepare(spank_t sp, uint32_t job_id, Squash__Response *resp, pid_t squashd_pid)
 {
 	char why[1024];
 
+	if (export_env(sp, resp, why, sizeof why) != 0) {
+		keep_error("squash: job %u: %s", job_id, why);
+		return;
+	}
+	source_ns = open_source_namespace(squashd_pid, why, sizeof why);
+	if (source_ns < 0) {
+		keep_error("squash: job %u: %s", job_id, why);
+		return;
+	}
+	step_mounts = resp;
+	step_job_id = job_id;
+}
+
+/* Detached copies of the node-level mounts, made inside the namespace
+ * that holds them; the caller is back in its own namespace on return
+ * (0), or must not go on (-1). */
+static int copy_mounts(const Squash__Response *resp, int *trees, char *err, size_t errlen)
+{
+	int own = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC), rc = 0;
+
+	if (own < 0) {
+		snprintf(err, errlen, "cannot open the task's mount namespace: %s", strerror(errno));
+		return -1;
+	}
+	if (setns(source_ns, CLONE_NEWNS) != 0) {
+		snprintf(err, errlen, "cannot reach the node's mounts from the task's namespace: %s%s",
+			 strerror(errno), errno == EPERM ?
+			 " (a job namespace with a user namespace of its own cannot enter the node's; "
+			 "see spank_squash(8))" : "");
+		close(own);
+		return -1;
+	}
+	for (size_t i = 0; i < resp->n_job_mounts && rc == 0; i++) {
+		trees[i] = open_tree(AT_FDCWD, resp->job_mounts[i]->source,
+				     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		if (trees[i] < 0) {
+			snprintf(err, errlen, "cannot copy the mount of %s (%s): %s",
+				 resp->job_mounts[i]->image, resp->job_mounts[i]->source, strerror(errno));
+			rc = -1;
+		}
+	}
+	/* The task must never run on in the node's namespace. */
+	if (setns(own, CLONE_NEWNS) != 0) {
+		slurm_error("squash: cannot return to the task's mount namespace: %s", strerror(errno));
+		_exit(127);
+	}
+	close(own);
+	return rc;
+}
+
+/* In each task, as root, after Slurm has put it in the job's namespace
+ * (job_container/tmpfs, namespace/tmpfs, namespace/linux do so here, and
+ * would replace any namespace slurmstepd made earlier): makes the task's
+ * own mount namespace and attaches the job's mounts in it. */
+static int attach(const Squash__Response *resp, char *err, size_t errlen)
+{
+	int *trees = calloc(resp->n_job_mounts ? resp->n_job_mounts : 1, sizeof(*trees));
+	int rc = -1;
+
+	if (!trees) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < resp->n_job_mounts; i++)
+		trees[i] = -1;
 	if (unshare(CLONE_NEWNS) != 0) {
-		keep_error("squash: job %u: cannot make a private mount namespace: %s",
-			   job_id, strerror(errno));
-		return;
+		snprintf(err, errlen, "cannot make a private mount namespace: %s", strerror(errno));
+	} else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+		/* Nothing the task mounts may propagate back to the host. */
+		snprintf(err, errlen, "cannot make the task's mounts private: %s", strerror(errno));
+	} else if (copy_mounts(resp, trees, err, errlen) == 0 &&
+		   squash_step_bind_mounts(resp, trees, err, errlen) == 0) {
+		rc = 0;
+		/* Node-level mounts the namespace copied (other jobs' and squash-
+		 * shell sessions'): not the task's to pin. */
+		if (resp->mount_dir && resp->mount_dir[0] == '/' &&
+		    detach_below(resp->mount_dir, err, errlen))
+			rc = -1;
+		else if (resp->sessions_dir && resp->sessions_dir[0] == '/' &&
+			 detach_below(resp->sessions_dir, err, errlen))
+			rc = -1;
 	}
-	/* Nothing this step mounts may propagate back to the host. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
-		keep_error("squash: job %u: cannot make the step's mounts private: %s",
-			   job_id, strerror(errno));
-		return;
-	}
-	if (squash_step_bind_mounts(resp, why, sizeof why) != 0 ||
-	    export_env(sp, resp, why, sizeof why) != 0) {
-		keep_error("squash: job %u: %s", job_id, why);
-		return;
-	}
-	if (resp->mount_dir && resp->mount_dir[0] == '/' && detach_below(resp->mount_dir, why, sizeof why))
-		keep_error("squash: job %u: %s", job_id, why);
-	/* squash-shell sessions' binds: not the step's either. */
-	if (resp->sessions_dir && resp->sessions_dir[0] == '/' &&
-	    detach_below(resp->sessions_dir, why, sizeof why))
-		keep_error("squash: job %u: %s", job_id, why);
+	for (size_t i = 0; i < resp->n_job_mounts; i++)
+		if (trees[i] >= 0)
+			close(trees[i]);
+	free(trees);
+	return rc;
 }
 
 /* Turns a non-OK answer into the reason the tasks print, naming the real
@@ -413,9 +505,11 @@ int squash_step_setup(spank_t sp, const char *option,
 	Squash__Request req = SQUASH__REQUEST__INIT;
 	Squash__Response *resp = NULL;
 	char host[256] = "?", why[768];
+	pid_t squashd_pid = 0;
 	uint32_t job_id;
 	uid_t uid;
 
+	opts.peer_pid = &squashd_pid;
 	if (!option)
 		return 0; /* jobs without --squash-image never contact squashd */
 	if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
@@ -456,10 +550,26 @@ int squash_step_setup(spank_t sp, const char *option,
 		/* A stale record under a reused job id must not be handed over. */
 		keep_error("squash: job %u: squashd on node %s holds images of uid %u for this job id, not of uid %u",
 			   job_id, host, resp->job_uid, (unsigned)uid);
-	else
-		set_up(sp, job_id, resp);
-	squash__response__free_unpacked(resp, NULL);
+	else {
+		prepare(sp, job_id, resp, squashd_pid);
+		if (step_mounts == resp)
+			resp = NULL; /* kept for the tasks */
+	}
+	if (resp)
+		squash__response__free_unpacked(resp, NULL);
 	return 0; /* the tasks report failures; see squash_step_task_init */
+}
+
+int squash_step_task_privileged(spank_t sp)
+{
+	char why[1024];
+
+	if (step_mounts && !step_error && attach(step_mounts, why, sizeof why) != 0)
+		keep_error("squash: job %u: %s", step_job_id, why);
+	if (source_ns >= 0)
+		close(source_ns); /* the task keeps no handle on the node's namespace */
+	source_ns = -1;
+	return 0; /* squash_step_task_init reports it, as the user */
 }
 
 int squash_step_task_init(spank_t sp)
