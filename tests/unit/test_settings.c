@@ -188,12 +188,15 @@ static void the_file_is_read_as_root_would_trust_it(void)
 	f = fopen(path, "w");
 	fputs("linger = 5\nnot a setting\n", f);
 	fclose(f);
+	config_free(cfg); /* config_load fills cfg afresh */
 	if (geteuid() == 0) {
 		CHECK_INT(config_load(path, true, cfg, err, sizeof(err)), -1);
 		CHECK_CONTAINS(err, "squashd.conf:2: expected 'key = value'");
 	}
 	unlink(path);
+	config_free(cfg);
 	CHECK_INT(config_load(path, false, cfg, err, sizeof(err)), 0); /* missing: defaults */
+	config_free(cfg);
 	CHECK_INT(config_load(path, true, cfg, err, sizeof(err)), -1);
 	rmdir(dir);
 	settings_drop(cfg);
