@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# slurm-squash demo for a fresh Debian 12 machine, as root: installs the
+# slurm-squash demo for a fresh Debian 12 or 13 machine, as root: installs the
 # dependencies, builds, starts a throwaway three-node Slurm cluster on this
 # machine (each node in its own namespaces, with its own slurmd and squashd;
 # see tests/cluster/cluster.sh) in a scratch directory, runs one job with a

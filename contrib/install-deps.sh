@@ -1,8 +1,25 @@
 #!/usr/bin/env bash
-# Installs what slurm-squash needs to build, test and run on Debian 12 (or a
-# close relative). Idempotent: packages already installed are not touched,
-# and apt is not called at all when nothing is missing. Run as root.
+# Installs what slurm-squash needs to build, test and run on Debian 12
+# (bookworm), 13 (trixie) or sid (or a close relative). Idempotent:
+# packages already installed are not touched, and apt is not called at all
+# when nothing is missing. Run as root.
+#
+#   contrib/install-deps.sh          install what is missing
+#   contrib/install-deps.sh --list   print the package names for this release
+#
+# The names are the same on every release where a name of its own exists:
+# -dev packages and metapackages (libclang-rt-dev, not libclang-rt-14-dev;
+# libslurm-dev, whose library package is libslurm38, libslurm42t64 or
+# libslurm45t64). SQUASH_DEPS_RELEASE=CODENAME asks for another release's
+# list (tests/matrix/build-root.sh uses it to fill a root).
 set -euo pipefail
+
+# The release: VERSION_CODENAME of /etc/os-release (sid says forky/sid in
+# PRETTY_NAME and the next release's codename in VERSION_CODENAME).
+release=${SQUASH_DEPS_RELEASE:-}
+if [ -z "$release" ] && [ -r /etc/os-release ]; then
+	release=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+fi
 
 packages=(
 	build-essential autoconf automake libtool pkg-config
@@ -12,10 +29,26 @@ packages=(
 	libprotobuf-c-dev protobuf-c-compiler
 	libmunge-dev munge
 	squashfs-tools
-	python3 python3-pytest python3-prometheus-client iproute2
-	clang libclang-rt-14-dev valgrind
+	python3 python3-pytest python3-prometheus-client
+	# What the harness runs that a minimal system lacks (a container or an
+	# mmdebstrap root): pgrep/ps, ip/ss, useradd, git for autoreconf's
+	# checkout, mmdebstrap for the Debian 13/sid roots of tests/matrix.
+	procps iproute2 passwd git ca-certificates mmdebstrap
+	# libFuzzer (tests/fuzz): the default clang's runtime on every release.
+	clang libclang-rt-dev valgrind
 	debhelper dpkg-dev fakeroot rpm
 )
+# (bash keeps the comment lines out of the array: they are comments.)
+
+case "$release" in
+bookworm | trixie | forky | sid | "") ;;
+*) echo "install-deps.sh: release '$release' untested; trying Debian 13's names" >&2 ;;
+esac
+
+if [ "${1:-}" = --list ]; then
+	printf '%s\n' "${packages[@]}"
+	exit 0
+fi
 
 [ "$(id -u)" = 0 ] || { echo "install-deps.sh: run as root" >&2; exit 1; }
 

@@ -15,6 +15,7 @@
 #include "core/gc.h"
 #include "core/linger_timer.h"
 #include "mount/fuse_reader.h"
+#include "mount/mount_fuse.h"
 #include "registry/state_file.h"
 #include "server/server.h"
 #include "server/socket_activation.h"
@@ -150,9 +151,14 @@ int main(int argc, char **argv)
 	/* Which FUSE server user images get, for the log and `squashctl list`. */
 	static struct fuse_reader reader;
 	if (cfg->mount_policy != MOUNT_POLICY_KERNEL) {
-		fuse_reader_probe(cfg->squashfuse, &reader);
+		fuse_reader_probe(config_fuse_server(cfg), &reader);
 		ds.fuse_reader = reader.description;
-		log_info("FUSE mounts are served by %s (%s)", cfg->squashfuse, reader.description);
+		ds.fuse_reader_resumes = reader.resumes;
+		log_info("FUSE mounts are served by %s (%s)%s", config_fuse_server(cfg), reader.description,
+			 !reader.resumes ? ""
+			 : fuse_kernel_resends() ? "; one that dies is restarted on its connection"
+						 : "; the kernel predates FUSE_NOTIFY_RESEND (6.9): "
+						   "a reader that dies is not replaced under running jobs");
 	}
 
 	/* Under squashd.socket systemd holds the socket (and the clients

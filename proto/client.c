@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <munge.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,15 +25,16 @@
  * credential's size does not grow with the request. Returns a credential
  * for free(), or NULL with err. */
 static char *munge_sign(const struct squash_client_options *opts,
-			const uint8_t *request, size_t len, char *err,
-			size_t errlen)
+			const uint8_t *request, size_t len, bool *no_munged,
+			char *err, size_t errlen)
 {
 	munge_ctx_t ctx = munge_ctx_create();
 	uint8_t digest[SQUASH_SHA256_SIZE];
-	char *cred = NULL;
+	char *cred = NULL, *socket = NULL;
 	munge_err_t rc;
 
 	squash_sha256(request, len, digest);
+	*no_munged = false;
 
 	if (!ctx) {
 		squash_errf(err, errlen,
@@ -42,6 +44,15 @@ static char *munge_sign(const struct squash_client_options *opts,
 	rc = EMUNGE_SUCCESS;
 	if (opts->munge_socket)
 		rc = munge_ctx_set(ctx, MUNGE_OPT_SOCKET, opts->munge_socket);
+	/* No socket file at all: this host runs no munged (auth/slurm). A
+	 * socket that refuses is a munged restarting: an error, retried. */
+	if (rc == EMUNGE_SUCCESS && opts->munge_if_present &&
+	    munge_ctx_get(ctx, MUNGE_OPT_SOCKET, &socket) == EMUNGE_SUCCESS && socket &&
+	    access(socket, F_OK) != 0 && errno == ENOENT) {
+		*no_munged = true;
+		munge_ctx_destroy(ctx);
+		return NULL;
+	}
 	if (rc == EMUNGE_SUCCESS)
 		rc = munge_encode(&cred, ctx, digest, (int)sizeof(digest));
 	if (rc != EMUNGE_SUCCESS) {
@@ -82,12 +93,16 @@ unsigned char *squash_client_pack_request(const struct squash_client_options *op
 	sr.request.data = request;
 	sr.request.len = request_len;
 	if (opts && opts->use_munge) {
-		cred = munge_sign(opts, request, request_len, err, errlen);
-		if (!cred)
+		bool no_munged;
+
+		cred = munge_sign(opts, request, request_len, &no_munged, err, errlen);
+		if (!cred && !no_munged)
 			goto out;
-		sr.has_munge_credential = 1;
-		sr.munge_credential.data = (uint8_t *)cred;
-		sr.munge_credential.len = strlen(cred);
+		if (cred) {
+			sr.has_munge_credential = 1;
+			sr.munge_credential.data = (uint8_t *)cred;
+			sr.munge_credential.len = strlen(cred);
+		}
 	}
 	out_len = squash__signed_request__get_packed_size(&sr);
 	if (out_len > limit) {

@@ -15,6 +15,10 @@
 struct squash_client_options {
 	const char *socket_path;  /* NULL: SQUASH_DEFAULT_SOCKET */
 	bool use_munge;           /* sign the request with a MUNGE credential */
+	bool munge_if_present;    /* with use_munge: send the request unsigned when
+	                           * this host has no munged socket at all (a
+	                           * cluster on auth/slurm); squashd's
+	                           * require_munge decides whether it may */
 	const char *munge_socket; /* NULL: libmunge's default */
 	int timeout_ms;           /* for connect+send+receive; <=0: 30000 */
 	int retry_ms;             /* squash_client_call_retry: keep trying this long */

@@ -182,12 +182,17 @@ static int apply(struct raw_settings *r, struct squash_settings *s,
 		return -1;
 	}
 
+	/* auto: sign wherever a munged runs; squashd's require_munge decides
+	 * whether unsigned requests may pass (clusters on auth/slurm). */
 	s->use_munge = true;
+	s->munge_if_present = true;
 	if (r->munge) {
 		if (!strcmp(r->munge, "no"))
 			s->use_munge = false;
-		else if (strcmp(r->munge, "yes"))
-			return bad_value("munge", r->munge, "yes or no", err, errlen);
+		else if (!strcmp(r->munge, "yes"))
+			s->munge_if_present = false;
+		else if (strcmp(r->munge, "auto"))
+			return bad_value("munge", r->munge, "yes, no or auto", err, errlen);
 	}
 
 	s->timeout = SQUASH_DEFAULT_TIMEOUT;
@@ -232,6 +237,7 @@ squash_settings_client(const struct squash_settings *s)
 	struct squash_client_options o = {
 		.socket_path = s->socket_path,
 		.use_munge = s->use_munge,
+		.munge_if_present = s->munge_if_present,
 		.munge_socket = s->munge_socket,
 		.timeout_ms = s->timeout * 1000,
 		.retry_ms = s->retry * 1000,

@@ -25,6 +25,7 @@ struct squash_settings {
 	char *default_target;            /* BASE of derived targets BASE/NAME */
 	struct squash_prefixes allowed;  /* where targets may lie */
 	bool use_munge;                  /* sign requests to squashd */
+	bool munge_if_present;           /* munge=auto: only where munged runs */
 	char *munge_socket;              /* NULL: libmunge's default */
 	int timeout;                     /* seconds per squashd request */
 	int retry;                       /* seconds to keep retrying an unreachable squashd */

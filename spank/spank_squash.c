@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/spank.h>
 #include <slurm/slurm_version.h>
@@ -34,6 +35,7 @@ int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
 
 static struct squash_settings settings;
 static bool settings_loaded;
+static char settings_error[512]; /* why plugstack.conf's settings were refused */
 static char *image_option; /* --squash-image as given; NULL when absent */
 static char option_usage[256];
 
@@ -74,7 +76,7 @@ static int register_option(spank_t sp)
 		 "Mount squashfs IMAGE read-only at TARGET in the job's steps "
 		 "(default %s/NAME, NAME = file name without .sqfs); "
 		 "comma-separate several images",
-		 settings.default_target);
+		 settings_loaded ? settings.default_target : "DEFAULT_TARGET");
 	rc = spank_option_register(sp, &image_opt);
 	if (rc != ESPANK_SUCCESS) {
 		slurm_error("spank_squash: cannot register --squash-image: %s",
@@ -92,6 +94,7 @@ static int load_settings(int ac, char **av)
 		return 0;
 	if (squash_settings_parse(ac, av, &settings, err, sizeof err) != 0) {
 		slurm_error("%s", err);
+		snprintf(settings_error, sizeof settings_error, "%s", err);
 		return -1;
 	}
 	settings_loaded = true;
@@ -127,9 +130,11 @@ static void log_build_once(void)
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	log_build_once();
-	/* A bad plugstack.conf line stops the plugin everywhere. */
-	if (load_settings(ac, av) != 0)
-		return -1;
+	/* A bad plugstack.conf line fails the jobs that ask for images, with
+	 * the reason (init_post_opt), and nothing else: failing init would
+	 * fail every job on the node (25.05 on, ESPANK_JOB_FAILURE) or drain
+	 * it (before), images or not. */
+	load_settings(ac, av);
 	switch (spank_context()) {
 	case S_CTX_ALLOCATOR:
 	case S_CTX_LOCAL:
@@ -143,8 +148,29 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	}
 }
 
+/* An image was asked for, but this host's plugstack.conf line is bad. */
+static int refuse_misconfigured(void)
+{
+	char host[256] = "?";
+
+	gethostname(host, sizeof host - 1);
+	if (spank_context() == S_CTX_REMOTE) {
+		squash_step_fail("squash: node %s cannot mount images: its plugstack.conf line for "
+				 "spank_squash is invalid (%s); tell the administrators", host,
+				 settings_error);
+		return 0; /* the tasks fail with it */
+	}
+	slurm_error("squash: cannot use --squash-image here: %s's plugstack.conf line for "
+		    "spank_squash is invalid (%s); tell the administrators", host, settings_error);
+	return -1;
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
+	if (!settings_loaded && image_option)
+		return refuse_misconfigured();
+	if (!settings_loaded)
+		return 0;
 	switch (spank_context()) {
 	case S_CTX_ALLOCATOR:
 	case S_CTX_LOCAL:

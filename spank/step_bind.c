@@ -34,8 +34,7 @@ static Squash__Response *step_mounts;
 static uint32_t step_job_id;
 static int source_ns = -1; /* see open_source_namespace */
 
-static void keep_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void keep_error(const char *fmt, ...)
+void squash_step_fail(const char *fmt, ...)
 {
 	va_list ap;
 	char *msg;
@@ -370,12 +369,12 @@ static void prepare(spank_t sp, uint32_t job_id, Squash__Response *resp, pid_t s
 	char why[1024];
 
 	if (export_env(sp, resp, why, sizeof why) != 0) {
-		keep_error("squash: job %u: %s", job_id, why);
+		squash_step_fail("squash: job %u: %s", job_id, why);
 		return;
 	}
 	source_ns = open_source_namespace(squashd_pid, why, sizeof why);
 	if (source_ns < 0) {
-		keep_error("squash: job %u: %s", job_id, why);
+		squash_step_fail("squash: job %u: %s", job_id, why);
 		return;
 	}
 	step_mounts = resp;
@@ -470,19 +469,19 @@ static void explain(const struct squash_settings *s, uint32_t job_id, const char
 
 	switch (resp->status) {
 	case SQUASH__STATUS__USER_ERROR:
-		keep_error("squash: job %u: %s", job_id, msg);
+		squash_step_fail("squash: job %u: %s", job_id, msg);
 		break;
 	case SQUASH__STATUS__NOT_FOUND:
 		if (prolog_note_read(s, job_id, note, sizeof note) == 0)
-			keep_error("squash: job %u: node %s has no images for this job: %s",
+			squash_step_fail("squash: job %u: node %s has no images for this job: %s",
 				   job_id, host, note);
 		else if (strstr(msg, "lost its registry"))
-			keep_error("squash: job %u: node %s: %s", job_id, host, msg);
+			squash_step_fail("squash: job %u: node %s: %s", job_id, host, msg);
 		else
 			/* A cluster whose prolog does not run at allocation, or an
 			 * srun --jobid joining the allocation from outside it (then
 			 * srun cannot tell its own images from the job's). */
-			keep_error("squash: job %u: node %s has no images for this job (%s): "
+			squash_step_fail("squash: job %u: node %s has no images for this job (%s): "
 				   "the job prolog did not ask for them. The job's images are "
 				   "mounted when the job is allocated, which needs "
 				   "PrologFlags=Alloc in slurm.conf; an srun adds images of its "
@@ -491,7 +490,7 @@ static void explain(const struct squash_settings *s, uint32_t job_id, const char
 				   job_id, host, msg);
 		break;
 	default:
-		keep_error("squash: job %u: squashd on node %s answered %s: %s",
+		squash_step_fail("squash: job %u: squashd on node %s answered %s: %s",
 			   job_id, host, squash_status_name(resp->status), msg);
 		break;
 	}
@@ -514,7 +513,7 @@ int squash_step_setup(spank_t sp, const char *option,
 		return 0; /* jobs without --squash-image never contact squashd */
 	if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS) {
-		keep_error("squash: cannot tell this step's job; the job cannot use --squash-image");
+		squash_step_fail("squash: cannot tell this step's job; the job cannot use --squash-image");
 		return 0;
 	}
 	gethostname(host, sizeof host - 1);
@@ -522,13 +521,13 @@ int squash_step_setup(spank_t sp, const char *option,
 	info.job_id = job_id;
 	/* srun --squash-image inside an allocation: the step's own images. */
 	if (squash_step_images_mount(sp, s, job_id, uid, &info, why, sizeof why) != 0) {
-		keep_error("squash: job %u: node %s: %s", job_id, host, why);
+		squash_step_fail("squash: job %u: node %s: %s", job_id, host, why);
 		return 0;
 	}
 	req.op_case = SQUASH__REQUEST__OP_STEP_INFO;
 	req.step_info = &info;
 	if (squash_client_call_retry(&opts, &req, &resp, NULL, why, sizeof why) != 0) {
-		keep_error("squash: job %u: squashd on node %s is not reachable: %s (job cannot use --squash-image)",
+		squash_step_fail("squash: job %u: squashd on node %s is not reachable: %s (job cannot use --squash-image)",
 			   job_id, host, why);
 		return 0;
 	}
@@ -539,7 +538,7 @@ int squash_step_setup(spank_t sp, const char *option,
 		squash__response__free_unpacked(resp, NULL);
 		resp = NULL;
 		if (squash_client_call_retry(&opts, &req, &resp, NULL, why, sizeof why) != 0) {
-			keep_error("squash: job %u: squashd on node %s is not reachable: %s "
+			squash_step_fail("squash: job %u: squashd on node %s is not reachable: %s "
 				   "(job cannot use --squash-image)", job_id, host, why);
 			return 0;
 		}
@@ -548,7 +547,7 @@ int squash_step_setup(spank_t sp, const char *option,
 		explain(s, job_id, host, resp);
 	else if (resp->has_job_uid && resp->job_uid != (uint32_t)uid)
 		/* A stale record under a reused job id must not be handed over. */
-		keep_error("squash: job %u: squashd on node %s holds images of uid %u for this job id, not of uid %u",
+		squash_step_fail("squash: job %u: squashd on node %s holds images of uid %u for this job id, not of uid %u",
 			   job_id, host, resp->job_uid, (unsigned)uid);
 	else {
 		prepare(sp, job_id, resp, squashd_pid);
@@ -565,7 +564,7 @@ int squash_step_task_privileged(spank_t sp)
 	char why[1024];
 
 	if (step_mounts && !step_error && attach(step_mounts, why, sizeof why) != 0)
-		keep_error("squash: job %u: %s", step_job_id, why);
+		squash_step_fail("squash: job %u: %s", step_job_id, why);
 	if (source_ns >= 0)
 		close(source_ns); /* the task keeps no handle on the node's namespace */
 	source_ns = -1;

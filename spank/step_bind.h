@@ -34,6 +34,10 @@ int squash_step_task_init(spank_t sp);
 int squash_step_bind_mounts(const Squash__Response *resp, const int *trees, char *err,
 			    size_t errlen);
 
+/* Keeps why this step cannot use its images (the first reason wins) and
+ * logs it; the tasks print it and fail (squash_step_task_init). */
+void squash_step_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 void squash_step_cleanup(void);
 
 #endif

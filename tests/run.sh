@@ -9,12 +9,23 @@
 #                                make distcheck, integration tests, squashd
 #                                under ASan/LSan/UBSan (tests/sanitizers), packages
 #                                (.deb and RPM built from make dist, a job
-#                                run from the unpacked .deb)
+#                                run from the unpacked .deb); then the
+#                                release matrix: the same script, unchanged,
+#                                inside a Debian 13 root (Slurm 24.11) and a
+#                                sid root (Slurm 26.05), one after another
+#                                (tests/matrix: roots made with mmdebstrap
+#                                on first use, then reused)
 #   ./tests/run.sh --build-only  deps and build only (used by contrib/demo.sh)
 #
 # Environment: SQUASH_BUILD_DIR (default <repo>/build), PYTEST_ARGS (extra
-# pytest arguments), MAKEFLAGS (default -j<ncpu>). Exits non-zero when any
-# step fails; the steps after the build run even when one of them fails.
+# pytest arguments), MAKEFLAGS (default -j<ncpu>), SQUASH_RELEASES (which
+# releases run, default "host trixie sid": "host" is this machine, every
+# other word a Debian suite run in a root; e.g. SQUASH_RELEASES=host for
+# local work), SQUASH_ROOTS_DIR (where the roots live, default
+# /var/cache/slurm-squash/roots). Exits non-zero when any step fails; the
+# steps after the build run even when one of them fails, and every release
+# runs even when one fails. Inside a root (tests/matrix/run-in-root.sh sets
+# SQUASH_MATRIX_SUITE) only that root's release runs.
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,26 +80,67 @@ integration() {
 	(cd "$repo" && "$py" -m pytest -p no:cacheprovider tests/integration -v ${PYTEST_ARGS:-})
 }
 
-[ "$(id -u)" = 0 ] || { echo "tests/run.sh: run as root (the tests start daemons and mount images)" >&2; exit 1; }
-
-step "install dependencies" "$repo/contrib/install-deps.sh" || exit 1
-step "build ($build)" build || exit 1
-[ "${1:-}" = --build-only ] && exit 0
-
 check() {
 	make -C "$build" check && return 0
 	cat "$build"/tests/test-suite.log 2>/dev/null
 	return 1
 }
 
-step "make check" check
-step "build against every Slurm release's headers" "$repo/tests/releases/test_builds_against_slurm_releases.sh"
-step "make distcheck" make -C "$build" distcheck
-step "integration tests" integration
-step "sanitizers" "$repo/tests/sanitizers/run.sh"
-step "packages" "$repo/tests/packaging/test_packages.sh"
+# describe ROOT: the release in ROOT ("" for this machine): distribution,
+# Slurm, squashfuse, libfuse, squashfs-tools.
+describe() {
+	local r=${1:-} v p out
+	out=$(. "$r/etc/os-release" && echo "$PRETTY_NAME")
+	for p in slurmd squashfuse libfuse3-dev squashfs-tools; do
+		v=$(dpkg-query --admindir="$r/var/lib/dpkg" -W -f='${Version}' "$p" 2>/dev/null || echo none)
+		out="$out, ${p%-dev} $v"
+	done
+	echo "$out"
+}
+
+# The whole suite inside the root of Debian suite $1, each line of its
+# output marked with the suite.
+in_root() {
+	"$repo/tests/matrix/run-in-root.sh" "$1" ./tests/run.sh 2>&1 | sed -u "s/^/[$1] /"
+}
+
+[ "$(id -u)" = 0 ] || { echo "tests/run.sh: run as root (the tests start daemons and mount images)" >&2; exit 1; }
+
+releases=${SQUASH_RELEASES:-host trixie sid}
+[ -n "${SQUASH_MATRIX_SUITE:-}" ] && releases=host
+[ "${1:-}" = --build-only ] && releases=host
+summary=()
+
+step "install dependencies" "$repo/contrib/install-deps.sh" || exit 1
+if [[ " $releases " == *" host "* ]]; then
+	echo "=== release: $(describe "")"
+	step "build ($build)" build || exit 1
+	[ "${1:-}" = --build-only ] && exit 0
+	n_failed=${#failed[@]}
+	step "make check" check
+	step "build against every Slurm release's headers" "$repo/tests/releases/test_builds_against_slurm_releases.sh"
+	step "make distcheck" make -C "$build" distcheck
+	step "integration tests" integration
+	step "sanitizers" "$repo/tests/sanitizers/run.sh"
+	step "packages" "$repo/tests/packaging/test_packages.sh"
+	[ ${#failed[@]} = "$n_failed" ] && verdict=ok || verdict=FAILED
+	summary+=("${SQUASH_MATRIX_SUITE:-host}: $(describe ""): $verdict ($(( $(date +%s) - suite_start )) s)")
+fi
+
+# The release matrix, one release after the other (2 cores: never at once).
+for suite in $releases; do
+	[ "$suite" = host ] && continue
+	t0=$(date +%s)
+	if step "release $suite (whole suite in a Debian $suite root)" in_root "$suite"; then
+		verdict=ok
+	else
+		verdict=FAILED
+	fi
+	summary+=("$suite: $(describe "${SQUASH_ROOTS_DIR:-/var/cache/slurm-squash/roots}/$suite"): $verdict ($(( $(date +%s) - t0 )) s)")
+done
 
 echo
+[ ${#summary[@]} = 0 ] || printf '=== %s\n' "${summary[@]}"
 echo "=== total $(( $(date +%s) - suite_start )) s"
 if [ ${#failed[@]} -gt 0 ]; then
 	printf '=== FAILED: %s\n' "${failed[@]}"

@@ -219,7 +219,7 @@ int main(int argc, char **argv)
 	};
 	struct squash_client_options opts = {
 		.socket_path = getenv("SQUASH_SOCKET"),
-		.use_munge = true,
+		.use_munge = true, .munge_if_present = true,
 		.munge_socket = getenv("SQUASH_MUNGE_SOCKET"),
 		.timeout_ms = 60000,
 	};

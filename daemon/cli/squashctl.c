@@ -165,7 +165,7 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct squash_client_options copts = {.use_munge = true, .timeout_ms = 30000};
+	struct squash_client_options copts = {.use_munge = true, .munge_if_present = true, .timeout_ms = 30000};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "+s:nm:t:h", options, NULL)) != -1) {
 		switch (opt) {

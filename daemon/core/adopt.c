@@ -44,7 +44,7 @@ static bool adopt_server(struct mount_entry *m)
 			comm[0] = '\0';
 		fclose(f);
 	}
-	return strncmp(comm, "squashfuse", 10) == 0;
+	return strncmp(comm, "squashfuse", 10) == 0 || strncmp(comm, "squash-reader", 13) == 0;
 }
 
 /* Adds to each mount's refcount one per job, step or session image that

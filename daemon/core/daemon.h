@@ -39,6 +39,7 @@ struct daemon_state {
 	long long last_gc_ms;       /* monotonic; 0: never */
 	unsigned long long registry_save_errors; /* failed saves since start */
 	const char *fuse_reader;    /* what serves FUSE mounts (mount/fuse_reader.h); set at start */
+	bool fuse_reader_resumes;   /* it can take over a dead one's connection (mount/fuse_keep.h) */
 };
 
 /* What one operation lets go of, to be undone after its answer (unlocked):

@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "core/holders.h"
 #include "core/sharing.h"
 #include "mount/mount_users.h"
+#include "slurm/local_steps.h"
 #include "slurm/slurm_ask.h"
 #include "util/log.h"
 
@@ -93,8 +95,50 @@ static bool release_gone(struct daemon_state *ds, const struct squashd_config *c
 	return released && v->step_id == SLURM_NO_STEP;
 }
 
+/* squashd's own UTS namespace: the node whose slurmstepds count (a node
+ * of the test harness is a UTS namespace; a real node has one). */
+static unsigned long own_uts_inode(void)
+{
+	char link[64];
+	unsigned long ino = 0;
+	ssize_t n = readlink("/proc/self/ns/uts", link, sizeof link - 1);
+
+	if (n > 0) {
+		link[n] = '\0';
+		sscanf(link, "uts:[%lu]", &ino);
+	}
+	return ino;
+}
+
+/* Drops from ids/steps (steps may be NULL: jobs only) the records that a
+ * slurmstepd on this node vouches for: they run here, and slurmctld is not
+ * asked about them, so a node whose jobs run sends it nothing. Returns how
+ * many are left to ask about; all of them when /proc cannot be read. */
+static size_t drop_running_here(uint32_t *ids, uint32_t *steps, size_t n)
+{
+	struct local_steps here;
+	size_t kept = 0;
+
+	if (n == 0 || local_steps_scan("/proc", own_uts_inode(), &here) != 0)
+		return n;
+	for (size_t i = 0; i < n; i++) {
+		bool running = steps && steps[i] != SLURM_NO_STEP
+				       ? local_steps_has_step(&here, ids[i], steps[i])
+				       : local_steps_has_job(&here, ids[i]);
+		if (running)
+			continue;
+		ids[kept] = ids[i];
+		if (steps)
+			steps[kept] = steps[i];
+		kept++;
+	}
+	local_steps_free(&here);
+	return kept;
+}
+
 /* The settled jobs (and, with steps, the steps with images of their own)
- * in the registry, at most GC_BATCH. */
+ * in the registry, at most GC_BATCH, less those that run here (both the
+ * pass and health's dry run ask only about the others). */
 static size_t questions(struct daemon_state *ds, uint32_t *ids, uint32_t *steps)
 {
 	size_t n = 0;
@@ -114,7 +158,7 @@ static size_t questions(struct daemon_state *ds, uint32_t *ids, uint32_t *steps)
 			ids[n++] = e->job_id;
 		}
 	pthread_mutex_unlock(&ds->lock);
-	return n;
+	return drop_running_here(ids, steps, n);
 }
 
 static int run_pass(struct daemon_state *ds, const struct squashd_config *cfg, uint32_t *released,

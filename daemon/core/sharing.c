@@ -13,6 +13,7 @@
 #include "core/loop_devices.h"
 #include "core/overlay.h"
 #include "core/policy.h"
+#include "mount/fuse_keep.h"
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
 #include "mount/mount_loop.h"
@@ -85,16 +86,20 @@ void sharing_teardown(struct daemon_state *ds, struct teardown *td)
 /* Makes the mount for m (state MOUNTING, held by the caller), unlocked. */
 static enum result make_mount(struct daemon_state *ds, const struct squashd_config *cfg,
 			      struct mount_entry *m, int fd, const struct identity *id,
-			      long long deadline_ms, pid_t *server, int *server_pidfd, char *loop_dev,
-			      size_t loop_len, char *why, size_t whylen)
+			      long long deadline_ms, pid_t *server, int *server_pidfd, int *conn_fd,
+			      char *loop_dev, size_t loop_len, char *why, size_t whylen)
 {
 	if (mkdir(m->mount_point, 0755) < 0 && errno != EEXIST) {
 		snprintf(why, whylen, "cannot create mount point %s: %s", m->mount_point, strerror(errno));
 		return RESULT_NODE_ERROR;
 	}
+	/* Only squash-reader can take a connection over, and only a kernel
+	 * that resends makes that worth it. */
 	if (m->key.mode == SQUASH__MOUNT_MODE__FUSE)
-		return fuse_mount_image(fd, m->mount_point, id, cfg->squashfuse,
-					daemon_time_left(deadline_ms), server, server_pidfd, why, whylen);
+		return fuse_mount_image_kept(fd, m->mount_point, id, config_fuse_server(cfg),
+					     daemon_time_left(deadline_ms), server, server_pidfd,
+					     ds->fuse_reader_resumes && fuse_kernel_resends() ? conn_fd : NULL,
+					     why, whylen);
 	if (loop_devices_refuse(ds, cfg, m, why, whylen))
 		return RESULT_NODE_ERROR;
 	return loop_mount_image(fd, m->mount_point, loop_dev, loop_len, why, whylen);
@@ -223,10 +228,11 @@ enum result sharing_get(struct daemon_state *ds, const struct squashd_config *cf
 	pthread_mutex_unlock(&ds->lock);
 
 	pid_t server = 0;
-	int server_pidfd = -1;
+	int server_pidfd = -1, conn_fd = -1;
 	char loop_dev[32] = "";
-	res = make_mount(ds, cfg, m, fd, id, deadline_ms, &server, &server_pidfd, loop_dev,
+	res = make_mount(ds, cfg, m, fd, id, deadline_ms, &server, &server_pidfd, &conn_fd, loop_dev,
 			 sizeof(loop_dev), why, sizeof(why));
+	struct fuse_keep *keep = res == RESULT_OK && conn_fd >= 0 ? fuse_keep_new(conn_fd, fd, id) : NULL;
 	close(fd);
 
 	pthread_mutex_lock(&ds->lock);
@@ -234,6 +240,7 @@ enum result sharing_get(struct daemon_state *ds, const struct squashd_config *cf
 		m->state = MOUNT_READY;
 		m->server_pid = server;
 		m->server_pidfd = server_pidfd;
+		m->keep = keep;
 		snprintf(m->loop_device, sizeof(m->loop_device), "%s", loop_dev);
 		if (server > 0)
 			fuse_servers_watch_locked(ds, m);

@@ -25,6 +25,13 @@ void fuse_reader_parse(const char *help, struct fuse_reader *out)
 	const char *p = strstr(help, "squashfuse ");
 
 	memset(out, 0, sizeof(*out));
+	/* The project's own reader (daemon/reader/). */
+	if (sscanf(help, "squash-reader %u.%u.%u", &out->major, &out->minor, &out->patch) == 3) {
+		out->version_known = out->multithreaded = out->resumes = true;
+		snprintf(out->description, sizeof(out->description), "squash-reader %u.%u.%u, multithreaded",
+			 out->major, out->minor, out->patch);
+		return;
+	}
 	/* The first line: "squashfuse 0.6.2 (c) 2012 Dave Vasilevsky". */
 	if (p && (p == help || p[-1] == '\n') &&
 	    sscanf(p, "squashfuse %u.%u.%u", &out->major, &out->minor, &out->patch) == 3)

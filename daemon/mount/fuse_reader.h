@@ -13,11 +13,14 @@ struct fuse_reader {
 	bool version_known;
 	unsigned major, minor, patch;
 	bool multithreaded;
+	bool resumes;  /* squash-reader: can take over a live connection (--resume) */
 	char description[64]; /* "squashfuse_ll 0.6.2, multithreaded" */
 };
 
 /* Reads what `squashfuse_ll -h` printed (its first line names the
- * version; multithreaded builds list -s among the FUSE options). */
+ * version; multithreaded builds list -s among the FUSE options), or
+ * `squash-reader -h` (first line "squash-reader 0.1.0 (slurm-squash),
+ * multithreaded"). */
 void fuse_reader_parse(const char *help, struct fuse_reader *out);
 
 /* Runs path -h as nobody (bounded output and time) and parses it. Never

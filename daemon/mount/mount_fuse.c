@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,11 +52,13 @@ static void close_from(int lowfd)
 /* Runs in the forked server child, never returns. */
 static void __attribute__((noreturn))
 exec_server(int image_fd, int fuse_fd, const struct identity *id,
-	    const char *squashfuse_path)
+	    const char *squashfuse_path, bool resume)
 {
 	char image_arg[32], fuse_arg[32];
 	char *const argv[] = { (char *)"squashfuse_ll", (char *)"-f", image_arg,
 			       fuse_arg, NULL };
+	char *const resume_argv[] = { (char *)"squash-reader", (char *)"--resume", image_arg,
+				      fuse_arg, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 			       NULL };
 	sigset_t all;
@@ -94,7 +97,7 @@ exec_server(int image_fd, int fuse_fd, const struct identity *id,
 	}
 	snprintf(image_arg, sizeof(image_arg), "/dev/fd/%d", SERVER_IMAGE_FD);
 	snprintf(fuse_arg, sizeof(fuse_arg), "/dev/fd/%d", SERVER_FUSE_FD);
-	execve(squashfuse_path, argv, envp);
+	execve(squashfuse_path, resume ? resume_argv : argv, envp);
 	dprintf(STDERR_FILENO, "squashd: error: cannot run %s: %s\n",
 		squashfuse_path, strerror(errno));
 	_exit(EXIT_EXEC_FAILED);
@@ -244,11 +247,47 @@ static enum result wait_ready(const char *mountpoint, int server_pidfd,
 	return RESULT_NODE_ERROR;
 }
 
+bool fuse_kernel_resends(void)
+{
+	struct utsname u;
+	unsigned major = 0, minor = 0;
+
+	/* FUSE_NOTIFY_RESEND came with Linux 6.9. */
+	return uname(&u) == 0 && sscanf(u.release, "%u.%u", &major, &minor) == 2 &&
+	       (major > 6 || (major == 6 && minor >= 9));
+}
+
+enum result fuse_restart_server(int conn_fd, int image_fd, const struct identity *id,
+				const char *reader_path, pid_t *server_pid, int *server_pidfd,
+				char *err, size_t errlen)
+{
+	pid_t server = child_fork(server_pidfd);
+
+	if (server < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		return RESULT_NODE_ERROR;
+	}
+	if (server == 0)
+		exec_server(image_fd, conn_fd, id, reader_path, true);
+	*server_pid = server;
+	return RESULT_OK;
+}
+
 enum result fuse_mount_image(int image_fd, const char *mountpoint,
 			     const struct identity *id,
 			     const char *squashfuse_path, int timeout_ms,
 			     pid_t *server_pid, int *server_pidfd, char *err,
 			     size_t errlen)
+{
+	return fuse_mount_image_kept(image_fd, mountpoint, id, squashfuse_path, timeout_ms,
+				     server_pid, server_pidfd, NULL, err, errlen);
+}
+
+enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
+				  const struct identity *id,
+				  const char *squashfuse_path, int timeout_ms,
+				  pid_t *server_pid, int *server_pidfd, int *conn_fd,
+				  char *err, size_t errlen)
 {
 	long long deadline = squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	char opts[256];
@@ -259,6 +298,8 @@ enum result fuse_mount_image(int image_fd, const char *mountpoint,
 
 	*server_pid = 0;
 	*server_pidfd = -1;
+	if (conn_fd)
+		*conn_fd = -1;
 	fuse_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
 	if (fuse_fd < 0) {
 		snprintf(err, errlen, "cannot open /dev/fuse: %s", strerror(errno));
@@ -283,11 +324,14 @@ enum result fuse_mount_image(int image_fd, const char *mountpoint,
 		return RESULT_NODE_ERROR;
 	}
 	if (server == 0)
-		exec_server(image_fd, fuse_fd, id, squashfuse_path);
+		exec_server(image_fd, fuse_fd, id, squashfuse_path, false);
 
-	/* Only the server may hold /dev/fuse: if it dies the kernel then
-	 * aborts the connection instead of leaving callers hanging. */
-	close(fuse_fd);
+	/* Unless the caller keeps the connection to restart a reader that
+	 * dies (conn_fd), only the server may hold /dev/fuse: if it dies the
+	 * kernel then aborts the connection instead of leaving callers
+	 * hanging. */
+	if (!conn_fd)
+		close(fuse_fd);
 
 	res = wait_ready(mountpoint, pidfd, squashfuse_path, deadline,
 			 timeout_ms, &server_gone, err, errlen);
@@ -299,10 +343,14 @@ enum result fuse_mount_image(int image_fd, const char *mountpoint,
 			close(pidfd);
 		else
 			kill_and_forget(pidfd);
+		if (conn_fd)
+			close(fuse_fd);
 		return res;
 	}
 	*server_pid = server;
 	*server_pidfd = pidfd;
+	if (conn_fd)
+		*conn_fd = fuse_fd;
 	log_debug("FUSE mount %s served by %s pid %d as uid %u", mountpoint,
 		  squashfuse_path, (int)server, (unsigned)id->uid);
 	return RESULT_OK;

@@ -1,6 +1,8 @@
 #include "config.h"
 #include "registry/registry.h"
 
+#include "mount/fuse_keep.h"
+
 #include <stdlib.h>
 #include <limits.h>
 #include <stdio.h>
@@ -79,6 +81,7 @@ static void free_mount(struct mount_entry *m)
 {
 	if (m->server_pidfd >= 0)
 		close(m->server_pidfd);
+	fuse_keep_free(m->keep);
 	free(m->failure);
 	free(m->image);
 	free(m->mount_point);

@@ -13,6 +13,8 @@
 
 #define MOUNT_OWNER_ANY ((uid_t)-1)
 
+struct fuse_keep;
+
 /* What makes two requests share one mount: the same file content (device,
  * inode, size, mtime) in the same sharing domain (mode, and for FUSE the
  * user whose server reads it). */
@@ -42,6 +44,7 @@ struct mount_entry {
 	char *mount_point; /* STATE_DIR/mnt/mID */
 	pid_t server_pid;  /* FUSE server, 0 if none or gone */
 	int server_pidfd;  /* -1 when none */
+	struct fuse_keep *keep; /* FUSE connection kept to restart its server (fuse_keep.h); NULL: none */
 	char loop_device[32];
 	unsigned refcount; /* job images holding it, pending ones included */
 	enum mount_state state;

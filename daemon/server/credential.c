@@ -18,7 +18,10 @@ int credential_verify(const Squash__SignedRequest *signed_request,
 	if (!signed_request->has_munge_credential) {
 		if (!required)
 			return 0;
-		snprintf(err, errlen, "request carries no MUNGE credential");
+		snprintf(err, errlen,
+			 "request carries no MUNGE credential, which this node requires "
+			 "(require_munge = yes): is munged running on this node? A cluster "
+			 "without MUNGE (AuthType=auth/slurm) sets require_munge = no in squashd.conf");
 		return -1;
 	}
 	const ProtobufCBinaryData *cred = &signed_request->munge_credential;

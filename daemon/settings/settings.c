@@ -23,12 +23,18 @@ void config_defaults(struct squashd_config *cfg)
 	snprintf(cfg->state_dir, sizeof(cfg->state_dir), "/run/squashd");
 	snprintf(cfg->base_dir, sizeof(cfg->base_dir), "/squash");
 	snprintf(cfg->squashfuse, sizeof(cfg->squashfuse), "%s", SQUASHFUSE_LL_PATH);
+	snprintf(cfg->squash_reader, sizeof(cfg->squash_reader), "%s", SQUASH_READER_PATH);
 	cfg->mount_policy = MOUNT_POLICY_AUTO;
 	cfg->require_munge = true;
 	cfg->max_images_per_job = SQUASH_MAX_IMAGES;
 	cfg->request_timeout_s = 30;
 	cfg->gc_interval_s = 60;
 	cfg->overlay_size = SQUASHD_OVERLAY_DEFAULT;
+}
+
+const char *config_fuse_server(const struct squashd_config *cfg)
+{
+	return cfg->use_squashfuse_ll ? cfg->squashfuse : cfg->squash_reader;
 }
 
 const char *mount_policy_name(enum mount_policy p)
@@ -160,6 +166,16 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_path(cfg->base_dir, sizeof(cfg->base_dir), value, key, err, errlen);
 	if (!strcmp(key, "squashfuse"))
 		return set_path(cfg->squashfuse, sizeof(cfg->squashfuse), value, key, err, errlen);
+	if (!strcmp(key, "squash_reader"))
+		return set_path(cfg->squash_reader, sizeof(cfg->squash_reader), value, key, err, errlen);
+	if (!strcmp(key, "fuse_reader")) {
+		if (strcmp(value, "squash-reader") && strcmp(value, "squashfuse_ll")) {
+			snprintf(err, errlen, "fuse_reader must be squash-reader or squashfuse_ll, not '%s'", value);
+			return -1;
+		}
+		cfg->use_squashfuse_ll = !strcmp(value, "squashfuse_ll");
+		return 0;
+	}
 	if (!strcmp(key, "munge_socket")) {
 		if (!*value) {
 			cfg->munge_socket[0] = '\0';
@@ -411,6 +427,8 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("mount_mode", "%s", mount_policy_name(cfg->mount_policy));
 	SHOW("require_munge", "%s", cfg->require_munge ? "yes" : "no");
 	SHOW("munge_socket", "%s", cfg->munge_socket);
+	SHOW("fuse_reader", "%s", cfg->use_squashfuse_ll ? "squashfuse_ll" : "squash-reader");
+	SHOW("squash_reader", "%s", cfg->squash_reader);
 	SHOW("squashfuse", "%s", cfg->squashfuse);
 	SHOW("max_images_per_job", "%u", cfg->max_images_per_job);
 	SHOW("max_loop_devices", "%u", cfg->max_loop_devices);

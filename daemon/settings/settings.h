@@ -37,6 +37,8 @@ struct squashd_config {
 	bool require_munge;
 	char munge_socket[PATH_MAX]; /* empty: libmunge's default */
 	char squashfuse[PATH_MAX];
+	char squash_reader[PATH_MAX];
+	bool use_squashfuse_ll;      /* fuse_reader = squashfuse_ll: not the project's own */
 	unsigned max_images_per_job;
 	unsigned request_timeout_s;
 	unsigned gc_interval_s;      /* reconcile with Slurm this often; 0: only on demand */
@@ -81,7 +83,7 @@ void settings_drop(const struct squashd_config *cfg);
 
 /* The configuration as key/value text, one per setting (for the status
  * answer and the reload log). Returns how many were filled. */
-#define SETTINGS_SHOWN_MAX 24
+#define SETTINGS_SHOWN_MAX 32
 struct setting_text {
 	const char *key;
 	char value[PATH_MAX * 2];
@@ -89,6 +91,10 @@ struct setting_text {
 size_t settings_describe(const struct squashd_config *cfg, struct setting_text *out, size_t cap);
 
 const char *mount_policy_name(enum mount_policy p);
+
+/* The FUSE server users' images get (fuse_reader, squash_reader and
+ * squashfuse settings). */
+const char *config_fuse_server(const struct squashd_config *cfg);
 
 /* s without leading and trailing white space (in place): the parsing of
  * "key = value" lines, shared with the reload's change detection. */

@@ -57,32 +57,21 @@ static int query_step(const char *node, uint32_t id, uint32_t step)
 	return 0;
 }
 
-/* "JOBID": whether the job runs on node (or ends there with its epilog
- * still due). Prints the verdict; returns -1 when slurmctld cannot be
- * asked. */
-static int query_job(const char *node, uint32_t id)
+/* Prints the verdict on job id from what slurmctld said (msg NULL or
+ * without the job: slurmctld does not know it). */
+static void print_job_verdict(const char *node, uint32_t id, const job_info_msg_t *msg)
 {
-	job_info_msg_t *msg = NULL;
 	const char *verdict = "gone unknown-to-slurmctld";
 	char buf[128];
 
-	if (squash_slurm_load_job(slurm_load_job, &msg, id) != SLURM_SUCCESS) {
-		int e = errno;
-
-		if (e == ESLURM_INVALID_JOB_ID) {
-			printf("%u %s\n", id, verdict);
-			return 0;
-		}
-		fprintf(stderr, "cannot ask slurmctld about job %u: %s\n", id, slurm_strerror(e));
-		return -1;
-	}
 	for (uint32_t r = 0; msg && r < msg->record_count; r++) {
-		slurm_job_info_t *j = &msg->job_array[r];
+		const slurm_job_info_t *j = &msg->job_array[r];
 		uint32_t base = j->job_state & JOB_STATE_BASE;
 
 		if (j->job_id != id)
 			continue;
 		bool here = squash_slurm_nodelist_has(j->nodes, node);
+		/* Running here, or ending here with the epilog still due. */
 		if (here && (base == JOB_RUNNING || base == JOB_SUSPENDED ||
 			     (j->job_state & JOB_COMPLETING))) {
 			verdict = "here";
@@ -94,7 +83,36 @@ static int query_job(const char *node, uint32_t id)
 		break;
 	}
 	printf("%u %s\n", id, verdict);
-	slurm_free_job_info_msg(msg);
+}
+
+/* What slurmctld knows of the jobs among ids (steps[i] == NO_VAL): one
+ * RPC for one job, one for all jobs otherwise (gc asks only about what the
+ * node itself could not settle, so this is rare). *msg stays NULL when
+ * there are no jobs, or the one job is unknown. Returns -1 when slurmctld
+ * cannot be asked. */
+static int load_jobs(const uint32_t *ids, const uint32_t *steps, size_t n, job_info_msg_t **msg)
+{
+	size_t jobs = 0, first = 0;
+	int rc;
+
+	*msg = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (steps[i] == NO_VAL && jobs++ == 0)
+			first = i;
+	if (jobs == 0)
+		return 0;
+	rc = jobs == 1 ? squash_slurm_load_job(slurm_load_job, msg, ids[first])
+		       : slurm_load_jobs(0, msg, SHOW_ALL);
+	if (rc != SLURM_SUCCESS) {
+		int e = errno;
+
+		*msg = NULL;
+		if (jobs == 1 && e == ESLURM_INVALID_JOB_ID)
+			return 0;
+		fprintf(stderr, "cannot ask slurmctld about %s: %s\n",
+			jobs == 1 ? "the job" : "the jobs", slurm_strerror(e));
+		return -1;
+	}
 	return 0;
 }
 
@@ -127,20 +145,39 @@ int slurm_query_main(int argc, char **argv)
 		return 2;
 	}
 	const char *node = argv[0];
+	size_t n = (size_t)argc - 1;
+	uint32_t *ids = calloc(n ? n : 1, sizeof(*ids)), *steps = calloc(n ? n : 1, sizeof(*steps));
 	int rc = 0;
 
-	slurm_init(NULL);
-	for (int i = 1; i < argc && rc == 0; i++) {
-		uint32_t id, step;
-
-		if (!parse_id(argv[i], &id, &step)) {
-			fprintf(stderr, "bad job id '%s'\n", argv[i]);
-			rc = 2;
-		} else if ((step == NO_VAL ? query_job(node, id) : query_step(node, id, step)) < 0) {
-			rc = 1;
-		}
+	if (!ids || !steps) {
+		fprintf(stderr, "out of memory\n");
+		free(ids);
+		free(steps);
+		return 1;
 	}
+	for (size_t i = 0; i < n; i++)
+		if (!parse_id(argv[i + 1], &ids[i], &steps[i])) {
+			fprintf(stderr, "bad job id '%s'\n", argv[i + 1]);
+			free(ids);
+			free(steps);
+			return 2;
+		}
+	slurm_init(NULL);
+	job_info_msg_t *jobs = NULL;
+	if (load_jobs(ids, steps, n, &jobs) < 0)
+		rc = 1;
+	/* Verdicts in the order asked. */
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (steps[i] == NO_VAL)
+			print_job_verdict(node, ids[i], jobs);
+		else if (query_step(node, ids[i], steps[i]) < 0)
+			rc = 1;
+	}
+	if (jobs)
+		slurm_free_job_info_msg(jobs);
 	fflush(stdout);
 	slurm_fini();
+	free(ids);
+	free(steps);
 	return rc;
 }

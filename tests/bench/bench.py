@@ -11,6 +11,8 @@ large sequential read, and N processes importing the stack at once. Modes:
                 every metadata request: the parallel-filesystem stand-in)
   kernel:FMT    the image, kernel squashfs on a loop device
   fuse:FMT      the image, squashfuse_ll
+  reader:FMT    the image, squash-reader (the project's own FUSE reader,
+                daemon/reader/, from SQUASH_BUILD_DIR)
   job-kernel    the product path: a job (srun --squash-image) on a throwaway
   job-fuse      cluster; a trusted image (kernel mount by squashd) or a
                 user's image (squashfuse_ll as the user), seen through the
@@ -381,6 +383,15 @@ class FuseMode(MountedMode):
         return {}
 
 
+class ReaderMode(FuseMode):
+    """squash-reader serving the image, mounting the directory itself as
+    squashfuse_ll does (squashd passes it a mounted /dev/fuse instead: the
+    same requests either way)."""
+
+    def __init__(self, bench, fmt):
+        super().__init__(bench, fmt, "reader", bench.build / "daemon" / "reader" / "squash-reader")
+
+
 class JobMode(Mode):
     """The product path: one srun job per measurement. Caches are dropped
     before the job; squashd mounts the image in the prolog (no other job
@@ -539,7 +550,7 @@ class Cluster:
             if not p.name.isdigit():
                 continue
             try:
-                if (p / "comm").read_text().strip() != "squashfuse_ll":
+                if (p / "comm").read_text().strip() not in ("squashfuse_ll", "squash-reader"):
                     continue
                 fds = os.listdir(p / "fd")
                 if any(os.readlink(p / "fd" / fd).startswith(prefix) for fd in fds):
@@ -615,9 +626,10 @@ class Bench:
                 modes.append(LocalMode(self))
             elif n == "slowfs":
                 modes.append(SlowFSMode(self))
-            elif n in ("kernel", "fuse"):
+            elif n in ("kernel", "fuse", "reader"):
+                cls = {"kernel": KernelMode, "fuse": FuseMode, "reader": ReaderMode}[n]
                 for f in self.formats:
-                    modes.append((KernelMode if n == "kernel" else FuseMode)(self, f.name))
+                    modes.append(cls(self, f.name))
             elif n in ("job-kernel", "job-fuse"):
                 if self.cluster:
                     modes.append(JobMode(self, n[4:], self.product_format))
@@ -625,7 +637,7 @@ class Bench:
                 raise SystemExit(f"unknown mode {n}")
         for spec in self.args.extra_fuse:
             name, _, path = spec.partition("=")
-            if not name or not os.access(path, os.X_OK) or name in ("kernel", "fuse", "local", "slowfs"):
+            if not name or not os.access(path, os.X_OK) or name in ("kernel", "fuse", "reader", "local", "slowfs"):
                 raise SystemExit(f"--extra-fuse {spec}: want NAME=PATH of an executable squashfuse_ll")
             for f in self.formats:
                 modes.append(FuseMode(self, f.name, name, path))
@@ -1062,7 +1074,7 @@ def cleanup_only(cache):
             continue
         try:
             comm = (p / "comm").read_text().strip()
-            if comm not in ("slowfs", "squashfuse_ll"):
+            if comm not in ("slowfs", "squashfuse_ll", "squash-reader"):
                 continue
             argv = (p / "cmdline").read_bytes().split(b"\0")
             if any(a.startswith(str(cache).encode() + b"/") for a in argv):
@@ -1096,7 +1108,7 @@ def parse_args(argv):
     ap.add_argument("--formats", help="image formats COMP:BLOCK,... "
                                       "(default gzip:128K,lz4:128K,zstd:128K; quick gzip:128K,lz4:128K)")
     ap.add_argument("--product-format", help="format of the job-* modes and part 2 (default: the first)")
-    ap.add_argument("--modes", default="slowfs,local,kernel,fuse,job-kernel,job-fuse",
+    ap.add_argument("--modes", default="slowfs,local,kernel,fuse,reader,job-kernel,job-fuse",
                     help="modes of part 1 (kernel and fuse run once per format)")
     ap.add_argument("--workloads", default="import,stat,md5,read,start",
                     help="workloads of part 1 (empty: skip part 1)")

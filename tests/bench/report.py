@@ -131,6 +131,7 @@ def mode_title(m):
         return t[m]
     kind, _, fmt = m.partition(":")
     return {"kernel": f"image, kernel ({fmt})", "fuse": f"image, squashfuse_ll ({fmt})",
+            "reader": f"image, squash-reader ({fmt})",
             "job-kernel": f"job, kernel ({fmt})", "job-fuse": f"job, FUSE ({fmt})"}.get(
                 kind, f"image, {kind} ({fmt})")
 
@@ -203,12 +204,13 @@ def part1_tables(d, out):
     pss = [r for r in d.wl if num(r.get("server_pss_kib"))]
     if pss:
         rows = []
-        for m in [m for m in d.modes if m.startswith("fuse:")]:
+        for m in [m for m in d.modes if m.split(":")[0] not in
+                  ("kernel", "local", "slowfs", "job-kernel", "job-fuse") and ":" in m]:
             for w in WORKLOADS:
                 v = [num(r["server_pss_kib"]) for r in pss if r["mode"] == m and r["workload"] == w]
                 if v:
                     rows.append([m, w, f"{max(v) / 1024:.1f} MiB"])
-        md.append("### squashfuse_ll memory (PSS) after each workload\n")
+        md.append("### FUSE server memory (PSS) after each workload\n")
         md.append(table(["mode", "after workload", "PSS"], rows))
         md.append("")
     return md

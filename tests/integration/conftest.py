@@ -50,14 +50,19 @@ TERMINAL_STATES = {
 }
 JOB_TIMEOUT = 90
 SQUASH_FSTYPES = ("squashfs", "fuse.squashfuse", "fuse.squashfuse_ll", "fuse")
+# What squashd runs for users' images (fuse_reader in squashd.conf).
+FUSE_SERVER_NAMES = ("squash-reader", "squashfuse_ll")
 
 
 # --------------------------------------------------------------- utilities
 
 def run(cmd, check=True, timeout=120, **kw):
-    """subprocess.run with text output captured; failures show the output."""
+    """subprocess.run with text output captured; failures show the output.
+    Bytes that are not UTF-8 read as U+FFFD: Slurm 26.05's `scontrol -o show
+    job` prints the submit line's raw bytes."""
     kw.setdefault("stdout", subprocess.PIPE)
     kw.setdefault("stderr", subprocess.PIPE)
+    kw.setdefault("errors", "replace")
     p = subprocess.run([str(c) for c in cmd], text=True, timeout=timeout, **kw)
     if check and p.returncode != 0:
         raise AssertionError(
@@ -270,6 +275,13 @@ class Node:
         except OSError:
             return ""
 
+    def slurmd_log(self):
+        name = f"slurmd-{self.name}.log" if self.namespaced else "slurmd.log"
+        try:
+            return (self.cluster.dir / "log" / name).read_text(errors="replace")
+        except OSError:
+            return ""
+
     def squashd_stop(self):
         args = ["--node", self.name] if self.namespaced else []
         return self.cluster.cluster_sh("squashd-stop", *args)
@@ -317,10 +329,10 @@ class Node:
                 or m["mount_point"] == "/squash" or m["mount_point"].startswith("/squash/")]
 
     def fuse_servers(self):
-        """Pids of squashfuse_ll processes serving this node."""
+        """Pids of FUSE servers (squash-reader, squashfuse_ll) serving this node."""
         if not self.namespaced:
             return self.cluster.instance_fuse_servers()
-        return sorted(p for p, comm in self.processes().items() if comm == "squashfuse_ll")
+        return sorted(p for p, comm in self.processes().items() if comm in FUSE_SERVER_NAMES)
 
     def stray_processes(self):
         """Processes on the node other than its holder, slurmd, squashd and
@@ -561,7 +573,7 @@ class Cluster:
         prefix = str(self.dir) + "/"
         node_uts = {n.uts_inode() for n in self.nodes if n.namespaced}
         res = []
-        for pid in pids_named("squashfuse_ll"):
+        for pid in [p for name in FUSE_SERVER_NAMES for p in pids_named(name)]:
             try:
                 fds = os.listdir(f"/proc/{pid}/fd")
                 if (any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix) for fd in fds)
@@ -644,15 +656,34 @@ def _require_build():
         run(["make", "-C", BUILD / "tests", "tools/squash_rawclient"], timeout=300)
 
 
-def _session_cluster(request, nodes=0):
-    """Starts a cluster (nodes=0: one node, the host) for the session and
-    stops it at the end."""
+# Clusters with a job namespace plugin live here: each job gets a private
+# /tmp, which would hide a cluster directory under /tmp from the jobs, and
+# targets may not lie under /var or /srv (system directories).
+JOB_NS_CLUSTER_PARENT = Path("/home/.squash-tests")
+
+
+def slurm_release():
+    """The installed Slurm as major*100+minor (22.05 -> 2205)."""
+    v = run(["slurmd", "-V"]).stdout.split()[1]
+    major, minor = v.split(".")[:2]
+    return int(major) * 100 + int(minor)
+
+
+def _session_cluster(request, nodes=0, job_ns=None):
+    """Starts a cluster (nodes=0: one node, the host; job_ns: a job
+    namespace plugin, see SQUASH_TEST_JOB_NS in cluster.sh) for the
+    session and stops it at the end."""
     if os.geteuid() != 0:
         pytest.exit("the integration tests must run as root", returncode=2)
     _require_build()
-    root = tempfile.mkdtemp(prefix="sqtest.")
+    parent = None
+    if job_ns:
+        JOB_NS_CLUSTER_PARENT.mkdir(mode=0o755, exist_ok=True)
+        parent = JOB_NS_CLUSTER_PARENT
+    root = tempfile.mkdtemp(prefix="sqtest.", dir=parent)
     os.chmod(root, 0o755)
     c = Cluster(root, nodes)
+    c.job_ns = job_ns
 
     def stop():
         run([CLUSTER_SH, "stop", root], check=False, timeout=300)
@@ -663,7 +694,8 @@ def _session_cluster(request, nodes=0):
             shutil.rmtree(root, ignore_errors=True)
     request.addfinalizer(stop)
     args = ["--nodes", str(nodes)] if nodes else []
-    p = run([CLUSTER_SH, "start", *args, root], check=False, timeout=300)
+    env = dict(os.environ, SQUASH_TEST_JOB_NS=job_ns or "")
+    p = run([CLUSTER_SH, "start", *args, root], check=False, timeout=300, env=env)
     if p.returncode != 0:
         stop()
         pytest.exit(f"cluster did not start:\n{p.stdout}\n{p.stderr}", returncode=3)
@@ -679,6 +711,50 @@ def cluster(request):
 def cluster3(request):
     """Three nodes n1..n3 (see tests/cluster/cluster.sh)."""
     return _session_cluster(request, nodes=3)
+
+
+def job_ns_kinds():
+    """The job namespace configurations this Slurm offers (cluster.sh's
+    SQUASH_TEST_JOB_NS)."""
+    return ["tmpfs"] + (["tmpfs-entire"] if slurm_release() >= 2411 else [])
+
+
+def _job_ns_failure(c):
+    """Why Slurm's own job namespace plugin cannot run plain jobs (no
+    image) on this machine, from slurmd's log; None when two in a row
+    complete."""
+    d = c.workdir(USER1, "jobns-probe")
+    script = c.write_script(d, "true\n")
+    for _ in range(2):
+        job = c.sbatch(USER1, script, ["--no-requeue"])
+        if not isinstance(job, Job):
+            return f"sbatch refused a plain job: {job.stderr.strip()}"
+        try:
+            job.wait(timeout=60)
+        except AssertionError:
+            job.final = {"JobState": "not ended in 60 s"}
+        if job.state != "COMPLETED":
+            run(["scancel", job.id], check=False, env=c.env)
+            wait_until(lambda: not c.squeue_ids(), 60, 0.2, "the probe job to go")
+            errors = [line for line in c.nodes[0].slurmd_log().splitlines()
+                      if "error" in line and ("_ns" in line or "container" in line)]
+            return f"a plain job ended {job.state}; slurmd: " + " | ".join(errors[-3:])
+    return None
+
+
+@pytest.fixture(scope="module", params=job_ns_kinds())
+def cluster_jobns(request):
+    """One node with a job namespace plugin (job_container/tmpfs or
+    namespace/tmpfs, with EntireStepInNS where Slurm has it): one cluster per
+    configuration, started for the module that uses it. Skipped, with
+    Slurm's own error, where that plugin cannot run a plain job here."""
+    c = _session_cluster(request, job_ns=request.param)
+    why = _job_ns_failure(c)
+    if why:
+        _cleanup(c)
+        pytest.skip(f"Slurm's job namespace plugin ({request.param}) cannot run jobs on this "
+                    f"machine, images or not: {why}")
+    return c
 
 
 def _leftovers(c):
@@ -709,7 +785,7 @@ def _leftovers(c):
         problems.append(f"loop devices left: {loops}")
     fuse = c.instance_fuse_servers()
     if fuse:
-        problems.append(f"squashfuse_ll processes left: {fuse}")
+        problems.append(f"FUSE servers left: {fuse}")
     return problems
 
 
@@ -789,7 +865,8 @@ def no_leftovers(request):
     test used, no node is drained and every squashd runs. Cleans up (so later
     tests start clean) and fails the test's teardown when something was
     left. Tests that name no cluster get the one-node cluster's check."""
-    names = [n for n in ("cluster", "cluster3") if n in request.fixturenames] or ["cluster"]
+    names = [n for n in ("cluster", "cluster3", "cluster_jobns")
+             if n in request.fixturenames] or ["cluster"]
     clusters = [request.getfixturevalue(n) for n in names]
     yield
     problems = []

@@ -15,6 +15,9 @@
 #      on this machine), starts a throwaway cluster (tests/cluster/cluster.sh)
 #      running the unpacked squashd and plugin, and runs a job as squser1
 #      that reads a trusted image (kernel mount) and a user image (FUSE);
+#      inside a throwaway root of tests/matrix (SQUASH_MATRIX_SUITE set) the
+#      .deb is installed for real first and the job runs on the installed
+#      files;
 #   4. the NHC check and the metrics timer/cron commands from the package,
 #      with stand-in squashctl programs and with the unpacked squashctl
 #      (the latter skipped while squashctl has no `health`/`metrics`).
@@ -79,12 +82,15 @@ plugin_slurm_version() {
 # ---------------------------------------------------------------- expectations
 # What this machine's Slurm is, found independently of the packaging's own
 # detection: the Debian package versions.
-libslurm_pkg=$(dpkg-query -W -f='${Depends}' libslurm-dev | grep -o 'libslurm[0-9][0-9]*' | head -n1)
+# (libslurm38 on Debian 12; libslurm42t64, libslurm45t64 since the 64-bit
+# time_t transition: the soname is the number)
+libslurm_pkg=$(dpkg-query -W -f='${Depends}' libslurm-dev | grep -oE 'libslurm[0-9]+(t64)?' | head -n1)
 slurm_deb_version=$(dpkg-query -W -f='${Version}' "$libslurm_pkg")
 slurm_majmin=$(sed -E 's/^([0-9]+)\.([0-9]+).*/\1.\2/' <<<"$slurm_deb_version")
 slurm_next=$(awk -F. '{ printf "%d.%02d", $1, $2 + 1 }' <<<"$slurm_majmin")
 slurm_tag=${slurm_majmin/./}
-libslurm_soname=libslurm.so.${libslurm_pkg#libslurm}
+libslurm_soname=${libslurm_pkg#libslurm}
+libslurm_soname=libslurm.so.${libslurm_soname%t64}
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 deb_plugin=/usr/lib/$multiarch/slurm-wlm/spank_squash.so
 rpm_plugin=/usr/lib64/slurm/spank_squash.so
@@ -221,6 +227,19 @@ check "packaged /etc/squashd.conf is 0644" test "$(stat -c %a "$root/etc/squashd
 export SQUASH_SQUASHD=$root/usr/sbin/squashd
 export SQUASH_SQUASHCTL=$root/usr/bin/squashctl
 export SQUASH_PLUGIN=$root$deb_plugin
+# In a throwaway root of tests/matrix (its writes vanish with it) the .deb
+# is installed for real, offline (every dependency is there), and the job
+# runs on the installed files; elsewhere nothing is installed here.
+if [ -n "${SQUASH_MATRIX_SUITE:-}" ]; then
+	say "installing the .deb (throwaway root of tests/matrix: $SQUASH_MATRIX_SUITE)"
+	inst=$(DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$deb" 2>&1) || true
+	check "apt installs the deb in this root" \
+		test "$(dpkg-query -W -f='${Status} ${Version}' slurm-squash 2>/dev/null)" = "install ok installed $deb_version"
+	if grep -q '^E:' <<<"$inst"; then echo "$inst" | tail -n 20; fi
+	check "installed plugin is the packaged one" cmp -s "$deb_plugin" "$root$deb_plugin"
+	[ -x /usr/sbin/squashd ] || exit 1
+	export SQUASH_SQUASHD=/usr/sbin/squashd SQUASH_SQUASHCTL=/usr/bin/squashctl SQUASH_PLUGIN=$deb_plugin
+fi
 say "starting a throwaway cluster on the unpacked files"
 cluster_started=1
 "$cluster_sh" start "$cluster"

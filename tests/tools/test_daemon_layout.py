@@ -15,8 +15,10 @@ MAX_LINES = 520
 # Layers, top first: a folder may include its own and those below it.
 LAYERS = ["main", "server", "requests", "core", "registry", "settings",
           "slurm", "mount", "util"]
-# Client tools are apart: they use proto/ and the few helpers named here.
-CLI_MAY_USE = {"cli", "util"}
+# Programs apart from squashd, and what each may include besides proto/:
+# the client tools use the few helpers named here; squash-reader (the FUSE
+# server squashd starts) only its own folder.
+APART = {"cli": {"cli", "util"}, "reader": {"reader"}}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -52,14 +54,14 @@ def main():
                 if dep != mod:
                     edges.setdefault(mod, set()).add(dep)
                 src, dst = folder_of(mod), folder_of(dep)
-                unplaced = [f for f in (src, dst) if f not in LAYERS and f != "cli"]
+                unplaced = [f for f in (src, dst) if f not in LAYERS and f not in APART]
                 if unplaced:
                     problems.append(f"{rel}: folder {unplaced[0]}/ has no layer "
                                     "(add it to LAYERS in this script)")
-                elif src == "cli":
-                    if dst not in CLI_MAY_USE:
-                        problems.append(f"{rel}: the client tools include {inc}")
-                elif dst == "cli" or LAYERS.index(dst) < LAYERS.index(src):
+                elif src in APART:
+                    if dst not in APART[src]:
+                        problems.append(f"{rel}: {src}/ includes {inc}")
+                elif dst in APART or LAYERS.index(dst) < LAYERS.index(src):
                     problems.append(f"{rel}: includes {inc}, a layer above {src}/")
     # Circles: depth-first search over modules.
     state, stack = {}, []

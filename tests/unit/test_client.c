@@ -247,6 +247,33 @@ static void test_munge(void)
 	CHECK_CONTAINS(err, "cannot create MUNGE credential: ");
 	CHECK_CONTAINS(err, "(is munged running?)");
 
+	/* munge=auto on a host without munged (auth/slurm): sent unsigned,
+	 * for squashd's require_munge to judge. */
+	opts.munge_if_present = true;
+	packed = squash_client_pack_request(&opts, &req, &len, err, sizeof(err));
+	CHECK(packed != NULL);
+	sr = packed ? squash__signed_request__unpack(NULL, len, packed) : NULL;
+	CHECK(sr != NULL && !sr->has_munge_credential);
+	if (sr)
+		squash__signed_request__free_unpacked(sr, NULL);
+	free(packed);
+
+	/* A socket that is there but refuses (munged restarting) is an
+	 * error even for auto: retried, never silently unsigned. */
+	snprintf(munge_socket, sizeof(munge_socket), "%s/stale.sock", dir);
+	{
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", munge_socket);
+		CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+		close(fd); /* bound, never listening: connections are refused */
+	}
+	packed = squash_client_pack_request(&opts, &req, &len, err, sizeof(err));
+	CHECK(packed == NULL);
+	CHECK_CONTAINS(err, "(is munged running?)");
+	opts.munge_if_present = false;
+
 	snprintf(munge_socket, sizeof(munge_socket), "%s/munge.sock", dir);
 	pid = start_munged(munge_socket);
 	if (pid < 0) {

@@ -43,6 +43,16 @@ static void test_parse(void)
 	CHECK(r.multithreaded);
 	CHECK_STR(r.description, "squashfuse_ll 0.6.2, multithreaded");
 
+	/* The project's own reader: multithreaded, and it can resume. */
+	fuse_reader_parse("squash-reader 0.1.0 (slurm-squash), multithreaded\nusage: ...\n", &r);
+	CHECK(r.version_known);
+	CHECK(r.multithreaded);
+	CHECK(r.resumes);
+	CHECK_STR(r.description, "squash-reader 0.1.0, multithreaded");
+
+	fuse_reader_parse(upstream_0_6_2, &r);
+	CHECK(!r.resumes);
+
 	fuse_reader_parse(upstream_single, &r);
 	CHECK(r.version_known);
 	CHECK(!r.multithreaded);

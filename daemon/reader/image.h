@@ -1,0 +1,111 @@
+/* The squashfs image as squash-reader reads it: superblock, metadata
+ * (inodes, directories, fragment and id tables) and file data, with the
+ * shared block caches (block_cache.h). Thread-safe.
+ *
+ * The image is hostile (a user's own file): every offset, size and count
+ * read from it is checked before use, and anything inconsistent is -EIO
+ * for that request only. libsquashfuse 0.1.x trusts such values (its
+ * sqfs_md_read underflows on a metadata offset past the block, its tables
+ * index without bounds), so only its decompressors are used here. */
+#ifndef SQUASH_READER_IMAGE_H
+#define SQUASH_READER_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+
+struct image;
+
+/* Inode types as squashfs stores them (the L* ones carry more fields). */
+enum {
+	SQUASHFS_DIR_TYPE = 1, SQUASHFS_REG_TYPE, SQUASHFS_SYMLINK_TYPE, SQUASHFS_BLKDEV_TYPE,
+	SQUASHFS_CHRDEV_TYPE, SQUASHFS_FIFO_TYPE, SQUASHFS_SOCKET_TYPE, SQUASHFS_LDIR_TYPE,
+	SQUASHFS_LREG_TYPE, SQUASHFS_LSYMLINK_TYPE, SQUASHFS_LBLKDEV_TYPE, SQUASHFS_LCHRDEV_TYPE,
+	SQUASHFS_LFIFO_TYPE, SQUASHFS_LSOCKET_TYPE,
+};
+
+/* A position in a metadata table: the block's position in the image and
+ * the offset in its decompressed data. */
+struct md_cursor {
+	uint64_t block;
+	uint32_t offset;
+};
+
+struct inode {
+	uint64_t id;       /* inode reference: metadata block << 16 | offset */
+	unsigned type;     /* SQUASHFS_*_TYPE */
+	mode_t mode;       /* with the file type bits */
+	uid_t uid;
+	gid_t gid;
+	uint32_t mtime;
+	uint32_t ino;      /* inode number */
+	uint32_t nlink;
+	uint64_t size;     /* file: bytes; directory: listing bytes; symlink: target bytes */
+	uint32_t rdev;     /* devices: squashfs encoding */
+	uint64_t start;    /* file: first data block; directory: listing's metadata block */
+	uint32_t frag;     /* file: fragment index or SQUASHFS_INVALID_FRAG */
+	uint32_t frag_off;
+	uint16_t dir_offset;
+	uint32_t parent;   /* directory: its parent's inode number */
+	struct md_cursor tail; /* block list (files) or target (symlinks) */
+};
+
+/* Directory entries. A cookie names the position after an entry; it is
+ * what READDIR offsets carry (0, 1 and 2 are the start, "." and ".."). */
+struct dir_iter {
+	struct md_cursor cur;
+	uint64_t pos, end;   /* listing bytes read, listing length */
+	uint64_t hdr_pos;    /* listing position of the current header */
+	unsigned left;       /* entries left under the current header */
+	uint32_t hdr_block;  /* the header's inode metadata block */
+	uint32_t hdr_ino;
+};
+
+struct dir_entry {
+	char name[257];
+	size_t namelen;
+	uint64_t id;
+	unsigned type;
+	uint32_t ino;
+	uint64_t cookie;
+};
+
+/* Holds the blocks an answer to READ points into. */
+struct read_reply {
+	struct iovec *iov;
+	void **held;
+	int n, cap;
+	size_t bytes;
+};
+
+/* Opens the image on fd (kept open; the caller closes it after
+ * image_close). slots: metadata and data cache sizes (0: defaults). */
+int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **out,
+	       char *err, size_t errlen);
+void image_close(struct image *img);
+
+uint64_t image_root(const struct image *img);
+void image_statfs(const struct image *img, struct statvfs *st);
+void image_cache_stats(struct image *img, unsigned long *md_hits, unsigned long *md_misses,
+		       unsigned long *data_hits, unsigned long *data_misses);
+
+/* All return 0 or -errno (-EIO for anything the image gets wrong). */
+int inode_get(struct image *img, uint64_t id, struct inode *out);
+void inode_stat(const struct inode *in, struct stat *st);
+int inode_readlink(struct image *img, const struct inode *in, char *buf, size_t buflen);
+
+int dir_open(struct image *img, const struct inode *dir, uint64_t cookie, struct dir_iter *it);
+/* 1: *out filled; 0: no more entries; -errno. */
+int dir_next(struct image *img, struct dir_iter *it, struct dir_entry *out);
+/* 0 and *id, -ENOENT, or -errno. */
+int dir_lookup(struct image *img, const struct inode *dir, const char *name, uint64_t *id);
+
+/* Fills r with up to size bytes of the file from off (fewer at its end). */
+int file_read(struct image *img, const struct inode *in, uint64_t off, size_t size,
+	      struct read_reply *r);
+void read_reply_done(struct image *img, struct read_reply *r);
+
+#endif

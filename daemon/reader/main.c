@@ -1,0 +1,116 @@
+/* squash-reader: slurm-squash's FUSE server for squashfs images (see
+ * squash-reader(8) and docs/architecture.md). squashd runs it as the job
+ * user on an image descriptor and a mounted /dev/fuse descriptor it
+ * opened itself; it also mounts a directory on its own, like
+ * squashfuse_ll, for benchmarks and by hand. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "reader/image.h"
+#include "reader/ops.h"
+#include "reader/session.h"
+
+#define DEFAULT_THREADS 8
+
+static void usage(FILE *out)
+{
+	/* The first line is what squashd's probe (fuse_reader.c) reads. */
+	fprintf(out,
+		"squash-reader %s (slurm-squash), multithreaded%s\n"
+		"usage: squash-reader [options] IMAGE MOUNTPOINT\n"
+		"  IMAGE and MOUNTPOINT may be /dev/fd/N (an open image; a mounted /dev/fuse)\n"
+		"  -f                 stay in the foreground (always; for squashfuse_ll's syntax)\n"
+		"  -o OPTS            more mount options when mounting a directory\n"
+		"  -t, --threads N    worker threads at most (default %d; 1: single-threaded)\n"
+		"  --resume           MOUNTPOINT is a live connection whose reader died: take it\n"
+		"                     over and have the kernel resend its unanswered requests\n"
+		"  -d                 FUSE debug output\n"
+		"  -h, --help         this text\n",
+		PACKAGE_VERSION, session_io_uring_built() ? ", io_uring" : "", DEFAULT_THREADS);
+}
+
+static int open_image(const char *path)
+{
+	unsigned fd;
+	char end;
+
+	if (sscanf(path, "/dev/fd/%u%c", &fd, &end) == 1)
+		return fcntl((int)fd, F_GETFD) < 0 ? -1 : (int)fd;
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "threads", required_argument, NULL, 't' },
+		{ "resume", no_argument, NULL, 'R' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct session_options opt = { .max_threads = DEFAULT_THREADS };
+	struct reader rd = { 0 };
+	char err[256];
+	int c, fd, status;
+
+	/* Memory per mount (docs/performance.md): one malloc arena for all
+	 * threads, and block buffers (64 KiB and up) mmapped, so that what a
+	 * burst of reads allocated goes back to the system when freed. */
+	mallopt(M_ARENA_MAX, 1);
+	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+
+	while ((c = getopt_long(argc, argv, "fo:t:dh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			break;
+		case 'o':
+			opt.mount_opts = optarg;
+			break;
+		case 't':
+			opt.max_threads = (unsigned)atoi(optarg);
+			if (opt.max_threads < 1 || opt.max_threads > 256) {
+				fprintf(stderr, "squash-reader: --threads wants 1..256\n");
+				return 2;
+			}
+			break;
+		case 'R':
+			opt.resume = true;
+			break;
+		case 'd':
+			opt.debug = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (argc - optind != 2) {
+		usage(stderr);
+		return 2;
+	}
+	opt.mountpoint = argv[optind + 1];
+	fd = open_image(argv[optind]);
+	if (fd < 0) {
+		fprintf(stderr, "squash-reader: cannot open %s: %s\n", argv[optind], strerror(errno));
+		return 1;
+	}
+	if (image_open(fd, 0, 0, &rd.img, err, sizeof(err)) < 0) {
+		fprintf(stderr, "squash-reader: %s: %s\n", argv[optind], err);
+		return 1;
+	}
+	status = session_run(&rd, &opt);
+	image_close(rd.img);
+	close(fd);
+	return status;
+}

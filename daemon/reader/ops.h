@@ -1,0 +1,33 @@
+/* squash-reader's answers to FUSE requests (libfuse low-level API).
+ *
+ * What makes it fast is what it lets the kernel stop asking: READDIRPLUS
+ * answers a directory's entries with their attributes (no LOOKUP per name
+ * on a walk); OPEN and OPENDIR are declined where the kernel supports
+ * zero-message opens (no OPEN/RELEASE pair per file, and the kernel then
+ * keeps the page cache and caches directory listings); entries, negative
+ * entries, attributes and symlink targets are cached for ever (the image
+ * never changes); extended attributes are not served, so the kernel stops
+ * asking after the first ENOSYS. */
+#ifndef SQUASH_READER_OPS_H
+#define SQUASH_READER_OPS_H
+
+#include <stdbool.h>
+
+#include "reader/image.h"
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+struct reader {
+	struct image *img;
+	bool no_open;    /* the kernel supports zero-message opens */
+	bool no_opendir;
+};
+
+extern const struct fuse_lowlevel_ops reader_ops;
+
+/* FUSE_INIT flags the reader asks for (also what a resumed reader
+ * pretends the kernel offered, session.c). */
+void reader_negotiate(struct reader *rd, struct fuse_conn_info *conn);
+
+#endif

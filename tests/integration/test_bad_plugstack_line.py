@@ -1,0 +1,45 @@
+"""A bad spank_squash line in plugstack.conf (an admin's mistake) fails
+only the jobs that ask for images, with the reason in their output, at
+submit where sbatch reads it and in the job where the node does; jobs
+without images run and the node stays up, on every Slurm release (the
+plugin never fails slurm_spank_init: that would drain the node before 25.05
+and fail every job on it from 25.05 on)."""
+
+import re
+
+from conftest import USER1, Job
+
+
+def test_bad_plugstack_line_fails_only_image_jobs_and_not_the_node(cluster):
+    c = cluster
+    d = c.workdir(USER1, "badconf")
+    img = c.make_image(d / "badconf.sqfs", {"x": "x\n"}, owner=USER1)
+    conf = c.dir / "plugstack.conf"
+    original = conf.read_text()
+    with_image = c.sbatch(USER1, c.write_script(d, "cat /squash/badconf/x\n", "with.sh"),
+                          [f"--squash-image={img}", "--begin=now+5"])
+    without = c.sbatch(USER1, c.write_script(d, "echo plain job ran\n", "without.sh"),
+                       ["--begin=now+5"])
+    try:
+        # The node reads plugstack.conf again for the prolog and each step.
+        conf.write_text(re.sub(r"\btimeout=\d+", "timeout=forever", original))
+        with_image.wait()
+        without.wait()
+        refused = c.as_user(USER1, ["sbatch", f"--squash-image={img}", d / "with.sh"], cwd=d)
+        plain = c.as_user(USER1, ["sbatch", "--parsable", "-o", d / "late.out", d / "without.sh"], cwd=d)
+        states = c.node_states()
+    finally:
+        conf.write_text(original)
+    out = with_image.output()
+    assert with_image.state == "FAILED", out
+    assert "plugstack.conf line for spank_squash is invalid" in out, out
+    assert "timeout" in out and "forever" in out, out
+    assert without.state == "COMPLETED", without.output()
+    assert "plain job ran" in without.output()
+    assert refused.returncode != 0, refused.stdout
+    assert "plugstack.conf line for spank_squash is invalid" in refused.stderr, refused.stderr
+    assert plain.returncode == 0, plain.stderr
+    assert all(s in ("idle", "mixed", "allocated") for s in states.values()), states
+    late = Job(c, int(plain.stdout.strip().split(";")[0]), d / "late.out", plain)
+    late.wait()
+    assert late.state == "COMPLETED", late.output()
