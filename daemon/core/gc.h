@@ -5,9 +5,10 @@
  * died unnoticed. Runs at start-up, every gc_interval seconds, and on
  * demand (squashctl gc). A record that a slurmstepd on this node vouches
  * for (slurm/local_steps.h) runs here; Slurm is asked only about the
- * others, by a short-lived child (slurm/slurm_ask.h). A job Slurm calls gone is still kept while any
- * process outside squashd's mount namespace holds a bind of one of its
- * mounts (mount/mount_users.h: a step that is still winding down). */
+ * others, by a short-lived child (slurm/slurm_ask.h). A job Slurm calls
+ * gone is still kept while any process outside squashd's mount namespace
+ * holds a bind of one of its mounts (mount/mount_users.h: a step that is
+ * still winding down). */
 #ifndef SQUASHD_GC_H
 #define SQUASHD_GC_H
 

@@ -1,13 +1,13 @@
 #include "config.h"
 #include "registry/registry.h"
 
-#include "mount/fuse_keep.h"
-
 #include <stdlib.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "mount/fuse_keep.h"
 
 static bool key_equal(const struct mount_key *a, const struct mount_key *b)
 {

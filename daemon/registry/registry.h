@@ -44,7 +44,7 @@ struct mount_entry {
 	char *mount_point; /* STATE_DIR/mnt/mID */
 	pid_t server_pid;  /* FUSE server, 0 if none or gone */
 	int server_pidfd;  /* -1 when none */
-	struct fuse_keep *keep; /* FUSE connection kept to restart its server (fuse_keep.h); NULL: none */
+	struct fuse_keep *keep; /* FUSE connection kept to restart its server (mount/fuse_keep.h); NULL: none */
 	char loop_device[32];
 	unsigned refcount; /* job images holding it, pending ones included */
 	enum mount_state state;
