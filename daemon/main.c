@@ -10,20 +10,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "fuse_reader.h"
-#include "mount_fuse.h"
-#include "job_mounts.h"
-#include "linger.h"
-#include "log.h"
-#include "reconcile.h"
-#include "reload.h"
-#include "scoped_mounts.h"
-#include "server.h"
-#include "settings.h"
-#include "slurm_query.h"
-#include "socket_activation.h"
-#include "state_file.h"
+#include "core/adopt.h"
+#include "core/daemon.h"
+#include "core/gc.h"
+#include "core/linger_timer.h"
+#include "mount/fuse_reader.h"
+#include "mount/mount_fuse.h"
+#include "registry/state_file.h"
+#include "server/server.h"
+#include "server/socket_activation.h"
+#include "settings/reload.h"
+#include "settings/settings.h"
+#include "slurm/slurm_query.h"
+#include "util/log.h"
 
 static void usage(FILE *out)
 {
@@ -58,21 +57,6 @@ static int ensure_dir(const char *path, mode_t mode)
 		return -1;
 	}
 	return 0;
-}
-
-/* The node's Slurm name: configured, or the short host name. */
-static void node_name(const struct squashd_config *cfg, char *buf, size_t len)
-{
-	if (cfg->node_name[0]) {
-		snprintf(buf, len, "%s", cfg->node_name);
-		return;
-	}
-	if (gethostname(buf, len - 1) < 0)
-		snprintf(buf, len, "localhost");
-	buf[len - 1] = '\0';
-	char *dot = strchr(buf, '.');
-	if (dot)
-		*dot = '\0';
 }
 
 int main(int argc, char **argv)
@@ -125,59 +109,52 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	static struct squashd_config cfg;
+	struct squashd_config *loaded = settings_new();
 	char err[PATH_MAX + 512];
-	if (config_load(config_path, config_given, &cfg, err, sizeof(err)) < 0) {
-		log_error("%s", err);
+	if (!loaded || config_load(config_path, config_given, loaded, err, sizeof(err)) < 0) {
+		log_error("%s", loaded ? err : "out of memory");
 		return 1;
 	}
-	if (cfg.debug)
+	if (loaded->debug)
 		log_set_debug(true);
 	if (socket_path) {
-		if (strlen(socket_path) >= sizeof(cfg.socket_path)) {
+		if (strlen(socket_path) >= sizeof(loaded->socket_path)) {
 			log_error("socket path too long");
 			return 1;
 		}
-		snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", socket_path);
+		snprintf(loaded->socket_path, sizeof(loaded->socket_path), "%s", socket_path);
 	}
+	settings_publish(loaded);
+	/* Start-up is one operation: it holds the settings it started with. */
+	const struct squashd_config *cfg = settings_hold();
 
 	static struct daemon_state ds;
 	/* Before any thread exists, so that all of them inherit the mask. */
 	server_block_signals();
-	if (job_mounts_init(&ds, &cfg) < 0) {
-		log_error("cannot initialise locks");
+	if (daemon_init(&ds, cfg) < 0)
 		return 1;
-	}
-	node_name(&cfg, ds.node_name, sizeof(ds.node_name));
-	if (snprintf(ds.state_path, sizeof(ds.state_path), "%s/state", cfg.state_dir) >= (int)sizeof(ds.state_path) ||
-	    snprintf(ds.mount_dir, sizeof(ds.mount_dir), "%s/mnt", cfg.state_dir) >= (int)sizeof(ds.mount_dir) ||
-	    snprintf(ds.sessions_dir, sizeof(ds.sessions_dir), "%s/sessions", cfg.state_dir) >= (int)sizeof(ds.sessions_dir)) {
-		log_error("state_dir %s is too long", cfg.state_dir);
-		return 1;
-	}
 	/* mnt/ is root-only: the node-level mounts are reached by jobs only
 	 * through the binds in their steps. */
 	/* sessions/: enterable by all, listable by none; each session's
-	 * directory in it belongs to its user alone (scoped_mounts.c). */
-	if (ensure_dir(cfg.state_dir, 0755) < 0 || ensure_dir(ds.mount_dir, 0700) < 0 ||
+	 * directory in it belongs to its user alone (core/sessions.c). */
+	if (ensure_dir(cfg->state_dir, 0755) < 0 || ensure_dir(ds.mount_dir, 0700) < 0 ||
 	    ensure_dir(ds.sessions_dir, 0711) < 0 ||
-	    ensure_dir(cfg.base_dir, 0755) < 0)
+	    ensure_dir(cfg->base_dir, 0755) < 0)
 		return 1;
 
 	if (state_file_load(&ds.registry, ds.state_path, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		snprintf(ds.state_lost, sizeof(ds.state_lost), "%.*s", (int)sizeof(ds.state_lost) - 1, err);
 	}
-	job_mounts_adopt(&ds);
-	scoped_adopt(&ds);
+	adopt_registry(&ds, cfg);
 
 	/* Which FUSE server user images get, for the log and `squashctl list`. */
 	static struct fuse_reader reader;
-	if (cfg.mount_policy != MOUNT_POLICY_KERNEL) {
-		fuse_reader_probe(config_fuse_server(&cfg), &reader);
+	if (cfg->mount_policy != MOUNT_POLICY_KERNEL) {
+		fuse_reader_probe(config_fuse_server(cfg), &reader);
 		ds.fuse_reader = reader.description;
 		ds.fuse_reader_resumes = reader.resumes;
-		log_info("FUSE mounts are served by %s (%s)%s", config_fuse_server(&cfg), reader.description,
+		log_info("FUSE mounts are served by %s (%s)%s", config_fuse_server(cfg), reader.description,
 			 !reader.resumes ? ""
 			 : fuse_kernel_resends() ? "; one that dies is restarted on its connection"
 						 : "; the kernel predates FUSE_NOTIFY_RESEND (6.9): "
@@ -186,36 +163,36 @@ int main(int argc, char **argv)
 
 	/* Under squashd.socket systemd holds the socket (and the clients
 	 * that connect while squashd restarts); otherwise bind it here. */
-	int listen_fd = socket_activation_fd(cfg.socket_path, err, sizeof(err));
+	int listen_fd = socket_activation_fd(cfg->socket_path, err, sizeof(err));
 	bool activated = listen_fd >= 0;
 	if (listen_fd == -1)
-		listen_fd = server_listen(cfg.socket_path, err, sizeof(err));
+		listen_fd = server_listen(cfg->socket_path, err, sizeof(err));
 	if (listen_fd < 0) {
 		log_error("%s", err);
 		registry_free(&ds.registry);
-		config_free(&cfg);
 		return 1;
 	}
 	log_info("squashd %s (built for Slurm %s) listening on %s%s as node %s (mount mode %s, MUNGE %s, gc every %u s, linger %u s)",
-		 PACKAGE_VERSION, SQUASH_SLURM_BUILD_VERSION, cfg.socket_path, activated ? " (socket from systemd)" : "",
-		 ds.node_name, mount_policy_name(cfg.mount_policy),
-		 cfg.require_munge ? "required" : "optional", cfg.gc_interval_s, cfg.linger_s);
-	reload_init(&cfg, config_path, config_given, debug);
+		 PACKAGE_VERSION, SQUASH_SLURM_BUILD_VERSION, cfg->socket_path, activated ? " (socket from systemd)" : "",
+		 ds.node_name, mount_policy_name(cfg->mount_policy),
+		 cfg->require_munge ? "required" : "optional", cfg->gc_interval_s, cfg->linger_s);
+	reload_init(config_path, config_given, debug);
 	server_on_reload(reload_settings, NULL);
-	if (reconcile_start(&ds) < 0)
+	if (gc_start(&ds, cfg) < 0)
 		log_error("cannot start the periodic reconciliation with Slurm");
-	if (linger_start(&ds) < 0)
+	if (linger_timer_start(&ds) < 0)
 		return 1;
 	int rc = server_run(listen_fd, &ds);
 	/* Nobody can take a lingering mount over any more: unmount them. */
-	linger_finish();
+	linger_timer_finish();
 	close(listen_fd);
 	if (!activated) /* systemd's socket stays for the next squashd */
-		unlink(cfg.socket_path);
+		unlink(cfg->socket_path);
 	/* Requests that outlived the grace period may still hold the lock's
 	 * data; the save takes the lock, and exit ends them. */
 	pthread_mutex_lock(&ds.lock);
-	job_mounts_save_locked(&ds);
+	daemon_save_locked(&ds);
 	pthread_mutex_unlock(&ds.lock);
+	settings_drop(cfg);
 	return rc == 0 ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "errmsg.h"
+#include "quote.h"
 
 void squash_errf(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -21,7 +22,7 @@ int squash_has_control_char(const char *s)
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 
-		if (c < 0x20 || c == 0x7f)
+		if (squash_is_control(c))
 			return 1;
 	}
 	return 0;

@@ -141,7 +141,7 @@ static int first_control_char(const char *s, size_t len)
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
 
-		if (c < 0x20 || c == 0x7f)
+		if (squash_is_control(c))
 			return c;
 	}
 	return -1;

@@ -4,17 +4,12 @@
 
 #include "quote.h"
 
-static int is_control(unsigned char c)
-{
-	return c < 0x20 || c == 0x7f;
-}
-
 static size_t quoted_length(const char *s, size_t len)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < len; i++)
-		n += is_control((unsigned char)s[i]) ? 4 : 1;
+		n += squash_is_control((unsigned char)s[i]) ? 4 : 1;
 	return n;
 }
 
@@ -31,7 +26,7 @@ char *squash_quote(char *out, size_t outlen, const char *s, size_t len)
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
 
-		if (is_control(c)) {
+		if (squash_is_control(c)) {
 			if (used + 4 > room)
 				break;
 			snprintf(out + used, outlen - used, "\\x%02x", c);

@@ -6,6 +6,12 @@
 
 #include <stddef.h>
 
+/* The bytes that are never shown raw: below 0x20, and DEL. */
+static inline int squash_is_control(unsigned char c)
+{
+	return c < 0x20 || c == 0x7f;
+}
+
 /* Longest piece of user text quoted back in a message. */
 #define SQUASH_QUOTE_MAX 200
 

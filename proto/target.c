@@ -265,3 +265,20 @@ int squash_target_pair_check(const char *image_a, const char *target_a,
 	}
 	return -1;
 }
+
+int squash_step_target_clash(const char *job_image, const char *job_target,
+			     const char *step_image, const char *step_target,
+			     char *err, size_t errlen)
+{
+	if (!strcmp(job_target, step_target) && !strcmp(job_image, step_image))
+		return 1;
+	if (!squash_targets_overlap(job_target, step_target))
+		return 0;
+	squash_errf(err, errlen, "its target %s %s the target %s of the job's image %s; "
+		    "a step sees the job's images and its own, so give the step image "
+		    "another target (IMAGE:TARGET)", step_target,
+		    !strcmp(job_target, step_target) ? "is also" :
+		    strlen(job_target) < strlen(step_target) ? "lies inside" : "contains",
+		    job_target, job_image);
+	return -1;
+}

@@ -52,4 +52,15 @@ int squash_target_pair_check(const char *image_a, const char *target_a,
 			     const char *image_b, const char *target_b,
 			     char *err, size_t errlen);
 
+/* A step's own image (step_image at step_target) against one of its job's
+ * images: a step sees the job's images and its own, so their targets may
+ * not be equal, nor one inside the other. Returns 0 when they are apart,
+ * 1 when it is the very same image at the same target (the job's mount
+ * serves it), -1 when they clash, with the reason in err ("its target ...
+ * lies inside the target ... of the job's image ...; ..."), for the
+ * plugin's early error and squashd's check alike. */
+int squash_step_target_clash(const char *job_image, const char *job_target,
+			     const char *step_image, const char *step_target,
+			     char *err, size_t errlen);
+
 #endif

@@ -8,6 +8,7 @@
 #include <slurm/spank.h>
 
 #include "env_default.h"
+#include "squash_env.h"
 
 static const char *used_name;
 static char *used_value;
@@ -45,7 +46,7 @@ void squash_env_default_apply(void)
 	used_value = strdup(value);
 	if (!used_value)
 		return;
-	if (setenv(SQUASH_SLURM_OPTION_ENV, value, 1) != 0) {
+	if (setenv(SQUASH_ENV_OPTION, value, 1) != 0) {
 		slurm_error("squash: cannot apply %s: %s", name, strerror(errno));
 		free(used_value);
 		used_value = NULL;

@@ -8,14 +8,10 @@
 #ifndef SPANK_SQUASH_ENV_DEFAULT_H
 #define SPANK_SQUASH_ENV_DEFAULT_H
 
-/* The variable Slurm itself reads for --squash-image of plugin "squash" in
- * sbatch, salloc and srun, and exports into the job (so srun inside a job
- * inherits the job's option through it). */
-#define SQUASH_SLURM_OPTION_ENV "SLURM_SPANK__SLURM_SPANK_OPTION_squash_squash_image"
 
 /* In slurm_spank_init (allocator and local context, before Slurm reads
  * options): copies this command's variable, when set and not empty, into
- * SQUASH_SLURM_OPTION_ENV. srun inside an allocation ignores its
+ * SQUASH_ENV_OPTION (squash_env.h). srun inside an allocation ignores its
  * variable: a default must not turn into a request for step images. */
 void squash_env_default_apply(void);
 

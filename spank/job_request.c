@@ -15,9 +15,8 @@
 #include "job_request.h"
 #include "path_pattern.h"
 #include "prolog_note.h"
+#include "squash_env.h"
 
-/* Set by the submit check with spank_job_control_setenv("SQUASH_IMAGES"). */
-#define IMAGES_ENV "SPANK_SQUASH_IMAGES"
 
 /* Reads a decimal id from the environment. */
 static int env_id(const char *name, uint32_t *out)
@@ -238,7 +237,7 @@ static int mount_listed_images(const struct squash_settings *s, uint32_t job_id,
 
 int squash_job_prolog(spank_t sp, const struct squash_settings *s)
 {
-	const char *text = getenv(IMAGES_ENV);
+	const char *text = getenv(SQUASH_ENV_JOB_IMAGES_PROLOG);
 	uint32_t job_id, uid;
 
 	if (!text)
@@ -255,7 +254,7 @@ int squash_job_mount_late(spank_t sp, const struct squash_settings *s,
 	char *text = malloc(SQUASH_OPTION_MAX + 1);
 	int status = -1;
 
-	if (text && spank_getenv(sp, SQUASH_JOB_IMAGES_STEP_ENV, text, SQUASH_OPTION_MAX + 1) ==
+	if (text && spank_getenv(sp, SQUASH_ENV_JOB_IMAGES_STEP, text, SQUASH_OPTION_MAX + 1) ==
 		    ESPANK_SUCCESS) {
 		slurm_info("spank_squash: job %u: its prolog did not mount its images on this node; "
 			   "mounting them for its step now", job_id);
@@ -271,7 +270,7 @@ int squash_job_epilog(spank_t sp, const struct squash_settings *s)
 	Squash__Request req = SQUASH__REQUEST__INIT;
 	uint32_t job_id, uid;
 
-	if (!getenv(IMAGES_ENV))
+	if (!getenv(SQUASH_ENV_JOB_IMAGES_PROLOG))
 		return 0;
 	if (job_identity(sp, &job_id, &uid))
 		return 0;

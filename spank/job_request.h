@@ -12,10 +12,6 @@
 
 #include "plugin_settings.h"
 
-/* The job's canonical list of images as its steps' environment shows it
- * (the submit check's spank_job_control_setenv("SQUASH_IMAGES")). */
-#define SQUASH_JOB_IMAGES_STEP_ENV "SLURM_SPANK_SQUASH_IMAGES"
-
 int squash_job_prolog(spank_t sp, const struct squash_settings *s);
 
 /* From a step that found no images of its job on this node: asks squashd

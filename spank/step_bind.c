@@ -16,7 +16,9 @@
 #include "client.h"
 #include "imagespec.h"
 #include "job_request.h"
+#include "mountinfo.h"
 #include "prolog_note.h"
+#include "squash_env.h"
 #include "step_bind.h"
 #include "step_images.h"
 #include "target.h"
@@ -261,23 +263,6 @@ int squash_step_bind_mounts(const Squash__Response *resp, const int *trees, char
 	return rc;
 }
 
-/* mountinfo escapes space, tab, newline and backslash as \ooo. */
-static void unescape_mountinfo(char *s)
-{
-	char *out = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 4;
-		} else {
-			*out++ = *s++;
-		}
-	}
-	*out = '\0';
-}
-
 /* Detaches, in this step's namespace only, every mount at or below dir:
  * the node-level mounts the namespace copied from the host, the job's own
  * and other jobs'. The step's binds stay (they are mounts of their own);
@@ -296,13 +281,10 @@ static int detach_below(const char *dir, char *err, size_t errlen)
 		return -1;
 	}
 	while (getline(&line, &linecap, f) > 0) {
-		char *save = NULL, *field = strtok_r(line, " ", &save);
+		char *field = squash_mountinfo_mount_point(line);
 
-		for (int i = 1; field && i < 5; i++)
-			field = strtok_r(NULL, " ", &save);
 		if (!field)
 			continue;
-		unescape_mountinfo(field);
 		if (strncmp(field, dir, dlen) || (field[dlen] != '/' && field[dlen] != '\0'))
 			continue;
 		if (n == cap) {
@@ -340,57 +322,22 @@ static int detach_below(const char *dir, char *err, size_t errlen)
 	return left;
 }
 
-/* Joins one field of every mount with sep. */
-static char *join(const Squash__Response *resp, bool targets, char sep)
-{
-	size_t len = 1;
-	char *out, *p;
-
-	for (size_t i = 0; i < resp->n_job_mounts; i++) {
-		const Squash__JobMount *jm = resp->job_mounts[i];
-
-		len += strlen(targets ? jm->target : jm->image) + 1;
-	}
-	out = p = malloc(len);
-	if (!out)
-		return NULL;
-	*p = '\0';
-	for (size_t i = 0; i < resp->n_job_mounts; i++) {
-		const Squash__JobMount *jm = resp->job_mounts[i];
-		const char *field = targets ? jm->target : jm->image;
-		size_t n = strlen(field);
-
-		if (i)
-			*p++ = sep;
-		memcpy(p, field, n + 1);
-		p += n;
-	}
-	return out;
-}
-
-/* SQUASH_MOUNTS (targets, ':'), SQUASH_MOUNT (first), SQUASH_IMAGES (',').
- * Returns 0 or -1 with err. */
+/* The tasks' environment (squash_env.h). Returns 0 or -1 with err. */
 static int export_env(spank_t sp, const Squash__Response *resp, char *err,
 		      size_t errlen)
 {
-	char *mounts = join(resp, true, ':');
-	char *images = join(resp, false, ',');
-	spank_err_t rc = ESPANK_ERROR;
+	struct squash_task_env env;
+	spank_err_t rc = ESPANK_SUCCESS;
 
-	if (mounts && images) {
-		rc = spank_setenv(sp, "SQUASH_MOUNTS", mounts, 1);
-		if (rc == ESPANK_SUCCESS)
-			rc = spank_setenv(sp, "SQUASH_MOUNT", resp->job_mounts[0]->target, 1);
-		if (rc == ESPANK_SUCCESS)
-			rc = spank_setenv(sp, "SQUASH_IMAGES", images, 1);
-		if (rc != ESPANK_SUCCESS)
-			snprintf(err, errlen, "cannot set the tasks' environment: %s",
-				 spank_strerror(rc));
-	} else {
+	if (squash_task_env_build(resp, &env) < 0) {
 		snprintf(err, errlen, "out of memory");
+		return -1;
 	}
-	free(mounts);
-	free(images);
+	for (size_t i = 0; i < SQUASH_TASK_ENV_VARS && rc == ESPANK_SUCCESS; i++)
+		rc = spank_setenv(sp, env.name[i], env.value[i], 1);
+	if (rc != ESPANK_SUCCESS)
+		snprintf(err, errlen, "cannot set the tasks' environment: %s", spank_strerror(rc));
+	squash_task_env_free(&env);
 	return rc == ESPANK_SUCCESS ? 0 : -1;
 }
 

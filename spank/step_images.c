@@ -9,18 +9,11 @@
 #include "client.h"
 #include "imagespec.h"
 #include "request_codec.h"
+#include "squash_env.h"
 #include "step_images.h"
 #include "submit_check.h"
 #include "target.h"
 
-/* What srun inherits from sbatch/salloc (Slurm's name for our option). */
-#define INHERITED_ENV "SLURM_SPANK__SLURM_SPANK_OPTION_squash_squash_image"
-/* The canonical list srun hands to its step; plugin-internal. */
-#define STEP_ENV "SQUASH_STEP_IMAGES"
-
-/* The allocation's canonical list (the submit check's, as its job
- * environment shows it). */
-#define JOB_IMAGES_ENV "SLURM_SPANK_SQUASH_IMAGES"
 
 /* What this slurmstepd mounted, for the release at the end of the step. */
 static bool step_mounted;
@@ -30,9 +23,9 @@ static uint32_t mounted_job, mounted_step;
  * mounted: say so now. squashd checks again with the job's record. */
 static int check_clashes(const struct squash_image_list *step)
 {
-	const char *text = getenv(JOB_IMAGES_ENV);
+	const char *text = getenv(SQUASH_ENV_JOB_IMAGES_STEP);
 	struct squash_image_list job;
-	char why[256];
+	char why[256], clash[SQUASH_PATH_MAX * 4 + 256];
 	int rc = 0;
 
 	if (!text || squash_imagespec_parse(text, &job, why, sizeof why))
@@ -41,15 +34,10 @@ static int check_clashes(const struct squash_image_list *step)
 		const struct squash_image_spec *s = &step->items[i];
 		for (size_t k = 0; k < job.count && !rc; k++) {
 			const struct squash_image_spec *j = &job.items[k];
-			if (!j->target || (!strcmp(j->image, s->image) && !strcmp(j->target, s->target)))
-				continue; /* the same image at the same place: the job's mount serves it */
-			if (squash_targets_overlap(j->target, s->target)) {
-				slurm_error("squash: %s: its target %s %s the target %s of the job's image %s; "
-					    "a step sees the job's images and its own, so give the step image "
-					    "another target (IMAGE:TARGET)", s->image, s->target,
-					    !strcmp(j->target, s->target) ? "is also" :
-					    strlen(j->target) < strlen(s->target) ? "lies inside" : "contains",
-					    j->target, j->image);
+			/* The same image at the same place is the job's own (1). */
+			if (j->target && squash_step_target_clash(j->image, j->target, s->image, s->target,
+								  clash, sizeof clash) < 0) {
+				slurm_error("squash: %s: %s", s->image, clash);
 				rc = -1;
 			}
 		}
@@ -60,14 +48,14 @@ static int check_clashes(const struct squash_image_list *step)
 
 int squash_step_images_check(spank_t sp, const char *option, const struct squash_settings *s)
 {
-	const char *inherited = getenv(INHERITED_ENV);
+	const char *inherited = getenv(SQUASH_ENV_OPTION);
 	struct squash_image_list list;
 	char *text;
 	int rc = -1;
 
 	(void)sp;
 	/* Never pass on a list from an enclosing step (srun inside srun). */
-	unsetenv(STEP_ENV);
+	unsetenv(SQUASH_ENV_STEP_IMAGES);
 	if (!option || (inherited && !strcmp(option, inherited)))
 		return 0; /* the allocation's own images: its steps get them anyway */
 	if (squash_submit_check_list(option, s, &list))
@@ -89,7 +77,7 @@ int squash_step_images_check(spank_t sp, const char *option, const struct squash
 		goto out;
 	}
 	/* srun passes its environment to the step's slurmstepd. */
-	if (setenv(STEP_ENV, text, 1) == 0)
+	if (setenv(SQUASH_ENV_STEP_IMAGES, text, 1) == 0)
 		rc = 0;
 	else
 		slurm_error("squash: cannot pass the step's images to the step: %s", strerror(errno));
@@ -126,10 +114,10 @@ int squash_step_images_mount(spank_t sp, const struct squash_settings *s, uint32
 	if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
 	    step_id >= SQUASH_STEP_ID_LIMIT)
 		return 0; /* the batch, extern and interactive steps have the job's images only */
-	text = step_env(sp, STEP_ENV);
+	text = step_env(sp, SQUASH_ENV_STEP_IMAGES);
 	if (!text)
 		return 0;
-	spank_unsetenv(sp, STEP_ENV); /* the tasks get SQUASH_IMAGES instead */
+	spank_unsetenv(sp, SQUASH_ENV_STEP_IMAGES); /* the tasks get SQUASH_IMAGES instead */
 	if (squash_imagespec_parse(text, &list, why, sizeof why)) {
 		snprintf(err, errlen, "cannot read the step's images: %s", why);
 		free(text);
@@ -163,7 +151,7 @@ int squash_step_images_mount(spank_t sp, const struct squash_settings *s, uint32
 		info->step_id = step_id;
 		/* Whether the allocation asked for images (then its prolog's
 		 * record must be there; otherwise the step's are all there is). */
-		inherited = step_env(sp, INHERITED_ENV);
+		inherited = step_env(sp, SQUASH_ENV_OPTION);
 		info->has_job_without_images = true;
 		info->job_without_images = !inherited;
 		free(inherited);

@@ -18,6 +18,7 @@
 #include "imagespec.h"
 #include "path_pattern.h"
 #include "quote.h"
+#include "squash_env.h"
 #include "submit_check.h"
 #include "superblock.h"
 #include "target.h"
@@ -375,7 +376,7 @@ static int hand_to_prolog(spank_t sp, const struct squash_image_list *list,
 		goto out;
 	}
 	squash_imagespec_free(&again);
-	rc = spank_job_control_setenv(sp, "SQUASH_IMAGES", text, 1);
+	rc = spank_job_control_setenv(sp, SQUASH_ENV_JOB_IMAGES, text, 1);
 	if (rc != ESPANK_SUCCESS)
 		slurm_error("squash: cannot pass the image list to the job: %s",
 			    spank_strerror(rc));

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "block_cache.h"
+#include "reader/block_cache.h"
 
 #include <stdlib.h>
 #include <string.h>

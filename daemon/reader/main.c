@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "image.h"
-#include "ops.h"
-#include "session.h"
+#include "reader/image.h"
+#include "reader/ops.h"
+#include "reader/session.h"
 
 #define DEFAULT_THREADS 8
 

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "ops.h"
+#include "reader/ops.h"
 
 #include <errno.h>
 #include <fcntl.h>

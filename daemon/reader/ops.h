@@ -13,7 +13,7 @@
 
 #include <stdbool.h>
 
-#include "image.h"
+#include "reader/image.h"
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "session.h"
+#include "reader/session.h"
 
 #include <errno.h>
 #include <linux/fuse.h>

@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#include "ops.h"
+#include "reader/ops.h"
 
 struct session_options {
 	const char *mountpoint;  /* a directory, or /dev/fd/N (a mounted /dev/fuse) */

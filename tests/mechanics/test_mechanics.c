@@ -20,12 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "identity.h"
-#include "image_open.h"
-#include "log.h"
-#include "mount_fuse.h"
-#include "mount_loop.h"
-#include "unmount.h"
+#include "mount/identity.h"
+#include "mount/image_open.h"
+#include "util/log.h"
+#include "mount/mount_fuse.h"
+#include "mount/mount_loop.h"
+#include "mount/unmount.h"
 
 #define SKIP 77
 #define TIMEOUT_MS 5000

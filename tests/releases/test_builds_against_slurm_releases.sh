@@ -55,7 +55,7 @@ for rel in "${releases[@]}"; do
 	grep -E 'SQUASH_(HOSTLIST|GET_JOB_STEPS|LOAD_JOB)|SLURM_SPANK_INIT_FAILURE|SQUASH_SLURM_BUILD' "$dir/config.h" | sed 's/^/    /'
 	if ! make -C "$dir/proto" -s CFLAGS="-g -O0" >"$dir/make.log" 2>&1 ||
 	   ! make -C "$dir/spank" -s CFLAGS="-g -O0 -Werror" >>"$dir/make.log" 2>&1 ||
-	   ! make -C "$dir/daemon" -s CFLAGS="-g -O0 -Werror" squashd-slurm_query.o >>"$dir/make.log" 2>&1; then
+	   ! make -C "$dir/daemon" -s CFLAGS="-g -O0 -Werror" slurm/squashd-slurm_query.o >>"$dir/make.log" 2>&1; then
 		echo "FAIL: build against Slurm $rel"; grep -E 'error|warning' "$dir/make.log" | head -20
 		failed+=("$rel"); continue
 	fi

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "fuse_reader.h"
+#include "mount/fuse_reader.h"
 #include "unit.h"
 
 /* The first lines and the FUSE options of squashfuse_ll -h as each
@@ -78,7 +78,7 @@ static void test_probe_installed(void)
 	struct fuse_reader r;
 
 	if (geteuid() != 0 || access(SQUASHFUSE_LL_PATH, X_OK) != 0) {
-		printf("skipping the probe of %s (not root or not installed)\n", SQUASHFUSE_LL_PATH);
+		UNIT_SKIP("the probe of %s did not run (not root or not installed)", SQUASHFUSE_LL_PATH);
 		return;
 	}
 	fuse_reader_probe(SQUASHFUSE_LL_PATH, &r);

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "local_steps.h"
+#include "slurm/local_steps.h"
 #include "unit.h"
 
 static bool title(const char *t, uint32_t *job, uint32_t *step)

@@ -1,10 +1,10 @@
 /* squashctl's JSON strings: valid UTF-8 as it is, every other byte as
- * \udcXX, control characters escaped (daemon/json_escape.h). */
+ * \udcXX, control characters escaped (daemon/cli/json_escape.h). */
 #include "config.h"
 
 #include <stdlib.h>
 
-#include "json_escape.h"
+#include "cli/json_escape.h"
 #include "unit.h"
 
 static char *escaped(const char *s)

@@ -1,4 +1,4 @@
-/* squashd's journal fields (daemon/log.h): what each request's log lines
+/* squashd's journal fields (daemon/util/log.h): what each request's log lines
  * carry, per thread; and the plain stderr line when not under systemd. */
 #include "config.h"
 
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "util/log.h"
 #include "unit.h"
 
 static char fields[LOG_FIELDS_MAX][LOG_FIELD_LEN];

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "image.h"
+#include "reader/image.h"
 #include "unit.h"
 
 #define WALK_MAX_DEPTH 32

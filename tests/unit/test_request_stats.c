@@ -1,9 +1,9 @@
-/* squashd's answer-time histogram (daemon/request_stats.c): which bucket a
+/* squashd's answer-time histogram (daemon/core/request_stats.c): which bucket a
  * time lands in (upper bounds inclusive, like Prometheus' le), +Inf beyond
  * the last bound, the sum, failures, and kinds kept apart. */
 #include "config.h"
 
-#include "request_stats.h"
+#include "core/request_stats.h"
 #include "unit.h"
 
 static const Squash__RequestKindStats *kind(const Squash__NodeStatus *st, const char *name)

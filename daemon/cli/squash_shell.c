@@ -1,0 +1,291 @@
+/* squash-shell: runs a shell or a command with squashfs images mounted at
+ * their targets, the way a job sees them, on a node that runs squashd (a
+ * login node), for the caller alone. See squash-shell(1).
+ *
+ * squashd does the mounting under the job policy (opened as the caller,
+ * kernel or FUSE as for jobs) and binds each image into a directory only
+ * the caller can enter; it keeps them while this process lives and releases
+ * them when it exits, however it exits (squashd watches its pidfd). This
+ * process stays as the parent and waits; the child makes a user and mount
+ * namespace of its own (the caller's uid and gid mapped to themselves, no
+ * privilege), binds the images on their targets there and runs the
+ * command. The kernel locks the read-only, nosuid and nodev flags of the
+ * binds it copies into that namespace, so the command cannot lift them. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "imagespec.h"
+#include "quote.h"
+#include "squash_env.h"
+#include "target.h"
+
+#define DEFAULT_BASE "/squash"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: squash-shell [OPTIONS] IMAGE[:TARGET][,IMAGE[:TARGET]...] [-- COMMAND [ARG...]]\n"
+		"Runs COMMAND (default: $SHELL) with the images mounted read-only at their\n"
+		"targets (default BASE/NAME), in a mount namespace of its own.\n"
+		"  -s, --socket PATH        squashd's socket (default $SQUASH_SOCKET or %s)\n"
+		"  -m, --munge-socket PATH  munged's socket (default $SQUASH_MUNGE_SOCKET or MUNGE's)\n"
+		"  -n, --no-munge           do not sign the request (squashd must allow it)\n"
+		"  -b, --base DIR           base of default targets (default %s)\n"
+		"  -h, --help               this help\n",
+		SQUASH_DEFAULT_SOCKET, DEFAULT_BASE);
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("squash-shell: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(125);
+}
+
+/* Text from squashd or the user, with control characters shown escaped
+ * (quote.h). */
+static const char *shown(const char *s, char *buf, size_t len)
+{
+	return squash_quote(buf, len, s, strlen(s));
+}
+
+static void write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		die("cannot write %s: %s (are unprivileged user namespaces allowed on this node?)", path,
+		    strerror(errno));
+	close(fd);
+}
+
+/* Own user and mount namespace: the caller's ids mapped to themselves. */
+static void private_namespace(uid_t uid, gid_t gid)
+{
+	char map[64];
+
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		die("cannot make a private namespace: %s (are unprivileged user namespaces allowed "
+		    "on this node?)", strerror(errno));
+	write_file("/proc/self/setgroups", "deny");
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	write_file("/proc/self/uid_map", map);
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+	write_file("/proc/self/gid_map", map);
+	/* Nothing done here may reach the node's namespace. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		die("cannot make the namespace private: %s", strerror(errno));
+}
+
+/* True when target lies strictly below base. */
+static bool below(const char *target, const char *base)
+{
+	size_t n = strlen(base);
+
+	return !strncmp(target, base, n) && target[n] == '/' && target[n + 1];
+}
+
+/* mkdir -p below base (on our tmpfs): components already checked by
+ * squashd (absolute, normalised, no "..") */
+static void make_dirs(const char *path)
+{
+	char buf[SQUASH_PATH_MAX];
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			die("cannot create %s: %s", buf, strerror(errno));
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		die("cannot create %s: %s", buf, strerror(errno));
+}
+
+static void bind_images(const Squash__Response *resp, const char *base)
+{
+	bool base_done = false;
+	char src[PATH_MAX + 16], b1[SQUASH_PATH_MAX + 64], b2[SQUASH_PATH_MAX + 64];
+
+	for (size_t i = 0; i < resp->n_job_mounts; i++) {
+		const char *target = resp->job_mounts[i]->target;
+
+		if (below(target, base)) {
+			/* Targets below the base are made on a tmpfs of our own. */
+			if (!base_done && mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV,
+						"mode=0755,size=1m") < 0)
+				die("cannot mount a tmpfs on %s: %s", base, strerror(errno));
+			base_done = true;
+			make_dirs(target);
+		}
+		snprintf(src, sizeof(src), "%s/%zu", resp->session_dir, i);
+		if (mount(src, target, NULL, MS_BIND, NULL) < 0 ||
+		    mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+			  NULL) < 0)
+			die("cannot mount %s on %s: %s", shown(resp->job_mounts[i]->image, b1, sizeof(b1)),
+			    shown(target, b2, sizeof(b2)), strerror(errno));
+	}
+}
+
+/* The tasks' environment, as in a job (squash_env.h). */
+static void export_env(const Squash__Response *resp)
+{
+	struct squash_task_env env;
+
+	if (squash_task_env_build(resp, &env) < 0)
+		die("out of memory");
+	for (size_t i = 0; i < SQUASH_TASK_ENV_VARS; i++)
+		setenv(env.name[i], env.value[i], 1);
+	squash_task_env_free(&env);
+}
+
+static Squash__Response *ask_squashd(const struct squash_client_options *opts,
+				     struct squash_image_list *list, const char *base)
+{
+	Squash__ImageSpec specs[SQUASH_MAX_IMAGES], *ptrs[SQUASH_MAX_IMAGES];
+	Squash__SessionMountRequest session = SQUASH__SESSION_MOUNT_REQUEST__INIT;
+	Squash__Request req = SQUASH__REQUEST__INIT;
+	Squash__Response *resp = NULL;
+	char err[1024], target[SQUASH_PATH_MAX], why[512], b1[SQUASH_PATH_MAX * 4];
+
+	for (size_t i = 0; i < list->count; i++) {
+		struct squash_image_spec *item = &list->items[i];
+		char *abs = realpath(item->image, NULL);
+
+		if (!abs)
+			die("%s: %s", shown(item->image, b1, sizeof(b1)), strerror(errno));
+		free(item->image);
+		item->image = abs;
+		if (!item->target) {
+			if (squash_default_target(abs, base, target, sizeof(target), why, sizeof(why)))
+				die("%s: %s", shown(abs, b1, sizeof(b1)), why);
+			item->target = strdup(target);
+			if (!item->target)
+				die("out of memory");
+		}
+		squash__image_spec__init(&specs[i]);
+		specs[i].image = item->image;
+		specs[i].target = item->target;
+		ptrs[i] = &specs[i];
+	}
+	session.n_images = list->count;
+	session.images = ptrs;
+	req.op_case = SQUASH__REQUEST__OP_SESSION_MOUNT;
+	req.session_mount = &session;
+	if (squash_client_call(opts, &req, &resp, err, sizeof(err)) < 0)
+		die("%s", err);
+	if (resp->status != SQUASH__STATUS__OK)
+		die("%s", resp->message ? shown(resp->message, b1, sizeof(b1))
+					: squash_status_name(resp->status));
+	if (!resp->session_dir || resp->session_dir[0] != '/' || resp->n_job_mounts != list->count)
+		die("squashd gave an answer this squash-shell does not understand");
+	return resp;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"socket", required_argument, NULL, 's'},
+		{"munge-socket", required_argument, NULL, 'm'},
+		{"no-munge", no_argument, NULL, 'n'},
+		{"base", required_argument, NULL, 'b'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct squash_client_options opts = {
+		.socket_path = getenv("SQUASH_SOCKET"),
+		.use_munge = true, .munge_if_present = true,
+		.munge_socket = getenv("SQUASH_MUNGE_SOCKET"),
+		.timeout_ms = 60000,
+	};
+	const char *base = DEFAULT_BASE;
+	struct squash_image_list list;
+	char why[512], b1[SQUASH_OPTION_MAX / 16];
+	int opt, status;
+
+	while ((opt = getopt_long(argc, argv, "+s:m:nb:h", options, NULL)) != -1) {
+		switch (opt) {
+		case 's': opts.socket_path = optarg; break;
+		case 'm': opts.munge_socket = optarg; break;
+		case 'n': opts.use_munge = false; break;
+		case 'b': base = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 125;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 125;
+	}
+	if (base[0] != '/' || squash_is_system_path(base))
+		die("--base %s: not an absolute, non-system directory", shown(base, b1, sizeof(b1)));
+	if (squash_imagespec_parse(argv[optind], &list, why, sizeof(why)))
+		die("%s: %s", shown(argv[optind], b1, sizeof(b1)), why);
+	optind++;
+	if (optind < argc && !strcmp(argv[optind], "--"))
+		optind++;
+
+	Squash__Response *resp = ask_squashd(&opts, &list, base);
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	pid_t parent = getpid();
+	pid_t child = fork();
+
+	if (child < 0)
+		die("fork: %s", strerror(errno));
+	if (child == 0) {
+		/* The images are ours only while the parent lives (squashd
+		 * watches it): go with it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(125);
+		private_namespace(uid, gid);
+		bind_images(resp, base);
+		export_env(resp);
+		if (optind < argc) {
+			execvp(argv[optind], argv + optind);
+			die("%s: %s", shown(argv[optind], b1, sizeof(b1)), strerror(errno));
+		}
+		const char *shell = getenv("SHELL");
+		if (!shell || !*shell)
+			shell = "/bin/sh";
+		execl(shell, shell, (char *)NULL);
+		die("%s: %s", shown(shell, b1, sizeof(b1)), strerror(errno));
+	}
+	/* The terminal's signals are the command's; the parent only waits. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	squash__response__free_unpacked(resp, NULL);
+	squash_imagespec_free(&list);
+	while (waitpid(child, &status, 0) < 0)
+		if (errno != EINTR)
+			die("waitpid: %s", strerror(errno));
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}

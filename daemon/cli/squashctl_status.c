@@ -1,0 +1,85 @@
+#include "config.h"
+#include "cli/squashctl_report.h"
+
+#include <string.h>
+
+#include "client.h"
+
+double latency_quantile(const Squash__NodeStatus *n, const Squash__RequestKindStats *ks, double q)
+{
+	uint64_t rank, seen = 0;
+
+	if (!ks->requests)
+		return -1;
+	rank = (uint64_t)(q * (double)ks->requests + 0.999999);
+	if (rank < 1)
+		rank = 1;
+	for (size_t b = 0; b < ks->n_bucket_counts; b++) {
+		seen += ks->bucket_counts[b];
+		if (seen >= rank)
+			return b < n->n_latency_bounds_s ? n->latency_bounds_s[b] : -1;
+	}
+	return -1;
+}
+
+static void print_quantile(FILE *out, const Squash__NodeStatus *n, const Squash__RequestKindStats *ks,
+			   const char *name, double q)
+{
+	double s = latency_quantile(n, ks, q);
+
+	if (!ks->requests)
+		fprintf(out, " %s -", name);
+	else if (s < 0)
+		fprintf(out, " %s >%gs", name, n->n_latency_bounds_s ? n->latency_bounds_s[n->n_latency_bounds_s - 1] : 0);
+	else if (s < 1)
+		fprintf(out, " %s <=%gms", name, s * 1000);
+	else
+		fprintf(out, " %s <=%gs", name, s);
+}
+
+void print_status(FILE *out, const Squash__NodeStatus *n)
+{
+	fprintf(out, "version: %s\nuptime: %llu s\n", n->version, (unsigned long long)n->uptime_s);
+	fprintf(out, "mounts: %u kernel, %u fuse, %u dead\n", n->mounts_kernel, n->mounts_fuse, n->mounts_dead);
+	for (size_t i = 0; i < n->n_mount_groups; i++) {
+		const Squash__MountGroup *g = n->mount_groups[i];
+		if (g->count)
+			fprintf(out, "  %s %s: %u\n", squash_mode_name(g->mode), g->state, g->count);
+	}
+	fprintf(out, "jobs: %u (%u failed)\n", n->jobs, n->jobs_failed);
+	if (n->has_steps || n->has_sessions)
+		fprintf(out, "steps with images of their own: %u\nsquash-shell sessions: %u\n", n->steps,
+			n->sessions);
+	if (n->has_fuse_servers)
+		fprintf(out, "fuse servers: %u\n", n->fuse_servers);
+	if (n->has_loop_devices)
+		fprintf(out, "loop devices: %u\n", n->loop_devices);
+	fprintf(out, "requests: %llu (%llu not ok), %u in progress\n", (unsigned long long)n->requests,
+		(unsigned long long)n->requests_failed, n->requests_in_progress);
+	for (size_t i = 0; i < n->n_request_kinds; i++) {
+		const Squash__RequestKindStats *ks = n->request_kinds[i];
+		if (!ks->requests)
+			continue;
+		fprintf(out, "  %-9s %llu (%llu not ok), answer time mean %.1fms", ks->kind,
+			(unsigned long long)ks->requests, (unsigned long long)ks->failures,
+			ks->answer_seconds_sum * 1000 / (double)ks->requests);
+		print_quantile(out, n, ks, "p50", 0.50);
+		print_quantile(out, n, ks, "p99", 0.99);
+		fputc('\n', out);
+	}
+	fprintf(out, "gc releases: %llu\n", (unsigned long long)n->gc_releases);
+	if (n->has_last_gc_age_s)
+		fprintf(out, "last gc: %lld s ago\n", (long long)n->last_gc_age_s);
+	else
+		fprintf(out, "last gc: never\n");
+	fprintf(out, "registry: %s", n->registry_error ? n->registry_error : "saved");
+	if (n->has_registry_save_errors)
+		fprintf(out, " (%llu failed saves since start)", (unsigned long long)n->registry_save_errors);
+	fputc('\n', out);
+	if (n->n_settings)
+		fprintf(out, "settings in force:\n");
+	for (size_t i = 0; i < n->n_settings; i++)
+		fprintf(out, "  %s = %s\n", n->settings[i]->key, n->settings[i]->value);
+	for (size_t i = 0; i < n->n_problems; i++)
+		fprintf(out, "problem: %s\n", n->problems[i]);
+}

@@ -1,0 +1,202 @@
+#include "config.h"
+#include "core/adopt.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/fuse_servers.h"
+#include "core/holder_watch.h"
+#include "core/holders.h"
+#include "core/overlay.h"
+#include "core/sessions.h"
+#include "core/sharing.h"
+#include "mount/child_process.h"
+#include "mount/unmount.h"
+#include "util/log.h"
+
+static bool known_mount_point(struct daemon_state *ds, const char *path)
+{
+	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+		if (!strcmp(m->mount_point, path))
+			return true;
+	for (struct job_entry *j = ds->registry.jobs; j; j = j->next)
+		if (j->overlay_dir && !strcmp(j->overlay_dir, path))
+			return true;
+	return false;
+}
+
+/* Whether an adopted FUSE server still runs; opens its pidfd. */
+static bool adopt_server(struct mount_entry *m)
+{
+	char path[64], comm[64] = "";
+	FILE *f;
+
+	m->server_pidfd = child_pidfd(m->server_pid);
+	if (m->server_pidfd < 0)
+		return false;
+	/* After a reboot-less restart the pid may belong to something else. */
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)m->server_pid);
+	f = fopen(path, "re");
+	if (f) {
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = '\0';
+		fclose(f);
+	}
+	return strncmp(comm, "squashfuse", 10) == 0 || strncmp(comm, "squash-reader", 13) == 0;
+}
+
+/* Adds to each mount's refcount one per job, step or session image that
+ * names it (the state file stores no counts). */
+static void count_references(struct daemon_state *ds)
+{
+	struct job_entry *lists[] = { ds->registry.jobs, ds->registry.scoped };
+
+	for (size_t l = 0; l < 2; l++)
+		for (struct job_entry *j = lists[l]; j; j = j->next)
+			for (size_t i = 0; i < j->count; i++)
+				if (j->images[i].mount)
+					j->images[i].mount->refcount++;
+}
+
+/* A mount that vanished while squashd was down: its holders lose it. */
+static void forget_vanished_locked(struct daemon_state *ds, struct mount_entry *m)
+{
+	log_warning("mount of %s at %s vanished while squashd was down", m->image, m->mount_point);
+	for (struct job_entry *j = ds->registry.jobs; j; j = j->next) {
+		if (!registry_job_uses(j, m))
+			continue;
+		for (size_t i = 0; i < j->count; i++)
+			if (j->images[i].mount == m)
+				j->images[i].mount = NULL;
+		registry_job_set_failure(j, SQUASH__STATUS__NODE_ERROR,
+					 "a mount of this job vanished while squashd was restarting");
+	}
+	for (struct job_entry *e = ds->registry.scoped; e; e = e->next)
+		for (size_t i = 0; i < e->count; i++)
+			if (e->images[i].mount == m)
+				e->images[i].mount = NULL;
+	rmdir(m->mount_point);
+	registry_remove_mount(&ds->registry, m);
+}
+
+static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
+{
+	struct mount_entry *next;
+
+	pthread_mutex_lock(&ds->lock);
+	for (struct job_entry *j = ds->registry.jobs; j; j = j->next) {
+		if (j->overlay_dir && !overlay_job_intact(j)) {
+			log_warning("job %u: its writable overlay in %s vanished while squashd was down",
+				    j->job_id, j->overlay_dir);
+			overlay_queue_teardown(j, td);
+			registry_job_set_failure(j, SQUASH__STATUS__NODE_ERROR,
+						 "the job's writable overlay vanished while squashd was restarting");
+		}
+	}
+	/* Count references first: a mount found dead below must stay while
+	 * jobs still point at it. */
+	count_references(ds);
+	for (struct mount_entry *m = ds->registry.mounts; m; m = next) {
+		next = m->next;
+		if (is_mount_point(m->mount_point) <= 0) {
+			forget_vanished_locked(ds, m);
+			continue;
+		}
+		log_info("adopted mount of %s at %s", m->image, m->mount_point);
+		if (m->key.mode == SQUASH__MOUNT_MODE__FUSE && (m->server_pid <= 0 || !adopt_server(m)))
+			fuse_servers_mark_dead_locked(ds, m, "was gone when squashd restarted");
+		else if (m->server_pid > 0)
+			fuse_servers_watch_locked(ds, m);
+	}
+	/* Recount references from the jobs (the file stores none). */
+	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+		m->refcount = 0;
+	count_references(ds);
+	/* Mounts no job holds any more (released while squashd was down). */
+	for (struct mount_entry *m = ds->registry.mounts; m; m = next) {
+		next = m->next;
+		if (m->refcount > 0 && m->state == MOUNT_LINGERING)
+			m->state = MOUNT_READY; /* a job still names it */
+		if (m->refcount == 0 && m->state != MOUNT_LINGERING) {
+			/* (Lingering ones keep their recorded expiry.) */
+			if (m->state == MOUNT_DEAD) {
+				rmdir(m->mount_point);
+				registry_remove_mount(&ds->registry, m);
+			} else {
+				m->refcount = 1;
+				sharing_put_locked(ds, m, td);
+			}
+		}
+	}
+	pthread_mutex_unlock(&ds->lock);
+}
+
+/* Anything in the mount directory that the registry does not know. */
+static void remove_leftovers(struct daemon_state *ds, int timeout_ms)
+{
+	char err[PATH_MAX + 256];
+	DIR *dir = opendir(ds->mount_dir);
+
+	if (!dir)
+		return;
+	for (struct dirent *de; (de = readdir(dir));) {
+		if (de->d_name[0] == '.')
+			continue;
+		char path[PATH_MAX];
+		pthread_mutex_lock(&ds->lock);
+		bool known = snprintf(path, sizeof(path), "%s/%s", ds->mount_dir, de->d_name) >= (int)sizeof(path) ||
+			     known_mount_point(ds, path);
+		pthread_mutex_unlock(&ds->lock);
+		if (known)
+			continue;
+		log_warning("cleaning up unknown leftover %s", path);
+		if (overlay_dir_name(de->d_name))
+			overlay_remove_dir(path, timeout_ms);
+		else if (unmount_image(path, 0, -1, timeout_ms, err, sizeof(err)) != RESULT_OK)
+			log_error("cannot clean up %s: %s", path, err);
+	}
+	closedir(dir);
+}
+
+/* Steps and sessions: watch the ones whose process still runs. */
+static void adopt_scoped(struct daemon_state *ds, struct teardown *td)
+{
+	pthread_mutex_lock(&ds->lock);
+	for (struct job_entry *e = ds->registry.scoped, *next; e; e = next) {
+		next = e->next;
+		if (e->session_pid <= 0)
+			continue; /* a step whose slurmstepd could not be watched: gc's */
+		int pidfd = child_pidfd(e->session_pid);
+		bool same = pidfd >= 0 && holder_start_time(e->session_pid) == e->session_start;
+		if (same && holder_watch(ds, e, pidfd) == 0)
+			continue;
+		if (pidfd >= 0 && !same)
+			close(pidfd);
+		if (e->kind == HOLDER_SESSION)
+			log_info("the session of pid %d ended while squashd was down; releasing it",
+				 (int)e->session_pid);
+		else
+			log_info("step %u.%u: its slurmstepd ended while squashd was down; releasing it",
+				 e->job_id, e->step_id);
+		holders_drop_locked(ds, e, td);
+	}
+	sessions_remove_unknown_locked(ds);
+	daemon_save_locked(ds);
+	pthread_mutex_unlock(&ds->lock);
+}
+
+void adopt_registry(struct daemon_state *ds, const struct squashd_config *cfg)
+{
+	struct teardown td = TEARDOWN_INIT(cfg);
+
+	adopt_mounts(ds, &td);
+	sharing_teardown(ds, &td);
+	remove_leftovers(ds, (int)cfg->request_timeout_s * 1000);
+	pthread_mutex_lock(&ds->lock);
+	daemon_save_locked(ds);
+	pthread_mutex_unlock(&ds->lock);
+	adopt_scoped(ds, &td);
+	sharing_teardown(ds, &td);
+}

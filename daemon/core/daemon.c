@@ -1,0 +1,112 @@
+#include "config.h"
+#include "core/daemon.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "registry/state_file.h"
+#include "util/log.h"
+
+/* The node's Slurm name: configured, or the short host name. */
+static void node_name(const struct squashd_config *cfg, char *buf, size_t len)
+{
+	if (cfg->node_name[0]) {
+		snprintf(buf, len, "%s", cfg->node_name);
+		return;
+	}
+	if (gethostname(buf, len - 1) < 0)
+		snprintf(buf, len, "localhost");
+	buf[len - 1] = '\0';
+	char *dot = strchr(buf, '.');
+	if (dot)
+		*dot = '\0';
+}
+
+int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg)
+{
+	pthread_condattr_t attr;
+
+	ds->started_ms = squash_now_ms();
+	node_name(cfg, ds->node_name, sizeof(ds->node_name));
+	if (snprintf(ds->state_path, sizeof(ds->state_path), "%s/state", cfg->state_dir) >= (int)sizeof(ds->state_path) ||
+	    snprintf(ds->mount_dir, sizeof(ds->mount_dir), "%s/mnt", cfg->state_dir) >= (int)sizeof(ds->mount_dir) ||
+	    snprintf(ds->sessions_dir, sizeof(ds->sessions_dir), "%s/sessions", cfg->state_dir) >= (int)sizeof(ds->sessions_dir)) {
+		log_error("state_dir %s is too long", cfg->state_dir);
+		return -1;
+	}
+	if (pthread_mutex_init(&ds->lock, NULL) != 0 || pthread_condattr_init(&attr) != 0) {
+		log_error("cannot initialise locks");
+		return -1;
+	}
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	int rc = pthread_cond_init(&ds->changed, &attr);
+	pthread_condattr_destroy(&attr);
+	if (rc != 0)
+		log_error("cannot initialise locks");
+	return rc == 0 ? 0 : -1;
+}
+
+void daemon_stop(struct daemon_state *ds)
+{
+	pthread_mutex_lock(&ds->lock);
+	ds->stopping = true;
+	pthread_cond_broadcast(&ds->changed);
+	pthread_mutex_unlock(&ds->lock);
+}
+
+int daemon_save_locked(struct daemon_state *ds)
+{
+	char err[PATH_MAX + 256];
+
+	if (state_file_save(&ds->registry, ds->state_path, err, sizeof(err)) < 0) {
+		ds->registry_save_errors++;
+		if (strcmp(ds->save_error, err))
+			log_error("cannot save the registry: %s; new mounts are refused until it can be saved",
+				  err);
+		snprintf(ds->save_error, sizeof(ds->save_error), "%s", err);
+		return -1;
+	}
+	if (ds->save_error[0]) {
+		log_info("the registry can be saved again");
+		ds->save_error[0] = '\0';
+	}
+	return 0;
+}
+
+int daemon_time_left(long long deadline_ms)
+{
+	long long left = deadline_ms - squash_now_ms();
+	return left > 0 ? (int)left : 0;
+}
+
+bool daemon_wait_locked(struct daemon_state *ds, long long deadline_ms)
+{
+	struct timespec ts;
+	long long now = squash_now_ms();
+
+	if (ds->stopping || now >= deadline_ms)
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	long long ns = ts.tv_nsec + (deadline_ms - now) * 1000000LL;
+	ts.tv_sec += ns / 1000000000LL;
+	ts.tv_nsec = ns % 1000000000LL;
+	pthread_cond_timedwait(&ds->changed, &ds->lock, &ts);
+	return !ds->stopping;
+}
+
+Squash__Status daemon_refuse_new_mounts_locked(struct daemon_state *ds, char *why, size_t len)
+{
+	if (ds->stopping) {
+		snprintf(why, len, "squashd is stopping");
+		return SQUASH__STATUS__UNAVAILABLE;
+	}
+	if (ds->save_error[0] && daemon_save_locked(ds) < 0) {
+		snprintf(why, len, "squashd on this node cannot save its registry (%s); it mounts nothing "
+			 "until it can", ds->save_error);
+		return SQUASH__STATUS__NODE_ERROR;
+	}
+	return SQUASH__STATUS__OK;
+}

@@ -1,0 +1,82 @@
+/* squashd's root object: the registry, the lock that guards it and the
+ * daemon's counters, owned by the core (core/) and by nobody else.
+ *
+ * Many requests run at once, each in its own thread. The registry is
+ * guarded by one mutex that is never held across slow work: opening an
+ * image as the user, mounting, unmounting and asking Slurm all run
+ * unlocked. A mount being made is in the registry as MOUNTING, so a second
+ * request for the same image waits for it (on the condition variable)
+ * instead of mounting twice. A release answers first and tears down the
+ * mounts whose last reference went afterwards (struct teardown,
+ * core/sharing.h). */
+#ifndef SQUASHD_DAEMON_H
+#define SQUASHD_DAEMON_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "registry/registry.h"
+#include "settings/settings.h"
+#include "squash.pb-c.h"
+
+struct daemon_state {
+	char state_path[PATH_MAX];
+	char mount_dir[PATH_MAX];
+	char sessions_dir[PATH_MAX]; /* squash-shell sessions' binds (core/sessions.c) */
+	char node_name[256];
+	long long started_ms;       /* monotonic */
+
+	pthread_mutex_t lock;       /* guards everything below */
+	pthread_cond_t changed;     /* a mount or job changed state; stopping */
+	struct registry registry;
+	bool stopping;
+	char save_error[PATH_MAX + 256]; /* why the registry cannot be saved; "" when it can */
+	char state_lost[PATH_MAX + 256]; /* why squashd started without its registry; "" if it did not */
+	unsigned requests_in_progress;
+	unsigned long long requests, requests_failed, gc_releases;
+	long long last_gc_ms;       /* monotonic; 0: never */
+	unsigned long long registry_save_errors; /* failed saves since start */
+	const char *fuse_reader;    /* what serves FUSE mounts (mount/fuse_reader.h); set at start */
+	bool fuse_reader_resumes;   /* it can take over a dead one's connection (mount/fuse_keep.h) */
+};
+
+/* What one operation lets go of, to be undone after its answer (unlocked):
+ * mounts whose last reference went and jobs' overlay directories. It
+ * carries the settings snapshot the operation holds (settings.h). */
+struct teardown_dir {
+	struct teardown_dir *next;
+	char path[];
+};
+struct teardown {
+	const struct squashd_config *cfg;
+	struct mount_entry *head;   /* chained by teardown_next */
+	struct teardown_dir *dirs;  /* torn down first (core/overlay.h) */
+};
+#define TEARDOWN_INIT(settings) { .cfg = (settings), .head = NULL, .dirs = NULL }
+
+/* Paths below cfg->state_dir, the node name, locks. Returns 0 or -1. */
+int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg);
+
+/* Stopping: wakes every waiter; new requests are answered UNAVAILABLE. */
+void daemon_stop(struct daemon_state *ds);
+
+/* Saves the registry (lock held); on failure remembers why (health, new
+ * mounts refuse) and returns -1. */
+int daemon_save_locked(struct daemon_state *ds);
+
+/* Waits on ds->changed until deadline_ms (lock held); false on timeout or
+ * stop. */
+bool daemon_wait_locked(struct daemon_state *ds, long long deadline_ms);
+
+/* Milliseconds until deadline_ms, 0 when past. */
+int daemon_time_left(long long deadline_ms);
+
+/* Whether new mounts are refused now (lock held): squashd stops
+ * (UNAVAILABLE), or the registry cannot be saved (NODE_ERROR; a save is
+ * tried first): a mount this squashd could not record would be leaked by
+ * the next one. Returns OK, or the status with why. */
+Squash__Status daemon_refuse_new_mounts_locked(struct daemon_state *ds, char *why, size_t len);
+
+#endif

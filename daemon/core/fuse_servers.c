@@ -1,0 +1,121 @@
+#include "config.h"
+#include "core/fuse_servers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mount/fuse_keep.h"
+#include "mount/process_watch.h"
+#include "util/log.h"
+
+struct server_watch {
+	struct daemon_state *ds;
+	unsigned mount_id;
+};
+
+static void describe_death(int status, char *buf, size_t len)
+{
+	if (status < 0)
+		snprintf(buf, len, "exited (it was adopted after a squashd restart; its status is unknown)");
+	else if (WIFSIGNALED(status))
+		snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+}
+
+void fuse_servers_mark_dead_locked(struct daemon_state *ds, struct mount_entry *m, const char *how)
+{
+	char path[PATH_MAX];
+
+	log_error("FUSE server of image %s (pid %d) %s; its mount %s is dead%s",
+		  m->image, (int)m->server_pid, how, m->mount_point,
+		  m->refcount ? " and is replaced for new jobs" : "");
+	free(m->failure);
+	m->failure = strdup(how);
+	m->state = MOUNT_DEAD;
+	m->server_pid = 0;
+	if (m->server_pidfd >= 0)
+		close(m->server_pidfd);
+	m->server_pidfd = -1;
+	/* The last descriptor of the connection: the kernel aborts it now. */
+	fuse_keep_free(m->keep);
+	m->keep = NULL;
+	snprintf(path, sizeof(path), "%s", m->mount_point);
+	/* A dead FUSE mount answers ENOTCONN: detaching it does not block. */
+	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
+		log_warning("detaching dead mount %s: %s", path, strerror(errno));
+	if (m->refcount == 0) {
+		rmdir(path);
+		registry_remove_mount(&ds->registry, m);
+	}
+	daemon_save_locked(ds);
+}
+
+/* A new reader on the kept connection (lock held). */
+static bool restart_server_locked(struct daemon_state *ds, const struct squashd_config *cfg,
+				  struct mount_entry *m, const char *how)
+{
+	char err[256];
+	pid_t pid;
+	int pidfd;
+
+	if (!m->keep || !cfg)
+		return false;
+	if (fuse_keep_restart(m->keep, config_fuse_server(cfg), &pid, &pidfd, err, sizeof(err)) !=
+	    RESULT_OK) {
+		log_error("FUSE server of image %s (pid %d) %s; %s", m->image, (int)m->server_pid, how, err);
+		return false;
+	}
+	log_warning("FUSE server of image %s (pid %d) %s; restarted as pid %d on the same connection "
+		    "(requests in flight are resent)", m->image, (int)m->server_pid, how, (int)pid);
+	if (m->server_pidfd >= 0)
+		close(m->server_pidfd);
+	m->server_pid = pid;
+	m->server_pidfd = pidfd;
+	fuse_servers_watch_locked(ds, m);
+	return true;
+}
+
+static void server_exited(void *arg, pid_t pid, int status)
+{
+	struct server_watch *w = arg;
+	struct daemon_state *ds = w->ds;
+	char how[128];
+
+	describe_death(status, how, sizeof(how));
+	const struct squashd_config *cfg = settings_hold();
+	pthread_mutex_lock(&ds->lock);
+	struct mount_entry *m = registry_mount_by_id(&ds->registry, w->mount_id);
+	/* A server that exits because its mount is being torn down is expected. */
+	/* Restarted only under jobs: a lingering mount nobody uses just goes. */
+	if (m && (m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid &&
+	    !(m->state == MOUNT_READY && restart_server_locked(ds, cfg, m, how)))
+		fuse_servers_mark_dead_locked(ds, m, how);
+	pthread_cond_broadcast(&ds->changed);
+	pthread_mutex_unlock(&ds->lock);
+	settings_drop(cfg);
+	free(w);
+}
+
+void fuse_servers_watch_locked(struct daemon_state *ds, struct mount_entry *m)
+{
+	struct server_watch *w = malloc(sizeof(*w));
+	int fd = m->server_pidfd >= 0 ? fcntl(m->server_pidfd, F_DUPFD_CLOEXEC, 0) : -1;
+
+	if (w && fd >= 0) {
+		*w = (struct server_watch){ ds, m->id };
+		if (process_watch_add(fd, m->server_pid, server_exited, w) == 0)
+			return;
+	}
+	log_warning("cannot watch the FUSE server of %s (pid %d); its death will go unnoticed",
+		    m->mount_point, (int)m->server_pid);
+	free(w);
+	if (fd >= 0)
+		close(fd);
+}

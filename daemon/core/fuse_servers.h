@@ -1,0 +1,18 @@
+/* The FUSE servers behind node-level mounts, watched through their pidfds
+ * (mount/process_watch.h). A server that dies while its mount is in use
+ * marks the mount DEAD: it is detached, never shared again, holders learn
+ * why at their next step, the next job gets a fresh mount, and health
+ * reports it. */
+#ifndef SQUASHD_FUSE_SERVERS_H
+#define SQUASHD_FUSE_SERVERS_H
+
+#include "core/daemon.h"
+
+/* Watches the FUSE server of mount m (lock held; m->server_pidfd valid). */
+void fuse_servers_watch_locked(struct daemon_state *ds, struct mount_entry *m);
+
+/* m's server died (how: "exited with status 1", ...): the mount is dead
+ * (lock held). Forgotten at once when nobody holds it. Saves. */
+void fuse_servers_mark_dead_locked(struct daemon_state *ds, struct mount_entry *m, const char *how);
+
+#endif

@@ -1,0 +1,17 @@
+/* The thread that ends lingering mounts (registry/linger.h): it sleeps on
+ * the registry's condition variable until the earliest expiry (or a
+ * change) and tears down what expired. On stop every lingering mount is
+ * torn down. */
+#ifndef SQUASHD_LINGER_TIMER_H
+#define SQUASHD_LINGER_TIMER_H
+
+#include "core/daemon.h"
+
+/* Starts the thread (after adoption). Returns 0 or -1. */
+int linger_timer_start(struct daemon_state *ds);
+
+/* After daemon_stop: the thread tears down every lingering mount and
+ * ends; waits for it. */
+void linger_timer_finish(void);
+
+#endif

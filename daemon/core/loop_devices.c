@@ -1,0 +1,85 @@
+#include "config.h"
+#include "core/loop_devices.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+static bool holds_device(const struct mount_entry *m)
+{
+	return m->key.mode == SQUASH__MOUNT_MODE__KERNEL &&
+	       (m->state == MOUNT_MOUNTING || m->state == MOUNT_READY || m->state == MOUNT_UNMOUNTING);
+}
+
+unsigned loop_devices_in_use_locked(struct daemon_state *ds)
+{
+	unsigned n = 0;
+
+	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+		n += holds_device(m);
+	return n;
+}
+
+bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *cfg,
+			 const struct mount_entry *m, char *why, size_t whylen)
+{
+	unsigned limit = cfg->max_loop_devices;
+
+	if (limit == 0)
+		return false;
+	pthread_mutex_lock(&ds->lock);
+	/* m itself is MOUNTING: count only the others. */
+	unsigned others = loop_devices_in_use_locked(ds) - holds_device(m);
+	pthread_mutex_unlock(&ds->lock);
+	if (others < limit)
+		return false;
+	snprintf(why, whylen, "no loop device for a kernel mount: squashd already holds %u "
+		 "(max_loop_devices = %u)", others, limit);
+	return true;
+}
+
+bool loop_devices_exhausted(const struct squashd_config *cfg, unsigned in_use, char *problem,
+			    size_t len)
+{
+	unsigned limit = cfg->max_loop_devices;
+
+	if (cfg->mount_policy == MOUNT_POLICY_FUSE)
+		return false; /* no kernel mounts here */
+	if (limit && in_use >= limit) {
+		snprintf(problem, len, "loop devices exhausted: squashd holds %u of max_loop_devices = %u; "
+			 "kernel mounts fail until a job using one ends", in_use, limit);
+		return true;
+	}
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0) {
+		snprintf(problem, len, "loop devices exhausted: cannot open /dev/loop-control: %s",
+			 strerror(errno));
+		return true;
+	}
+	/* Names a free device, creating one if there is none (which stays
+	 * free for the next mount); attaches nothing. */
+	int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+	int e = errno;
+	close(ctl);
+	if (n < 0) {
+		snprintf(problem, len, "loop devices exhausted: no free loop device and the kernel "
+			 "cannot create one (%s)", strerror(e));
+		return true;
+	}
+	char dev[32];
+	snprintf(dev, sizeof(dev), "/dev/loop%d", n);
+	/* udev or devtmpfs may need a moment for a device just created. */
+	for (int tries = 0; access(dev, F_OK) < 0 && errno == ENOENT; tries++) {
+		if (tries == 20) {
+			snprintf(problem, len, "loop devices exhausted: the kernel's next free device %s "
+				 "has no device node (a fixed /dev, as in a container?)", dev);
+			return true;
+		}
+		usleep(10000);
+	}
+	return false;
+}

@@ -1,0 +1,28 @@
+/* squashd's use of loop devices: the max_loop_devices limit on kernel
+ * mounts, and the health check that a kernel mount could get a device. */
+#ifndef SQUASHD_LOOP_DEVICES_H
+#define SQUASHD_LOOP_DEVICES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/daemon.h"
+
+/* Kernel mounts squashd holds or is making (lock held). */
+unsigned loop_devices_in_use_locked(struct daemon_state *ds);
+
+/* Whether kernel mount m (MOUNTING, in the registry) must not get a loop
+ * device because max_loop_devices others hold one; why says so. Takes the
+ * lock. */
+bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *cfg,
+			 const struct mount_entry *m, char *why, size_t whylen);
+
+/* Whether the next kernel mount would find no loop device: squashd is at
+ * max_loop_devices (lock held by the caller for that count: in_use), or the
+ * kernel has no free device and cannot create one (LOOP_CTL_GET_FREE
+ * fails, or its device has no node in /dev, as in a container with a fixed
+ * /dev). Fills problem when exhausted. Never takes a device. */
+bool loop_devices_exhausted(const struct squashd_config *cfg, unsigned in_use, char *problem,
+			    size_t len);
+
+#endif

@@ -1,0 +1,258 @@
+#include "config.h"
+#include "core/overlay.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mount/identity.h"
+#include "util/log.h"
+#include "mount/overlay_upper.h"
+#include "mount/unmount.h"
+
+static bool any_writable(const struct job_entry *job)
+{
+	for (size_t i = 0; i < job->count; i++)
+		if (job->images[i].writable)
+			return true;
+	return false;
+}
+
+/* Upper directory for image i, looking like the image's root: overlayfs
+ * shows the upper root's owner and mode, and a user must be able to write
+ * where the image lets them. */
+static int make_upper(const char *dir, size_t i, const char *lower, char *err, size_t errlen)
+{
+	char upper[PATH_MAX], work[PATH_MAX], point[PATH_MAX];
+	struct stat st;
+
+	if (registry_overlay_path(upper, sizeof(upper), dir, 'u', i) ||
+	    registry_overlay_path(work, sizeof(work), dir, 'w', i) ||
+	    registry_overlay_path(point, sizeof(point), dir, 'o', i)) {
+		snprintf(err, errlen, "overlay directory %s: path too long", dir);
+		return -1;
+	}
+	/* overlayfs splits its options at ',' and layers at ':' (state_dir is
+	 * the admin's choice, but must not turn into other options). */
+	if (strpbrk(dir, ",:\\") || strpbrk(lower, ",:\\")) {
+		snprintf(err, errlen, "cannot mount an overlay below %s: state_dir must not contain "
+			 "',', ':' or '\\'", dir);
+		return -1;
+	}
+	if (stat(lower, &st) < 0) {
+		snprintf(err, errlen, "cannot read the root of %s: %s", lower, strerror(errno));
+		return -1;
+	}
+	if (mkdir(upper, 0700) < 0 || mkdir(work, 0700) < 0 || mkdir(point, 0755) < 0 ||
+	    chown(upper, st.st_uid, st.st_gid) < 0 || chmod(upper, st.st_mode & 07777) < 0) {
+		snprintf(err, errlen, "cannot prepare the overlay in %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	char opts[3 * PATH_MAX + 64];
+	if (snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work) >=
+	    (int)sizeof(opts)) {
+		snprintf(err, errlen, "overlay options too long");
+		return -1;
+	}
+	if (mount("overlay", point, "overlay", MS_NOSUID | MS_NODEV, opts) < 0) {
+		snprintf(err, errlen, "cannot mount an overlay on %s: %s", lower, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Another job on this node keeps its changes in the same directory
+ * (ds->lock held). Two overlays on one upper directory corrupt it. */
+static const struct job_entry *upper_in_use(struct daemon_state *ds, const struct job_entry *job,
+					    const char *upper)
+{
+	for (const struct job_entry *j = ds->registry.jobs; j; j = j->next) {
+		if (j == job || j->status != SQUASH__STATUS__OK)
+			continue;
+		for (size_t i = 0; i < j->count; i++)
+			if (j->images[i].upper && !strcmp(j->images[i].upper, upper))
+				return j;
+	}
+	return NULL;
+}
+
+/* The overlay of image i with the user's own upper directory. */
+static enum result mount_named(struct daemon_state *ds, const struct squashd_config *cfg,
+			       struct job_entry *job, size_t i,
+			       const char *dir, struct identity **id, char *err, size_t errlen)
+{
+	char point[PATH_MAX];
+	const char *upper = job->images[i].upper;
+
+	if (upper[0] != '/') {
+		snprintf(err, errlen, "upper directory %s: not an absolute path", upper);
+		return RESULT_USER_ERROR;
+	}
+	pthread_mutex_lock(&ds->lock);
+	const struct job_entry *other = upper_in_use(ds, job, upper);
+	uint32_t other_id = other ? other->job_id : 0;
+	pthread_mutex_unlock(&ds->lock);
+	if (other) {
+		snprintf(err, errlen, "upper directory %s is in use by job %u on this node; "
+			 "one job at a time may keep its changes there", upper, other_id);
+		return RESULT_USER_ERROR;
+	}
+	if (!*id) {
+		enum result res;
+		*id = malloc(sizeof(**id));
+		if (!*id) {
+			snprintf(err, errlen, "out of memory");
+			return RESULT_NODE_ERROR;
+		}
+		if ((res = identity_lookup(job->uid, *id, err, errlen)) != RESULT_OK)
+			return res;
+	}
+	if (registry_overlay_path(point, sizeof(point), dir, 'o', i) || mkdir(point, 0755) < 0) {
+		snprintf(err, errlen, "cannot prepare the overlay in %s: %s", dir, strerror(errno));
+		return RESULT_NODE_ERROR;
+	}
+	return overlay_mount_named_upper(upper, *id, job->images[i].mount->mount_point, point,
+					 (int)cfg->request_timeout_s * 1000, err, errlen);
+}
+
+enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_config *cfg,
+			      struct job_entry *job, char *err, size_t errlen)
+{
+	struct identity *id = NULL; /* looked up for the first :rw=DIR */
+	char dir[PATH_MAX], opts[64], *points[SQUASH_MAX_IMAGES] = { NULL };
+
+	unsigned long long size = cfg->overlay_size;
+
+	if (!any_writable(job))
+		return RESULT_OK;
+	if (size == 0) {
+		snprintf(err, errlen, "writable images (:rw) are not enabled on this node "
+			 "(overlay_size = 0 in squashd.conf); ask your site or drop :rw");
+		return RESULT_USER_ERROR;
+	}
+	pthread_mutex_lock(&ds->lock);
+	unsigned dir_id = ++ds->registry.next_mount_id; /* unique among mN and jN */
+	pthread_mutex_unlock(&ds->lock);
+	if (snprintf(dir, sizeof(dir), "%s/j%u", ds->mount_dir, dir_id) >= (int)sizeof(dir)) {
+		snprintf(err, errlen, "overlay directory path too long");
+		return RESULT_NODE_ERROR;
+	}
+	snprintf(opts, sizeof(opts), "size=%llu,mode=0700", size);
+	if (mkdir(dir, 0700) < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+		return RESULT_NODE_ERROR;
+	}
+	/* No noexec: jobs run what they install in their overlay. */
+	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+		snprintf(err, errlen, "cannot mount the overlay tmpfs on %s: %s", dir, strerror(errno));
+		rmdir(dir);
+		return RESULT_NODE_ERROR;
+	}
+	enum result res = RESULT_OK;
+	for (size_t i = 0; i < job->count && res == RESULT_OK; i++) {
+		char point[PATH_MAX];
+		if (!job->images[i].writable)
+			continue;
+		if (job->images[i].upper) {
+			res = mount_named(ds, cfg, job, i, dir, &id, err, errlen);
+			if (res != RESULT_OK)
+				continue;
+		} else if (make_upper(dir, i, job->images[i].mount->mount_point, err, errlen) < 0) {
+			res = RESULT_NODE_ERROR;
+			continue;
+		}
+		if (registry_overlay_path(point, sizeof(point), dir, 'o', i) || !(points[i] = strdup(point))) {
+			snprintf(err, errlen, "out of memory");
+			res = RESULT_NODE_ERROR;
+		}
+	}
+	free(id);
+	char *dir_copy = res == RESULT_OK ? strdup(dir) : NULL;
+	if (res == RESULT_OK && !dir_copy) {
+		snprintf(err, errlen, "out of memory");
+		res = RESULT_NODE_ERROR;
+	}
+	if (res != RESULT_OK) {
+		for (size_t i = 0; i < SQUASH_MAX_IMAGES; i++)
+			free(points[i]);
+		overlay_remove_dir(dir, (int)cfg->request_timeout_s * 1000);
+		return res;
+	}
+	pthread_mutex_lock(&ds->lock);
+	job->overlay_dir = dir_copy;
+	for (size_t i = 0; i < job->count; i++)
+		job->images[i].overlay = points[i];
+	pthread_mutex_unlock(&ds->lock);
+	log_info("job %u: writable overlay(s) in %s (tmpfs of %llu bytes)", job->job_id, dir,
+		 size);
+	return RESULT_OK;
+}
+
+void overlay_queue_teardown(struct job_entry *job, struct teardown *td)
+{
+	if (!job->overlay_dir)
+		return;
+	size_t n = strlen(job->overlay_dir) + 1;
+	struct teardown_dir *d = malloc(sizeof(*d) + n);
+	if (!d) {
+		/* Left for the next squashd's clean-up of unknown leftovers. */
+		log_error("out of memory: cannot tear down the overlay %s of job %u", job->overlay_dir,
+			  job->job_id);
+	} else {
+		memcpy(d->path, job->overlay_dir, n);
+		d->next = td->dirs;
+		td->dirs = d;
+	}
+	/* Steps must not bind them from now on. */
+	for (size_t i = 0; i < job->count; i++) {
+		free(job->images[i].overlay);
+		job->images[i].overlay = NULL;
+	}
+	free(job->overlay_dir);
+	job->overlay_dir = NULL;
+}
+
+void overlay_remove_dir(const char *dir, int timeout_ms)
+{
+	char err[PATH_MAX + 256];
+	DIR *d = opendir(dir);
+
+	/* The overlays first: they live inside the tmpfs. */
+	if (d) {
+		for (struct dirent *de; (de = readdir(d));) {
+			char path[PATH_MAX];
+			if (de->d_name[0] != 'o' ||
+			    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
+				continue;
+			if (unmount_image(path, 0, -1, timeout_ms, err, sizeof(err)) != RESULT_OK)
+				log_error("removing overlay %s: %s", path, err);
+		}
+		closedir(d);
+	}
+	if (unmount_image(dir, 0, -1, timeout_ms, err, sizeof(err)) != RESULT_OK)
+		log_error("removing overlay tmpfs %s: %s", dir, err);
+	else
+		log_info("removed overlay directory %s", dir);
+}
+
+bool overlay_job_intact(const struct job_entry *job)
+{
+	if (job->overlay_dir && is_mount_point(job->overlay_dir) <= 0)
+		return false;
+	for (size_t i = 0; i < job->count; i++)
+		if (job->images[i].overlay && is_mount_point(job->images[i].overlay) <= 0)
+			return false;
+	return true;
+}
+
+bool overlay_dir_name(const char *name)
+{
+	return name[0] == 'j';
+}
+

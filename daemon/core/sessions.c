@@ -1,0 +1,117 @@
+#include "config.h"
+#include "core/sessions.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
+/* A session's directory: sessions_dir/PID. */
+static int session_dir(const struct daemon_state *ds, pid_t pid, char *buf, size_t len)
+{
+	return snprintf(buf, len, "%s/%d", ds->sessions_dir, (int)pid) < (int)len ? 0 : -1;
+}
+
+/* Only the names squashd made are touched, never followed: the user may
+ * enter the directory. */
+void sessions_unbind(const struct daemon_state *ds, pid_t pid)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 16];
+
+	if (session_dir(ds, pid, dir, sizeof(dir)) < 0)
+		return;
+	for (int i = 0; i < SQUASH_MAX_IMAGES; i++) {
+		snprintf(p, sizeof(p), "%s/%d", dir, i);
+		if (umount2(p, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
+			log_warning("detaching session bind %s: %s", p, strerror(errno));
+		rmdir(p);
+	}
+	if (rmdir(dir) < 0 && errno != ENOENT)
+		log_warning("cannot remove session directory %s: %s", dir, strerror(errno));
+}
+
+/* Lets uid (and nobody else but root) enter and list the directory fd:
+ * root:root 0700 plus the POSIX ACL entry user:UID:r-x, written as the
+ * kernel's xattr (version 2; entries sorted by tag). The user gets no
+ * write access: /run must not become a place users can fill. */
+static int grant_user(int fd, uid_t uid)
+{
+	struct { uint16_t tag, perm; uint32_t id; } __attribute__((packed)) entries[] = {
+		{ 0x01, 7, 0xffffffffu },     /* ACL_USER_OBJ rwx */
+		{ 0x02, 5, (uint32_t)uid },   /* ACL_USER uid r-x */
+		{ 0x04, 0, 0xffffffffu },     /* ACL_GROUP_OBJ --- */
+		{ 0x10, 5, 0xffffffffu },     /* ACL_MASK r-x */
+		{ 0x20, 0, 0xffffffffu },     /* ACL_OTHER --- */
+	};
+	uint8_t blob[4 + sizeof(entries)];
+	uint32_t version = 2;
+
+	/* The xattr is little-endian; so is every machine this builds for. */
+	_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "POSIX ACL xattr needs byte swapping");
+	memcpy(blob, &version, 4);
+	memcpy(blob + 4, entries, sizeof(entries));
+	return fsetxattr(fd, "system.posix_acl_access", blob, sizeof(blob), 0);
+}
+
+int sessions_bind(const struct daemon_state *ds, const struct job_entry *e, char *dir,
+		  size_t dirlen, char *err, size_t errlen)
+{
+	char p[PATH_MAX + 16];
+	int fd;
+
+	sessions_unbind(ds, e->session_pid); /* an earlier process with this pid */
+	if (session_dir(ds, e->session_pid, dir, dirlen) < 0 || mkdir(dir, 0700) < 0) {
+		snprintf(err, errlen, "cannot create the session directory %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < e->count; i++) {
+		snprintf(p, sizeof(p), "%s/%zu", dir, i);
+		if (mkdir(p, 0755) < 0 || mount(e->images[i].mount->mount_point, p, NULL, MS_BIND, NULL) < 0 ||
+		    mount(NULL, p, NULL, MS_PRIVATE, NULL) < 0 ||
+		    mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0) {
+			snprintf(err, errlen, "cannot bind image %s for the session at %s: %s",
+				 e->images[i].image, p, strerror(errno));
+			sessions_unbind(ds, e->session_pid);
+			return -1;
+		}
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || grant_user(fd, e->uid) < 0) {
+		snprintf(err, errlen, "cannot let uid %u into the session directory %s: %s%s",
+			 (unsigned)e->uid, dir, strerror(errno),
+			 errno == EOPNOTSUPP ? " (squashd's state_dir needs POSIX ACL support)" : "");
+		if (fd >= 0)
+			close(fd);
+		sessions_unbind(ds, e->session_pid);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+void sessions_remove_unknown_locked(struct daemon_state *ds)
+{
+	DIR *dir = opendir(ds->sessions_dir);
+
+	for (struct dirent *de; dir && (de = readdir(dir));) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (de->d_name[0] == '.' || *end || pid <= 0 || pid > 0x7fffffff)
+			continue;
+		if (!registry_find_session(&ds->registry, (pid_t)pid)) {
+			log_warning("cleaning up the unknown session directory %s/%ld", ds->sessions_dir, pid);
+			sessions_unbind(ds, (pid_t)pid);
+		}
+	}
+	if (dir)
+		closedir(dir);
+}

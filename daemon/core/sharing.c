@@ -1,0 +1,263 @@
+#include "config.h"
+#include "core/sharing.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "core/fuse_servers.h"
+#include "core/loop_devices.h"
+#include "core/overlay.h"
+#include "core/policy.h"
+#include "mount/fuse_keep.h"
+#include "mount/image_open.h"
+#include "mount/mount_fuse.h"
+#include "mount/mount_loop.h"
+#include "mount/unmount.h"
+#include "registry/linger.h"
+#include "superblock.h"
+#include "util/log.h"
+
+void sharing_put_locked(struct daemon_state *ds, struct mount_entry *m, struct teardown *td)
+{
+	if (!m || m->refcount == 0 || --m->refcount > 0)
+		return;
+	switch (m->state) {
+	case MOUNT_READY:
+		if (!ds->stopping && linger_begin(m, td->cfg->linger_s, squash_now_ms())) {
+			/* The expiry thread may sleep past the new deadline otherwise. */
+			pthread_cond_broadcast(&ds->changed);
+			break;
+		}
+		m->state = MOUNT_UNMOUNTING;
+		m->teardown_next = td->head;
+		td->head = m;
+		break;
+	case MOUNT_FAILED:
+	case MOUNT_DEAD:
+		rmdir(m->mount_point);
+		registry_remove_mount(&ds->registry, m);
+		break;
+	case MOUNT_MOUNTING:    /* its mounter holds a reference */
+	case MOUNT_UNMOUNTING:  /* cannot be referenced */
+	case MOUNT_LINGERING:   /* holds no references */
+		break;
+	}
+}
+
+void sharing_teardown(struct daemon_state *ds, struct teardown *td)
+{
+	char err[PATH_MAX + 256];
+	int timeout_ms = (int)td->cfg->request_timeout_s * 1000;
+
+	/* Overlays first: their lower layers are among td's mounts. */
+	for (struct teardown_dir *d = td->dirs, *next; d; d = next) {
+		next = d->next;
+		overlay_remove_dir(d->path, timeout_ms);
+		free(d);
+	}
+	td->dirs = NULL;
+	if (!td->head)
+		return;
+	/* Unlocked: nobody else touches an UNMOUNTING entry. */
+	for (struct mount_entry *m = td->head; m; m = m->teardown_next) {
+		if (unmount_image(m->mount_point, m->server_pid, m->server_pidfd, timeout_ms,
+				  err, sizeof(err)) != RESULT_OK)
+			log_error("unmounting %s (image %s): %s", m->mount_point, m->image, err);
+		else
+			log_info("unmounted image %s from %s", m->image, m->mount_point);
+	}
+	/* One save for the whole teardown (the state file never lists
+	 * UNMOUNTING entries, so nothing is lost meanwhile). */
+	pthread_mutex_lock(&ds->lock);
+	for (struct mount_entry *m = td->head, *next; m; m = next) {
+		next = m->teardown_next;
+		registry_remove_mount(&ds->registry, m);
+	}
+	daemon_save_locked(ds);
+	pthread_mutex_unlock(&ds->lock);
+	td->head = NULL;
+}
+
+/* Makes the mount for m (state MOUNTING, held by the caller), unlocked. */
+static enum result make_mount(struct daemon_state *ds, const struct squashd_config *cfg,
+			      struct mount_entry *m, int fd, const struct identity *id,
+			      long long deadline_ms, pid_t *server, int *server_pidfd, int *conn_fd,
+			      char *loop_dev, size_t loop_len, char *why, size_t whylen)
+{
+	if (mkdir(m->mount_point, 0755) < 0 && errno != EEXIST) {
+		snprintf(why, whylen, "cannot create mount point %s: %s", m->mount_point, strerror(errno));
+		return RESULT_NODE_ERROR;
+	}
+	/* Only squash-reader can take a connection over, and only a kernel
+	 * that resends makes that worth it. */
+	if (m->key.mode == SQUASH__MOUNT_MODE__FUSE)
+		return fuse_mount_image_kept(fd, m->mount_point, id, config_fuse_server(cfg),
+					     daemon_time_left(deadline_ms), server, server_pidfd,
+					     ds->fuse_reader_resumes && fuse_kernel_resends() ? conn_fd : NULL,
+					     why, whylen);
+	if (loop_devices_refuse(ds, cfg, m, why, whylen))
+		return RESULT_NODE_ERROR;
+	return loop_mount_image(fd, m->mount_point, loop_dev, loop_len, why, whylen);
+}
+
+/* Opens spec's image as the user and checks it; on RESULT_OK fills fd and
+ * the sharing key. */
+static enum result open_image(const struct squashd_config *cfg, const struct identity *id,
+			      const Squash__ImageSpec *spec, int *fd_out, struct mount_key *key,
+			      char *err, size_t errlen, long long deadline_ms)
+{
+	int fd;
+	struct stat st;
+	struct image_header header;
+	char why[SQUASH_PATH_MAX + 512];
+	enum result res = image_open_as_user(spec->image, id, daemon_time_left(deadline_ms), &fd, &st,
+					     &header, why, sizeof(why));
+	if (res != RESULT_OK) {
+		snprintf(err, errlen, "%s", why);
+		return res;
+	}
+	Squash__MountMode mode = policy_mount_mode(cfg, fd, &st);
+	log_context_image(spec->image, mode == SQUASH__MOUNT_MODE__KERNEL ? "kernel" : "fuse");
+	if (mode == SQUASH__MOUNT_MODE__FUSE && id->uid == 0) {
+		/* FUSE servers parse untrusted images; they never run as root. */
+		snprintf(err, errlen, "image %s: jobs of root may only use trusted images "
+			 "(its FUSE server would run as root)", spec->image);
+		close(fd);
+		return RESULT_USER_ERROR;
+	}
+	enum squash_reader reader = mode == SQUASH__MOUNT_MODE__KERNEL ? SQUASH_READER_KERNEL
+									: SQUASH_READER_FUSE;
+	if (header.read_errno) {
+		snprintf(err, errlen, "image %s: cannot read image: %s", spec->image, strerror(header.read_errno));
+		close(fd);
+		return RESULT_NODE_ERROR;
+	}
+	if (squash_superblock_check(header.bytes, header.len, (uint64_t)st.st_size, reader, NULL,
+				    why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "image %s: %s", spec->image, why);
+		close(fd);
+		return RESULT_USER_ERROR;
+	}
+	*key = (struct mount_key){
+		.dev = st.st_dev, .ino = st.st_ino, .size = st.st_size,
+		.mtime_sec = st.st_mtim.tv_sec, .mtime_nsec = st.st_mtim.tv_nsec,
+		.mode = mode,
+		.owner_uid = mode == SQUASH__MOUNT_MODE__FUSE ? id->uid : MOUNT_OWNER_ANY,
+	};
+	*fd_out = fd;
+	return RESULT_OK;
+}
+
+/* Shares a mount with key (lock held): 1 with *out referenced, 0 when
+ * there is none to share, -1 with err (its failure, or waiting gave up). */
+static int share_existing_locked(struct daemon_state *ds, const struct squashd_config *cfg,
+				 const struct mount_key *key, const Squash__ImageSpec *spec,
+				 struct mount_entry **out, enum result *res, char *err, size_t errlen,
+				 long long deadline_ms)
+{
+	struct mount_entry *m;
+
+	while ((m = registry_find_mount(&ds->registry, key))) {
+		m->refcount++;
+		if (m->state == MOUNT_LINGERING)
+			linger_take_over(m, squash_now_ms());
+		while (m->state == MOUNT_MOUNTING && daemon_wait_locked(ds, deadline_ms))
+			;
+		if (m->state == MOUNT_READY) {
+			*out = m;
+			return 1;
+		}
+		if (m->state == MOUNT_MOUNTING) { /* gave up waiting */
+			m->refcount--; /* the mounter still holds it */
+			snprintf(err, errlen, ds->stopping ? "image %s: squashd is stopping"
+				 : "image %s: another job's request is still mounting it (timed out waiting)",
+				 spec->image);
+			*res = RESULT_NODE_ERROR;
+			return -1;
+		}
+		struct teardown td = TEARDOWN_INIT(cfg);
+		if (m->state == MOUNT_FAILED) {
+			/* The same file, mode and user: the same outcome. */
+			snprintf(err, errlen, "%s", m->failure ? m->failure : "mount failed");
+			*res = (enum result)m->failure_result;
+			sharing_put_locked(ds, m, &td);
+			return -1;
+		}
+		/* Died right after it was made: let go and mount afresh. */
+		sharing_put_locked(ds, m, &td);
+		if (td.head) {
+			pthread_mutex_unlock(&ds->lock);
+			sharing_teardown(ds, &td);
+			pthread_mutex_lock(&ds->lock);
+		}
+	}
+	return 0;
+}
+
+enum result sharing_get(struct daemon_state *ds, const struct squashd_config *cfg,
+			const struct identity *id, const Squash__ImageSpec *spec,
+			struct mount_entry **out, char *err, size_t errlen, long long deadline_ms)
+{
+	struct mount_key key;
+	char why[SQUASH_PATH_MAX + 512];
+	int fd;
+	enum result res = open_image(cfg, id, spec, &fd, &key, err, errlen, deadline_ms);
+
+	if (res != RESULT_OK)
+		return res;
+	pthread_mutex_lock(&ds->lock);
+	int shared = share_existing_locked(ds, cfg, &key, spec, out, &res, err, errlen, deadline_ms);
+	if (shared != 0) {
+		pthread_mutex_unlock(&ds->lock);
+		close(fd);
+		return shared > 0 ? RESULT_OK : res;
+	}
+	struct mount_entry *m = registry_new_mount(&ds->registry, &key, spec->image, ds->mount_dir);
+	if (!m) {
+		pthread_mutex_unlock(&ds->lock);
+		close(fd);
+		snprintf(err, errlen, "out of memory");
+		return RESULT_NODE_ERROR;
+	}
+	m->refcount = 1;
+	pthread_mutex_unlock(&ds->lock);
+
+	pid_t server = 0;
+	int server_pidfd = -1, conn_fd = -1;
+	char loop_dev[32] = "";
+	res = make_mount(ds, cfg, m, fd, id, deadline_ms, &server, &server_pidfd, &conn_fd, loop_dev,
+			 sizeof(loop_dev), why, sizeof(why));
+	struct fuse_keep *keep = res == RESULT_OK && conn_fd >= 0 ? fuse_keep_new(conn_fd, fd, id) : NULL;
+	close(fd);
+
+	pthread_mutex_lock(&ds->lock);
+	if (res == RESULT_OK) {
+		m->state = MOUNT_READY;
+		m->server_pid = server;
+		m->server_pidfd = server_pidfd;
+		m->keep = keep;
+		snprintf(m->loop_device, sizeof(m->loop_device), "%s", loop_dev);
+		if (server > 0)
+			fuse_servers_watch_locked(ds, m);
+		log_info("mounted image %s at %s (%s%s%s, uid %u)", spec->image, m->mount_point,
+			 key.mode == SQUASH__MOUNT_MODE__FUSE ? "fuse" : "kernel",
+			 loop_dev[0] ? " on " : "", loop_dev, (unsigned)id->uid);
+		*out = m;
+	} else {
+		rmdir(m->mount_point);
+		snprintf(err, errlen, "image %s: %s", spec->image, why);
+		m->state = MOUNT_FAILED;
+		m->failure = strdup(err);
+		m->failure_result = res;
+		struct teardown none = TEARDOWN_INIT(cfg);
+		sharing_put_locked(ds, m, &none);
+	}
+	pthread_cond_broadcast(&ds->changed);
+	pthread_mutex_unlock(&ds->lock);
+	return res;
+}

@@ -1,0 +1,32 @@
+/* The sharing engine: one node-level mount per image per sharing domain
+ * (registry/registry.h, struct mount_key), refcounted by the job, step and
+ * session images that hold it. A request that finds the image being
+ * mounted waits for that mount and shares it or its failure; the last
+ * reference lets the mount linger (registry/linger.h) or queues it on a
+ * struct teardown, unmounted after the answer. */
+#ifndef SQUASHD_SHARING_H
+#define SQUASHD_SHARING_H
+
+#include <stddef.h>
+
+#include "core/daemon.h"
+#include "mount/identity.h"
+#include "util/result.h"
+
+/* Mounts or shares spec's image for a holder with identity id (unlocked).
+ * On RESULT_OK *out holds one more reference for the caller; otherwise err
+ * says why, for the user. Gives up at deadline_ms. */
+enum result sharing_get(struct daemon_state *ds, const struct squashd_config *cfg,
+			const struct identity *id, const Squash__ImageSpec *spec,
+			struct mount_entry **out, char *err, size_t errlen, long long deadline_ms);
+
+/* Drops one reference (lock held). The last one of a ready mount makes it
+ * linger (td->cfg's linger) or queues it on td; failed and dead mounts are
+ * forgotten at once. m may be NULL. */
+void sharing_put_locked(struct daemon_state *ds, struct mount_entry *m, struct teardown *td);
+
+/* Unmounts what td holds (unlocked), forgets it and saves; td is empty
+ * afterwards. */
+void sharing_teardown(struct daemon_state *ds, struct teardown *td);
+
+#endif

@@ -1,0 +1,28 @@
+/* A job user's identity as squashd acts with it: uid, primary gid from the
+ * passwd database and all supplementary groups. */
+#ifndef SQUASHD_IDENTITY_H
+#define SQUASHD_IDENTITY_H
+
+#include <sys/types.h>
+
+#include "util/result.h"
+
+#define IDENTITY_MAX_GROUPS 1024
+
+struct identity {
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[IDENTITY_MAX_GROUPS];
+	char name[256];
+};
+
+/* Looks the user up (getpwuid_r, getgrouplist). Unknown uid: user error. */
+enum result identity_lookup(uid_t uid, struct identity *id, char *err,
+			    size_t errlen);
+
+/* In a forked child: drops to id for good (setgroups, setgid, setuid, in that
+ * order, then checks root cannot be regained). Returns 0 or -1 (errno). */
+int identity_become(const struct identity *id);
+
+#endif

@@ -1,0 +1,353 @@
+#include "config.h"
+
+#include "mount/image_open.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mount/child_process.h"
+#include "clock.h"
+#include "util/log.h"
+
+/* What the child tells the parent; the parent words the error, the child
+ * only reports which step failed and why. */
+enum open_step {
+	STEP_OK = 0,
+	STEP_BECOME,	/* dropping to the user failed */
+	STEP_OPEN,	/* open(O_PATH|O_NOFOLLOW) failed */
+	STEP_SYMLINK,	/* the path names a symbolic link */
+	STEP_NOT_REG,	/* not a regular file; mode says what it is */
+	STEP_REOPEN,	/* reopening for reading failed */
+	STEP_FSTAT,
+};
+
+struct open_status {
+	int32_t step;
+	int32_t err;
+	uint32_t mode;
+	/* The superblock, read by the child too: a read that hangs on a dead
+	 * file server then hangs a process we can give up on, not squashd. */
+	int32_t header_err; /* errno of the read, 0 when it worked */
+	uint32_t header_len;
+	uint8_t header[SQUASH_SUPERBLOCK_SIZE];
+};
+
+static void child_send(int sock, const struct open_status *status, int fd)
+{
+	struct iovec iov = { .iov_base = (void *)status,
+			     .iov_len = sizeof(*status) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		msg.msg_control = u.buf;
+		msg.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	/* Nothing useful to do on failure: the parent sees EOF. */
+	(void)sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
+static void close_range_compat(unsigned first, unsigned last)
+{
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, first, last, 0) == 0)
+		return;
+#endif
+	long max = sysconf(_SC_OPEN_MAX);
+
+	if (max < 0 || max > 65536)
+		max = 65536;
+	for (unsigned fd = first; fd <= last && fd < (unsigned)max; fd++)
+		close((int)fd);
+}
+
+/* Runs in the forked child, never returns. */
+static void __attribute__((noreturn))
+child_open(int sock, const char *path, const struct identity *id)
+{
+	struct open_status status = { .step = STEP_OK };
+	struct stat st;
+	char proc_path[64];
+	int pfd, fd = -1;
+
+	/* The user's process has no business holding squashd's sockets and
+	 * mounts' descriptors, even briefly. */
+	if (sock > 3)
+		close_range_compat(3, (unsigned)sock - 1);
+	close_range_compat((unsigned)sock + 1, ~0U);
+
+	if (identity_become(id) < 0) {
+		status.step = STEP_BECOME;
+		status.err = errno;
+		goto out;
+	}
+	pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0) {
+		status.err = errno;
+		status.step = STEP_OPEN;
+		/* ELOOP also means too many links along the path; only call
+		 * it a symbolic link when the last component is one. */
+		if (errno == ELOOP && lstat(path, &st) == 0 &&
+		    S_ISLNK(st.st_mode))
+			status.step = STEP_SYMLINK;
+		goto out;
+	}
+	if (fstat(pfd, &st) < 0) {
+		status.step = STEP_FSTAT;
+		status.err = errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		status.step = S_ISLNK(st.st_mode) ? STEP_SYMLINK : STEP_NOT_REG;
+		status.mode = st.st_mode;
+		goto out;
+	}
+	/* Reopening the O_PATH descriptor through /proc checks read
+	 * permission for this (the user's) identity on the very inode we
+	 * checked, so the path cannot be swapped in between. */
+	snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", pfd);
+	fd = open(proc_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		status.step = STEP_REOPEN;
+		status.err = errno;
+		goto out;
+	}
+	while (status.header_len < sizeof(status.header)) {
+		ssize_t n = pread(fd, status.header + status.header_len,
+				  sizeof(status.header) - status.header_len,
+				  (off_t)status.header_len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			status.header_err = errno;
+		if (n <= 0)
+			break;
+		status.header_len += (uint32_t)n;
+	}
+out:
+	child_send(sock, &status, fd);
+	_exit(0);
+}
+
+/* Receives the status and, on success, exactly one descriptor. Returns 0,
+ * or -1 when the child died or sent something malformed. */
+static int receive_status(int sock, struct open_status *status, int *fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = status, .iov_len = sizeof(*status) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = u.buf,
+			      .msg_controllen = sizeof(u.buf) };
+	ssize_t n;
+	int nfds = 0;
+
+	*fd = -1;
+	do {
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL;
+	     c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < cnt; i++) {
+			int got;
+
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (nfds++ == 0)
+				*fd = got;
+			else
+				close(got);
+		}
+	}
+	if (n != (ssize_t)sizeof(*status) || (msg.msg_flags & MSG_CTRUNC) ||
+	    nfds > 1 || (status->step == STEP_OK) != (nfds == 1)) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static const char *file_type_name(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		return "a device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISLNK(mode))
+		return "a symbolic link";
+	return "not a regular file";
+}
+
+static enum result describe_failure(const struct open_status *status,
+				    const char *path,
+				    const struct identity *id, char *err,
+				    size_t errlen)
+{
+	int e = status->err;
+
+	switch (status->step) {
+	case STEP_BECOME:
+		snprintf(err, errlen, "image %s: cannot switch to user %s (uid %u): %s",
+			 path, id->name, (unsigned)id->uid, strerror(e));
+		return RESULT_NODE_ERROR;
+	case STEP_SYMLINK:
+		snprintf(err, errlen,
+			 "image %s is a symbolic link, not a regular file", path);
+		return RESULT_USER_ERROR;
+	case STEP_NOT_REG:
+		snprintf(err, errlen, "image %s is %s, not a regular file",
+			 path, file_type_name((mode_t)status->mode));
+		return RESULT_USER_ERROR;
+	case STEP_OPEN:
+	case STEP_REOPEN:
+	case STEP_FSTAT:
+		break;
+	default:
+		snprintf(err, errlen, "image %s: opener sent an unknown answer",
+			 path);
+		return RESULT_NODE_ERROR;
+	}
+	switch (e) {
+	case EACCES:
+	case EPERM:
+		snprintf(err, errlen, "image %s: not readable by user %s (uid %u): %s",
+			 path, id->name, (unsigned)id->uid, strerror(e));
+		return RESULT_USER_ERROR;
+	case ENOENT:
+	case ENOTDIR:
+	case ELOOP:
+	case ENAMETOOLONG:
+		snprintf(err, errlen, "image %s: %s", path, strerror(e));
+		return RESULT_USER_ERROR;
+	default:
+		snprintf(err, errlen, "image %s: opening as user %s failed: %s",
+			 path, id->name, strerror(e));
+		return RESULT_NODE_ERROR;
+	}
+}
+
+enum result image_open_as_user(const char *path, const struct identity *id,
+			       int timeout_ms, int *fd_out, struct stat *st,
+			       struct image_header *header, char *err,
+			       size_t errlen)
+{
+	struct open_status status;
+	int sv[2], fd = -1, pidfd;
+	long long deadline = squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	pid_t pid;
+
+	*fd_out = -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		snprintf(err, errlen, "image %s: socketpair: %s", path,
+			 strerror(errno));
+		return RESULT_NODE_ERROR;
+	}
+	pid = child_fork(&pidfd);
+	if (pid < 0) {
+		snprintf(err, errlen, "image %s: fork: %s", path, strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return RESULT_NODE_ERROR;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		child_open(sv[1], path, id);
+	}
+	close(sv[1]);
+
+	/* A hung file system (NFS server gone) blocks the child, never us. */
+	for (;;) {
+		struct pollfd p[2] = { { .fd = sv[0], .events = POLLIN },
+				       { .fd = child_stop_fd(), .events = POLLIN } };
+		long long left = deadline - squash_now_ms();
+		int r;
+
+		if (left < 0)
+			left = 0;
+		r = poll(p, p[1].fd >= 0 ? 2 : 1, (int)left);
+		if (r > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			break;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			snprintf(err, errlen, "image %s: poll: %s", path,
+				 strerror(errno));
+		else if (r > 0)
+			snprintf(err, errlen, "image %s: squashd is stopping", path);
+		else
+			snprintf(err, errlen,
+				 "opening image %s as user %s timed out after %.1f s (is its file system hung?)",
+				 path, id->name, timeout_ms / 1000.0);
+		close(sv[0]);
+		child_abandon(pidfd);
+		return RESULT_NODE_ERROR;
+	}
+
+	if (receive_status(sv[0], &status, &fd) < 0) {
+		snprintf(err, errlen,
+			 "image %s: the process opening it as user %s died without an answer",
+			 path, id->name);
+		close(sv[0]);
+		child_abandon(pidfd);
+		return RESULT_NODE_ERROR;
+	}
+	close(sv[0]);
+	/* It exits right after answering; the watcher reaps it. */
+	child_abandon(pidfd);
+
+	if (status.step != STEP_OK)
+		return describe_failure(&status, path, id, err, errlen);
+
+	if (fstat(fd, st) < 0) {
+		snprintf(err, errlen, "image %s: fstat: %s", path, strerror(errno));
+		close(fd);
+		return RESULT_NODE_ERROR;
+	}
+	if (!S_ISREG(st->st_mode)) { /* cannot happen; never trust the peer */
+		snprintf(err, errlen, "image %s is %s, not a regular file", path,
+			 file_type_name(st->st_mode));
+		close(fd);
+		return RESULT_USER_ERROR;
+	}
+	if (header) {
+		header->read_errno = status.header_err;
+		header->len = status.header_len <= sizeof(header->bytes) ? status.header_len : 0;
+		memcpy(header->bytes, status.header, header->len);
+	}
+	*fd_out = fd;
+	return RESULT_OK;
+}

@@ -1,0 +1,27 @@
+/* A writable overlay whose changes are kept in a directory the user named
+ * (IMAGE:TARGET:rw=DIR). DIR, DIR/upper and DIR/work are opened and
+ * created by a child that has become the job user, keeping only
+ * CAP_SYS_ADMIN and CAP_DAC_OVERRIDE (overlay_upper.c says why); the
+ * child mounts the overlay, so
+ * overlayfs records the user (not root) as its mounter and does all its
+ * later work in DIR (copy-up, whiteouts, renames) with the user's rights.
+ * A user-controlled tree is never written with root's. */
+#ifndef SQUASHD_OVERLAY_UPPER_H
+#define SQUASHD_OVERLAY_UPPER_H
+
+#include <stddef.h>
+
+#include "mount/identity.h"
+#include "util/result.h"
+
+/* Mounts an overlay on point (a directory in squashd's private mount
+ * directory) with lower as its lower layer and DIR/upper, DIR/work as its
+ * upper and work directories. DIR must be a directory the user owns
+ * (not a symbolic link); upper/ and work/ are created when missing. Gives
+ * up after timeout_ms (a hung file system). User errors (DIR missing, not
+ * the user's, a file system overlayfs cannot write to) name DIR. */
+enum result overlay_mount_named_upper(const char *dir, const struct identity *id,
+				      const char *lower, const char *point, int timeout_ms,
+				      char *err, size_t errlen);
+
+#endif

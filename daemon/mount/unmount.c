@@ -1,0 +1,165 @@
+#include "config.h"
+
+#include "mount/unmount.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mountinfo.h"
+#include "mount/child_process.h"
+#include "clock.h"
+#include "util/log.h"
+
+#define EBUSY_RETRY_MS 20
+#define BUSY_RETRY_MAX_MS 300
+
+int is_mount_point(const char *path)
+{
+	char want[4096];
+	char *line = NULL;
+	size_t cap = 0, len;
+	int found = 0;
+	FILE *f;
+
+	/* mountinfo never shows a trailing slash except for "/" itself. */
+	snprintf(want, sizeof(want), "%s", path);
+	len = strlen(want);
+	while (len > 1 && want[len - 1] == '/')
+		want[--len] = '\0';
+
+	f = fopen("/proc/self/mountinfo", "re");
+	if (f == NULL) {
+		log_warning("cannot read /proc/self/mountinfo: %s",
+			    strerror(errno));
+		return 0;
+	}
+	/* Fields: id parent major:minor root mountpoint options ... */
+	while (!found && getline(&line, &cap, f) > 0) {
+		char *field = squash_mountinfo_mount_point(line);
+
+		if (field == NULL)
+			continue;
+		found = strcmp(field, want) == 0;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* Unmounts every mount stacked on path. Returns 0 once nothing is mounted
+ * there, -1 with err set otherwise. Busy mounts are retried until
+ * busy_deadline and then detached lazily. */
+static int unmount_all(const char *path, long long busy_deadline, char *err,
+		       size_t errlen)
+{
+	/* Bounded: each round removes one mount or ends the loop. */
+	for (int rounds = 0; rounds < 64; rounds++) {
+		if (umount2(path, UMOUNT_NOFOLLOW) == 0)
+			continue;
+		if (errno == EINVAL || errno == ENOENT)
+			return 0; /* not (or no longer) a mount point */
+		if (errno == EBUSY && squash_now_ms() < busy_deadline) {
+			usleep(EBUSY_RETRY_MS * 1000);
+			continue;
+		}
+		if (errno == EBUSY) {
+			log_warning("%s is still busy; detaching it lazily",
+				    path);
+			if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+				continue;
+			if (errno == EINVAL || errno == ENOENT)
+				return 0;
+		}
+		snprintf(err, errlen, "cannot unmount %s: %s", path,
+			 strerror(errno));
+		return -1;
+	}
+	if (is_mount_point(path)) {
+		snprintf(err, errlen, "%s is still mounted after 64 unmounts",
+			 path);
+		return -1;
+	}
+	return 0;
+}
+
+/* Only ever signal a pid that is not our child when it still looks like a
+ * FUSE server (after a daemon restart the pid may have been reused). */
+static bool looks_like_server(pid_t pid)
+{
+	char path[64], comm[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return false;
+	if (fgets(comm, sizeof(comm), f) == NULL)
+		comm[0] = '\0';
+	fclose(f);
+	return strncmp(comm, "squashfuse", 10) == 0;
+}
+
+/* Waits (woken by its exit) for the server to end after its mount went
+ * away, and kills it when it does not. pidfd may be -1 (then one is made;
+ * an adopted server is signalled only while it still looks like one). */
+static void stop_server(pid_t pid, int pidfd, long long deadline)
+{
+	long long total = deadline - squash_now_ms();
+	/* Keep a slice of the time for SIGKILL to take effect. */
+	long long kill_slice = total / 4 < 500 ? total / 4 : 500;
+	int own_fd = -1, status;
+
+	if (pidfd < 0) {
+		pidfd = own_fd = child_pidfd(pid);
+		if (pidfd < 0)
+			return; /* already gone */
+	}
+	if (child_wait(pidfd, deadline - kill_slice, &status) == 1)
+		goto out;
+	if (!looks_like_server(pid)) {
+		log_warning("pid %d is not a FUSE server any more; not signalling it",
+			    (int)pid);
+		goto out;
+	}
+	log_warning("FUSE server %d did not exit after unmount; killing it",
+		    (int)pid);
+	child_kill(pidfd);
+	if (child_wait(pidfd, deadline, &status) != 1)
+		log_warning("FUSE server %d survived SIGKILL (stuck in the kernel?)",
+			    (int)pid);
+out:
+	if (own_fd >= 0)
+		close(own_fd);
+}
+
+enum result unmount_image(const char *mountpoint, pid_t server_pid,
+			  int server_pidfd, int timeout_ms, char *err, size_t errlen)
+{
+	long long start = squash_now_ms();
+	long long deadline = start + (timeout_ms > 0 ? timeout_ms : 0);
+	/* Steps no longer hold copies of node-level mounts, so a busy mount is
+	 * rare (an admin's shell in it): retry briefly, then detach lazily. */
+	long long busy_until = start + (timeout_ms / 2 < BUSY_RETRY_MAX_MS ? timeout_ms / 2
+									: BUSY_RETRY_MAX_MS);
+
+	if (unmount_all(mountpoint, busy_until, err, errlen) < 0)
+		return RESULT_NODE_ERROR;
+	if (is_mount_point(mountpoint)) {
+		snprintf(err, errlen, "%s is still mounted", mountpoint);
+		return RESULT_NODE_ERROR;
+	}
+	if (server_pid > 0)
+		stop_server(server_pid, server_pidfd, deadline);
+	if (rmdir(mountpoint) < 0 && errno != ENOENT)
+		log_warning("cannot remove mount point %s: %s", mountpoint,
+			    strerror(errno));
+	return RESULT_OK;
+}

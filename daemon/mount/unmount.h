@@ -1,0 +1,23 @@
+/* Tearing down one node-level mount: umount with bounded retries on EBUSY,
+ * then a lazy detach; for FUSE, wait (bounded, woken by its exit) for the server to exit and
+ * kill it if it does not. Never blocks longer than timeout_ms in total. */
+#ifndef SQUASHD_UNMOUNT_H
+#define SQUASHD_UNMOUNT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "util/result.h"
+
+/* server_pid: the FUSE server to wait for, 0 for kernel mounts;
+ * server_pidfd: a pidfd for it, or -1 (one is made). Returns
+ * RESULT_OK once the mount point is no longer mounted (the directory is
+ * then removed), RESULT_NODE_ERROR with err otherwise. Unmounting a path
+ * that is not mounted is success (idempotent). */
+enum result unmount_image(const char *mountpoint, pid_t server_pid,
+			  int server_pidfd, int timeout_ms, char *err, size_t errlen);
+
+/* True when path is a mount point in this mount namespace (mountinfo). */
+int is_mount_point(const char *path);
+
+#endif

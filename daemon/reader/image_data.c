@@ -1,0 +1,220 @@
+/* squash-reader's image layer: file data, blocks and fragments, answered
+ * from the data cache (image.h). */
+#include "config.h"
+
+#include "reader/image.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "reader/block_cache.h"
+#include "reader/image_format.h"
+
+/* Never written: the data of sparse blocks. */
+static unsigned char zeros[MAX_BLOCK_SIZE];
+
+/* Reads and caches the data block at pos with on-disk header word hdr;
+ * want: the bytes it must decompress to. */
+static int data_block(struct image *img, uint64_t pos, uint32_t hdr, size_t want,
+		      struct cached_block **out)
+{
+	size_t size = hdr & ~DATA_UNCOMPRESSED, outlen = img->block_size;
+	struct cached_block *b = block_cache_get(&img->data, pos);
+	void *raw;
+	int r;
+
+	if (b && b->next == hdr && b->len >= want) {
+		*out = b;
+		return 0;
+	}
+	if (b)
+		block_cache_release(&img->data, b);
+	if (size == 0 || size > img->block_size)
+		return -EIO;
+	b = malloc(sizeof(*b) + img->block_size);
+	if (!b)
+		return -ENOMEM;
+	b->key = pos;
+	b->next = hdr;
+	b->refs = 1;
+	if (hdr & DATA_UNCOMPRESSED) {
+		r = read_at(img, pos, b->data, size);
+		outlen = size;
+	} else if (!(raw = malloc(size))) {
+		r = -ENOMEM;
+	} else {
+		r = read_at(img, pos, raw, size);
+		if (r == 0 && (img->decompress(raw, size, b->data, &outlen) != SQFS_OK ||
+			       outlen > img->block_size))
+			r = -EIO;
+		free(raw);
+	}
+	if (r == 0 && outlen < want)
+		r = -EIO;
+	if (r < 0) {
+		free(b);
+		return r;
+	}
+	b->len = outlen;
+	*out = block_cache_put(&img->data, b);
+	return 0;
+}
+
+static int reply_add(struct read_reply *r, const void *base, size_t len, void *held)
+{
+	if (r->n == r->cap) {
+		int cap = r->cap ? r->cap * 2 : 16;
+		struct iovec *iov = realloc(r->iov, (size_t)cap * sizeof(*iov));
+		void **h;
+
+		if (!iov)
+			return -ENOMEM;
+		r->iov = iov;
+		h = realloc(r->held, (size_t)cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		r->held = h;
+		r->cap = cap;
+	}
+	r->iov[r->n].iov_base = (void *)base;
+	r->iov[r->n].iov_len = len;
+	r->held[r->n] = held;
+	r->n++;
+	r->bytes += len;
+	return 0;
+}
+
+void read_reply_done(struct image *img, struct read_reply *r)
+{
+	for (int i = 0; i < r->n; i++)
+		if (r->held[i])
+			block_cache_release(&img->data, r->held[i]);
+	free(r->iov);
+	free(r->held);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Positions the block list walk at block k of in (k < blocks). */
+static int seek_block(struct image *img, const struct inode *in, uint64_t k, struct block_index *bi)
+{
+	unsigned char sizes[4 * 128];
+	int r;
+
+	*bi = (struct block_index){ in->id, 0, in->start, in->tail };
+	pthread_mutex_lock(&img->bidx_lock);
+	for (unsigned i = 0; i < BIDX_SLOTS; i++)
+		if (img->bidx[i].id == in->id && img->bidx[i].k <= k && img->bidx[i].k > bi->k)
+			*bi = img->bidx[i];
+	pthread_mutex_unlock(&img->bidx_lock);
+	while (bi->k < k) {
+		uint64_t n = k - bi->k > 128 ? 128 : k - bi->k;
+
+		if ((r = md_read(img, &bi->cur, sizes, 4 * n)) < 0)
+			return r;
+		for (uint64_t i = 0; i < n; i++)
+			bi->pos += le32(sizes + 4 * i) & ~DATA_UNCOMPRESSED;
+		bi->k += n;
+	}
+	return 0;
+}
+
+static void remember_block(struct image *img, const struct block_index *bi)
+{
+	unsigned slot = BIDX_SLOTS;
+
+	pthread_mutex_lock(&img->bidx_lock);
+	for (unsigned i = 0; i < BIDX_SLOTS; i++)
+		if (img->bidx[i].id == bi->id)
+			slot = i;
+	if (slot == BIDX_SLOTS)
+		slot = img->bidx_next++ % BIDX_SLOTS;
+	img->bidx[slot] = *bi;
+	pthread_mutex_unlock(&img->bidx_lock);
+}
+
+static int fragment(struct image *img, const struct inode *in, size_t tail, struct read_reply *r,
+		    uint64_t from, size_t len)
+{
+	unsigned char e[16];
+	struct cached_block *b;
+	int rc;
+
+	if ((rc = table_entry(img, img->frag_start, in->frag, 16, e)) < 0)
+		return rc;
+	if ((rc = data_block(img, le64(e), le32(e + 8), 0, &b)) < 0)
+		return rc;
+	if (in->frag_off > b->len || tail > b->len - in->frag_off) {
+		block_cache_release(&img->data, b);
+		return -EIO;
+	}
+	if ((rc = reply_add(r, b->data + in->frag_off + from, len, b)) < 0)
+		block_cache_release(&img->data, b);
+	return rc;
+}
+
+int file_read(struct image *img, const struct inode *in, uint64_t off, size_t size,
+	      struct read_reply *r)
+{
+	uint64_t bs = img->block_size, end, k, first, last, nblocks, tail;
+	bool has_frag;
+	struct block_index bi;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (!S_ISREG(in->mode))
+		return -EINVAL;
+	if (off >= in->size || size == 0)
+		return 0;
+	end = in->size - off < size ? in->size : off + size;
+	tail = in->size % bs;
+	has_frag = in->frag != INVALID_FRAG && tail != 0;
+	nblocks = in->size / bs + (!has_frag && tail ? 1 : 0);
+	first = off / bs;
+	last = (end - 1) / bs;
+
+	if (first < nblocks && (rc = seek_block(img, in, first, &bi)) < 0)
+		goto fail;
+	for (k = first; k <= last; k++) {
+		uint64_t bstart = k * bs;
+		uint64_t from = off > bstart ? off - bstart : 0;
+		uint64_t to = end - bstart < bs ? end - bstart : bs;
+		/* Bytes this block holds: a full block, or the file's end. */
+		uint64_t holds = in->size - bstart < bs ? in->size - bstart : bs;
+
+		if (k >= nblocks) {
+			if ((rc = fragment(img, in, (size_t)holds, r, from, (size_t)(to - from))) < 0)
+				goto fail;
+			continue;
+		}
+		unsigned char w[4];
+		uint32_t hdr;
+
+		if ((rc = md_read(img, &bi.cur, w, 4)) < 0)
+			goto fail;
+		hdr = le32(w);
+		if ((hdr & ~DATA_UNCOMPRESSED) == 0) {
+			rc = reply_add(r, zeros, (size_t)(to - from), NULL);
+		} else {
+			struct cached_block *b;
+
+			if ((rc = data_block(img, bi.pos, hdr, (size_t)holds, &b)) < 0)
+				goto fail;
+			if ((rc = reply_add(r, b->data + from, (size_t)(to - from), b)) < 0)
+				block_cache_release(&img->data, b);
+		}
+		if (rc < 0)
+			goto fail;
+		bi.pos += hdr & ~DATA_UNCOMPRESSED;
+		bi.k = k + 1;
+	}
+	if (first < nblocks)
+		remember_block(img, &bi);
+	return 0;
+fail:
+	read_reply_done(img, r);
+	return rc;
+}

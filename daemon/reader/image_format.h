@@ -1,0 +1,68 @@
+/* What the parts of squash-reader's image layer (image.h) share
+ * (image_meta.c: the superblock, metadata and inodes; image_dir.c:
+ * directories; image_data.c: file data): the open image, the format's limits and the
+ * checked readers. Not for the rest of the reader, which uses image.h. */
+#ifndef SQUASH_READER_IMAGE_FORMAT_H
+#define SQUASH_READER_IMAGE_FORMAT_H
+
+#include <endian.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "reader/block_cache.h"
+#include "reader/image.h"
+
+/* libsquashfuse's decompressors (gzip, xz, lzo, lz4, zstd as built), by
+ * the superblock's compression id. Declared here: its headers pull in its
+ * own config.h, which clashes with ours. */
+typedef int (*sqfs_decompressor)(void *in, size_t insz, void *out, size_t *outsz);
+extern sqfs_decompressor sqfs_decompressor_get(int compression);
+#define SQFS_OK 0
+
+#define MD_SIZE 8192u            /* decompressed metadata block */
+#define NAME_MAX_LEN 256u
+#define DIR_MAX_ENTRIES 256u     /* per directory header */
+#define SYMLINK_MAX 4095u
+#define INVALID_FRAG 0xffffffffu
+#define DATA_UNCOMPRESSED (1u << 24)
+#define MAX_BLOCK_SIZE (1u << 20)
+#define BIDX_SLOTS 16
+
+/* Where the previous READ of a file ended in its block list: sequential
+ * reads resume there instead of summing the sizes of all earlier blocks. */
+struct block_index {
+	uint64_t id;     /* inode, 0: unused */
+	uint64_t k;      /* block number the cursor is at */
+	uint64_t pos;    /* its position in the image */
+	struct md_cursor cur;
+};
+
+struct image {
+	int fd;
+	uint64_t bytes_used;
+	uint32_t inodes, block_size, fragments;
+	uint16_t compression, no_ids;
+	uint64_t root, id_start, inode_start, dir_start, frag_start;
+	uint32_t *ids;
+	sqfs_decompressor decompress;
+	struct block_cache md, data;
+	pthread_mutex_t bidx_lock;
+	struct block_index bidx[BIDX_SLOTS];
+	unsigned bidx_next;
+};
+
+static inline uint16_t le16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
+static inline uint32_t le32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
+static inline uint64_t le64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
+
+/* Reads len bytes at pos, all within the image's used bytes. */
+int read_at(struct image *img, uint64_t pos, void *buf, size_t len);
+/* Copies len bytes from the cursor (buf NULL: skips them) and advances it. */
+int md_read(struct image *img, struct md_cursor *cur, void *buf, size_t len);
+/* Entry idx of a table of fixed-size entries behind an index of block
+ * pointers at table_start. */
+int table_entry(struct image *img, uint64_t table_start, uint64_t idx, size_t each, void *out);
+
+#endif

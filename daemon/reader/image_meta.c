@@ -1,0 +1,398 @@
+/* squash-reader's image layer: the superblock, metadata blocks and
+ * tables, inodes (image.h). */
+#include "config.h"
+
+#include "reader/image.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "reader/block_cache.h"
+#include "reader/image_format.h"
+
+/* Reads len bytes at pos, all within the image's used bytes. */
+int read_at(struct image *img, uint64_t pos, void *buf, size_t len)
+{
+	size_t got = 0;
+
+	if (pos > img->bytes_used || len > img->bytes_used - pos)
+		return -EIO;
+	while (got < len) {
+		ssize_t k = pread(img->fd, (char *)buf + got, len - got, (off_t)(pos + got));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -EIO;
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ metadata */
+
+static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
+{
+	unsigned char hdr[2], raw[MD_SIZE];
+	struct cached_block *b = block_cache_get(&img->md, pos);
+	size_t size, outlen = MD_SIZE;
+	int r;
+
+	if (b) {
+		*out = b;
+		return 0;
+	}
+	if ((r = read_at(img, pos, hdr, 2)) < 0)
+		return r;
+	size = le16(hdr) & 0x7fff;
+	/* 0 would mean 32 KiB: more than any metadata block holds. */
+	if (size == 0 || size > MD_SIZE)
+		return -EIO;
+	if ((r = read_at(img, pos + 2, raw, size)) < 0)
+		return r;
+	b = malloc(sizeof(*b) + MD_SIZE);
+	if (!b)
+		return -ENOMEM;
+	b->key = pos;
+	b->next = pos + 2 + size;
+	b->refs = 1;
+	if (le16(hdr) & 0x8000) {
+		memcpy(b->data, raw, size);
+		outlen = size;
+	} else if (img->decompress(raw, size, b->data, &outlen) != SQFS_OK || outlen > MD_SIZE) {
+		free(b);
+		return -EIO;
+	}
+	/* An empty block would let a cursor stand still. */
+	if (outlen == 0) {
+		free(b);
+		return -EIO;
+	}
+	b->len = outlen;
+	*out = block_cache_put(&img->md, b);
+	return 0;
+}
+
+/* Copies len bytes from the cursor (buf NULL: skips them) and advances it. */
+int md_read(struct image *img, struct md_cursor *cur, void *buf, size_t len)
+{
+	while (len > 0) {
+		struct cached_block *b;
+		size_t take;
+		int r = md_block(img, cur->block, &b);
+
+		if (r < 0)
+			return r;
+		if (cur->offset > b->len) {
+			block_cache_release(&img->md, b);
+			return -EIO;
+		}
+		take = b->len - cur->offset;
+		if (take > len)
+			take = len;
+		if (buf) {
+			memcpy(buf, b->data + cur->offset, take);
+			buf = (char *)buf + take;
+		}
+		len -= take;
+		cur->offset += (uint32_t)take;
+		if (cur->offset == b->len) {
+			cur->block = b->next;
+			cur->offset = 0;
+		}
+		block_cache_release(&img->md, b);
+	}
+	return 0;
+}
+
+/* Entry idx of a table of fixed-size entries behind an index of block
+ * pointers at table_start. */
+int table_entry(struct image *img, uint64_t table_start, uint64_t idx, size_t each, void *out)
+{
+	unsigned char p[8];
+	uint64_t byte = idx * each;
+	struct md_cursor cur;
+	int r;
+
+	if ((r = read_at(img, table_start + 8 * (byte / MD_SIZE), p, 8)) < 0)
+		return r;
+	cur.block = le64(p);
+	cur.offset = (uint32_t)(byte % MD_SIZE);
+	return md_read(img, &cur, out, each);
+}
+
+/* ------------------------------------------------------------ open */
+
+int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **out,
+	       char *err, size_t errlen)
+{
+	unsigned char sb[96];
+	struct image *img;
+	struct stat st;
+	int r;
+
+	*out = NULL;
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "cannot stat the image: %s", strerror(errno));
+		return -errno;
+	}
+	img = calloc(1, sizeof(*img));
+	if (!img) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	img->fd = fd;
+	img->bytes_used = sizeof(sb);
+	if ((uint64_t)st.st_size < sizeof(sb) || read_at(img, 0, sb, sizeof(sb)) < 0) {
+		snprintf(err, errlen, "not a squashfs image: too short");
+		free(img);
+		return -EINVAL;
+	}
+	img->inodes = le32(sb + 4);
+	img->block_size = le32(sb + 12);
+	img->fragments = le32(sb + 16);
+	img->compression = le16(sb + 20);
+	img->no_ids = le16(sb + 26);
+	img->root = le64(sb + 32);
+	img->bytes_used = le64(sb + 40);
+	img->id_start = le64(sb + 48);
+	img->inode_start = le64(sb + 64);
+	img->dir_start = le64(sb + 72);
+	img->frag_start = le64(sb + 80);
+	r = -EINVAL;
+	if (le32(sb) != 0x73717368 || le16(sb + 28) != 4 || le16(sb + 30) != 0)
+		snprintf(err, errlen, "not a squashfs 4.0 image");
+	else if (img->block_size < 4096 || img->block_size > MAX_BLOCK_SIZE ||
+		 (img->block_size & (img->block_size - 1)) ||
+		 le16(sb + 22) > 20 || (1u << le16(sb + 22)) != img->block_size)
+		snprintf(err, errlen, "bad block size %u", img->block_size);
+	else if (img->bytes_used > (uint64_t)st.st_size)
+		snprintf(err, errlen, "truncated image: %llu of %llu bytes",
+			 (unsigned long long)st.st_size, (unsigned long long)img->bytes_used);
+	else if (img->inode_start >= img->dir_start || img->dir_start > img->bytes_used ||
+		 img->id_start >= img->bytes_used || img->no_ids == 0 ||
+		 (img->fragments && img->frag_start >= img->bytes_used) ||
+		 (img->root >> 16) >= img->dir_start - img->inode_start ||
+		 (img->root & 0xffff) >= MD_SIZE)
+		snprintf(err, errlen, "damaged superblock (table positions)");
+	else if (!(img->decompress = sqfs_decompressor_get(img->compression)))
+		snprintf(err, errlen, "compression %u not supported", img->compression);
+	else
+		r = 0;
+	if (r < 0) {
+		free(img);
+		return r;
+	}
+	block_cache_init(&img->md, md_slots ? md_slots : 32);
+	block_cache_init(&img->data, data_slots ? data_slots : 4);
+	pthread_mutex_init(&img->bidx_lock, NULL);
+	/* The id table is small (a few entries) and needed for every stat. */
+	img->ids = calloc(img->no_ids, sizeof(*img->ids));
+	if (!img->ids) {
+		snprintf(err, errlen, "out of memory");
+		image_close(img);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < img->no_ids; i++) {
+		unsigned char v[4];
+
+		if (table_entry(img, img->id_start, i, 4, v) < 0) {
+			snprintf(err, errlen, "cannot read the id table");
+			image_close(img);
+			return -EIO;
+		}
+		img->ids[i] = le32(v);
+	}
+	*out = img;
+	return 0;
+}
+
+void image_close(struct image *img)
+{
+	if (!img)
+		return;
+	block_cache_destroy(&img->md);
+	block_cache_destroy(&img->data);
+	pthread_mutex_destroy(&img->bidx_lock);
+	free(img->ids);
+	free(img);
+}
+
+uint64_t image_root(const struct image *img)
+{
+	return img->root;
+}
+
+void image_statfs(const struct image *img, struct statvfs *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->f_bsize = img->block_size;
+	st->f_frsize = img->block_size;
+	st->f_blocks = (img->bytes_used + img->block_size - 1) / img->block_size;
+	st->f_files = img->inodes;
+	st->f_namemax = NAME_MAX_LEN;
+	st->f_flag = ST_RDONLY;
+}
+
+void image_cache_stats(struct image *img, unsigned long *md_hits, unsigned long *md_misses,
+		       unsigned long *data_hits, unsigned long *data_misses)
+{
+	*md_hits = img->md.hits;
+	*md_misses = img->md.misses;
+	*data_hits = img->data.hits;
+	*data_misses = img->data.misses;
+}
+
+/* ------------------------------------------------------------ inodes */
+
+int inode_get(struct image *img, uint64_t id, struct inode *in)
+{
+	unsigned char b[40];
+	uint16_t uid_idx, gid_idx, perm;
+	int r;
+
+	memset(in, 0, sizeof(*in));
+	if ((id & 0xffff) >= MD_SIZE || (id >> 16) >= img->dir_start - img->inode_start)
+		return -EIO;
+	in->id = id;
+	in->tail.block = img->inode_start + (id >> 16);
+	in->tail.offset = (uint32_t)(id & 0xffff);
+	if ((r = md_read(img, &in->tail, b, 16)) < 0)
+		return r;
+	in->type = le16(b);
+	perm = le16(b + 2) & 07777;
+	uid_idx = le16(b + 4);
+	gid_idx = le16(b + 6);
+	in->mtime = le32(b + 8);
+	in->ino = le32(b + 12);
+	if (uid_idx >= img->no_ids || gid_idx >= img->no_ids)
+		return -EIO;
+	in->uid = img->ids[uid_idx];
+	in->gid = img->ids[gid_idx];
+	in->frag = INVALID_FRAG;
+	in->nlink = 1;
+
+	switch (in->type) {
+	case SQUASHFS_DIR_TYPE:
+		if ((r = md_read(img, &in->tail, b, 16)) < 0)
+			return r;
+		in->mode = S_IFDIR;
+		in->start = le32(b);
+		in->nlink = le32(b + 4);
+		in->size = le16(b + 8);
+		in->dir_offset = le16(b + 10);
+		in->parent = le32(b + 12);
+		break;
+	case SQUASHFS_LDIR_TYPE:
+		if ((r = md_read(img, &in->tail, b, 24)) < 0)
+			return r;
+		in->mode = S_IFDIR;
+		in->nlink = le32(b);
+		in->size = le32(b + 4);
+		in->start = le32(b + 8);
+		in->parent = le32(b + 12);
+		in->dir_offset = le16(b + 18);
+		break;
+	case SQUASHFS_REG_TYPE:
+		if ((r = md_read(img, &in->tail, b, 16)) < 0)
+			return r;
+		in->mode = S_IFREG;
+		in->start = le32(b);
+		in->frag = le32(b + 4);
+		in->frag_off = le32(b + 8);
+		in->size = le32(b + 12);
+		break;
+	case SQUASHFS_LREG_TYPE:
+		if ((r = md_read(img, &in->tail, b, 40)) < 0)
+			return r;
+		in->mode = S_IFREG;
+		in->start = le64(b);
+		in->size = le64(b + 8);
+		in->nlink = le32(b + 24);
+		in->frag = le32(b + 28);
+		in->frag_off = le32(b + 32);
+		break;
+	case SQUASHFS_SYMLINK_TYPE:
+	case SQUASHFS_LSYMLINK_TYPE:
+		if ((r = md_read(img, &in->tail, b, 8)) < 0)
+			return r;
+		in->mode = S_IFLNK;
+		in->nlink = le32(b);
+		in->size = le32(b + 4);
+		if (in->size > SYMLINK_MAX)
+			return -EIO;
+		break;
+	case SQUASHFS_BLKDEV_TYPE:
+	case SQUASHFS_CHRDEV_TYPE:
+	case SQUASHFS_LBLKDEV_TYPE:
+	case SQUASHFS_LCHRDEV_TYPE:
+		if ((r = md_read(img, &in->tail, b, 8)) < 0)
+			return r;
+		in->mode = in->type == SQUASHFS_BLKDEV_TYPE || in->type == SQUASHFS_LBLKDEV_TYPE
+				   ? S_IFBLK : S_IFCHR;
+		in->nlink = le32(b);
+		in->rdev = le32(b + 4);
+		break;
+	case SQUASHFS_FIFO_TYPE:
+	case SQUASHFS_SOCKET_TYPE:
+	case SQUASHFS_LFIFO_TYPE:
+	case SQUASHFS_LSOCKET_TYPE:
+		if ((r = md_read(img, &in->tail, b, 4)) < 0)
+			return r;
+		in->mode = in->type == SQUASHFS_FIFO_TYPE || in->type == SQUASHFS_LFIFO_TYPE
+				   ? S_IFIFO : S_IFSOCK;
+		in->nlink = le32(b);
+		break;
+	default:
+		return -EIO;
+	}
+	in->mode |= perm;
+	if (S_ISDIR(in->mode)) {
+		if (in->dir_offset >= MD_SIZE || in->start >= img->bytes_used - img->dir_start)
+			return -EIO;
+		in->start += img->dir_start;
+	}
+	if (S_ISREG(in->mode) && in->frag != INVALID_FRAG && in->frag >= img->fragments)
+		return -EIO;
+	return 0;
+}
+
+void inode_stat(const struct inode *in, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = in->ino;
+	st->st_mode = in->mode;
+	st->st_nlink = in->nlink;
+	st->st_uid = in->uid;
+	st->st_gid = in->gid;
+	st->st_size = (off_t)in->size;
+	st->st_blocks = (blkcnt_t)((in->size + 511) / 512);
+	st->st_blksize = 4096;
+	st->st_mtim.tv_sec = in->mtime;
+	st->st_atim = st->st_ctim = st->st_mtim;
+	if (S_ISBLK(in->mode) || S_ISCHR(in->mode))
+		/* The kernel's old 32-bit encoding, as squashfs stores it. */
+		st->st_rdev = makedev((in->rdev >> 8) & 0xfff, (in->rdev & 0xff) | ((in->rdev >> 12) & 0xfff00));
+}
+
+int inode_readlink(struct image *img, const struct inode *in, char *buf, size_t buflen)
+{
+	struct md_cursor cur = in->tail;
+	int r;
+
+	if (!S_ISLNK(in->mode))
+		return -EINVAL;
+	if (in->size + 1 > buflen)
+		return -EIO;
+	if ((r = md_read(img, &cur, buf, in->size)) < 0)
+		return r;
+	buf[in->size] = '\0';
+	return 0;
+}

@@ -1,0 +1,270 @@
+#include "config.h"
+#include "registry/registry.h"
+
+#include <stdlib.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mount/fuse_keep.h"
+
+static bool key_equal(const struct mount_key *a, const struct mount_key *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec &&
+	       a->mode == b->mode && a->owner_uid == b->owner_uid;
+}
+
+struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key)
+{
+	for (struct mount_entry *m = r->mounts; m; m = m->next)
+		if ((m->state == MOUNT_MOUNTING || m->state == MOUNT_READY || m->state == MOUNT_LINGERING) &&
+		    key_equal(&m->key, key))
+			return m;
+	return NULL;
+}
+
+struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id)
+{
+	for (struct mount_entry *m = r->mounts; m; m = m->next)
+		if (m->id == id)
+			return m;
+	return NULL;
+}
+
+struct mount_entry *registry_mount_by_server(struct registry *r, pid_t pid)
+{
+	for (struct mount_entry *m = r->mounts; m; m = m->next)
+		if (pid > 0 && m->server_pid == pid)
+			return m;
+	return NULL;
+}
+
+struct mount_entry *registry_add_mount(struct registry *r, const struct mount_key *key,
+				       const char *image, const char *mount_point)
+{
+	struct mount_entry *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->key = *key;
+	m->image = strdup(image);
+	m->mount_point = strdup(mount_point);
+	if (!m->image || !m->mount_point) {
+		free(m->image);
+		free(m->mount_point);
+		free(m);
+		return NULL;
+	}
+	m->id = ++r->next_mount_id;
+	m->server_pidfd = -1;
+	m->state = MOUNT_READY;
+	m->next = r->mounts;
+	r->mounts = m;
+	return m;
+}
+
+struct mount_entry *registry_new_mount(struct registry *r, const struct mount_key *key,
+				       const char *image, const char *mount_dir)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/m%u", mount_dir, r->next_mount_id + 1) >= (int)sizeof(path))
+		return NULL;
+	struct mount_entry *m = registry_add_mount(r, key, image, path);
+	if (m)
+		m->state = MOUNT_MOUNTING;
+	return m;
+}
+
+static void free_mount(struct mount_entry *m)
+{
+	if (m->server_pidfd >= 0)
+		close(m->server_pidfd);
+	fuse_keep_free(m->keep);
+	free(m->failure);
+	free(m->image);
+	free(m->mount_point);
+	free(m);
+}
+
+void registry_remove_mount(struct registry *r, struct mount_entry *m)
+{
+	for (struct mount_entry **p = &r->mounts; *p; p = &(*p)->next) {
+		if (*p == m) {
+			*p = m->next;
+			free_mount(m);
+			return;
+		}
+	}
+}
+
+struct job_entry *registry_find_job(struct registry *r, uint32_t job_id)
+{
+	for (struct job_entry *j = r->jobs; j; j = j->next)
+		if (j->job_id == job_id)
+			return j;
+	return NULL;
+}
+
+/* A new entry without images, at the head of *list. */
+static struct job_entry *push_entry(struct job_entry **list, enum holder_kind kind,
+				    uint32_t job_id, uint32_t step_id, uid_t uid)
+{
+	struct job_entry *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->kind = kind;
+	e->job_id = job_id;
+	e->step_id = step_id;
+	e->uid = uid;
+	e->status = SQUASH__STATUS__OK;
+	e->next = *list;
+	*list = e;
+	return e;
+}
+
+struct job_entry *registry_add_job(struct registry *r, uint32_t job_id, uid_t uid)
+{
+	return push_entry(&r->jobs, HOLDER_JOB, job_id, 0, uid);
+}
+
+int registry_job_add_image(struct job_entry *job, const char *image,
+			   const char *target, struct mount_entry *m)
+{
+	if (job->count >= SQUASH_MAX_IMAGES)
+		return -1;
+	struct job_image *ji = &job->images[job->count];
+	ji->image = strdup(image);
+	ji->target = strdup(target);
+	if (!ji->image || !ji->target) {
+		free(ji->image);
+		free(ji->target);
+		ji->image = ji->target = NULL;
+		return -1;
+	}
+	ji->mount = m;
+	job->count++;
+	return 0;
+}
+
+int registry_job_set_failure(struct job_entry *job, Squash__Status status,
+			     const char *message)
+{
+	char *copy = strdup(message);
+	if (!copy)
+		return -1;
+	free(job->message);
+	job->message = copy;
+	job->status = status;
+	return 0;
+}
+
+static void free_job(struct job_entry *j)
+{
+	for (size_t i = 0; i < j->count; i++) {
+		free(j->images[i].image);
+		free(j->images[i].target);
+		free(j->images[i].overlay);
+		free(j->images[i].upper);
+	}
+	free(j->overlay_dir);
+	free(j->message);
+	free(j);
+}
+
+void registry_remove_job(struct registry *r, struct job_entry *job)
+{
+	for (struct job_entry **p = &r->jobs; *p; p = &(*p)->next) {
+		if (*p == job) {
+			*p = job->next;
+			free_job(job);
+			return;
+		}
+	}
+}
+
+struct job_entry *registry_find_step(struct registry *r, uint32_t job_id, uint32_t step_id)
+{
+	for (struct job_entry *e = r->scoped; e; e = e->next)
+		if (e->kind == HOLDER_STEP && e->job_id == job_id && e->step_id == step_id)
+			return e;
+	return NULL;
+}
+
+struct job_entry *registry_find_session(struct registry *r, pid_t pid)
+{
+	for (struct job_entry *e = r->scoped; e; e = e->next)
+		if (e->kind == HOLDER_SESSION && e->session_pid == pid)
+			return e;
+	return NULL;
+}
+
+struct job_entry *registry_add_scoped(struct registry *r, enum holder_kind kind, uint32_t job_id,
+				      uint32_t step_id, uid_t uid)
+{
+	return push_entry(&r->scoped, kind, job_id, step_id, uid);
+}
+
+void registry_remove_scoped(struct registry *r, struct job_entry *e)
+{
+	for (struct job_entry **p = &r->scoped; *p; p = &(*p)->next) {
+		if (*p == e) {
+			*p = e->next;
+			free_job(e);
+			return;
+		}
+	}
+}
+
+bool registry_job_uses(const struct job_entry *job, const struct mount_entry *m)
+{
+	for (size_t i = 0; i < job->count; i++)
+		if (job->images[i].mount == m)
+			return true;
+	return false;
+}
+
+void registry_free(struct registry *r)
+{
+	while (r->jobs)
+		registry_remove_job(r, r->jobs);
+	while (r->scoped)
+		registry_remove_scoped(r, r->scoped);
+	while (r->mounts)
+		registry_remove_mount(r, r->mounts);
+	r->next_mount_id = 0;
+}
+
+int registry_overlay_path(char *buf, size_t len, const char *dir, char kind, size_t i)
+{
+	return snprintf(buf, len, "%s/%c%zu", dir, kind, i) >= (int)len ? -1 : 0;
+}
+
+unsigned registry_overlay_mask(const struct job_entry *job)
+{
+	unsigned mask = 0;
+	for (size_t i = 0; i < job->count; i++)
+		if (job->images[i].overlay)
+			mask |= 1u << i;
+	return mask;
+}
+
+int registry_overlay_restore(struct job_entry *job, const char *dir, unsigned mask)
+{
+	char point[PATH_MAX];
+
+	if (job->overlay_dir || !*dir || mask == 0 || mask >> job->count)
+		return -1;
+	if (!(job->overlay_dir = strdup(dir)))
+		return -1;
+	for (size_t i = 0; i < job->count; i++) {
+		if (!(mask & (1u << i)))
+			continue;
+		job->images[i].writable = true;
+		if (registry_overlay_path(point, sizeof(point), dir, 'o', i) ||
+		    !(job->images[i].overlay = strdup(point)))
+			return -1;
+	}
+	return 0;
+}

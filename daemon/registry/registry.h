@@ -1,0 +1,142 @@
+/* squashd's registry: the node-level mounts and the jobs that hold
+ * references to them. In memory; state_file.c persists it. */
+#ifndef SQUASHD_REGISTRY_H
+#define SQUASHD_REGISTRY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "imagespec.h"
+#include "squash.pb-c.h"
+
+#define MOUNT_OWNER_ANY ((uid_t)-1)
+
+struct fuse_keep;
+
+/* What makes two requests share one mount: the same file content (device,
+ * inode, size, mtime) in the same sharing domain (mode, and for FUSE the
+ * user whose server reads it). */
+struct mount_key {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_sec;
+	long mtime_nsec;
+	Squash__MountMode mode;
+	uid_t owner_uid; /* MOUNT_OWNER_ANY for kernel mounts */
+};
+
+enum mount_state {
+	MOUNT_MOUNTING,   /* one request mounts it; others for the same key wait */
+	MOUNT_READY,
+	MOUNT_FAILED,     /* mounting failed: waiters take the reason; gone when unreferenced */
+	MOUNT_DEAD,       /* its FUSE server died: never shared again; gone when unreferenced */
+	MOUNT_UNMOUNTING, /* the last reference went; being torn down */
+	MOUNT_LINGERING,  /* no job holds it; kept until linger_until_ms for the next job (linger.h) */
+};
+
+struct mount_entry {
+	unsigned id;
+	struct mount_key key;
+	char *image;       /* path it was first requested by */
+	char *mount_point; /* STATE_DIR/mnt/mID */
+	pid_t server_pid;  /* FUSE server, 0 if none or gone */
+	int server_pidfd;  /* -1 when none */
+	struct fuse_keep *keep; /* FUSE connection kept to restart its server (mount/fuse_keep.h); NULL: none */
+	char loop_device[32];
+	unsigned refcount; /* job images holding it, pending ones included */
+	enum mount_state state;
+	char *failure;     /* MOUNT_FAILED: the reason; MOUNT_DEAD: how the server died */
+	int failure_result; /* MOUNT_FAILED: enum result */
+	long long linger_until_ms; /* MOUNT_LINGERING: monotonic expiry */
+	struct mount_entry *teardown_next; /* on a teardown list */
+	struct mount_entry *next;
+};
+
+struct job_image {
+	char *image;
+	char *target;
+	struct mount_entry *mount;
+	bool writable;  /* ":rw" */
+	char *overlay;  /* its overlay's mount point (overlay.h); NULL when none */
+	char *upper;    /* ":rw=DIR": DIR (not kept in the state file); NULL when none */
+};
+
+/* Who an entry's references belong to: the job (registry.jobs, its prolog
+ * mounted them), or one of its steps or a squash-shell session
+ * (registry.scoped, see core/holders.h). */
+enum holder_kind { HOLDER_JOB = 0, HOLDER_STEP, HOLDER_SESSION };
+
+struct job_entry {
+	uint32_t job_id;
+	uid_t uid;
+	bool pending;          /* its mount request is still at work */
+	Squash__Status status; /* OK, or why the prolog's request failed */
+	char *message;
+	char *overlay_dir; /* tmpfs holding the job's overlays (overlay.h); NULL when none */
+	size_t count;
+	struct job_image images[SQUASH_MAX_IMAGES];
+	struct job_entry *next;
+	/* Scoped entries only. */
+	enum holder_kind kind;
+	uint32_t step_id;                 /* HOLDER_STEP */
+	pid_t session_pid;                /* HOLDER_SESSION: the squash-shell process */
+	unsigned long long session_start; /* its start time (/proc/PID/stat field 22) */
+};
+
+struct registry {
+	struct mount_entry *mounts;
+	struct job_entry *jobs;
+	struct job_entry *scoped; /* steps' and sessions' own images */
+	unsigned next_mount_id;
+};
+
+/* A mount that can be shared: MOUNTING, READY or LINGERING with this key. */
+struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key);
+struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id);
+struct mount_entry *registry_mount_by_server(struct registry *r, pid_t pid);
+/* Adds a mount (state MOUNTING, refcount 0, id from next_mount_id, mount
+ * point mount_dir/mID); copies its strings. */
+struct mount_entry *registry_new_mount(struct registry *r, const struct mount_key *key,
+				       const char *image, const char *mount_dir);
+/* Adds a mount read back from the state file (state READY, refcount 0). */
+struct mount_entry *registry_add_mount(struct registry *r, const struct mount_key *key,
+				       const char *image, const char *mount_point);
+void registry_remove_mount(struct registry *r, struct mount_entry *m);
+
+struct job_entry *registry_find_job(struct registry *r, uint32_t job_id);
+struct job_entry *registry_add_job(struct registry *r, uint32_t job_id, uid_t uid);
+/* Adds an image reference to job; the caller counts the reference in the
+ * mount's refcount. */
+int registry_job_add_image(struct job_entry *job, const char *image,
+			   const char *target, struct mount_entry *m);
+int registry_job_set_failure(struct job_entry *job, Squash__Status status,
+			     const char *message);
+/* Unlinks and frees the job; its mounts' refcounts are NOT changed. */
+void registry_remove_job(struct registry *r, struct job_entry *job);
+
+/* Steps' and sessions' entries (registry.scoped). */
+struct job_entry *registry_find_step(struct registry *r, uint32_t job_id, uint32_t step_id);
+struct job_entry *registry_find_session(struct registry *r, pid_t pid);
+struct job_entry *registry_add_scoped(struct registry *r, enum holder_kind kind, uint32_t job_id,
+				      uint32_t step_id, uid_t uid);
+/* Unlinks and frees a scoped entry; its mounts' refcounts are NOT changed. */
+void registry_remove_scoped(struct registry *r, struct job_entry *e);
+
+/* Whether job uses mount m. */
+bool registry_job_uses(const struct job_entry *job, const struct mount_entry *m);
+
+void registry_free(struct registry *r);
+
+/* A job's writable overlays as the registry records them (core/overlay.h
+ * makes them): the path of overlay part kind ('o' the overlay's mount
+ * point, 'u' its upper, 'w' its work directory) of image i in the job's
+ * overlay directory dir (-1 when too long); the bit mask of images with an
+ * overlay, and the reverse for the state file (fails on a bad record). */
+int registry_overlay_path(char *buf, size_t len, const char *dir, char kind, size_t i);
+unsigned registry_overlay_mask(const struct job_entry *job);
+int registry_overlay_restore(struct job_entry *job, const char *dir, unsigned mask);
+
+#endif

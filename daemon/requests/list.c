@@ -1,0 +1,156 @@
+/* list (anyone; non-root peers see only their own): the node-level mounts
+ * with their holders (jobs, steps, sessions), state and reader; trailing
+ * mounts are dropped (truncated) when the answer would not fit a frame. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "frame.h"
+#include "mount/fuse_reader.h"
+#include "registry/linger.h"
+#include "requests/requests.h"
+
+static const char *state_name(enum mount_state s)
+{
+	switch (s) {
+	case MOUNT_MOUNTING: return "mounting";
+	case MOUNT_READY: return "ready";
+	case MOUNT_FAILED: return "failed";
+	case MOUNT_DEAD: return "dead";
+	case MOUNT_UNMOUNTING: return "unmounting";
+	case MOUNT_LINGERING: return "lingering";
+	}
+	return "?";
+}
+
+/* Whether holder e's user may see it. */
+static bool visible_to(const struct peer *peer, const struct job_entry *e)
+{
+	return peer->uid == 0 || peer->uid == e->uid;
+}
+
+/* The steps and sessions holding m, as peer may see them. */
+static void describe_scoped(const struct daemon_state *ds, const struct peer *peer,
+			    const struct mount_entry *m, Squash__MountInfo *mi)
+{
+	size_t n = 0;
+
+	for (const struct job_entry *e = ds->registry.scoped; e; e = e->next)
+		n += registry_job_uses(e, m) && visible_to(peer, e);
+	if (!n)
+		return;
+	mi->steps = calloc(n, sizeof(*mi->steps));
+	mi->session_pids = calloc(n, sizeof(*mi->session_pids));
+	if (!mi->steps || !mi->session_pids)
+		return; /* the answer just lacks them */
+	for (const struct job_entry *e = ds->registry.scoped; e; e = e->next) {
+		if (!registry_job_uses(e, m) || !visible_to(peer, e))
+			continue;
+		if (e->kind == HOLDER_SESSION) {
+			mi->session_pids[mi->n_session_pids++] = e->session_pid;
+		} else {
+			char *s = NULL;
+			if (asprintf(&s, "%u.%u", e->job_id, e->step_id) > 0)
+				mi->steps[mi->n_steps++] = s;
+		}
+	}
+}
+
+/* A copy of m for the answer: the registry may change once unlocked. */
+static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct peer *peer,
+					 const struct mount_entry *m)
+{
+	Squash__MountInfo *mi = calloc(1, sizeof(*mi));
+	if (!mi)
+		return NULL;
+	squash__mount_info__init(mi);
+	mi->image = strdup(m->image);
+	mi->mode = m->key.mode;
+	mi->mount_point = strdup(m->mount_point);
+	mi->refcount = m->refcount;
+	mi->state = (char *)state_name(m->state);
+	mi->reader = (char *)(m->key.mode == SQUASH__MOUNT_MODE__KERNEL ? KERNEL_READER_DESCRIPTION
+			      : ds->fuse_reader ? ds->fuse_reader : "squashfuse_ll");
+	mi->job_ids = calloc(m->refcount + 1, sizeof(*mi->job_ids));
+	mi->loop_device = m->loop_device[0] ? strdup(m->loop_device) : NULL;
+	if (!mi->image || !mi->mount_point || !mi->job_ids || (m->loop_device[0] && !mi->loop_device)) {
+		reply_mount_info_free(mi);
+		return NULL;
+	}
+	for (const struct job_entry *j = ds->registry.jobs; j; j = j->next)
+		if (registry_job_uses(j, m) && visible_to(peer, j) && mi->n_job_ids <= m->refcount)
+			mi->job_ids[mi->n_job_ids++] = j->job_id;
+	if (m->key.owner_uid != MOUNT_OWNER_ANY) {
+		mi->has_owner_uid = true;
+		mi->owner_uid = m->key.owner_uid;
+	}
+	if (m->server_pid > 0) {
+		mi->has_server_pid = true;
+		mi->server_pid = m->server_pid;
+	}
+	describe_scoped(ds, peer, m, mi);
+	if (m->state == MOUNT_LINGERING) {
+		mi->has_linger_left_s = true;
+		mi->linger_left_s = linger_left_s(m, squash_now_ms());
+	}
+	return mi;
+}
+
+/* Whether a non-root peer may see m: it holds it (as a job, step or
+ * session), or it is the user's own lingering FUSE mount. */
+static bool peer_sees(const struct daemon_state *ds, const struct peer *peer,
+		      const struct mount_entry *m)
+{
+	if (peer->uid == 0 || (m->state == MOUNT_LINGERING && m->key.owner_uid == peer->uid))
+		return true;
+	const struct job_entry *lists[] = { ds->registry.jobs, ds->registry.scoped };
+	for (size_t l = 0; l < 2; l++)
+		for (const struct job_entry *e = lists[l]; e; e = e->next)
+			if (e->uid == peer->uid && registry_job_uses(e, m))
+				return true;
+	return false;
+}
+
+/* Drops trailing mounts until the answer fits one frame. */
+static void fit_frame(struct reply *out)
+{
+	const size_t limit = SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE;
+
+	while (out->resp.n_mounts > 0 && squash__response__get_packed_size(&out->resp) > limit) {
+		reply_mount_info_free(out->resp.mounts[--out->resp.n_mounts]);
+		out->resp.has_truncated = out->resp.truncated = true;
+	}
+}
+
+void request_list(struct request *rq)
+{
+	struct daemon_state *ds = rq->ds;
+	struct reply *out = rq->out;
+
+	pthread_mutex_lock(&ds->lock);
+	size_t n = 0;
+	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+		n++;
+	out->resp.mounts = calloc(n ? n : 1, sizeof(*out->resp.mounts));
+	if (!out->resp.mounts) {
+		pthread_mutex_unlock(&ds->lock);
+		reply_error(out, SQUASH__STATUS__NODE_ERROR, "out of memory");
+		return;
+	}
+	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next) {
+		if (!peer_sees(ds, rq->peer, m))
+			continue;
+		Squash__MountInfo *mi = describe_mount(ds, rq->peer, m);
+		if (!mi) {
+			pthread_mutex_unlock(&ds->lock);
+			reply_error(out, SQUASH__STATUS__NODE_ERROR, "out of memory");
+			return;
+		}
+		out->resp.mounts[out->resp.n_mounts++] = mi;
+	}
+	pthread_mutex_unlock(&ds->lock);
+	fit_frame(out);
+}

@@ -1,0 +1,36 @@
+#include "config.h"
+#include "requests/scoped.h"
+
+#include <stdio.h>
+
+#include "core/holders.h"
+#include "util/log.h"
+
+void scoped_finish_locked(struct request *rq, struct job_entry *e, enum result res, char *err,
+			  size_t errlen, const char *who)
+{
+	struct daemon_state *ds = rq->ds;
+	struct reply *out = rq->out;
+
+	e->pending = false;
+	if (res == RESULT_OK && daemon_save_locked(ds) < 0) {
+		snprintf(err, errlen, "squashd on this node cannot save its registry (%s); "
+			 "the mounts were undone", ds->save_error);
+		res = RESULT_NODE_ERROR;
+	}
+	if (res == RESULT_OK && reply_add_mounts(out, e) == 0) {
+		log_info("%s: %zu image(s) ready for uid %u", who, e->count, (unsigned)e->uid);
+	} else {
+		if (res == RESULT_OK)
+			snprintf(err, errlen, "%s", out->message);
+		else if (res == RESULT_NODE_ERROR)
+			log_error("%s (uid %u): %s", who, (unsigned)e->uid, err);
+		else
+			log_info("%s (uid %u) refused: %s", who, (unsigned)e->uid, err);
+		reply_free(out);
+		reply_error(out, res == RESULT_OK ? SQUASH__STATUS__NODE_ERROR : reply_status_of(res), "%s", err);
+		holders_drop_locked(ds, e, rq->td);
+		daemon_save_locked(ds);
+	}
+	pthread_cond_broadcast(&ds->changed);
+}

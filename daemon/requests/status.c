@@ -1,0 +1,249 @@
+/* status (anyone): the node's counters, settings in force, mounts by mode
+ * and state, FUSE servers, loop devices, request statistics, and the
+ * problems behind `squashctl health` (dead FUSE servers, a registry that
+ * cannot be saved, a full state directory, no loop device; with
+ * check_slurm from root, jobs Slurm says are gone). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "clock.h"
+#include "core/daemon.h"
+#include "core/gc.h"
+#include "core/loop_devices.h"
+#include "requests/requests.h"
+#include "core/request_stats.h"
+
+/* Problems beyond the counters' own (jobs gone from Slurm may be many:
+ * the rest are summed up in the last line). */
+#define EXTRA_PROBLEMS 16
+#define MOUNT_STATES 6
+#define MODES 3
+/* Space the registry needs beyond two copies of itself (old and new file
+ * exist together during the atomic rewrite). */
+#define STATE_DIR_SLACK (16 * 1024)
+
+struct status_extra {
+	struct request_stats_view stats;
+	struct setting_text texts[SETTINGS_SHOWN_MAX];
+	Squash__Setting settings[SETTINGS_SHOWN_MAX];
+	Squash__Setting *setting_ptrs[SETTINGS_SHOWN_MAX];
+	Squash__MountGroup groups[MODES * MOUNT_STATES];
+	Squash__MountGroup *group_ptrs[MODES * MOUNT_STATES];
+	char *problems[8 + EXTRA_PROBLEMS];
+	char problem_text[EXTRA_PROBLEMS][PATH_MAX + 256];
+	size_t n_extra;
+	unsigned gone_untold; /* jobs gone from Slurm beyond the lines above */
+};
+
+static void add_problem(struct reply *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_problem(struct reply *out, const char *fmt, ...)
+{
+	size_t i = out->node.n_problems;
+	va_list ap;
+
+	if (i >= sizeof(out->problems) / sizeof(out->problems[0]))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(out->problem_text[i], sizeof(out->problem_text[i]), fmt, ap);
+	va_end(ap);
+	out->problems[i] = out->problem_text[i];
+	out->node.problems = out->problems;
+	out->node.n_problems = i + 1;
+}
+
+/* The counters and the registry's own problems. */
+static void add_counters(struct daemon_state *ds, struct reply *out)
+{
+	Squash__NodeStatus *st = &out->node;
+	long long now = squash_now_ms();
+
+	squash__node_status__init(st);
+	pthread_mutex_lock(&ds->lock);
+	/* A failed save is retried here so health clears as soon as it can. */
+	if (ds->save_error[0])
+		daemon_save_locked(ds);
+	st->version = (char *)PACKAGE_VERSION;
+	st->uptime_s = (uint64_t)((now - ds->started_ms) / 1000);
+	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next) {
+		if (m->state == MOUNT_DEAD) {
+			st->mounts_dead++;
+			add_problem(out, "dead FUSE server for image %s (it %s); %u job(s) still hold its mount",
+				    m->image, m->failure ? m->failure : "died", m->refcount);
+		} else if (m->state == MOUNT_LINGERING) {
+			/* Expected: kept for the next job, not a leak. */
+			st->has_mounts_lingering = true;
+			st->mounts_lingering++;
+		} else if (m->state == MOUNT_READY) {
+			if (m->key.mode == SQUASH__MOUNT_MODE__KERNEL)
+				st->mounts_kernel++;
+			else
+				st->mounts_fuse++;
+		}
+	}
+	for (const struct job_entry *j = ds->registry.jobs; j; j = j->next) {
+		st->jobs++;
+		st->jobs_failed += j->status != SQUASH__STATUS__OK;
+	}
+	st->has_steps = st->has_sessions = true;
+	for (const struct job_entry *e = ds->registry.scoped; e; e = e->next) {
+		if (e->kind == HOLDER_STEP)
+			st->steps++;
+		else if (e->kind == HOLDER_SESSION)
+			st->sessions++;
+	}
+	st->requests_in_progress = ds->requests_in_progress;
+	st->requests = ds->requests;
+	st->requests_failed = ds->requests_failed;
+	st->gc_releases = ds->gc_releases;
+	if (ds->last_gc_ms) {
+		st->has_last_gc_age_s = true;
+		st->last_gc_age_s = (now - ds->last_gc_ms) / 1000;
+	}
+	if (ds->save_error[0]) {
+		snprintf(out->message, sizeof(out->message), "%s", ds->save_error);
+		st->registry_error = out->message;
+		add_problem(out, "registry not saved: %s (new mounts are refused)", ds->save_error);
+	}
+	pthread_mutex_unlock(&ds->lock);
+	out->resp.node = st;
+}
+
+static void add_extra(struct status_extra *x, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (x->n_extra >= EXTRA_PROBLEMS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(x->problem_text[x->n_extra], sizeof(x->problem_text[0]), fmt, ap);
+	va_end(ap);
+	x->n_extra++;
+}
+
+/* Full: less free space than two copies of the registry and some slack,
+ * or no free inode for the new copy. */
+static void check_state_dir(struct daemon_state *ds, const struct squashd_config *cfg,
+			    struct status_extra *x)
+{
+	struct statvfs sv;
+	struct stat st;
+	unsigned long long need = STATE_DIR_SLACK;
+
+	if (stat(ds->state_path, &st) == 0)
+		need += 2ULL * (unsigned long long)st.st_size;
+	if (statvfs(cfg->state_dir, &sv) < 0) {
+		add_extra(x, "state directory %s cannot be checked: %s", cfg->state_dir, strerror(errno));
+		return;
+	}
+	unsigned long long avail = (unsigned long long)sv.f_bavail * sv.f_frsize;
+	if (avail < need)
+		add_extra(x, "state directory full: %s has %llu KiB free, the registry needs about %llu KiB "
+			  "to be saved", cfg->state_dir, avail / 1024, (need + 1023) / 1024);
+	else if (sv.f_files > 0 && sv.f_favail < 2)
+		add_extra(x, "state directory full: %s has no free inodes", cfg->state_dir);
+}
+
+static void add_slurm_problem(void *arg, const char *line)
+{
+	struct status_extra *x = arg;
+
+	if (x->n_extra + 1 < EXTRA_PROBLEMS)
+		add_extra(x, "%s", line);
+	else
+		x->gone_untold++;
+}
+
+static const char *const state_names[MOUNT_STATES] = {
+	[MOUNT_MOUNTING] = "mounting", [MOUNT_READY] = "ready", [MOUNT_FAILED] = "failed",
+	[MOUNT_DEAD] = "dead", [MOUNT_UNMOUNTING] = "unmounting", [MOUNT_LINGERING] = "lingering",
+};
+
+/* The operations view (fields 20-26) and the node checks' problems. req
+ * is NULL unless root asks (only root's health check may make squashd ask
+ * Slurm). */
+static void add_operations_view(struct request *rq, const Squash__StatusRequest *req)
+{
+	struct daemon_state *ds = rq->ds;
+	struct reply *out = rq->out;
+	Squash__NodeStatus *st = &out->node;
+	struct status_extra *x = calloc(1, sizeof(*x));
+	unsigned counts[MODES][MOUNT_STATES] = { { 0 } };
+	char problem[PATH_MAX + 256];
+
+	if (!x || out->resp.status != SQUASH__STATUS__OK) {
+		free(x);
+		return;
+	}
+	out->extra = x;
+	request_stats_fill(&x->stats, st);
+
+	size_t n = settings_describe(rq->cfg, x->texts, SETTINGS_SHOWN_MAX);
+	for (size_t i = 0; i < n; i++) {
+		squash__setting__init(&x->settings[i]);
+		x->settings[i].key = (char *)x->texts[i].key;
+		x->settings[i].value = x->texts[i].value;
+		x->setting_ptrs[i] = &x->settings[i];
+	}
+	st->settings = x->setting_ptrs;
+	st->n_settings = n;
+
+	pthread_mutex_lock(&ds->lock);
+	unsigned servers = 0, loops = 0;
+	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next) {
+		if ((unsigned)m->key.mode < MODES && (unsigned)m->state < MOUNT_STATES)
+			counts[m->key.mode][m->state]++;
+		servers += m->server_pid > 0;
+		loops += m->loop_device[0] != '\0' && m->state != MOUNT_FAILED;
+	}
+	unsigned in_use = loop_devices_in_use_locked(ds);
+	st->has_registry_save_errors = true;
+	st->registry_save_errors = ds->registry_save_errors;
+	pthread_mutex_unlock(&ds->lock);
+	st->has_fuse_servers = st->has_loop_devices = true;
+	st->fuse_servers = servers;
+	st->loop_devices = loops;
+	size_t g = 0;
+	for (unsigned mode = 1; mode < MODES; mode++)
+		for (unsigned s = 0; s < MOUNT_STATES; s++) {
+			Squash__MountGroup *mg = &x->groups[g];
+			squash__mount_group__init(mg);
+			mg->mode = (Squash__MountMode)mode;
+			mg->state = (char *)state_names[s];
+			mg->count = counts[mode][s];
+			x->group_ptrs[g++] = mg;
+		}
+	st->mount_groups = x->group_ptrs;
+	st->n_mount_groups = g;
+
+	check_state_dir(ds, rq->cfg, x);
+	if (loop_devices_exhausted(rq->cfg, in_use, problem, sizeof(problem)))
+		add_extra(x, "%s", problem);
+	if (req && req->has_check_slurm && req->check_slurm)
+		gc_dry_run(ds, rq->cfg, add_slurm_problem, x);
+	if (x->gone_untold)
+		add_extra(x, "and %u more jobs that no longer run here", x->gone_untold);
+
+	if (x->n_extra) {
+		size_t k = 0;
+		for (; k < st->n_problems; k++)
+			x->problems[k] = st->problems[k];
+		for (size_t i = 0; i < x->n_extra; i++)
+			x->problems[k++] = x->problem_text[i];
+		st->problems = x->problems;
+		st->n_problems = k;
+	}
+}
+
+void request_status(struct request *rq)
+{
+	add_counters(rq->ds, rq->out);
+	/* Only root's health check may make squashd ask Slurm. */
+	add_operations_view(rq, rq->peer->uid == 0 ? rq->msg->status : NULL);
+}

@@ -1,0 +1,103 @@
+/* squashd's own configuration (/etc/squashd.conf): the node's policy.
+ *
+ * Reading the settings, the one rule: the settings in force are an
+ * immutable snapshot. settings_hold() returns it and keeps it alive until
+ * settings_drop(); a reload (reload.h) builds a new snapshot and publishes
+ * it with settings_publish(), which swaps one pointer under a mutex and
+ * drops the old snapshot (freed when its last holder lets go). Every
+ * operation (a request, a teardown, a gc pass, a linger round, a process
+ * exit) holds one snapshot for its whole run and reads every setting
+ * through that pointer, so it sees one consistent set; the functions it
+ * calls get the pointer (or a struct teardown carrying it). Nothing writes
+ * a published snapshot. */
+#ifndef SQUASHD_SETTINGS_H
+#define SQUASHD_SETTINGS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "target.h"
+
+#define SQUASHD_DEFAULT_CONFIG "/etc/squashd.conf"
+
+enum mount_policy {
+	MOUNT_POLICY_AUTO,   /* kernel for trusted images, FUSE for the rest */
+	MOUNT_POLICY_FUSE,   /* FUSE for every image */
+	MOUNT_POLICY_KERNEL, /* kernel for every image */
+};
+
+struct squashd_config {
+	char socket_path[PATH_MAX];
+	char state_dir[PATH_MAX];  /* registry file and mnt/ */
+	char base_dir[PATH_MAX];   /* steps mount a tmpfs here */
+	struct squash_prefixes allowed_targets;
+	struct squash_prefixes trusted_prefixes;
+	enum mount_policy mount_policy;
+	bool require_munge;
+	char munge_socket[PATH_MAX]; /* empty: libmunge's default */
+	char squashfuse[PATH_MAX];
+	char squash_reader[PATH_MAX];
+	bool use_squashfuse_ll;      /* fuse_reader = squashfuse_ll: not the project's own */
+	unsigned max_images_per_job;
+	unsigned request_timeout_s;
+	unsigned gc_interval_s;      /* reconcile with Slurm this often; 0: only on demand */
+	char slurm_conf[PATH_MAX];   /* empty: libslurm's default (SLURM_CONF or /etc/slurm) */
+	char node_name[256];         /* this node's Slurm name; empty: short host name */
+	unsigned max_loop_devices;   /* kernel mounts at once; 0: as many as the kernel gives */
+	bool debug;                  /* log debug messages (also: squashd --debug) */
+	unsigned linger_s;           /* keep an unused node-level mount this long; 0: unmount at once */
+	unsigned long long overlay_size; /* bytes of a job's writable-overlay tmpfs per node; 0: no :rw */
+};
+
+#define SQUASHD_LINGER_MAX_S 3600
+#define SQUASHD_OVERLAY_DEFAULT (1ULL << 30)
+#define SQUASHD_OVERLAY_MAX (1ULL << 40)
+
+/* Fills cfg with defaults, then reads path. Refuses a file that is not a
+ * regular file owned by root or that group or others may write. A missing
+ * file is an error only when must_exist. Returns 0 or -1 with err naming
+ * the file and, for a bad line, its number. */
+int config_load(const char *path, bool must_exist, struct squashd_config *cfg,
+		char *err, size_t errlen);
+
+void config_free(struct squashd_config *cfg);
+
+/* The defaults (what config_load starts from), and one "key = value"
+ * setting applied to cfg: 0, or -1 with err. */
+void config_defaults(struct squashd_config *cfg);
+int config_set(struct squashd_config *cfg, const char *key, const char *value, char *err,
+	       size_t errlen);
+
+/* A new snapshot, zeroed, not yet published (fill it, then publish it or
+ * settings_drop it). NULL when out of memory. */
+struct squashd_config *settings_new(void);
+/* A new unpublished snapshot that copies cfg (prefixes included). */
+struct squashd_config *settings_copy(const struct squashd_config *cfg);
+/* Makes cfg the settings in force; takes the caller's reference. */
+void settings_publish(struct squashd_config *cfg);
+/* The settings in force, held until settings_drop; NULL before the first
+ * settings_publish. */
+const struct squashd_config *settings_hold(void);
+void settings_drop(const struct squashd_config *cfg);
+
+/* The configuration as key/value text, one per setting (for the status
+ * answer and the reload log). Returns how many were filled. */
+#define SETTINGS_SHOWN_MAX 32
+struct setting_text {
+	const char *key;
+	char value[PATH_MAX * 2];
+};
+size_t settings_describe(const struct squashd_config *cfg, struct setting_text *out, size_t cap);
+
+const char *mount_policy_name(enum mount_policy p);
+
+/* The FUSE server users' images get (fuse_reader, squash_reader and
+ * squashfuse settings). */
+const char *config_fuse_server(const struct squashd_config *cfg);
+
+/* s without leading and trailing white space (in place): the parsing of
+ * "key = value" lines, shared with the reload's change detection. */
+char *config_trim(char *s);
+
+#endif

@@ -1,0 +1,173 @@
+#include "config.h"
+#include "slurm/local_steps.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TITLE_PREFIX "slurmstepd: ["
+/* Enough for any title this reads; longer ones are not slurmstepd's. */
+#define TITLE_MAX 256
+
+/* Parses a decimal uint32 at *p, advancing it. */
+static bool parse_u32(const char **p, const char *end, uint32_t *out)
+{
+	uint64_t v = 0;
+	const char *s = *p;
+
+	if (s >= end || !isdigit((unsigned char)*s))
+		return false;
+	while (s < end && isdigit((unsigned char)*s)) {
+		v = v * 10 + (uint64_t)(*s - '0');
+		if (v > UINT32_MAX)
+			return false;
+		s++;
+	}
+	*p = s;
+	*out = (uint32_t)v;
+	return true;
+}
+
+bool local_steps_parse_title(const char *title, size_t len, uint32_t *job_id, uint32_t *step_id)
+{
+	static const char *const special[] = { "batch", "extern", "interactive", "TBD" };
+	const size_t plen = sizeof(TITLE_PREFIX) - 1;
+	const char *p = title, *end;
+
+	/* The title is one string; setproctitle may leave NULs after it. */
+	end = memchr(title, '\0', len);
+	if (!end)
+		end = title + len;
+	if ((size_t)(end - p) <= plen || memcmp(p, TITLE_PREFIX, plen))
+		return false;
+	p += plen;
+	if (!parse_u32(&p, end, job_id) || *job_id == 0 || p >= end || *p != '.')
+		return false;
+	p++;
+	if (p < end && isdigit((unsigned char)*p)) {
+		if (!parse_u32(&p, end, step_id) || *step_id == LOCAL_STEP_SPECIAL)
+			return false;
+	} else {
+		size_t i, n = 0;
+
+		for (i = 0; i < sizeof(special) / sizeof(special[0]); i++) {
+			n = strlen(special[i]);
+			if ((size_t)(end - p) >= n && !memcmp(p, special[i], n))
+				break;
+		}
+		if (i == sizeof(special) / sizeof(special[0]))
+			return false;
+		p += n;
+		*step_id = LOCAL_STEP_SPECIAL;
+	}
+	/* "+N" (het component), then " stepmgr" or the closing bracket. */
+	if (p < end && *p == '+') {
+		uint32_t comp;
+
+		p++;
+		if (!parse_u32(&p, end, &comp))
+			return false;
+	}
+	return p < end && (*p == ']' || *p == ' ');
+}
+
+static int add(struct local_steps *s, uint32_t job_id, uint32_t step_id)
+{
+	if (s->count == s->capacity) {
+		size_t cap = s->capacity ? 2 * s->capacity : 32;
+		struct local_step *grown = realloc(s->steps, cap * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		s->steps = grown;
+		s->capacity = cap;
+	}
+	s->steps[s->count].job_id = job_id;
+	s->steps[s->count].step_id = step_id;
+	s->count++;
+	return 0;
+}
+
+/* The inode of a namespace link ("uts:[4026531838]"), or 0. */
+static unsigned long ns_inode(int piddir)
+{
+	char link[64];
+	ssize_t n = readlinkat(piddir, "ns/uts", link, sizeof link - 1);
+	unsigned long ino = 0;
+
+	if (n <= 0)
+		return 0;
+	link[n] = '\0';
+	if (sscanf(link, "uts:[%lu]", &ino) != 1)
+		return 0;
+	return ino;
+}
+
+int local_steps_scan(const char *proc_root, unsigned long uts_inode, struct local_steps *out)
+{
+	DIR *proc = opendir(proc_root);
+	struct dirent *de;
+	int rc = 0;
+
+	out->steps = NULL;
+	out->count = out->capacity = 0;
+	if (!proc)
+		return -1;
+	while ((de = readdir(proc)) != NULL) {
+		char title[TITLE_MAX];
+		uint32_t job, step;
+		ssize_t n;
+		int dir, fd;
+
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		dir = openat(dirfd(proc), de->d_name, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dir < 0)
+			continue; /* gone meanwhile */
+		fd = openat(dir, "cmdline", O_RDONLY | O_CLOEXEC);
+		n = fd >= 0 ? read(fd, title, sizeof title) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n > 0 && local_steps_parse_title(title, (size_t)n, &job, &step) &&
+		    (uts_inode == 0 || ns_inode(dir) == uts_inode) && add(out, job, step) != 0) {
+			close(dir);
+			rc = -1;
+			errno = ENOMEM;
+			break;
+		}
+		close(dir);
+	}
+	closedir(proc);
+	if (rc != 0)
+		local_steps_free(out);
+	return rc;
+}
+
+bool local_steps_has_job(const struct local_steps *s, uint32_t job_id)
+{
+	for (size_t i = 0; i < s->count; i++)
+		if (s->steps[i].job_id == job_id)
+			return true;
+	return false;
+}
+
+bool local_steps_has_step(const struct local_steps *s, uint32_t job_id, uint32_t step_id)
+{
+	for (size_t i = 0; i < s->count; i++)
+		if (s->steps[i].job_id == job_id && s->steps[i].step_id == step_id)
+			return true;
+	return false;
+}
+
+void local_steps_free(struct local_steps *s)
+{
+	free(s->steps);
+	s->steps = NULL;
+	s->count = s->capacity = 0;
+}

@@ -1,0 +1,176 @@
+#include "config.h"
+
+#include "util/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <syslog.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-journal.h>
+
+#include "util/utf8.h"
+
+static bool log_debug_enabled;
+/* systemd sets JOURNAL_STREAM when stderr is the journal: then lines are
+ * sent to the journal directly, with fields. */
+static bool log_to_journal;
+
+struct log_context {
+	bool has_job, has_uid;
+	uint32_t job_id;
+	unsigned long uid;
+	char image[PATH_MAX];
+	const char *mode; /* static string or NULL */
+};
+
+static __thread struct log_context ctx;
+
+void log_init(bool debug)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+
+	log_debug_enabled = debug;
+	log_to_journal = js != NULL && js[0] != '\0';
+}
+
+void log_set_debug(bool debug)
+{
+	__atomic_store_n(&log_debug_enabled, debug, __ATOMIC_RELAXED);
+}
+
+void log_context_job(uint32_t job_id, long uid)
+{
+	ctx.has_job = true;
+	ctx.job_id = job_id;
+	ctx.has_uid = uid >= 0;
+	ctx.uid = uid >= 0 ? (unsigned long)uid : 0;
+}
+
+void log_context_image(const char *image, const char *mode)
+{
+	snprintf(ctx.image, sizeof(ctx.image), "%s", image ? image : "");
+	ctx.mode = mode;
+}
+
+void log_context_clear(void)
+{
+	ctx.has_job = ctx.has_uid = false;
+	ctx.image[0] = '\0';
+	ctx.mode = NULL;
+}
+
+size_t log_context_fields(char fields[LOG_FIELDS_MAX][LOG_FIELD_LEN])
+{
+	size_t n = 0;
+
+	if (ctx.has_job)
+		snprintf(fields[n++], LOG_FIELD_LEN, "JOB_ID=%u", ctx.job_id);
+	if (ctx.has_uid)
+		snprintf(fields[n++], LOG_FIELD_LEN, "USER_ID=%lu", ctx.uid);
+	if (ctx.image[0])
+		snprintf(fields[n++], LOG_FIELD_LEN, "IMAGE=%s", ctx.image);
+	if (ctx.mode)
+		snprintf(fields[n++], LOG_FIELD_LEN, "MODE=%s", ctx.mode);
+	return n;
+}
+
+/* One journal entry with the context's fields; false when journald cannot
+ * take it (the caller writes the line to stderr instead). */
+static bool journal_line(int priority, const char *level, const char *msg)
+{
+	char fields[LOG_FIELDS_MAX][LOG_FIELD_LEN];
+	char message[2200], prio[16];
+	struct iovec iov[LOG_FIELDS_MAX + 3];
+	size_t n = log_context_fields(fields), k = 0;
+
+	snprintf(message, sizeof(message), "MESSAGE=squashd: %s: %s", level, msg);
+	snprintf(prio, sizeof(prio), "PRIORITY=%d", priority);
+	iov[k++] = (struct iovec){ message, strlen(message) };
+	iov[k++] = (struct iovec){ prio, strlen(prio) };
+	iov[k++] = (struct iovec){ (char *)"SYSLOG_IDENTIFIER=squashd", strlen("SYSLOG_IDENTIFIER=squashd") };
+	for (size_t i = 0; i < n; i++)
+		iov[k++] = (struct iovec){ fields[i], strlen(fields[i]) };
+	return sd_journal_sendv(iov, (int)k) == 0;
+}
+
+/* Paths in messages are bytes from users: control bytes (a newline would
+ * forge a log line) and bytes that are not UTF-8 are written as \xNN, so
+ * every line is one line of text. */
+static void make_printable(const char *in, char *out, size_t cap)
+{
+	const unsigned char *p = (const unsigned char *)in;
+	size_t used = 0;
+
+	while (*p && used + 5 < cap) {
+		uint32_t cp;
+		size_t len = utf8_sequence(p, &cp);
+
+		if (len == 0 || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
+			len = len ? len : 1;
+			for (size_t i = 0; i < len && used + 5 < cap; i++)
+				used += (size_t)snprintf(out + used, cap - used, "\\x%02x", p[i]);
+		} else {
+			memcpy(out + used, p, len);
+			used += len;
+		}
+		p += len;
+	}
+	out[used] = '\0';
+}
+
+static void log_line(int priority, const char *prefix, const char *level, const char *fmt,
+		     va_list ap)
+{
+	char raw[2048], msg[2048];
+	int saved = errno; /* callers may log between a failure and %m/errno */
+
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	make_printable(raw, msg, sizeof(msg));
+	if (!log_to_journal || !journal_line(priority, level, msg)) {
+		fprintf(stderr, "%ssquashd: %s: %s\n", log_to_journal ? prefix : "", level, msg);
+		fflush(stderr);
+	}
+	errno = saved;
+}
+
+void log_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(LOG_ERR, SD_ERR, "error", fmt, ap);
+	va_end(ap);
+}
+
+void log_warning(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(LOG_WARNING, SD_WARNING, "warning", fmt, ap);
+	va_end(ap);
+}
+
+void log_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(LOG_INFO, SD_INFO, "info", fmt, ap);
+	va_end(ap);
+}
+
+void log_debug(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!__atomic_load_n(&log_debug_enabled, __ATOMIC_RELAXED))
+		return;
+	va_start(ap, fmt);
+	log_line(LOG_DEBUG, SD_DEBUG, "debug", fmt, ap);
+	va_end(ap);
+}

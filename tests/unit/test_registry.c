@@ -1,0 +1,147 @@
+/* squashd's registry (daemon/registry/registry.h): what can be shared,
+ * how holders are kept and found, how overlays are recorded. No root
+ * needed. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry/registry.h"
+#include "unit.h"
+
+static struct mount_key key_of(unsigned ino, uid_t owner)
+{
+	return (struct mount_key){ .dev = 8, .ino = ino, .size = 4096, .mtime_sec = 1,
+				   .mode = owner == MOUNT_OWNER_ANY ? SQUASH__MOUNT_MODE__KERNEL
+								    : SQUASH__MOUNT_MODE__FUSE,
+				   .owner_uid = owner };
+}
+
+static void a_mount_is_shared_only_while_mounting_ready_or_lingering(void)
+{
+	struct registry r = { 0 };
+	struct mount_key k = key_of(1, MOUNT_OWNER_ANY);
+	struct mount_entry *m = registry_new_mount(&r, &k, "/img.sqfs", "/run/squashd/mnt");
+
+	CHECK(m != NULL);
+	CHECK_STR(m->mount_point, "/run/squashd/mnt/m1");
+	CHECK_INT(m->state, MOUNT_MOUNTING);
+	CHECK(registry_find_mount(&r, &k) == m);
+	m->state = MOUNT_READY;
+	CHECK(registry_find_mount(&r, &k) == m);
+	m->state = MOUNT_LINGERING;
+	CHECK(registry_find_mount(&r, &k) == m);
+	for (enum mount_state s = MOUNT_FAILED; s <= MOUNT_UNMOUNTING; s++) {
+		m->state = s;
+		CHECK(registry_find_mount(&r, &k) == NULL);
+	}
+	registry_free(&r);
+}
+
+static void a_fuse_mount_is_shared_only_with_its_own_user(void)
+{
+	struct registry r = { 0 };
+	struct mount_key mine = key_of(1, 1000), theirs = key_of(1, 1001);
+	struct mount_entry *m = registry_new_mount(&r, &mine, "/img.sqfs", "/mnt");
+
+	m->state = MOUNT_READY;
+	CHECK(registry_find_mount(&r, &mine) == m);
+	CHECK(registry_find_mount(&r, &theirs) == NULL);
+	/* A rewritten image (another mtime) is another mount. */
+	mine.mtime_sec = 2;
+	CHECK(registry_find_mount(&r, &mine) == NULL);
+	registry_free(&r);
+}
+
+static void mount_ids_stay_unique_and_name_the_mount_point(void)
+{
+	struct registry r = { 0 };
+	struct mount_key a = key_of(1, MOUNT_OWNER_ANY), b = key_of(2, MOUNT_OWNER_ANY);
+	struct mount_entry *m1 = registry_new_mount(&r, &a, "/a", "/mnt");
+	struct mount_entry *m2 = registry_new_mount(&r, &b, "/b", "/mnt");
+
+	CHECK(m1->id != m2->id);
+	CHECK_STR(m2->mount_point, "/mnt/m2");
+	CHECK(registry_mount_by_id(&r, m1->id) == m1);
+	registry_remove_mount(&r, m1);
+	CHECK(registry_mount_by_id(&r, 1) == NULL);
+	struct mount_entry *m3 = registry_new_mount(&r, &a, "/a", "/mnt");
+	CHECK_STR(m3->mount_point, "/mnt/m3");
+	registry_free(&r);
+}
+
+static void jobs_steps_and_sessions_are_found_by_their_own_keys(void)
+{
+	struct registry r = { 0 };
+	struct job_entry *job = registry_add_job(&r, 12, 1000);
+	struct job_entry *step = registry_add_scoped(&r, HOLDER_STEP, 12, 3, 1000);
+	struct job_entry *session = registry_add_scoped(&r, HOLDER_SESSION, 0, 0, 1000);
+
+	session->session_pid = 4242;
+	CHECK(registry_find_job(&r, 12) == job);
+	CHECK(registry_find_job(&r, 13) == NULL);
+	CHECK(registry_find_step(&r, 12, 3) == step);
+	CHECK(registry_find_step(&r, 12, 4) == NULL);
+	CHECK(registry_find_session(&r, 4242) == session);
+	CHECK(registry_find_session(&r, 12) == NULL);
+	CHECK_INT(job->status, SQUASH__STATUS__OK);
+	registry_remove_scoped(&r, step);
+	CHECK(registry_find_step(&r, 12, 3) == NULL);
+	registry_free(&r);
+	CHECK(r.jobs == NULL && r.scoped == NULL && r.mounts == NULL);
+}
+
+static void a_job_holds_at_most_the_image_limit_and_knows_what_it_uses(void)
+{
+	struct registry r = { 0 };
+	struct mount_key k = key_of(1, MOUNT_OWNER_ANY);
+	struct mount_entry *m = registry_new_mount(&r, &k, "/a", "/mnt");
+	struct mount_entry *other = registry_new_mount(&r, &k, "/b", "/mnt");
+	struct job_entry *job = registry_add_job(&r, 1, 1000);
+
+	for (int i = 0; i < SQUASH_MAX_IMAGES; i++)
+		CHECK_INT(registry_job_add_image(job, "/a", "/squash/a", m), 0);
+	CHECK_INT(registry_job_add_image(job, "/a", "/squash/a", m), -1);
+	CHECK_INT(job->count, SQUASH_MAX_IMAGES);
+	CHECK(registry_job_uses(job, m));
+	CHECK(!registry_job_uses(job, other));
+	CHECK_INT(registry_job_set_failure(job, SQUASH__STATUS__USER_ERROR, "no such image"), 0);
+	CHECK_STR(job->message, "no such image");
+	registry_free(&r);
+}
+
+static void overlay_records_round_trip_through_the_mask(void)
+{
+	struct registry r = { 0 };
+	struct job_entry *job = registry_add_job(&r, 7, 1000);
+	char path[64];
+
+	registry_job_add_image(job, "/a", "/squash/a", NULL);
+	registry_job_add_image(job, "/b", "/squash/b", NULL);
+	CHECK_INT(registry_overlay_restore(job, "/mnt/j9", 0x2), 0);
+	CHECK_STR(job->images[1].overlay, "/mnt/j9/o1");
+	CHECK(job->images[0].overlay == NULL);
+	CHECK(job->images[1].writable);
+	CHECK_INT(registry_overlay_mask(job), 0x2);
+	CHECK_INT(registry_overlay_path(path, sizeof(path), "/mnt/j9", 'u', 1), 0);
+	CHECK_STR(path, "/mnt/j9/u1");
+	CHECK_INT(registry_overlay_path(path, 8, "/mnt/j9", 'u', 1), -1);
+	/* A second record, an empty mask, a bit beyond the images: refused. */
+	CHECK_INT(registry_overlay_restore(job, "/mnt/j9", 0x2), -1);
+	struct job_entry *other = registry_add_job(&r, 8, 1000);
+	registry_job_add_image(other, "/a", "/squash/a", NULL);
+	CHECK_INT(registry_overlay_restore(other, "/mnt/j10", 0), -1);
+	CHECK_INT(registry_overlay_restore(other, "/mnt/j10", 0x4), -1);
+	registry_free(&r);
+}
+
+int main(void)
+{
+	a_mount_is_shared_only_while_mounting_ready_or_lingering();
+	a_fuse_mount_is_shared_only_with_its_own_user();
+	mount_ids_stay_unique_and_name_the_mount_point();
+	jobs_steps_and_sessions_are_found_by_their_own_keys();
+	a_job_holds_at_most_the_image_limit_and_knows_what_it_uses();
+	overlay_records_round_trip_through_the_mask();
+	return unit_exit_code();
+}

@@ -1,0 +1,274 @@
+/* squashd's registry on disk (daemon/registry/state_file.h): what a
+ * restarted squashd reads back is what was saved; a truncated file or a
+ * hostile record gives an empty registry and a reason, never a crash or
+ * half a registry. No root needed. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "registry/linger.h"
+#include "registry/state_file.h"
+#include "unit.h"
+
+static char dir[] = "/tmp/test_state_file.XXXXXX";
+static char path[256];
+
+static void write_text(const char *text)
+{
+	FILE *f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+}
+
+static char *read_text(size_t *len)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 1 << 16);
+	*len = fread(buf, 1, (1 << 16) - 1, f);
+	fclose(f);
+	return buf;
+}
+
+static int by_text(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* text's lines sorted, without "next" and "linger" records; a job's or
+ * scope's image records stay behind it (the line before is prefixed). */
+static void sort_records(char *text)
+{
+	char *lines[256], *copy = strdup(text), *save = NULL, group[4096] = "";
+	size_t n = 0, used = 0;
+
+	for (char *l = strtok_r(copy, "\n", &save); l && n < 256; l = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(l, "next ", 5) || !strncmp(l, "linger ", 7))
+			continue;
+		if (!strncmp(l, "job ", 4) || !strncmp(l, "scope ", 6) || !strncmp(l, "mount ", 6))
+			snprintf(group, sizeof(group), "%s", l);
+		if (asprintf(&lines[n], "%s|%s", group, l) > 0)
+			n++;
+	}
+	qsort(lines, n, sizeof(lines[0]), by_text);
+	text[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		used += (size_t)sprintf(text + used, "%s\n", lines[i]);
+		free(lines[i]);
+	}
+	free(copy);
+}
+
+/* A registry with one of everything the file records. */
+static void fill(struct registry *r)
+{
+	struct mount_key kernel = { .dev = 2049, .ino = 77, .size = 1 << 20, .mtime_sec = 1700000000,
+				    .mtime_nsec = 5, .mode = SQUASH__MOUNT_MODE__KERNEL,
+				    .owner_uid = MOUNT_OWNER_ANY };
+	struct mount_key fuse = kernel;
+	fuse.ino = 78;
+	fuse.mode = SQUASH__MOUNT_MODE__FUSE;
+	fuse.owner_uid = 1000;
+
+	struct mount_entry *k = registry_new_mount(r, &kernel, "/images/with space,comma%.sqfs", "/run/squashd/mnt");
+	struct mount_entry *f = registry_new_mount(r, &fuse, "/home/u/env.sqfs", "/run/squashd/mnt");
+	struct mount_entry *lingering = registry_new_mount(r, &kernel, "/images/old.sqfs", "/run/squashd/mnt");
+	struct mount_entry *mounting = registry_new_mount(r, &fuse, "/half.sqfs", "/run/squashd/mnt");
+	k->state = f->state = lingering->state = MOUNT_READY;
+	snprintf(k->loop_device, sizeof(k->loop_device), "/dev/loop3");
+	f->server_pid = 4321;
+	linger_begin(lingering, 120, 0);
+	(void)mounting; /* half-made: never saved */
+
+	struct job_entry *job = registry_add_job(r, 100, 1000);
+	registry_job_add_image(job, k->image, "/squash/a", k);
+	registry_job_add_image(job, f->image, "/squash/b", f);
+	registry_overlay_restore(job, "/run/squashd/mnt/j9", 0x2);
+	job->images[1].upper = strdup("/home/u/changes");
+	struct job_entry *failed = registry_add_job(r, 101, 1001);
+	registry_job_set_failure(failed, SQUASH__STATUS__USER_ERROR, "image /x: no such file\nsecond line");
+	struct job_entry *pending = registry_add_job(r, 102, 1000);
+	pending->pending = true; /* its prolog retries: never saved */
+
+	struct job_entry *step = registry_add_scoped(r, HOLDER_STEP, 100, 4, 1000);
+	step->session_pid = 555;
+	step->session_start = 123456;
+	registry_job_add_image(step, f->image, "/squash/step", f);
+	struct job_entry *session = registry_add_scoped(r, HOLDER_SESSION, 0, 0, 1000);
+	session->session_pid = 777;
+	session->session_start = 654321;
+	registry_job_add_image(session, k->image, "/squash/s", k);
+}
+
+static void what_was_saved_is_read_back(void)
+{
+	struct registry saved = { 0 }, loaded = { 0 };
+	char err[512];
+
+	fill(&saved);
+	CHECK_INT(state_file_save(&saved, path, err, sizeof(err)), 0);
+	CHECK_INT(state_file_load(&loaded, path, err, sizeof(err)), 0);
+
+	size_t mounts = 0;
+	for (struct mount_entry *m = loaded.mounts; m; m = m->next)
+		mounts++;
+	CHECK_INT(mounts, 3); /* not the one still mounting */
+	struct mount_entry *k = registry_mount_by_id(&loaded, 1), *f = registry_mount_by_id(&loaded, 2);
+	struct mount_entry *l = registry_mount_by_id(&loaded, 3);
+	CHECK(k && f && l);
+	if (!k || !f || !l)
+		return;
+	CHECK_STR(k->image, "/images/with space,comma%.sqfs");
+	CHECK_STR(k->mount_point, "/run/squashd/mnt/m1");
+	CHECK_STR(k->loop_device, "/dev/loop3");
+	CHECK_INT(k->key.owner_uid, MOUNT_OWNER_ANY);
+	CHECK_INT(k->key.mtime_nsec, 5);
+	CHECK_INT(f->key.owner_uid, 1000);
+	CHECK_INT(f->key.mode, SQUASH__MOUNT_MODE__FUSE);
+	CHECK_INT(f->server_pid, 4321);
+	CHECK_INT(l->state, MOUNT_LINGERING);
+	CHECK(loaded.next_mount_id >= 4); /* ids stay unique after adoption */
+
+	struct job_entry *job = registry_find_job(&loaded, 100);
+	CHECK(job && job->count == 2);
+	if (job && job->count == 2) {
+		CHECK(job->images[0].mount == k && job->images[1].mount == f);
+		CHECK_STR(job->images[0].target, "/squash/a");
+		CHECK_STR(job->images[1].overlay, "/run/squashd/mnt/j9/o1");
+		CHECK_STR(job->images[1].upper, "/home/u/changes");
+		CHECK_STR(job->overlay_dir, "/run/squashd/mnt/j9");
+	}
+	struct job_entry *failed = registry_find_job(&loaded, 101);
+	CHECK(failed && failed->status == SQUASH__STATUS__USER_ERROR);
+	if (failed)
+		CHECK_STR(failed->message, "image /x: no such file\nsecond line");
+	CHECK(registry_find_job(&loaded, 102) == NULL);
+
+	struct job_entry *step = registry_find_step(&loaded, 100, 4);
+	CHECK(step && step->session_pid == 555 && step->session_start == 123456 && step->count == 1);
+	if (step && step->count == 1)
+		CHECK(step->images[0].mount == f);
+	struct job_entry *session = registry_find_session(&loaded, 777);
+	CHECK(session && session->session_start == 654321 && session->count == 1);
+
+	/* Saving what was read gives the same records (in another order, and
+	 * but for the linger's expiry, a wall-clock second that may tick
+	 * meanwhile, and the next mount id, which only has to stay unique). */
+	size_t len1, len2;
+	char *first = read_text(&len1);
+	CHECK_INT(state_file_save(&loaded, path, err, sizeof(err)), 0);
+	char *second = read_text(&len2);
+	sort_records(first);
+	sort_records(second);
+	CHECK_STR(second, first);
+	free(first);
+	free(second);
+	registry_free(&saved);
+	registry_free(&loaded);
+}
+
+static void a_missing_file_is_an_empty_registry(void)
+{
+	struct registry r = { 0 };
+	char err[512];
+
+	unlink(path);
+	CHECK_INT(state_file_load(&r, path, err, sizeof(err)), 0);
+	CHECK(r.mounts == NULL && r.jobs == NULL && r.scoped == NULL);
+}
+
+/* Loading text either succeeds or leaves the registry empty with a reason
+ * naming the line. */
+static int load_text(const char *text, char *err, size_t errlen)
+{
+	struct registry r = { 0 };
+
+	write_text(text);
+	err[0] = '\0';
+	int rc = state_file_load(&r, path, err, errlen);
+	if (rc < 0)
+		CHECK(r.mounts == NULL && r.jobs == NULL && r.scoped == NULL);
+	registry_free(&r);
+	return rc;
+}
+
+static void a_truncated_file_loads_whole_records_or_nothing(void)
+{
+	struct registry saved = { 0 };
+	char err[512];
+	size_t len;
+
+	fill(&saved);
+	state_file_save(&saved, path, err, sizeof(err));
+	registry_free(&saved);
+	char *full = read_text(&len);
+	for (size_t cut = 0; cut < len; cut++) {
+		char *part = strndup(full, cut);
+		load_text(part, err, sizeof(err)); /* checks the invariant */
+		free(part);
+	}
+	free(full);
+	CHECK_INT(load_text("", err, sizeof(err)), 0);
+	CHECK_INT(load_text("squashd-state 1", err, sizeof(err)), -1); /* no newline: not the magic line */
+}
+
+static void hostile_records_are_refused_with_the_line(void)
+{
+	static const char *const bad[] = {
+		"squashd-state 2\n",
+		"squashd-state 1\nbogus 1\n",
+		"squashd-state 1\nnext x\n",
+		/* A mount with a NUL escape, an unknown mode, a loop device too long. */
+		"squashd-state 1\nmount 1 1 2049 7 10 1 0 -1 0 - /mnt/m%001 /img\n",
+		"squashd-state 1\nmount 1 9 2049 7 10 1 0 -1 0 - /mnt/m1 /img\n",
+		"squashd-state 1\nmount 1 1 2049 7 10 1 0 -1 0 /dev/loop0123456789012345678901234567890 /mnt/m1 /img\n",
+		"squashd-state 1\nmount 1 1 2049 7 10 1 0 -1 0 - /mnt/m1 /img extra\n",
+		"squashd-state 1\nmount 1 1 2049 7 10 1 0 -1 0 - /mnt/m1 /img%zz\n",
+		/* Images of unknown jobs or mounts; a job twice. */
+		"squashd-state 1\nimage 5 0 /a /b\n",
+		"squashd-state 1\njob 5 1000 0 -\nimage 5 9 /a /b\n",
+		"squashd-state 1\njob 5 1000 0 -\njob 5 1000 0 -\n",
+		/* Linger of a mount that is not there. */
+		"squashd-state 1\nlinger 3 1700000000\n",
+		/* An overlay beyond the job's images; an upper without overlay. */
+		"squashd-state 1\njob 5 1000 0 -\nimage 5 0 /a /b\noverlay 5 /mnt/j1 4\n",
+		"squashd-state 1\njob 5 1000 0 -\nimage 5 0 /a /b\nupper 5 0 /home/u\n",
+		"squashd-state 1\njob 5 1000 0 -\nimage 5 0 /a /b\noverlay 5 /mnt/j1 1\nupper 5 7 /home/u\n",
+		/* A scope of an unknown kind, a session without a pid, a lone simage. */
+		"squashd-state 1\nscope 9 1 1 1 1 1000 0 -\n",
+		"squashd-state 1\nscope 2 0 0 0 1 1000 0 -\n",
+		"squashd-state 1\nsimage 0 /a /b\n",
+		/* More images than a job may have. */
+		NULL,
+	};
+	char err[512];
+
+	for (size_t i = 0; bad[i]; i++) {
+		CHECK_INT(load_text(bad[i], err, sizeof(err)), -1);
+		CHECK_CONTAINS(err, "malformed record; starting with an empty registry");
+	}
+	char many[8192];
+	size_t used = (size_t)snprintf(many, sizeof(many), "squashd-state 1\njob 5 1000 0 -\n");
+	for (int i = 0; i <= SQUASH_MAX_IMAGES; i++)
+		used += (size_t)snprintf(many + used, sizeof(many) - used, "image 5 0 /a%d /t%d\n", i, i);
+	CHECK_INT(load_text(many, err, sizeof(err)), -1);
+	CHECK_CONTAINS(err, ":19: malformed record");
+}
+
+int main(void)
+{
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/state", dir);
+	what_was_saved_is_read_back();
+	a_missing_file_is_an_empty_registry();
+	a_truncated_file_loads_whole_records_or_nothing();
+	hostile_records_are_refused_with_the_line();
+	unlink(path);
+	rmdir(dir);
+	return unit_exit_code();
+}
