@@ -559,6 +559,28 @@ write_job_ns_config() {
 	chmod 0644 "$dir/job_container.conf"
 }
 
+# The command prefix that starts a one-node cluster's slurmd when a job
+# namespace plugin is configured: slurmd in a mount namespace of its own
+# (slave: the host's mounts reach it, the jobs' namespace mounts stay in
+# it), made on one CPU and kept there.
+#
+# Why: the plugin bind-mounts /proc/PID/ns/mnt of a freshly unshared child
+# onto BASE/JOB/.ns, and the kernel refuses (EINVAL, its mount-namespace
+# loop check) when the child's namespace id is lower than that of the
+# namespace doing the mount. Linux 6.18 hands out namespace ids from
+# per-CPU batches (this machine: 3990 on one CPU, 7344 on the other), so a
+# child unshared on another CPU than the one that made slurmd's namespace
+# gets a lower id and the job fails (`_create_ns: ns base mount failed:
+# Invalid argument`) about every other time. slurmd in the initial
+# namespace (id 1, as under systemd) never hits it; slurmd in any other
+# one (our Debian roots, containers) does. On one CPU the ids only grow.
+job_ns_slurmd_launcher() {
+	local dir=$1 cpu
+	[ -f "$dir/job_container.conf" ] || return 0
+	cpu=$(awk '/^Cpus_allowed_list:/ { split($2, a, /[-,]/); print a[1] }' /proc/self/status)
+	echo "taskset -c ${cpu:-0} unshare --mount --propagation slave --"
+}
+
 # ---------------------------------------------------------------- nodes
 # Is directory $1 a test cluster's directory (other than $2)?
 is_cluster_dir() {
@@ -741,7 +763,8 @@ start_slurm() {
 	if [ -z "$names" ]; then
 		count=1
 		if ! { [ -f "$dir/run/slurmd.pid" ] && pid_alive "$(cat "$dir/run/slurmd.pid")"; }; then
-			SQUASH_TEST_CLUSTER=$dir SLURM_CONF=$dir/slurm.conf setsid slurmd -D -f "$dir/slurm.conf" \
+			SQUASH_TEST_CLUSTER=$dir SLURM_CONF=$dir/slurm.conf setsid $(job_ns_slurmd_launcher "$dir") \
+				slurmd -D -f "$dir/slurm.conf" \
 				</dev/null >>"$dir/log/slurmd.out" 2>&1 &
 			echo $! >"$dir/run/slurmd.pid.sh"
 		fi

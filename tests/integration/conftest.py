@@ -184,6 +184,11 @@ class Job:
                 return {"JobState": "GONE"}
             if info.get("JobState") in TERMINAL_STATES:
                 return info
+            # Slurm holds a job whose launch failed on the node (its own
+            # plugins' faults, not ours): it would never end by itself.
+            if info.get("Reason") == "launch_failed_requeued_held":
+                raise AssertionError(f"job {self.id}: Slurm could not launch it and holds it "
+                                     f"({info.get('Reason')}); see slurmd's log")
             return None
         self.final = wait_until(done, timeout, 0.2, f"job {self.id} to end")
         return self.final
@@ -755,8 +760,8 @@ def _job_ns_failure(c):
             return f"sbatch refused a plain job: {job.stderr.strip()}"
         try:
             job.wait(timeout=60)
-        except AssertionError:
-            job.final = {"JobState": "not ended in 60 s"}
+        except AssertionError as e:
+            job.final = {"JobState": f"not ended ({e})"}
         if job.state != "COMPLETED":
             run(["scancel", job.id], check=False, env=c.env)
             wait_until(lambda: not c.squeue_ids(), 60, 0.2, "the probe job to go")
@@ -770,14 +775,15 @@ def _job_ns_failure(c):
 def cluster_jobns(request):
     """One node with a job namespace plugin (job_container/tmpfs or
     namespace/tmpfs, with EntireStepInNS where Slurm has it): one cluster per
-    configuration, started for the module that uses it. Skipped, with
-    Slurm's own error, where that plugin cannot run a plain job here."""
+    configuration, started for the module that uses it. Plain jobs (no
+    image) run first: where they fail, the tests error with Slurm's own
+    message, telling a broken test cluster from a fault of ours."""
     c = _session_cluster(request, job_ns=request.param)
     why = _job_ns_failure(c)
     if why:
         _cleanup(c)
-        pytest.skip(f"Slurm's job namespace plugin ({request.param}) cannot run jobs on this "
-                    f"machine, images or not: {why}")
+        pytest.fail(f"the test cluster's job namespace plugin ({request.param}) cannot run "
+                    f"plain jobs, without any image: {why}")
     return c
 
 
