@@ -264,8 +264,12 @@ static void test_munge(void)
 	{
 		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		size_t n = strlen(munge_socket);
 
-		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", munge_socket);
+		/* memcpy after the bounds check: gcc 16 warns on snprintf here */
+		CHECK(n < sizeof sa.sun_path);
+		if (n < sizeof sa.sun_path)
+			memcpy(sa.sun_path, munge_socket, n + 1);
 		CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
 		close(fd); /* bound, never listening: connections are refused */
 	}
