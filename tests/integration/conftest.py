@@ -698,10 +698,11 @@ def slurm_release():
     return int(major) * 100 + int(minor)
 
 
-def _session_cluster(request, nodes=0, job_ns=None):
+def _session_cluster(request, nodes=0, job_ns=None, site=False):
     """Starts a cluster (nodes=0: one node, the host; job_ns: a job
-    namespace plugin, see SQUASH_TEST_JOB_NS in cluster.sh) for the
-    session and stops it at the end."""
+    namespace plugin, see SQUASH_TEST_JOB_NS in cluster.sh; site: cgroups
+    and PrologFlags as sites set them, SQUASH_TEST_SITE) for the session
+    and stops it at the end."""
     if os.geteuid() != 0:
         pytest.exit("the integration tests must run as root", returncode=2)
     _require_build()
@@ -723,7 +724,7 @@ def _session_cluster(request, nodes=0, job_ns=None):
             shutil.rmtree(root, ignore_errors=True)
     request.addfinalizer(stop)
     args = ["--nodes", str(nodes)] if nodes else []
-    env = dict(os.environ, SQUASH_TEST_JOB_NS=job_ns or "")
+    env = dict(os.environ, SQUASH_TEST_JOB_NS=job_ns or "", SQUASH_TEST_SITE="1" if site else "0")
     p = run([CLUSTER_SH, "start", *args, root], check=False, timeout=300, env=env)
     if p.returncode != 0:
         stop()
@@ -748,10 +749,9 @@ def job_ns_kinds():
     return ["tmpfs"] + (["tmpfs-entire"] if slurm_release() >= 2411 else [])
 
 
-def _job_ns_failure(c):
-    """Why Slurm's own job namespace plugin cannot run plain jobs (no
-    image) on this machine, from slurmd's log; None when two in a row
-    complete."""
+def _plain_job_failure(c):
+    """Why the cluster cannot run plain jobs (no image), from slurmd's log;
+    None when two in a row complete."""
     d = c.workdir(USER1, "jobns-probe")
     script = c.write_script(d, "true\n")
     for _ in range(2):
@@ -772,17 +772,19 @@ def _job_ns_failure(c):
 
 
 @pytest.fixture(scope="module", params=job_ns_kinds())
-def cluster_jobns(request):
-    """One node with a job namespace plugin (job_container/tmpfs or
-    namespace/tmpfs, with EntireStepInNS where Slurm has it): one cluster per
+def cluster_site(request):
+    """One node configured as sites run Slurm: proctrack/cgroup,
+    task/cgroup,task/affinity, PrologFlags=Contain (RunInJob from 24.05 on)
+    and a job namespace plugin (job_container/tmpfs or namespace/tmpfs, with
+    EntireStepInNS where Slurm has it): one cluster per namespace
     configuration, started for the module that uses it. Plain jobs (no
     image) run first: where they fail, the tests error with Slurm's own
     message, telling a broken test cluster from a fault of ours."""
-    c = _session_cluster(request, job_ns=request.param)
-    why = _job_ns_failure(c)
+    c = _session_cluster(request, job_ns=request.param, site=True)
+    why = _plain_job_failure(c)
     if why:
         _cleanup(c)
-        pytest.fail(f"the test cluster's job namespace plugin ({request.param}) cannot run "
+        pytest.fail(f"the site-like test cluster ({request.param}) cannot run "
                     f"plain jobs, without any image: {why}")
     return c
 
@@ -895,7 +897,7 @@ def no_leftovers(request):
     test used, no node is drained and every squashd runs. Cleans up (so later
     tests start clean) and fails the test's teardown when something was
     left. Tests that name no cluster get the one-node cluster's check."""
-    names = [n for n in ("cluster", "cluster3", "cluster_jobns")
+    names = [n for n in ("cluster", "cluster3", "cluster_site")
              if n in request.fixturenames] or ["cluster"]
     clusters = [request.getfixturevalue(n) for n in names]
     yield

@@ -20,8 +20,8 @@
 # inside can neither see nor collide with those on the host (ports, /tmp
 # locks, processes). SQUASH_MATRIX_NET=host keeps the host's network (apt
 # works then). In the root: /dev (the host's: loop devices, /dev/fuse), a
-# new /proc, /sys, and tmpfs on /tmp, /run and /dev/shm; no cgroup fs
-# (the test cluster runs Slurm with CgroupPlugin=disabled where it exists).
+# new /proc, /sys with the host's cgroup hierarchies, and tmpfs on /tmp,
+# /run and /dev/shm.
 #
 # Everything goes away when the command ends, however it ends: the pid
 # namespace's first process exits last and the kernel kills the rest, the
@@ -76,6 +76,11 @@ inside() {
 	mount -t tmpfs -o mode=1777,nosuid,nodev shm "$root/dev/shm"
 	mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
 	mount -t sysfs -o nosuid,nodev,noexec sysfs "$root/sys"
+	# The host's cgroup hierarchies, as the host has them: site-like test
+	# clusters (cluster.sh's SQUASH_TEST_SITE) make cgroups of their own in them.
+	if mountpoint -q /sys/fs/cgroup; then
+		mount --rbind /sys/fs/cgroup "$root/sys/fs/cgroup"
+	fi
 	mount -t tmpfs -o mode=1777,nosuid,nodev tmp "$root/tmp"
 	mount -t tmpfs -o mode=0755,nosuid,nodev run "$root/run"
 	mkdir -p "$root/run/lock"

@@ -1,15 +1,21 @@
-"""With a job namespace plugin (job_container/tmpfs, namespace/tmpfs from
-25.11 on; with and without EntireStepInNS where Slurm has it) every task
-joins the job's mount namespace before it runs: the images still reach the
-batch step, srun steps, a step's own images and :rw overlays, the job's
-private /tmp still works, and nothing is left behind (spank/step_bind.c)."""
+"""Slurm as sites configure it (conftest's cluster_site): proctrack/cgroup,
+task/cgroup,task/affinity, PrologFlags=Contain (RunInJob from 24.05 on) and
+a job namespace plugin (job_container/tmpfs, namespace/tmpfs from 25.11 on;
+with and without EntireStepInNS where Slurm has it). Every task joins the
+job's mount namespace before it runs: the images still reach the batch
+step, srun steps, a step's own images, :rw overlays and a step that mounts
+what its prolog did not; the job's private /tmp still works; the tasks are
+in the job's cgroups and the FUSE servers are not (a job's end must not
+take a mount other jobs share); nothing is left behind
+(spank/step_bind.c)."""
 
+import os
 import pwd
 import shutil
 import tempfile
 from pathlib import Path
 
-from conftest import USER1, mountinfo, run
+from conftest import USER1, BlockingJob, mountinfo, run, wait_until
 
 JOB_FILES = {"a.txt": "from the job image\n"}
 STEP_FILES = {"b.txt": "from the step image\n"}
@@ -19,8 +25,8 @@ def image(c, name, files):
     return c.make_image(c.workdir(USER1, "img") / name, files, owner=USER1)
 
 
-def test_batch_and_srun_steps_see_the_image_and_the_private_tmp(cluster_jobns):
-    c = cluster_jobns
+def test_batch_and_srun_steps_see_the_image_and_the_private_tmp(cluster_site):
+    c = cluster_site
     a = image(c, "jobimg.sqfs", JOB_FILES)
     job = c.run_job(USER1, r"""
 cat /squash/jobimg/a.txt
@@ -40,8 +46,8 @@ awk '$5 == "/tmp" {print "TMP FROM " $4}' /proc/self/mountinfo
     assert not Path("/tmp/squash-jobns-marker").exists()
 
 
-def test_a_step_sees_its_own_image_and_the_jobs(cluster_jobns):
-    c = cluster_jobns
+def test_a_step_sees_its_own_image_and_the_jobs(cluster_site):
+    c = cluster_site
     a = image(c, "jobimg2.sqfs", JOB_FILES)
     b = image(c, "stepimg.sqfs", STEP_FILES)
     job = c.run_job(USER1, f"""
@@ -73,8 +79,8 @@ def users_own_image(c, name, files):
     return path
 
 
-def test_rw_overlay_is_written_and_seen_by_the_next_step(cluster_jobns):
-    c = cluster_jobns
+def test_rw_overlay_is_written_and_seen_by_the_next_step(cluster_site):
+    c = cluster_site
     a = users_own_image(c, "rwimg.sqfs", JOB_FILES)
     job = c.run_job(USER1, r"""
 echo written-in-batch > /squash/rw/new.txt
@@ -85,8 +91,8 @@ srun cat /squash/rw/new.txt /squash/rw/a.txt
     assert "written-in-batch\nfrom the job image\n" in out, out
 
 
-def test_a_user_error_fails_the_job_and_leaves_the_node_up(cluster_jobns):
-    c = cluster_jobns
+def test_a_user_error_fails_the_job_and_leaves_the_node_up(cluster_site):
+    c = cluster_site
     a = image(c, "gone.sqfs", JOB_FILES)
     # Passes the check at submit; gone by the time the prolog opens it.
     job = c.sbatch(USER1, c.write_script(c.workdir(USER1, "gone"), "cat /squash/gone/a.txt\n"),
@@ -97,3 +103,40 @@ def test_a_user_error_fails_the_job_and_leaves_the_node_up(cluster_jobns):
     assert job.state == "FAILED", out
     assert f"squash: {a}" in out or str(a) in out, out
     assert all(s in ("idle", "mixed") for s in c.node_states().values()), c.node_states()
+
+
+def freezer_cgroup(pid):
+    """The freezer cgroup (proctrack/cgroup's) of process pid."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if "freezer" in controllers.split(","):
+                return path
+    return None
+
+
+def test_tasks_are_in_the_jobs_cgroup_the_fuse_server_is_not_and_a_step_mounts_late(cluster_site):
+    c = cluster_site
+    a = image(c, "late.sqfs", JOB_FILES)
+    blk = BlockingJob(c, USER1, str(a), after="srun cat /squash/late/a.txt\n")
+    try:
+        pid = blk.wait_ready()
+        job_id = blk.job.id
+        assert f"/job_{job_id}/" in (freezer_cgroup(pid) or ""), freezer_cgroup(pid)
+        servers = c.instance_fuse_servers()
+        assert servers, "no FUSE server serves the job's image"
+        for s in servers:
+            assert "/job_" not in (freezer_cgroup(s) or ""), (s, freezer_cgroup(s))
+        # squashd forgets the job (an admin's release): the next step
+        # mounts the image itself, inside the job's namespace.
+        p = c.squashctl("release", str(job_id))
+        assert p.returncode == 0, p.stderr
+        wait_until(lambda: not c.list_mounts(), 20, 0.1, "the job's mount to go")
+        blk.release()
+        out = blk.job.output()
+        assert blk.job.state == "COMPLETED", out
+        assert out.endswith(JOB_FILES["a.txt"]), out
+        assert f"job {job_id}: its prolog did not mount its images on this node" in c.nodes[0].slurmd_log()
+    finally:
+        blk.go.touch()
+    wait_until(lambda: not c.list_mounts(), 20, 0.1, "the epilog to release the job")
