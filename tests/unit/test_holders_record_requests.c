@@ -14,6 +14,7 @@
 #include "core/daemon.h"
 #include "core/holders.h"
 #include "core/sharing.h"
+#include "core_fixture.h"
 #include "unit.h"
 
 static char dir[] = "/tmp/test_holders.XXXXXX";
@@ -152,27 +153,12 @@ static void walking_the_holders_takes_jobs_then_steps_and_sessions(void)
 
 int main(void)
 {
-	char err[512];
-
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return 1;
-	}
-	cfg = settings_new();
-	config_defaults(cfg);
-	if (config_set(cfg, "state_dir", dir, err, sizeof(err)) < 0) {
-		fprintf(stderr, "%s\n", err);
-		return 1;
-	}
-	if (daemon_init(&ds, cfg) < 0)
+	if (core_fixture_start(dir, &cfg, &ds) < 0)
 		return 1;
 	a_new_job_is_pending_until_its_request_settles();
 	a_failed_job_lets_go_of_its_mounts_and_keeps_why();
 	steps_and_sessions_are_pending_and_record_who_asked();
 	walking_the_holders_takes_jobs_then_steps_and_sessions();
-	daemon_free(&ds);
-	unlink(ds.state_path);
-	rmdir(dir);
-	settings_drop(cfg);
+	core_fixture_stop(dir, cfg, &ds);
 	return unit_exit_code();
 }
