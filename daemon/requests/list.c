@@ -40,7 +40,8 @@ static void describe_scoped(const struct daemon_state *ds, const struct peer *pe
 {
 	size_t n = 0;
 
-	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e; e = holders_next_locked(ds, e, m))
+	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e;
+	     e = holders_next_locked(ds, e, m))
 		n += e->kind != HOLDER_JOB && visible_to(peer, e);
 	if (!n)
 		return;
@@ -48,7 +49,8 @@ static void describe_scoped(const struct daemon_state *ds, const struct peer *pe
 	mi->session_pids = calloc(n, sizeof(*mi->session_pids));
 	if (!mi->steps || !mi->session_pids)
 		return; /* the answer just lacks them */
-	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e; e = holders_next_locked(ds, e, m)) {
+	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e;
+	     e = holders_next_locked(ds, e, m)) {
 		if (e->kind == HOLDER_JOB || !visible_to(peer, e))
 			continue;
 		if (e->kind == HOLDER_SESSION) {
@@ -82,7 +84,8 @@ static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct p
 		reply_mount_info_free(mi);
 		return NULL;
 	}
-	for (const struct job_entry *j = holders_next_locked(ds, NULL, m); j; j = holders_next_locked(ds, j, m))
+	for (const struct job_entry *j = holders_next_locked(ds, NULL, m); j;
+	     j = holders_next_locked(ds, j, m))
 		if (j->kind == HOLDER_JOB && visible_to(peer, j) && mi->n_job_ids <= m->refcount)
 			mi->job_ids[mi->n_job_ids++] = j->job_id;
 	if (m->key.owner_uid != MOUNT_OWNER_ANY) {
@@ -108,7 +111,8 @@ static bool peer_sees(const struct daemon_state *ds, const struct peer *peer,
 {
 	if (peer->uid == 0 || (m->state == MOUNT_LINGERING && m->key.owner_uid == peer->uid))
 		return true;
-	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e; e = holders_next_locked(ds, e, m))
+	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e;
+	     e = holders_next_locked(ds, e, m))
 		if (e->uid == peer->uid)
 			return true;
 	return false;
