@@ -16,9 +16,8 @@
 #include "core/linger_timer.h"
 #include "mount/fuse_reader.h"
 #include "mount/mount_fuse.h"
-#include "registry/state_file.h"
-#include "server/server.h"
 #include "server/socket_activation.h"
+#include "server/workers.h"
 #include "settings/reload.h"
 #include "settings/settings.h"
 #include "slurm/slurm_query.h"
@@ -142,10 +141,7 @@ int main(int argc, char **argv)
 	    ensure_dir(cfg->base_dir, 0755) < 0)
 		return 1;
 
-	if (state_file_load(&ds.registry, ds.state_path, err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		snprintf(ds.state_lost, sizeof(ds.state_lost), "%.*s", (int)sizeof(ds.state_lost) - 1, err);
-	}
+	daemon_load(&ds);
 	adopt_registry(&ds, cfg);
 
 	/* Which FUSE server user images get, for the log and `squashctl list`. */
@@ -169,7 +165,7 @@ int main(int argc, char **argv)
 		listen_fd = server_listen(cfg->socket_path, err, sizeof(err));
 	if (listen_fd < 0) {
 		log_error("%s", err);
-		registry_free(&ds.registry);
+		daemon_free(&ds);
 		return 1;
 	}
 	log_info("squashd %s (built for Slurm %s) listening on %s%s as node %s (mount mode %s, MUNGE %s, gc every %u s, linger %u s)",

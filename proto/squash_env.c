@@ -53,3 +53,11 @@ void squash_task_env_free(struct squash_task_env *env)
 		env->value[i] = NULL;
 	}
 }
+
+const char *squash_env_job_images(bool prolog)
+{
+	const char *text = getenv(prolog ? SQUASH_ENV_JOB_IMAGES_PROLOG : SQUASH_ENV_JOB_IMAGES_STEP);
+
+	return text ? text : getenv(prolog ? SQUASH_ENV_JOB_IMAGES_PROLOG_0_1
+					   : SQUASH_ENV_JOB_IMAGES_STEP_0_1);
+}

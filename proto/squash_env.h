@@ -4,18 +4,30 @@
 #ifndef SQUASH_ENV_H
 #define SQUASH_ENV_H
 
+#include <stdbool.h>
+
 #include "squash.pb-c.h"
 
 /* The job's checked image list (IMAGE:TARGET,..., escaped as in the option,
  * '%' doubled). The submit check hands it to Slurm's job control
  * environment under SQUASH_ENV_JOB_IMAGES; Slurm shows it to the prolog
  * and epilog with "SPANK_" in front and to the job's steps with
- * "SLURM_SPANK_" in front. (The bare name is never in any environment;
- * tasks' SQUASH_IMAGES below is another list. Renaming it would rename
- * the documented SPANK_ and SLURM_SPANK_ variables of running jobs.) */
-#define SQUASH_ENV_JOB_IMAGES "SQUASH_IMAGES"
+ * "SLURM_SPANK_" in front. (The bare name is never in any environment.
+ * It is not the tasks' SQUASH_IMAGES below, another list.) */
+#define SQUASH_ENV_JOB_IMAGES "SQUASH_JOB_IMAGES"
 #define SQUASH_ENV_JOB_IMAGES_PROLOG "SPANK_" SQUASH_ENV_JOB_IMAGES
 #define SQUASH_ENV_JOB_IMAGES_STEP "SLURM_SPANK_" SQUASH_ENV_JOB_IMAGES
+/* The same list as the plugin of 0.1.0 named it (job control name
+ * SQUASH_IMAGES, like the tasks' list): a job submitted before an upgrade
+ * carries only these, so they are read when the names above are absent;
+ * never written. */
+#define SQUASH_ENV_JOB_IMAGES_PROLOG_0_1 "SPANK_SQUASH_IMAGES"
+#define SQUASH_ENV_JOB_IMAGES_STEP_0_1 "SLURM_SPANK_SQUASH_IMAGES"
+
+/* The job's list in this process's environment: the prolog's or epilog's
+ * (prolog true), or a step's (as srun sees it), under either name above;
+ * NULL when the job has none. */
+const char *squash_env_job_images(bool prolog);
 
 /* Slurm's own variable for the --squash-image option (sbatch, salloc and
  * srun read it; steps inherit it). */

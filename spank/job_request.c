@@ -237,7 +237,7 @@ static int mount_listed_images(const struct squash_settings *s, uint32_t job_id,
 
 int squash_job_prolog(spank_t sp, const struct squash_settings *s)
 {
-	const char *text = getenv(SQUASH_ENV_JOB_IMAGES_PROLOG);
+	const char *text = squash_env_job_images(true);
 	uint32_t job_id, uid;
 
 	if (!text)
@@ -254,8 +254,10 @@ int squash_job_mount_late(spank_t sp, const struct squash_settings *s,
 	char *text = malloc(SQUASH_OPTION_MAX + 1);
 	int status = -1;
 
-	if (text && spank_getenv(sp, SQUASH_ENV_JOB_IMAGES_STEP, text, SQUASH_OPTION_MAX + 1) ==
-		    ESPANK_SUCCESS) {
+	if (text && (spank_getenv(sp, SQUASH_ENV_JOB_IMAGES_STEP, text, SQUASH_OPTION_MAX + 1) ==
+		     ESPANK_SUCCESS ||
+		     spank_getenv(sp, SQUASH_ENV_JOB_IMAGES_STEP_0_1, text, SQUASH_OPTION_MAX + 1) ==
+		     ESPANK_SUCCESS)) {
 		slurm_info("spank_squash: job %u: its prolog did not mount its images on this node; "
 			   "mounting them for its step now", job_id);
 		status = mount_listed_images(s, job_id, uid, text);
@@ -270,7 +272,7 @@ int squash_job_epilog(spank_t sp, const struct squash_settings *s)
 	Squash__Request req = SQUASH__REQUEST__INIT;
 	uint32_t job_id, uid;
 
-	if (!getenv(SQUASH_ENV_JOB_IMAGES_PROLOG))
+	if (!squash_env_job_images(true))
 		return 0;
 	if (job_identity(sp, &job_id, &uid))
 		return 0;

@@ -23,7 +23,7 @@ static uint32_t mounted_job, mounted_step;
  * mounted: say so now. squashd checks again with the job's record. */
 static int check_clashes(const struct squash_image_list *step)
 {
-	const char *text = getenv(SQUASH_ENV_JOB_IMAGES_STEP);
+	const char *text = squash_env_job_images(false);
 	struct squash_image_list job;
 	char why[256], clash[SQUASH_PATH_MAX * 4 + 256];
 	int rc = 0;

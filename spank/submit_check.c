@@ -343,7 +343,7 @@ static int check_overlaps(const struct squash_image_list *list,
 	return rc;
 }
 
-/* Hands the list to the prolog, which sees SPANK_SQUASH_IMAGES. The prolog
+/* Hands the list to the prolog, which sees SPANK_SQUASH_JOB_IMAGES. The prolog
  * expands every path as a pattern, so plain paths go with '%' doubled. */
 static int hand_to_prolog(spank_t sp, const struct squash_image_list *list,
 			  const struct item_state *st)

@@ -57,6 +57,21 @@ void daemon_stop(struct daemon_state *ds)
 	pthread_mutex_unlock(&ds->lock);
 }
 
+void daemon_load(struct daemon_state *ds)
+{
+	char err[PATH_MAX + 512];
+
+	if (state_file_load(&ds->registry, ds->state_path, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		snprintf(ds->state_lost, sizeof(ds->state_lost), "%.*s", (int)sizeof(ds->state_lost) - 1, err);
+	}
+}
+
+void daemon_free(struct daemon_state *ds)
+{
+	registry_free(&ds->registry);
+}
+
 int daemon_save_locked(struct daemon_state *ds)
 {
 	char err[PATH_MAX + 256];

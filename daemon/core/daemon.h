@@ -59,6 +59,13 @@ struct teardown {
 /* Paths below cfg->state_dir, the node name, locks. Returns 0 or -1. */
 int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg);
 
+/* Reads the registry the last squashd saved (at start, before any other
+ * thread); when it cannot, logs why and remembers it (state_lost). */
+void daemon_load(struct daemon_state *ds);
+
+/* Frees the registry (no other thread uses it any more). */
+void daemon_free(struct daemon_state *ds);
+
 /* Stopping: wakes every waiter; new requests are answered UNAVAILABLE. */
 void daemon_stop(struct daemon_state *ds);
 

@@ -95,21 +95,6 @@ static bool release_gone(struct daemon_state *ds, const struct squashd_config *c
 	return released && v->step_id == SLURM_NO_STEP;
 }
 
-/* squashd's own UTS namespace: the node whose slurmstepds count (a node
- * of the test harness is a UTS namespace; a real node has one). */
-static unsigned long own_uts_inode(void)
-{
-	char link[64];
-	unsigned long ino = 0;
-	ssize_t n = readlink("/proc/self/ns/uts", link, sizeof link - 1);
-
-	if (n > 0) {
-		link[n] = '\0';
-		sscanf(link, "uts:[%lu]", &ino);
-	}
-	return ino;
-}
-
 /* Drops from ids/steps (steps may be NULL: jobs only) the records that a
  * slurmstepd on this node vouches for: they run here, and slurmctld is not
  * asked about them, so a node whose jobs run sends it nothing. Returns how
@@ -119,7 +104,7 @@ static size_t drop_running_here(uint32_t *ids, uint32_t *steps, size_t n)
 	struct local_steps here;
 	size_t kept = 0;
 
-	if (n == 0 || local_steps_scan("/proc", own_uts_inode(), &here) != 0)
+	if (n == 0 || local_steps_scan("/proc", local_steps_this_node(), &here) != 0)
 		return n;
 	for (size_t i = 0; i < n; i++) {
 		bool running = steps && steps[i] != SLURM_NO_STEP

@@ -11,6 +11,100 @@
 #include "mount/identity.h"
 #include "util/log.h"
 
+struct job_entry *holders_find_job_locked(struct daemon_state *ds, uint32_t job_id)
+{
+	return registry_find_job(&ds->registry, job_id);
+}
+
+struct job_entry *holders_add_job_locked(struct daemon_state *ds, uint32_t job_id, uid_t uid)
+{
+	struct job_entry *job = registry_add_job(&ds->registry, job_id, uid);
+
+	if (job)
+		job->pending = true;
+	return job;
+}
+
+struct job_entry *holders_find_step_locked(struct daemon_state *ds, uint32_t job_id,
+					   uint32_t step_id)
+{
+	return registry_find_step(&ds->registry, job_id, step_id);
+}
+
+struct job_entry *holders_add_step_locked(struct daemon_state *ds, uint32_t job_id,
+					  uint32_t step_id, uid_t uid, pid_t asker,
+					  unsigned long long asker_start)
+{
+	struct job_entry *e = registry_add_scoped(&ds->registry, HOLDER_STEP, job_id, step_id, uid);
+
+	if (e) {
+		e->pending = true;
+		e->session_pid = asker;
+		e->session_start = asker_start;
+	}
+	return e;
+}
+
+struct job_entry *holders_find_session_locked(struct daemon_state *ds, pid_t pid)
+{
+	return registry_find_session(&ds->registry, pid);
+}
+
+struct job_entry *holders_add_session_locked(struct daemon_state *ds, uid_t uid, pid_t pid,
+					     unsigned long long start)
+{
+	struct job_entry *e = registry_add_scoped(&ds->registry, HOLDER_SESSION, 0, 0, uid);
+
+	if (e) {
+		e->pending = true;
+		e->session_pid = pid;
+		e->session_start = start;
+	}
+	return e;
+}
+
+unsigned holders_sessions_of_locked(const struct daemon_state *ds, uid_t uid)
+{
+	unsigned n = 0;
+
+	for (const struct job_entry *s = ds->registry.scoped; s; s = s->next)
+		n += s->kind == HOLDER_SESSION && s->uid == uid;
+	return n;
+}
+
+const struct job_entry *holders_next_locked(const struct daemon_state *ds,
+					    const struct job_entry *prev,
+					    const struct mount_entry *m)
+{
+	const struct job_entry *e = !prev ? ds->registry.jobs : prev->next;
+
+	/* Jobs first; the scoped list follows the last job. */
+	if (!e && (!prev || prev->kind == HOLDER_JOB))
+		e = ds->registry.scoped;
+	while (e && m && !registry_job_uses(e, m)) {
+		bool last_job = e->kind == HOLDER_JOB && !e->next;
+		e = last_job ? ds->registry.scoped : e->next;
+	}
+	return e;
+}
+
+void holders_settle_locked(struct daemon_state *ds, struct job_entry *e)
+{
+	e->pending = false;
+	pthread_cond_broadcast(&ds->changed);
+}
+
+void holders_fail_job_locked(struct daemon_state *ds, struct job_entry *job, Squash__Status status,
+			     const char *why, struct teardown *td)
+{
+	overlay_queue_teardown(job, td);
+	for (size_t i = 0; i < job->count; i++) {
+		sharing_put_locked(ds, job->images[i].mount, td);
+		job->images[i].mount = NULL;
+	}
+	registry_job_set_failure(job, status, why);
+}
+
 /* Records one image mounted for e (lock not held). */
 static enum result add_image(struct daemon_state *ds, const struct squashd_config *cfg,
 			     const struct identity *id, struct job_entry *e,

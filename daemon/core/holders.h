@@ -14,6 +14,40 @@
 #include "core/daemon.h"
 #include "util/result.h"
 
+/* Finding and adding holders (lock held). A new holder is pending: its
+ * mount request is at work, and a second request for it waits or is
+ * refused. NULL when out of memory. */
+struct job_entry *holders_find_job_locked(struct daemon_state *ds, uint32_t job_id);
+struct job_entry *holders_add_job_locked(struct daemon_state *ds, uint32_t job_id, uid_t uid);
+struct job_entry *holders_find_step_locked(struct daemon_state *ds, uint32_t job_id,
+					   uint32_t step_id);
+/* A step's own images, asked for by its slurmstepd asker (pid, and its
+ * start time, 0 when unknown: then its death is not watched). */
+struct job_entry *holders_add_step_locked(struct daemon_state *ds, uint32_t job_id,
+					  uint32_t step_id, uid_t uid, pid_t asker,
+					  unsigned long long asker_start);
+struct job_entry *holders_find_session_locked(struct daemon_state *ds, pid_t pid);
+struct job_entry *holders_add_session_locked(struct daemon_state *ds, uid_t uid, pid_t pid,
+					     unsigned long long start);
+/* How many squash-shell sessions uid holds. */
+unsigned holders_sessions_of_locked(const struct daemon_state *ds, uid_t uid);
+
+/* The holder after prev (NULL: the first): jobs, then steps and sessions;
+ * with m, only those that use m (lock held). For describing the state. */
+const struct job_entry *holders_next_locked(const struct daemon_state *ds,
+					    const struct job_entry *prev,
+					    const struct mount_entry *m);
+
+/* The end of e's mount request (lock held): e is no longer pending, and
+ * waiters are woken when the lock is let go. */
+void holders_settle_locked(struct daemon_state *ds, struct job_entry *e);
+
+/* A job whose mount request failed (lock held): lets go of its overlays
+ * (to td) and mounts, and keeps it with status and why, so its steps can
+ * tell the user; its release (or gc) removes it. */
+void holders_fail_job_locked(struct daemon_state *ds, struct job_entry *job, Squash__Status status,
+			     const char *why, struct teardown *td);
+
 /* Mounts or shares the images of e (pending, unlocked) as uid, skipping
  * those marked in skip (may be NULL), and records each in e. A step's or
  * session's image may not be writable (overlays belong to a job's prolog

@@ -261,3 +261,9 @@ enum result sharing_get(struct daemon_state *ds, const struct squashd_config *cf
 	pthread_mutex_unlock(&ds->lock);
 	return res;
 }
+
+const struct mount_entry *sharing_next_mount_locked(const struct daemon_state *ds,
+						    const struct mount_entry *prev)
+{
+	return prev ? prev->next : ds->registry.mounts;
+}

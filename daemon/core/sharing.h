@@ -29,4 +29,9 @@ void sharing_put_locked(struct daemon_state *ds, struct mount_entry *m, struct t
  * afterwards. */
 void sharing_teardown(struct daemon_state *ds, struct teardown *td);
 
+/* The node-level mount after prev (NULL: the first), in every state (lock
+ * held). For describing the state. */
+const struct mount_entry *sharing_next_mount_locked(const struct daemon_state *ds,
+						    const struct mount_entry *prev);
+
 #endif

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "clock.h"
+#include "core/holders.h"
+#include "core/sharing.h"
 #include "frame.h"
 #include "mount/fuse_reader.h"
 #include "registry/linger.h"
@@ -38,16 +40,18 @@ static void describe_scoped(const struct daemon_state *ds, const struct peer *pe
 {
 	size_t n = 0;
 
-	for (const struct job_entry *e = ds->registry.scoped; e; e = e->next)
-		n += registry_job_uses(e, m) && visible_to(peer, e);
+	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e;
+	     e = holders_next_locked(ds, e, m))
+		n += e->kind != HOLDER_JOB && visible_to(peer, e);
 	if (!n)
 		return;
 	mi->steps = calloc(n, sizeof(*mi->steps));
 	mi->session_pids = calloc(n, sizeof(*mi->session_pids));
 	if (!mi->steps || !mi->session_pids)
 		return; /* the answer just lacks them */
-	for (const struct job_entry *e = ds->registry.scoped; e; e = e->next) {
-		if (!registry_job_uses(e, m) || !visible_to(peer, e))
+	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e;
+	     e = holders_next_locked(ds, e, m)) {
+		if (e->kind == HOLDER_JOB || !visible_to(peer, e))
 			continue;
 		if (e->kind == HOLDER_SESSION) {
 			mi->session_pids[mi->n_session_pids++] = e->session_pid;
@@ -80,8 +84,9 @@ static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct p
 		reply_mount_info_free(mi);
 		return NULL;
 	}
-	for (const struct job_entry *j = ds->registry.jobs; j; j = j->next)
-		if (registry_job_uses(j, m) && visible_to(peer, j) && mi->n_job_ids <= m->refcount)
+	for (const struct job_entry *j = holders_next_locked(ds, NULL, m); j;
+	     j = holders_next_locked(ds, j, m))
+		if (j->kind == HOLDER_JOB && visible_to(peer, j) && mi->n_job_ids <= m->refcount)
 			mi->job_ids[mi->n_job_ids++] = j->job_id;
 	if (m->key.owner_uid != MOUNT_OWNER_ANY) {
 		mi->has_owner_uid = true;
@@ -106,11 +111,10 @@ static bool peer_sees(const struct daemon_state *ds, const struct peer *peer,
 {
 	if (peer->uid == 0 || (m->state == MOUNT_LINGERING && m->key.owner_uid == peer->uid))
 		return true;
-	const struct job_entry *lists[] = { ds->registry.jobs, ds->registry.scoped };
-	for (size_t l = 0; l < 2; l++)
-		for (const struct job_entry *e = lists[l]; e; e = e->next)
-			if (e->uid == peer->uid && registry_job_uses(e, m))
-				return true;
+	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e;
+	     e = holders_next_locked(ds, e, m))
+		if (e->uid == peer->uid)
+			return true;
 	return false;
 }
 
@@ -132,7 +136,8 @@ void request_list(struct request *rq)
 
 	pthread_mutex_lock(&ds->lock);
 	size_t n = 0;
-	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+	for (const struct mount_entry *m = sharing_next_mount_locked(ds, NULL); m;
+	     m = sharing_next_mount_locked(ds, m))
 		n++;
 	out->resp.mounts = calloc(n ? n : 1, sizeof(*out->resp.mounts));
 	if (!out->resp.mounts) {
@@ -140,7 +145,8 @@ void request_list(struct request *rq)
 		reply_error(out, SQUASH__STATUS__NODE_ERROR, "out of memory");
 		return;
 	}
-	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next) {
+	for (const struct mount_entry *m = sharing_next_mount_locked(ds, NULL); m;
+	     m = sharing_next_mount_locked(ds, m)) {
 		if (!peer_sees(ds, rq->peer, m))
 			continue;
 		Squash__MountInfo *mi = describe_mount(ds, rq->peer, m);

@@ -10,7 +10,6 @@
 #include "core/holders.h"
 #include "core/overlay.h"
 #include "core/policy.h"
-#include "core/sharing.h"
 #include "requests/requests.h"
 #include "util/log.h"
 
@@ -48,7 +47,7 @@ static void finish(struct request *rq, struct job_entry *job, enum result res, c
 	struct daemon_state *ds = rq->ds;
 	const Squash__MountJobRequest *req = rq->msg->mount_job;
 
-	job->pending = false;
+	holders_settle_locked(ds, job);
 	if (res == RESULT_OK && daemon_save_locked(ds) < 0) {
 		snprintf(err, errlen, "squashd on this node cannot save its registry (%s); "
 			 "the job's mounts were undone", ds->save_error);
@@ -68,20 +67,14 @@ static void finish(struct request *rq, struct job_entry *job, enum result res, c
 	} else {
 		/* Keep the job, failed and without mounts, so its steps can tell
 		 * the user why; the epilog's release (or gc) removes it. */
-		overlay_queue_teardown(job, rq->td);
-		for (size_t i = 0; i < job->count; i++) {
-			sharing_put_locked(ds, job->images[i].mount, rq->td);
-			job->images[i].mount = NULL;
-		}
 		if (res == RESULT_NODE_ERROR)
 			log_error("job %u (uid %u): %s", req->job_id, (unsigned)req->uid, err);
 		else
 			log_info("job %u (uid %u) refused: %s", req->job_id, (unsigned)req->uid, err);
-		registry_job_set_failure(job, reply_status_of(res), err);
+		holders_fail_job_locked(ds, job, reply_status_of(res), err, rq->td);
 		reply_error(rq->out, reply_status_of(res), "%s", err);
 		daemon_save_locked(ds);
 	}
-	pthread_cond_broadcast(&ds->changed);
 }
 
 void request_mount_job(struct request *rq)
@@ -91,11 +84,11 @@ void request_mount_job(struct request *rq)
 	char err[SQUASH_PATH_MAX + 1024];
 
 	pthread_mutex_lock(&ds->lock);
-	struct job_entry *job = registry_find_job(&ds->registry, req->job_id);
+	struct job_entry *job = holders_find_job_locked(ds, req->job_id);
 	/* A repeated prolog (slurmd retry, or our client retrying after a lost
 	 * answer) gets the first request's answer, without new references. */
 	while (job && job->pending && same_request(job, req) && daemon_wait_locked(ds, rq->deadline_ms))
-		job = registry_find_job(&ds->registry, req->job_id);
+		job = holders_find_job_locked(ds, req->job_id);
 	if (job && job->pending) {
 		pthread_mutex_unlock(&ds->lock);
 		reply_error(rq->out, ds->stopping ? SQUASH__STATUS__UNAVAILABLE : SQUASH__STATUS__NODE_ERROR,
@@ -121,13 +114,12 @@ void request_mount_job(struct request *rq)
 		reply_error(rq->out, refused, "%s", err);
 		return;
 	}
-	job = registry_add_job(&ds->registry, req->job_id, req->uid);
+	job = holders_add_job_locked(ds, req->job_id, req->uid);
 	if (!job) {
 		pthread_mutex_unlock(&ds->lock);
 		reply_error(rq->out, SQUASH__STATUS__NODE_ERROR, "out of memory");
 		return;
 	}
-	job->pending = true;
 	pthread_mutex_unlock(&ds->lock);
 
 	/* Unlocked: the job is pending, so a repeated request waits for this one. */

@@ -12,7 +12,7 @@ void scoped_finish_locked(struct request *rq, struct job_entry *e, enum result r
 	struct daemon_state *ds = rq->ds;
 	struct reply *out = rq->out;
 
-	e->pending = false;
+	holders_settle_locked(ds, e);
 	if (res == RESULT_OK && daemon_save_locked(ds) < 0) {
 		snprintf(err, errlen, "squashd on this node cannot save its registry (%s); "
 			 "the mounts were undone", ds->save_error);
@@ -32,5 +32,4 @@ void scoped_finish_locked(struct request *rq, struct job_entry *e, enum result r
 		holders_drop_locked(ds, e, rq->td);
 		daemon_save_locked(ds);
 	}
-	pthread_cond_broadcast(&ds->changed);
 }

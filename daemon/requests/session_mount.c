@@ -27,30 +27,23 @@ static struct job_entry *new_session_locked(struct request *rq, unsigned long lo
 	struct daemon_state *ds = rq->ds;
 	const struct peer *peer = rq->peer;
 	char why[PATH_MAX + 512];
-	unsigned mine = 0;
+	unsigned mine = holders_sessions_of_locked(ds, peer->uid);
 
-	for (const struct job_entry *s = ds->registry.scoped; s; s = s->next)
-		mine += s->kind == HOLDER_SESSION && s->uid == peer->uid;
 	Squash__Status refused = daemon_refuse_new_mounts_locked(ds, why, sizeof(why));
 	if (refused != SQUASH__STATUS__OK) {
 		reply_error(rq->out, refused, "%s", why);
 		return NULL;
 	}
-	if (registry_find_session(&ds->registry, peer->pid) || (peer->uid != 0 && mine >= MAX_SESSIONS_PER_USER)) {
+	if (holders_find_session_locked(ds, peer->pid) || (peer->uid != 0 && mine >= MAX_SESSIONS_PER_USER)) {
 		reply_error(rq->out, SQUASH__STATUS__USER_ERROR,
 			    mine >= MAX_SESSIONS_PER_USER ? "too many squash-shell sessions of this user on this node (at most %d)"
 			    : "this process already holds a session (pid %d)",
 			    mine >= MAX_SESSIONS_PER_USER ? MAX_SESSIONS_PER_USER : (int)peer->pid);
 		return NULL;
 	}
-	struct job_entry *e = registry_add_scoped(&ds->registry, HOLDER_SESSION, 0, 0, peer->uid);
-	if (!e) {
+	struct job_entry *e = holders_add_session_locked(ds, peer->uid, peer->pid, start);
+	if (!e)
 		reply_error(rq->out, SQUASH__STATUS__NODE_ERROR, "out of memory");
-		return NULL;
-	}
-	e->pending = true;
-	e->session_pid = peer->pid;
-	e->session_start = start;
 	return e;
 }
 
@@ -60,7 +53,7 @@ static void give_up(struct request *rq, Squash__Status status, const char *why)
 	struct daemon_state *ds = rq->ds;
 
 	pthread_mutex_lock(&ds->lock);
-	struct job_entry *e = registry_find_session(&ds->registry, rq->peer->pid);
+	struct job_entry *e = holders_find_session_locked(ds, rq->peer->pid);
 	if (e)
 		holders_drop_locked(ds, e, rq->td);
 	daemon_save_locked(ds);

@@ -16,7 +16,9 @@
 #include "clock.h"
 #include "core/daemon.h"
 #include "core/gc.h"
+#include "core/holders.h"
 #include "core/loop_devices.h"
+#include "core/sharing.h"
 #include "requests/requests.h"
 #include "core/request_stats.h"
 
@@ -71,7 +73,8 @@ static void add_counters(struct daemon_state *ds, struct reply *out)
 		daemon_save_locked(ds);
 	st->version = (char *)PACKAGE_VERSION;
 	st->uptime_s = (uint64_t)((now - ds->started_ms) / 1000);
-	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next) {
+	for (const struct mount_entry *m = sharing_next_mount_locked(ds, NULL); m;
+	     m = sharing_next_mount_locked(ds, m)) {
 		if (m->state == MOUNT_DEAD) {
 			st->mounts_dead++;
 			add_problem(out, "dead FUSE server for image %s (it %s); %u job(s) still hold its mount",
@@ -87,13 +90,13 @@ static void add_counters(struct daemon_state *ds, struct reply *out)
 				st->mounts_fuse++;
 		}
 	}
-	for (const struct job_entry *j = ds->registry.jobs; j; j = j->next) {
-		st->jobs++;
-		st->jobs_failed += j->status != SQUASH__STATUS__OK;
-	}
 	st->has_steps = st->has_sessions = true;
-	for (const struct job_entry *e = ds->registry.scoped; e; e = e->next) {
-		if (e->kind == HOLDER_STEP)
+	for (const struct job_entry *e = holders_next_locked(ds, NULL, NULL); e;
+	     e = holders_next_locked(ds, e, NULL)) {
+		if (e->kind == HOLDER_JOB) {
+			st->jobs++;
+			st->jobs_failed += e->status != SQUASH__STATUS__OK;
+		} else if (e->kind == HOLDER_STEP)
 			st->steps++;
 		else if (e->kind == HOLDER_SESSION)
 			st->sessions++;
@@ -196,7 +199,8 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 
 	pthread_mutex_lock(&ds->lock);
 	unsigned servers = 0, loops = 0;
-	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next) {
+	for (const struct mount_entry *m = sharing_next_mount_locked(ds, NULL); m;
+	     m = sharing_next_mount_locked(ds, m)) {
 		if ((unsigned)m->key.mode < MODES && (unsigned)m->state < MOUNT_STATES)
 			counts[m->key.mode][m->state]++;
 		servers += m->server_pid > 0;

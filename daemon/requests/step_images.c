@@ -78,7 +78,7 @@ static struct job_entry *new_step_locked(struct request *rq, bool *skip, const c
 		reply_error(rq->out, refused, "%s", why);
 		return NULL;
 	}
-	if (registry_find_step(&ds->registry, req->job_id, req->step_id)) {
+	if (holders_find_step_locked(ds, req->job_id, req->step_id)) {
 		/* Another request for this step came in while we waited. */
 		reply_error(rq->out, SQUASH__STATUS__UNAVAILABLE, "another mount request for step %u.%u "
 			    "came first; ask again", req->job_id, req->step_id);
@@ -92,16 +92,12 @@ static struct job_entry *new_step_locked(struct request *rq, bool *skip, const c
 	}
 	if (!fits_job(rq, job, skip, who))
 		return NULL;
-	e = registry_add_scoped(&ds->registry, HOLDER_STEP, req->job_id, req->step_id, req->uid);
-	if (!e) {
-		reply_error(rq->out, SQUASH__STATUS__NODE_ERROR, "out of memory");
-		return NULL;
-	}
-	e->pending = true;
 	/* The asking slurmstepd: if it dies without its end of step (killed
 	 * hard), its pidfd tells, and the step's images go with it. */
-	e->session_pid = rq->peer->pid;
-	e->session_start = holder_start_time(rq->peer->pid);
+	e = holders_add_step_locked(ds, req->job_id, req->step_id, req->uid, rq->peer->pid,
+				    holder_start_time(rq->peer->pid));
+	if (!e)
+		reply_error(rq->out, SQUASH__STATUS__NODE_ERROR, "out of memory");
 	return e;
 }
 

@@ -1,29 +1,22 @@
-/* squashd's socket: the main thread accepts connections and handles
- * signals; each connection is served by a worker thread of its own (read
- * one request frame, check who sent it, dispatch, answer, then tear down
- * what the request released). Root is never refused; other users get a
- * fair share of the workers. A stop wakes every wait and gives requests
- * in progress a short grace period. */
+/* squashd's request table: one request frame, read by a worker
+ * (server/workers.h), is decoded, its MUNGE credential and sender checked
+ * (server/credential.h, core/policy.h), handed to the file that answers
+ * its kind (requests/), answered, counted, and what the request released
+ * is torn down after the answer. */
 #ifndef SQUASHD_SERVER_H
 #define SQUASHD_SERVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/daemon.h"
+#include "util/peer.h"
 
-/* Creates the listening SOCK_SEQPACKET socket at path (mode 0666: any local
- * process may connect; policy decides what it may ask). Refuses to replace
- * a socket another squashd still answers on. Returns the fd or -1. */
-int server_listen(const char *path, char *err, size_t errlen);
+/* Serves the request in buf (len bytes) from peer and answers on fd. */
+void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, const uint8_t *buf,
+		   size_t len);
 
-/* Blocks the signals the main loop reads (and SIGCHLD, SIGPIPE) in the
- * calling thread; call before starting any thread. */
-void server_block_signals(void);
-
-/* SIGHUP calls fn(arg) in the main loop (re-reading the settings). */
-void server_on_reload(void (*fn)(void *arg), void *arg);
-
-/* Serves until SIGTERM or SIGINT. Returns 0 on a clean stop. */
-int server_run(int listen_fd, struct daemon_state *ds);
+/* Answers a request frame longer than SQUASH_FRAME_MAX: BAD_REQUEST. */
+void server_refuse_oversized(int fd, const struct peer *peer);
 
 #endif

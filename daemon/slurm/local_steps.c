@@ -94,11 +94,12 @@ static int add(struct local_steps *s, uint32_t job_id, uint32_t step_id)
 	return 0;
 }
 
-/* The inode of a namespace link ("uts:[4026531838]"), or 0. */
-static unsigned long ns_inode(int piddir)
+/* The inode of the UTS namespace link at path (relative to dirfd:
+ * "uts:[4026531838]"), or 0: which node a process belongs to. */
+static unsigned long node_of(int dirfd, const char *path)
 {
 	char link[64];
-	ssize_t n = readlinkat(piddir, "ns/uts", link, sizeof link - 1);
+	ssize_t n = readlinkat(dirfd, path, link, sizeof link - 1);
 	unsigned long ino = 0;
 
 	if (n <= 0)
@@ -107,6 +108,11 @@ static unsigned long ns_inode(int piddir)
 	if (sscanf(link, "uts:[%lu]", &ino) != 1)
 		return 0;
 	return ino;
+}
+
+unsigned long local_steps_this_node(void)
+{
+	return node_of(AT_FDCWD, "/proc/self/ns/uts");
 }
 
 int local_steps_scan(const char *proc_root, unsigned long uts_inode, struct local_steps *out)
@@ -135,7 +141,7 @@ int local_steps_scan(const char *proc_root, unsigned long uts_inode, struct loca
 		if (fd >= 0)
 			close(fd);
 		if (n > 0 && local_steps_parse_title(title, (size_t)n, &job, &step) &&
-		    (uts_inode == 0 || ns_inode(dir) == uts_inode) && add(out, job, step) != 0) {
+		    (uts_inode == 0 || node_of(dir, "ns/uts") == uts_inode) && add(out, job, step) != 0) {
 			close(dir);
 			rc = -1;
 			errno = ENOMEM;

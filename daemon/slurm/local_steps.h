@@ -30,6 +30,11 @@ struct local_steps {
 bool local_steps_parse_title(const char *title, size_t len, uint32_t *job_id,
 			     uint32_t *step_id);
 
+/* This node: the inode of squashd's own UTS namespace (a node of the test
+ * harness is a UTS namespace of its own, a real node has one), for
+ * local_steps_scan; 0 when it cannot be read. */
+unsigned long local_steps_this_node(void);
+
 /* Collects the slurmstepd processes under proc_root ("/proc") whose UTS
  * namespace is uts_inode (0: any; a node of the test harness is a UTS
  * namespace of its own, a real node has one). Processes that vanish

@@ -2,8 +2,10 @@
 """squashd's layout (docs/architecture.md, "The daemon's layout"): the
 include graph of daemon/ has no circle, even between modules (a module is
 a .c with its .h: a.c including b.h and b.c including a.h is a circle),
-every include goes to the same layer or one below, and no source file is
-longer than about 500 lines. Run by make check; prints each offence."""
+every include goes to the same layer or one below, no source file is
+longer than about 500 lines, and the registry is owned by the core: outside
+core/ and registry/ nothing calls a registry_* function or reaches into
+daemon_state's registry. Run by make check; prints each offence."""
 import os
 import re
 import sys
@@ -21,6 +23,9 @@ LAYERS = ["main", "server", "requests", "core", "registry", "settings",
 APART = {"cli": {"cli", "util"}, "reader": {"reader"}}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# The registry's owners, and what reaching into it looks like elsewhere.
+REGISTRY_OWNERS = {"core", "registry"}
+REGISTRY_USE = re.compile(r'\bregistry_\w+\s*\(|(?:->|\.)registry\b')
 
 
 def module_of(path):
@@ -46,6 +51,11 @@ def main():
             if lines > MAX_LINES:
                 problems.append(f"{rel}: {lines} lines (at most about 500)")
             mod = module_of(path)
+            if folder_of(mod) not in REGISTRY_OWNERS:
+                for n, line in enumerate(text.splitlines(), 1):
+                    if REGISTRY_USE.search(line.split("//")[0]):
+                        problems.append(f"{rel}:{n}: uses the registry directly "
+                                        f"(only core/ may): {line.strip()}")
             for inc in INCLUDE.findall(text):
                 target = os.path.join(DAEMON, inc)
                 if "/" not in inc or not os.path.exists(target):

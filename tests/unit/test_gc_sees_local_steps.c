@@ -112,10 +112,25 @@ static void test_scan_finds_one_nodes_steps(void)
 		fprintf(stderr, "cannot remove %s\n", root);
 }
 
+/* This node is the UTS namespace squashd runs in: the inode the
+ * kernel gives its /proc/self/ns/uts link. */
+static void test_this_node_is_our_own_uts_namespace(void)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/uts", &st) != 0) {
+		UNIT_SKIP("cannot stat /proc/self/ns/uts");
+		return;
+	}
+	CHECK(local_steps_this_node() != 0);
+	CHECK_INT(local_steps_this_node(), st.st_ino);
+}
+
 int main(void)
 {
 	test_titles_of_every_release();
 	test_other_processes_are_not_steps();
 	test_scan_finds_one_nodes_steps();
+	test_this_node_is_our_own_uts_namespace();
 	return unit_exit_code();
 }

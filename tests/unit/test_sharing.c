@@ -14,6 +14,7 @@
 #include "core/holders.h"
 #include "core/sharing.h"
 #include "registry/state_file.h"
+#include "core_fixture.h"
 #include "unit.h"
 
 static char dir[] = "/tmp/test_sharing.XXXXXX";
@@ -184,19 +185,7 @@ static void new_mounts_are_refused_while_stopping_or_unsaved(void)
 
 int main(void)
 {
-	char err[512];
-
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return 1;
-	}
-	cfg = settings_new();
-	config_defaults(cfg);
-	if (config_set(cfg, "state_dir", dir, err, sizeof(err)) < 0) {
-		fprintf(stderr, "%s\n", err);
-		return 1;
-	}
-	if (daemon_init(&ds, cfg) < 0)
+	if (core_fixture_start(dir, &cfg, &ds) < 0)
 		return 1;
 	the_last_reference_of_a_ready_mount_queues_its_unmount();
 	with_linger_the_last_reference_keeps_the_mount_for_the_next_job();
@@ -204,9 +193,6 @@ int main(void)
 	a_mount_being_made_stays_while_its_mounter_holds_it();
 	releasing_a_job_drops_its_references_and_its_steps();
 	new_mounts_are_refused_while_stopping_or_unsaved();
-	registry_free(&ds.registry);
-	unlink(ds.state_path);
-	rmdir(dir);
-	settings_drop(cfg);
+	core_fixture_stop(dir, cfg, &ds);
 	return unit_exit_code();
 }

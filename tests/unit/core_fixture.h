@@ -1,0 +1,40 @@
+/* A daemon core for unit tests, without root: a daemon_state whose state
+ * directory is a fresh temporary directory, with default settings. */
+#ifndef SQUASH_CORE_FIXTURE_H
+#define SQUASH_CORE_FIXTURE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/daemon.h"
+
+/* Makes dir (a mkdtemp template), *cfg and ds. Returns 0, or -1 having
+ * said why. */
+static int core_fixture_start(char *dir, struct squashd_config **cfg, struct daemon_state *ds)
+{
+	char err[512];
+
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return -1;
+	}
+	*cfg = settings_new();
+	config_defaults(*cfg);
+	if (config_set(*cfg, "state_dir", dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s\n", err);
+		return -1;
+	}
+	return daemon_init(ds, *cfg);
+}
+
+/* Frees the registry, removes its file and dir, lets the settings go. */
+static void core_fixture_stop(char *dir, struct squashd_config *cfg, struct daemon_state *ds)
+{
+	daemon_free(ds);
+	unlink(ds->state_path);
+	rmdir(dir);
+	settings_drop(cfg);
+}
+
+#endif
