@@ -725,6 +725,9 @@ def _session_cluster(request, nodes=0, job_ns=None, site=False):
     request.addfinalizer(stop)
     args = ["--nodes", str(nodes)] if nodes else []
     env = dict(os.environ, SQUASH_TEST_JOB_NS=job_ns or "", SQUASH_TEST_SITE="1" if site else "0")
+    if site:
+        # Under RunInJob no epilog releases a job: gc does (docs/admin.md).
+        env.setdefault("SQUASH_TEST_GC_INTERVAL", "2")
     p = run([CLUSTER_SH, "start", *args, root], check=False, timeout=300, env=env)
     if p.returncode != 0:
         stop()
