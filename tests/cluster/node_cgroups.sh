@@ -2,8 +2,8 @@
 # so that Slurm's proctrack/cgroup and task/cgroup run as they do at sites
 # while several clusters (and test runs) share this machine.
 #
-# slurmd goes into a new cgroup DIR-TAG under the cgroup it was started
-# in, in every cgroup v1 hierarchy the machine has, and then into a cgroup
+# slurmd goes into a new cgroup squash-test.<DIR's name>.<TAG> under the
+# cgroup it was started in, in every cgroup v1 hierarchy the machine has, and then into a cgroup
 # namespace and a mount namespace of its own, where those hierarchies are
 # mounted again on /sys/fs/cgroup: Slurm sees its cgroup as the root and
 # makes its slurm/uid_U/job_J tree below it, which no other cluster can
@@ -43,7 +43,8 @@ own_cgroup() {
 	awk -F: -v ctl="$1" '$2 == ctl { p = $3; sub(/\/$/, "", p); print p; exit }' /proc/self/cgroup
 }
 
-# site_cgroups_enter DIR TAG: moves this shell into DIR-TAG's cgroups.
+# site_cgroups_enter DIR TAG: moves this shell into the cgroups
+# squash-test.<DIR's name>.TAG, one per hierarchy.
 site_cgroups_enter() {
 	local dir=$1 tag=$2 mp ctl cg parent name
 	name="squash-test.$(basename "$dir").$tag"
