@@ -3,9 +3,9 @@
 # while several clusters (and test runs) share this machine.
 #
 # slurmd goes into a new cgroup squash-test.<DIR's name>.<TAG> under the
-# cgroup it was started in, in every cgroup v1 hierarchy the machine has, and then into a cgroup
-# namespace and a mount namespace of its own, where those hierarchies are
-# mounted again on /sys/fs/cgroup: Slurm sees its cgroup as the root and
+# cgroup it was started in, in every cgroup v1 hierarchy the machine has,
+# and then into a cgroup namespace and a mount namespace of its own, where
+# those hierarchies are mounted again on /sys/fs/cgroup: Slurm sees its cgroup as the root and
 # makes its slurm/uid_U/job_J tree below it, which no other cluster can
 # see, whose job ids may repeat. Machines with only cgroup v2 (no v1
 # hierarchy with a controller) are not handled: site_cgroups_supported says
