@@ -66,6 +66,8 @@
 #                           Contain (RunInJob from 24.05 on), cgroups of
 #                           the cluster's own (see write_site_config); one
 #                           node only
+#   SQUASH_TEST_AUTH=slurm  AuthType=auth/slurm and no munged (23.11 on; see
+#                           write_auth_config); one node only
 #
 # Every process is started with SQUASH_TEST_CLUSTER=DIR in its environment,
 # so stop finds this instance's processes (and their children such as
@@ -527,6 +529,7 @@ EOC
 EOC
 	fi
 	chmod 0644 "$dir/env.sh"
+	write_auth_config "$dir" "$nodes"
 }
 
 # The installed Slurm as one number, major*100+minor (22.05 -> 2205).
@@ -724,6 +727,47 @@ start_nodes() {
 	done
 }
 
+# SQUASH_TEST_AUTH=slurm: a cluster without MUNGE. Slurm's own auth/slurm
+# (23.11 on) signs with a shared key (DIR/slurm.key, beside slurm.conf);
+# clients get tokens from the "sack" socket slurmd and slurmctld serve at
+# fixed paths, /run/slurm/sack.socket and /run/slurmctld/sack.socket. So
+# one such cluster at a time per /run: the release matrix's roots have a
+# /run of their own. No munged is started: the plugin finds no munged
+# socket (munge=auto) and sends unsigned requests, and squashd takes them
+# (require_munge = no, the one line docs/admin.md asks of an admin).
+SACK_SOCKETS="/run/slurm/sack.socket /run/slurmctld/sack.socket"
+write_auth_config() {
+	local dir=$1 nodes=$2 lib f
+	rm -f "$dir/auth-slurm"
+	[ "${SQUASH_TEST_AUTH:-munge}" != munge ] || return 0
+	[ "$SQUASH_TEST_AUTH" = slurm ] || die "SQUASH_TEST_AUTH is munge or slurm, not '$SQUASH_TEST_AUTH'"
+	[ "$nodes" = 0 ] || die "SQUASH_TEST_AUTH=slurm makes one-node clusters only"
+	lib=$(ldd "$(command -v slurmd)" 2>/dev/null | awk '$1 ~ /^libslurmfull/ { print $3; exit }')
+	[ -n "$lib" ] && [ -e "${lib%/*}/auth_slurm.so" ] ||
+		die "SQUASH_TEST_AUTH=slurm: this Slurm ($(slurmd -V)) has no auth/slurm (23.11 on)"
+	for f in $SACK_SOCKETS; do
+		[ ! -e "$f" ] ||
+			die "SQUASH_TEST_AUTH=slurm: $f exists: another Slurm on this machine uses auth/slurm, and its sack socket paths are fixed (run the tests in a root: tests/matrix)"
+	done
+	( umask 077; dd if=/dev/urandom of="$dir/slurm.key" bs=1024 count=1 status=none )
+	sed -i -e 's#^AuthType=.*#AuthType=auth/slurm#' -e 's#^CredType=.*#CredType=cred/slurm#' \
+		-e '/^AuthInfo=/d' "$dir/slurm.conf"
+	sed -i -e 's/ munge=yes / munge=auto /' "$dir/plugstack.conf"
+	sed -i -e 's/^require_munge = .*/require_munge = no/' "$dir/squashd.conf"
+	touch "$dir/auth-slurm"
+}
+
+# The sack sockets an auth/slurm cluster's daemons leave behind (checked
+# free at its start, so they are its own).
+remove_sack_sockets() {
+	local dir=$1 f
+	[ -f "$dir/auth-slurm" ] || return 0
+	for f in $SACK_SOCKETS; do
+		rm -f "$f"
+		rmdir "${f%/*}" 2>/dev/null || true
+	done
+}
+
 # ---------------------------------------------------------------- start
 start_munged() {
 	local dir=$1
@@ -870,7 +914,7 @@ cmd_start() {
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	write_config "$dir" "$nodes"
-	start_munged "$dir"
+	[ -f "$dir/auth-slurm" ] || start_munged "$dir"
 	[ "$nodes" = 0 ] || start_nodes "$dir"
 	if [ "${SQUASH_SLURM_ONLY:-0}" != 1 ]; then
 		[ -f "$plugin_so" ] ||
@@ -984,6 +1028,7 @@ cmd_stop() {
 		log "processes still on the nodes of $dir:" $(pids_in_uts $(node_uts_inodes "$dir"))
 	fi
 	rm -f "$dir/munge.sock" "$dir/munge.sock.lock" "$dir/squashd.sock"
+	remove_sack_sockets "$dir"
 	log "cluster in $dir stopped"
 }
 

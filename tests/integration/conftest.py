@@ -698,11 +698,11 @@ def slurm_release():
     return int(major) * 100 + int(minor)
 
 
-def _session_cluster(request, nodes=0, job_ns=None, site=False):
+def _session_cluster(request, nodes=0, job_ns=None, site=False, auth="munge"):
     """Starts a cluster (nodes=0: one node, the host; job_ns: a job
     namespace plugin, see SQUASH_TEST_JOB_NS in cluster.sh; site: cgroups
-    and PrologFlags as sites set them, SQUASH_TEST_SITE) for the session
-    and stops it at the end."""
+    and PrologFlags as sites set them, SQUASH_TEST_SITE; auth: munge or
+    slurm, SQUASH_TEST_AUTH) for the session and stops it at the end."""
     if os.geteuid() != 0:
         pytest.exit("the integration tests must run as root", returncode=2)
     _require_build()
@@ -724,7 +724,8 @@ def _session_cluster(request, nodes=0, job_ns=None, site=False):
             shutil.rmtree(root, ignore_errors=True)
     request.addfinalizer(stop)
     args = ["--nodes", str(nodes)] if nodes else []
-    env = dict(os.environ, SQUASH_TEST_JOB_NS=job_ns or "", SQUASH_TEST_SITE="1" if site else "0")
+    env = dict(os.environ, SQUASH_TEST_JOB_NS=job_ns or "", SQUASH_TEST_SITE="1" if site else "0",
+               SQUASH_TEST_AUTH=auth)
     if site:
         # Under RunInJob no SPANK epilog runs: squashd releases a job when
         # its extern step ends (core/job_end_watch.h). gc is kept out of
@@ -792,6 +793,17 @@ def cluster_site(request):
         pytest.fail(f"the site-like test cluster ({request.param}) cannot run "
                     f"plain jobs, without any image: {why}")
     return c
+
+
+@pytest.fixture(scope="module")
+def cluster_auth_slurm(request):
+    """One node on AuthType=auth/slurm with no munged (Slurm 23.11 on;
+    cluster.sh's SQUASH_TEST_AUTH=slurm): started for the module that
+    uses it."""
+    if slurm_release() < 2311:
+        pytest.skip(f"auth/slurm is new in Slurm 23.11; this is {slurm_release() // 100}."
+                    f"{slurm_release() % 100:02d}")
+    return _session_cluster(request, auth="slurm")
 
 
 def _leftovers(c):
@@ -902,7 +914,7 @@ def no_leftovers(request):
     test used, no node is drained and every squashd runs. Cleans up (so later
     tests start clean) and fails the test's teardown when something was
     left. Tests that name no cluster get the one-node cluster's check."""
-    names = [n for n in ("cluster", "cluster3", "cluster_site")
+    names = [n for n in ("cluster", "cluster3", "cluster_site", "cluster_auth_slurm")
              if n in request.fixturenames] or ["cluster"]
     clusters = [request.getfixturevalue(n) for n in names]
     yield
