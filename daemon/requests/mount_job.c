@@ -122,7 +122,6 @@ void request_mount_job(struct request *rq)
 		reply_error(rq->out, SQUASH__STATUS__NODE_ERROR, "out of memory");
 		return;
 	}
-	job->from_step = req->has_from_step && req->from_step;
 	pthread_mutex_unlock(&ds->lock);
 
 	/* Unlocked: the job is pending, so a repeated request waits for this one. */

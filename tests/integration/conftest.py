@@ -698,11 +698,12 @@ def slurm_release():
     return int(major) * 100 + int(minor)
 
 
-def _session_cluster(request, nodes=0, job_ns=None, site=False, auth="munge"):
+def _session_cluster(request, nodes=0, job_ns=None, site=False, run_in_job=True, auth="munge"):
     """Starts a cluster (nodes=0: one node, the host; job_ns: a job
     namespace plugin, see SQUASH_TEST_JOB_NS in cluster.sh; site: cgroups
-    and PrologFlags as sites set them, SQUASH_TEST_SITE; auth: munge or
-    slurm, SQUASH_TEST_AUTH) for the session and stops it at the end."""
+    and PrologFlags as sites set them, SQUASH_TEST_SITE, with RunInJob
+    where Slurm has it unless not run_in_job; auth: munge or slurm,
+    SQUASH_TEST_AUTH) for the session and stops it at the end."""
     if os.geteuid() != 0:
         pytest.exit("the integration tests must run as root", returncode=2)
     _require_build()
@@ -725,8 +726,8 @@ def _session_cluster(request, nodes=0, job_ns=None, site=False, auth="munge"):
     request.addfinalizer(stop)
     args = ["--nodes", str(nodes)] if nodes else []
     env = dict(os.environ, SQUASH_TEST_JOB_NS=job_ns or "", SQUASH_TEST_SITE="1" if site else "0",
-               SQUASH_TEST_AUTH=auth)
-    if site:
+               SQUASH_TEST_RUN_IN_JOB="1" if run_in_job else "0", SQUASH_TEST_AUTH=auth)
+    if site and run_in_job:
         # Under RunInJob no SPANK epilog runs: squashd releases a job when
         # its extern step ends (core/job_end_watch.h). gc is kept out of
         # the way, so a job it would have to release is a leftover.
@@ -740,7 +741,15 @@ def _session_cluster(request, nodes=0, job_ns=None, site=False, auth="munge"):
 
 @pytest.fixture(scope="session")
 def cluster(request):
-    return _session_cluster(request)
+    """The one-node cluster most tests use, configured as sites run Slurm:
+    cgroups, PrologFlags=Alloc,Contain and job_container/tmpfs or
+    namespace/tmpfs (see cluster_site), without RunInJob, under which Slurm
+    runs no SPANK prolog or epilog (cluster_site's tests have it)."""
+    c = _session_cluster(request, job_ns="tmpfs", site=True, run_in_job=False)
+    why = _plain_job_failure(c)
+    if why:
+        pytest.fail(f"the test cluster cannot run plain jobs, without any image: {why}")
+    return c
 
 
 @pytest.fixture(scope="session")
@@ -752,7 +761,9 @@ def cluster3(request):
 def job_ns_kinds():
     """The job namespace configurations this Slurm offers (cluster.sh's
     SQUASH_TEST_JOB_NS)."""
-    return ["tmpfs"] + (["tmpfs-entire"] if slurm_release() >= 2411 else [])
+    rel = slurm_release()
+    return (["tmpfs"] + (["tmpfs-entire"] if rel >= 2411 else []) +
+            (["linux"] if rel >= 2511 else []))
 
 
 def _plain_job_failure(c):
