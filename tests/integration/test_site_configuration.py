@@ -164,14 +164,16 @@ def test_the_end_of_a_job_whose_step_mounted_releases_its_images(cluster_site):
         assert f"job {job.id} released" in log, log[-3000:]
 
 
-def test_salloc_and_its_sruns_see_the_image(cluster_site):
-    """An interactive allocation: under RunInJob its first srun mounts."""
+def test_srun_and_salloc_allocations_see_the_image(cluster_site):
+    """srun and salloc making their own allocations: under RunInJob the
+    first step mounts, from the list srun or salloc left in its
+    environment (spank/submit_check.c)."""
     c = cluster_site
-    a = image(c, "salloc.sqfs", JOB_FILES)
-    d = c.workdir(USER1, "salloc")
-    p = c.as_user(USER1, ["salloc", f"--squash-image={a}", "srun", "cat", "/squash/salloc/a.txt"],
-                  cwd=d, timeout=90)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout == JOB_FILES["a.txt"], (p.stdout, p.stderr)
-    wait_until(lambda: not c.squeue_ids(), 30, 0.2, "the allocation to end")
-    wait_until(lambda: not c.list_mounts(), 20, 0.1, "the allocation's end to release its images")
+    a = image(c, "alloc.sqfs", JOB_FILES)
+    d = c.workdir(USER1, "alloc")
+    for cmd in (["srun", f"--squash-image={a}"], ["salloc", f"--squash-image={a}", "srun"]):
+        p = c.as_user(USER1, [*cmd, "cat", "/squash/alloc/a.txt"], cwd=d, timeout=90)
+        assert p.returncode == 0, (cmd, p.stderr)
+        assert p.stdout == JOB_FILES["a.txt"], (cmd, p.stdout, p.stderr)
+        wait_until(lambda: not c.squeue_ids(), 30, 0.2, "the allocation to end")
+        wait_until(lambda: not c.list_mounts(), 20, 0.1, "the allocation's end to release its images")
