@@ -807,6 +807,21 @@ def cluster_site(request):
 
 
 @pytest.fixture(scope="module")
+def cluster_userns(request):
+    """One site-like node whose jobs get a user namespace of their own
+    (namespace/linux with CLONE_NEWUSER, Slurm 25.11 on): started for the
+    module that uses it."""
+    if slurm_release() < 2511:
+        pytest.skip(f"namespace/linux is new in Slurm 25.11; this is {slurm_release() // 100}."
+                    f"{slurm_release() % 100:02d}")
+    c = _session_cluster(request, job_ns="linux-user", site=True)
+    why = _plain_job_failure(c)
+    if why:
+        pytest.fail(f"the test cluster (linux-user) cannot run plain jobs, without any image: {why}")
+    return c
+
+
+@pytest.fixture(scope="module")
 def cluster_auth_slurm(request):
     """One node on AuthType=auth/slurm with no munged (Slurm 23.11 on;
     cluster.sh's SQUASH_TEST_AUTH=slurm): started for the module that
@@ -925,7 +940,8 @@ def no_leftovers(request):
     test used, no node is drained and every squashd runs. Cleans up (so later
     tests start clean) and fails the test's teardown when something was
     left. Tests that name no cluster get the one-node cluster's check."""
-    names = [n for n in ("cluster", "cluster3", "cluster_site", "cluster_auth_slurm")
+    names = [n for n in ("cluster", "cluster3", "cluster_site", "cluster_userns",
+                         "cluster_auth_slurm")
              if n in request.fixturenames] or ["cluster"]
     clusters = [request.getfixturevalue(n) for n in names]
     yield
