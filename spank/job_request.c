@@ -177,10 +177,11 @@ static int expand_patterns(const struct squash_settings *s,
 	return 0;
 }
 
-/* Builds the MountJobRequest from the complete list and sends it. Returns
- * squashd's status, or -1 when it could not be asked. */
+/* Builds the MountJobRequest from the complete list and sends it (from a
+ * step: from_step). Returns squashd's status, or -1 when it could not be
+ * asked. */
 static int mount_job(const struct squash_settings *s, uint32_t job_id,
-		     uint32_t uid, const struct squash_image_list *list)
+		     uint32_t uid, const struct squash_image_list *list, bool from_step)
 {
 	Squash__ImageSpec specs[SQUASH_MAX_IMAGES];
 	Squash__ImageSpec *ptrs[SQUASH_MAX_IMAGES];
@@ -199,6 +200,7 @@ static int mount_job(const struct squash_settings *s, uint32_t job_id,
 	mount.uid = uid;
 	mount.n_images = list->count;
 	mount.images = ptrs;
+	mount.has_from_step = mount.from_step = from_step;
 	req.op_case = SQUASH__REQUEST__OP_MOUNT_JOB;
 	req.mount_job = &mount;
 	char why[768], note[1024];
@@ -218,7 +220,7 @@ static int mount_job(const struct squash_settings *s, uint32_t job_id,
  * targets and asks squashd to mount it for the job. Returns squashd's
  * status, or -1 when the list is bad or squashd could not be asked. */
 static int mount_listed_images(const struct squash_settings *s, uint32_t job_id,
-			       uint32_t uid, const char *text)
+			       uint32_t uid, const char *text, bool from_step)
 {
 	struct squash_image_list list;
 	char why[512];
@@ -230,7 +232,7 @@ static int mount_listed_images(const struct squash_settings *s, uint32_t job_id,
 	}
 	if (expand_patterns(s, job_id, uid, &list) == 0 &&
 	    fill_targets(s, job_id, &list) == 0)
-		status = mount_job(s, job_id, uid, &list);
+		status = mount_job(s, job_id, uid, &list, from_step);
 	squash_imagespec_free(&list);
 	return status;
 }
@@ -244,7 +246,7 @@ int squash_job_prolog(spank_t sp, const struct squash_settings *s)
 		return 0; /* the job did not ask for images */
 	if (job_identity(sp, &job_id, &uid))
 		return 0;
-	mount_listed_images(s, job_id, uid, text);
+	mount_listed_images(s, job_id, uid, text, false);
 	return 0; /* never drain the node; steps report failures */
 }
 
@@ -260,7 +262,7 @@ int squash_job_mount_late(spank_t sp, const struct squash_settings *s,
 		     ESPANK_SUCCESS)) {
 		slurm_info("spank_squash: job %u: its prolog did not mount its images on this node; "
 			   "mounting them for its step now", job_id);
-		status = mount_listed_images(s, job_id, uid, text);
+		status = mount_listed_images(s, job_id, uid, text, true);
 	}
 	free(text);
 	return status;

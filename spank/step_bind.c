@@ -342,24 +342,48 @@ static int export_env(spank_t sp, const Squash__Response *resp, char *err,
 }
 
 /* The mount namespace that holds the node-level mounts: squashd's own
- * (where it made them), else slurmstepd's. squashd's is the one that
- * surely has them: slurmstepd may already run in a job namespace made
- * before they were mounted (EntireStepInNS, namespace/linux). */
+ * (where it made them); slurmstepd's only when squashd's pid is unknown.
+ * squashd's is the one that surely has them: slurmstepd may already run
+ * in a job namespace made before they were mounted (EntireStepInNS,
+ * namespace/linux). A slurmstepd in a user namespace of its own may not
+ * open it: falling back then would bind empty directories. */
 static int open_source_namespace(pid_t squashd_pid, char *err, size_t errlen)
 {
 	char path[64];
-	int fd = -1;
+	int fd;
 
 	if (squashd_pid > 0) {
 		snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)squashd_pid);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 && (errno == EACCES || errno == EPERM))
+			snprintf(err, errlen, "the step runs in a user namespace of its own "
+				 "(namespace/linux with CLONE_NEWUSER in namespace.yaml, or a "
+				 "container), from which the node's mounts cannot be reached: "
+				 "images need a job namespace without a user namespace; tell "
+				 "the administrators (see spank_squash(8))");
+		else if (fd < 0)
+			snprintf(err, errlen, "cannot open the mount namespace of the node's mounts "
+				 "(squashd's, %s): %s", path, strerror(errno));
+		return fd;
 	}
-	if (fd < 0)
-		fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		snprintf(err, errlen, "cannot open the mount namespace of the node's mounts: %s",
 			 strerror(errno));
 	return fd;
+}
+
+/* Whether tree (an open_tree clone) is a whole mount: the node-level
+ * mount of an image, not the directory under it in a namespace that
+ * lacks the mount. True where the kernel cannot tell (before 5.8). */
+static bool is_mount_root(int tree)
+{
+	struct statx stx;
+
+	if (statx(tree, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &stx) != 0 ||
+	    !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return true;
+	return stx.stx_attributes & STATX_ATTR_MOUNT_ROOT;
 }
 
 /* In slurmstepd, before the tasks are forked: exports the mounts to the
@@ -406,6 +430,10 @@ static int copy_mounts(const Squash__Response *resp, int *trees, char *err, size
 		if (trees[i] < 0) {
 			snprintf(err, errlen, "cannot copy the mount of %s (%s): %s",
 				 resp->job_mounts[i]->image, resp->job_mounts[i]->source, strerror(errno));
+			rc = -1;
+		} else if (!is_mount_root(trees[i])) {
+			snprintf(err, errlen, "the node's mount of %s (%s) is not there",
+				 resp->job_mounts[i]->image, resp->job_mounts[i]->source);
 			rc = -1;
 		}
 	}

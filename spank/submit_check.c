@@ -380,6 +380,16 @@ static int hand_to_prolog(spank_t sp, const struct squash_image_list *list,
 	if (rc != ESPANK_SUCCESS)
 		slurm_error("squash: cannot pass the image list to the job: %s",
 			    spank_strerror(rc));
+	/* srun making its own allocation: its step must find the list where
+	 * no prolog ran (PrologFlags=RunInJob), as a batch step and salloc's
+	 * sruns do, which Slurm gives SLURM_SPANK_<name>. srun's own
+	 * environment is what its tasks get. */
+	else if (spank_context() == S_CTX_LOCAL &&
+		 setenv(SQUASH_ENV_JOB_IMAGES_STEP, text, 1) != 0) {
+		slurm_error("squash: cannot pass the image list to the job's step: %s",
+			    strerror(errno));
+		rc = ESPANK_ERROR;
+	}
 	goto out;
 oom:
 	slurm_error("squash: out of memory");

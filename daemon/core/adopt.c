@@ -8,6 +8,7 @@
 
 #include "core/fuse_servers.h"
 #include "core/holder_watch.h"
+#include "core/job_end_watch.h"
 #include "core/holders.h"
 #include "core/overlay.h"
 #include "core/sessions.h"
@@ -199,4 +200,5 @@ void adopt_registry(struct daemon_state *ds, const struct squashd_config *cfg)
 	pthread_mutex_unlock(&ds->lock);
 	adopt_scoped(ds, &td);
 	sharing_teardown(ds, &td);
+	job_end_watch_adopt(ds);
 }

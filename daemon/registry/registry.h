@@ -73,6 +73,8 @@ struct job_entry {
 	uint32_t job_id;
 	uid_t uid;
 	bool pending;          /* its mount request is still at work */
+	bool ends_with_extern; /* released when its extern step ends
+				* (core/job_end_watch.h) */
 	Squash__Status status; /* OK, or why the prolog's request failed */
 	char *message;
 	char *overlay_dir; /* tmpfs holding the job's overlays (overlay.h); NULL when none */

@@ -110,6 +110,8 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 		fprintf(f, "job %u %u %d", j->job_id, (unsigned)j->uid, (int)j->status);
 		put_field(f, j->message);
 		fputc('\n', f);
+		if (j->ends_with_extern)
+			fprintf(f, "endwatch %u\n", j->job_id);
 		for (size_t i = 0; i < j->count; i++) {
 			const struct mount_entry *m = j->images[i].mount;
 
@@ -251,6 +253,19 @@ static int parse_upper(struct registry *r, char **fv, int n)
 	return (j->images[index].upper = strdup(dir)) ? 0 : -1;
 }
 
+/* "endwatch JOBID": the job is released when its extern step ends. */
+static int parse_endwatch(struct registry *r, char **fv, int n)
+{
+	unsigned job_id;
+	if (n != 2 || sscanf(fv[1], "%u", &job_id) != 1)
+		return -1;
+	struct job_entry *j = registry_find_job(r, job_id);
+	if (!j)
+		return -1;
+	j->ends_with_extern = true;
+	return 0;
+}
+
 static int parse_job(struct registry *r, char **fv, int n)
 {
 	unsigned job_id, uid;
@@ -356,6 +371,8 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 			rc = parse_upper(r, fv, n);
 		else if (!strcmp(fv[0], "job"))
 			rc = parse_job(r, fv, n);
+		else if (!strcmp(fv[0], "endwatch"))
+			rc = parse_endwatch(r, fv, n);
 		else if (!strcmp(fv[0], "image"))
 			rc = parse_image(r, fv, n);
 		else if (!strcmp(fv[0], "scope"))

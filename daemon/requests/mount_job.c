@@ -1,6 +1,7 @@
 /* mount_job (root: the job prolog, or a step that found no record of its
- * job): mounts or shares the job's images as the job's user and records
- * them against the job. A user error is kept with the job, so its steps
+ * job, from_step: then squashd watches for the job's end, which no epilog
+ * may report): mounts or shares the job's images as the job's user and
+ * records them against the job. A user error is kept with the job, so its steps
  * tell the user why; the answer says USER_ERROR or NODE_ERROR. */
 #include "config.h"
 
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "core/holders.h"
+#include "core/job_end_watch.h"
 #include "core/overlay.h"
 #include "core/policy.h"
 #include "requests/requests.h"
@@ -132,5 +134,10 @@ void request_mount_job(struct request *rq)
 
 	pthread_mutex_lock(&ds->lock);
 	finish(rq, job, res, err, sizeof(err));
+	bool watch = req->has_from_step && req->from_step && !ds->stopping;
 	pthread_mutex_unlock(&ds->lock);
+	/* Mounted, or failed and kept for its steps to explain: either way
+	 * the record goes when the job ends here. */
+	if (watch)
+		job_end_watch(ds, req->job_id, req->uid);
 }

@@ -51,7 +51,7 @@ bool local_steps_parse_title(const char *title, size_t len, uint32_t *job_id, ui
 		return false;
 	p++;
 	if (p < end && isdigit((unsigned char)*p)) {
-		if (!parse_u32(&p, end, step_id) || *step_id == LOCAL_STEP_SPECIAL)
+		if (!parse_u32(&p, end, step_id) || *step_id >= LOCAL_STEP_EXTERN)
 			return false;
 	} else {
 		size_t i, n = 0;
@@ -64,7 +64,7 @@ bool local_steps_parse_title(const char *title, size_t len, uint32_t *job_id, ui
 		if (i == sizeof(special) / sizeof(special[0]))
 			return false;
 		p += n;
-		*step_id = LOCAL_STEP_SPECIAL;
+		*step_id = strcmp(special[i], "extern") ? LOCAL_STEP_SPECIAL : LOCAL_STEP_EXTERN;
 	}
 	/* "+N" (het component), then " stepmgr" or the closing bracket. */
 	if (p < end && *p == '+') {
@@ -77,7 +77,7 @@ bool local_steps_parse_title(const char *title, size_t len, uint32_t *job_id, ui
 	return p < end && (*p == ']' || *p == ' ');
 }
 
-static int add(struct local_steps *s, uint32_t job_id, uint32_t step_id)
+static int add(struct local_steps *s, uint32_t job_id, uint32_t step_id, pid_t pid)
 {
 	if (s->count == s->capacity) {
 		size_t cap = s->capacity ? 2 * s->capacity : 32;
@@ -90,6 +90,7 @@ static int add(struct local_steps *s, uint32_t job_id, uint32_t step_id)
 	}
 	s->steps[s->count].job_id = job_id;
 	s->steps[s->count].step_id = step_id;
+	s->steps[s->count].pid = pid;
 	s->count++;
 	return 0;
 }
@@ -141,7 +142,8 @@ int local_steps_scan(const char *proc_root, unsigned long uts_inode, struct loca
 		if (fd >= 0)
 			close(fd);
 		if (n > 0 && local_steps_parse_title(title, (size_t)n, &job, &step) &&
-		    (uts_inode == 0 || node_of(dir, "ns/uts") == uts_inode) && add(out, job, step) != 0) {
+		    (uts_inode == 0 || node_of(dir, "ns/uts") == uts_inode) &&
+		    add(out, job, step, (pid_t)atoi(de->d_name)) != 0) {
 			close(dir);
 			rc = -1;
 			errno = ENOMEM;
@@ -169,6 +171,20 @@ bool local_steps_has_step(const struct local_steps *s, uint32_t job_id, uint32_t
 		if (s->steps[i].job_id == job_id && s->steps[i].step_id == step_id)
 			return true;
 	return false;
+}
+
+pid_t local_steps_job_stepd(const struct local_steps *s, uint32_t job_id)
+{
+	pid_t any = 0;
+
+	for (size_t i = 0; i < s->count; i++) {
+		if (s->steps[i].job_id != job_id)
+			continue;
+		if (s->steps[i].step_id == LOCAL_STEP_EXTERN)
+			return s->steps[i].pid;
+		any = s->steps[i].pid;
+	}
+	return any;
 }
 
 void local_steps_free(struct local_steps *s)

@@ -11,13 +11,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
-/* A step that is not a numbered one: batch, extern, interactive, TBD. */
+/* Steps that are not numbered ones: the extern step (PrologFlags=Contain:
+ * it lives as long as the job on the node), and the others (batch,
+ * interactive, TBD). Numbered steps are below both. */
+#define LOCAL_STEP_EXTERN (UINT32_MAX - 1)
 #define LOCAL_STEP_SPECIAL UINT32_MAX
 
 struct local_step {
 	uint32_t job_id;
-	uint32_t step_id; /* LOCAL_STEP_SPECIAL for batch, extern, ... */
+	uint32_t step_id; /* a number, LOCAL_STEP_EXTERN or LOCAL_STEP_SPECIAL */
+	pid_t pid;        /* its slurmstepd */
 };
 
 struct local_steps {
@@ -48,6 +53,10 @@ bool local_steps_has_job(const struct local_steps *s, uint32_t job_id);
 
 /* Whether that numbered step of the job runs here. */
 bool local_steps_has_step(const struct local_steps *s, uint32_t job_id, uint32_t step_id);
+
+/* The slurmstepd of one of the job's steps here, its extern step's when it
+ * has one; 0 when none runs. */
+pid_t local_steps_job_stepd(const struct local_steps *s, uint32_t job_id);
 
 void local_steps_free(struct local_steps *s);
 

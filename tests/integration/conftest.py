@@ -698,11 +698,12 @@ def slurm_release():
     return int(major) * 100 + int(minor)
 
 
-def _session_cluster(request, nodes=0, job_ns=None, site=False):
+def _session_cluster(request, nodes=0, job_ns=None, site=False, run_in_job=True, auth="munge"):
     """Starts a cluster (nodes=0: one node, the host; job_ns: a job
     namespace plugin, see SQUASH_TEST_JOB_NS in cluster.sh; site: cgroups
-    and PrologFlags as sites set them, SQUASH_TEST_SITE) for the session
-    and stops it at the end."""
+    and PrologFlags as sites set them, SQUASH_TEST_SITE, with RunInJob
+    where Slurm has it unless not run_in_job; auth: munge or slurm,
+    SQUASH_TEST_AUTH) for the session and stops it at the end."""
     if os.geteuid() != 0:
         pytest.exit("the integration tests must run as root", returncode=2)
     _require_build()
@@ -724,10 +725,13 @@ def _session_cluster(request, nodes=0, job_ns=None, site=False):
             shutil.rmtree(root, ignore_errors=True)
     request.addfinalizer(stop)
     args = ["--nodes", str(nodes)] if nodes else []
-    env = dict(os.environ, SQUASH_TEST_JOB_NS=job_ns or "", SQUASH_TEST_SITE="1" if site else "0")
-    if site:
-        # Under RunInJob no epilog releases a job: gc does (docs/admin.md).
-        env.setdefault("SQUASH_TEST_GC_INTERVAL", "2")
+    env = dict(os.environ, SQUASH_TEST_JOB_NS=job_ns or "", SQUASH_TEST_SITE="1" if site else "0",
+               SQUASH_TEST_RUN_IN_JOB="1" if run_in_job else "0", SQUASH_TEST_AUTH=auth)
+    if site and run_in_job:
+        # Under RunInJob no SPANK epilog runs: squashd releases a job when
+        # its extern step ends (core/job_end_watch.h). gc is kept out of
+        # the way, so a job it would have to release is a leftover.
+        env.setdefault("SQUASH_TEST_GC_INTERVAL", "3600")
     p = run([CLUSTER_SH, "start", *args, root], check=False, timeout=300, env=env)
     if p.returncode != 0:
         stop()
@@ -737,7 +741,15 @@ def _session_cluster(request, nodes=0, job_ns=None, site=False):
 
 @pytest.fixture(scope="session")
 def cluster(request):
-    return _session_cluster(request)
+    """The one-node cluster most tests use, configured as sites run Slurm:
+    cgroups, PrologFlags=Alloc,Contain and job_container/tmpfs or
+    namespace/tmpfs (see cluster_site), without RunInJob, under which Slurm
+    runs no SPANK prolog or epilog (cluster_site's tests have it)."""
+    c = _session_cluster(request, job_ns="tmpfs", site=True, run_in_job=False)
+    why = _plain_job_failure(c)
+    if why:
+        pytest.fail(f"the test cluster cannot run plain jobs, without any image: {why}")
+    return c
 
 
 @pytest.fixture(scope="session")
@@ -749,7 +761,9 @@ def cluster3(request):
 def job_ns_kinds():
     """The job namespace configurations this Slurm offers (cluster.sh's
     SQUASH_TEST_JOB_NS)."""
-    return ["tmpfs"] + (["tmpfs-entire"] if slurm_release() >= 2411 else [])
+    rel = slurm_release()
+    return (["tmpfs"] + (["tmpfs-entire"] if rel >= 2411 else []) +
+            (["linux"] if rel >= 2511 else []))
 
 
 def _plain_job_failure(c):
@@ -790,6 +804,32 @@ def cluster_site(request):
         pytest.fail(f"the site-like test cluster ({request.param}) cannot run "
                     f"plain jobs, without any image: {why}")
     return c
+
+
+@pytest.fixture(scope="module")
+def cluster_userns(request):
+    """One site-like node whose jobs get a user namespace of their own
+    (namespace/linux with CLONE_NEWUSER, Slurm 25.11 on): started for the
+    module that uses it."""
+    if slurm_release() < 2511:
+        pytest.skip(f"namespace/linux is new in Slurm 25.11; this is {slurm_release() // 100}."
+                    f"{slurm_release() % 100:02d}")
+    c = _session_cluster(request, job_ns="linux-user", site=True)
+    why = _plain_job_failure(c)
+    if why:
+        pytest.fail(f"the test cluster (linux-user) cannot run plain jobs, without any image: {why}")
+    return c
+
+
+@pytest.fixture(scope="module")
+def cluster_auth_slurm(request):
+    """One node on AuthType=auth/slurm with no munged (Slurm 23.11 on;
+    cluster.sh's SQUASH_TEST_AUTH=slurm): started for the module that
+    uses it."""
+    if slurm_release() < 2311:
+        pytest.skip(f"auth/slurm is new in Slurm 23.11; this is {slurm_release() // 100}."
+                    f"{slurm_release() % 100:02d}")
+    return _session_cluster(request, auth="slurm")
 
 
 def _leftovers(c):
@@ -900,7 +940,8 @@ def no_leftovers(request):
     test used, no node is drained and every squashd runs. Cleans up (so later
     tests start clean) and fails the test's teardown when something was
     left. Tests that name no cluster get the one-node cluster's check."""
-    names = [n for n in ("cluster", "cluster3", "cluster_site")
+    names = [n for n in ("cluster", "cluster3", "cluster_site", "cluster_userns",
+                         "cluster_auth_slurm")
              if n in request.fixturenames] or ["cluster"]
     clusters = [request.getfixturevalue(n) for n in names]
     yield

@@ -4,7 +4,8 @@ a job namespace plugin (job_container/tmpfs, namespace/tmpfs from 25.11 on;
 with and without EntireStepInNS where Slurm has it). Every task joins the
 job's mount namespace before it runs: the images still reach the batch
 step, srun steps, a step's own images, :rw overlays and a step that mounts
-what its prolog did not; the job's private /tmp still works; the tasks are
+what its prolog did not (under RunInJob every job: then squashd releases
+the job when its extern step ends); the job's private /tmp still works; the tasks are
 in the job's cgroups and the FUSE servers are not (a job's end must not
 take a mount other jobs share); nothing is left behind
 (spank/step_bind.c)."""
@@ -15,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from conftest import USER1, BlockingJob, mountinfo, run, wait_until
+from conftest import USER1, BlockingJob, mountinfo, run, slurm_release, wait_until
 
 JOB_FILES = {"a.txt": "from the job image\n"}
 STEP_FILES = {"b.txt": "from the step image\n"}
@@ -139,4 +140,40 @@ def test_tasks_are_in_the_jobs_cgroup_the_fuse_server_is_not_and_a_step_mounts_l
         assert f"job {job_id}: its prolog did not mount its images on this node" in c.nodes[0].slurmd_log()
     finally:
         blk.go.touch()
-    wait_until(lambda: not c.list_mounts(), 20, 0.1, "the epilog to release the job")
+    # No gc on this cluster: the epilog, or squashd seeing the job's extern
+    # step end, releases what the step mounted.
+    wait_until(lambda: not c.list_mounts(), 20, 0.1, "the job's end to release its images")
+
+
+def test_the_end_of_a_job_whose_step_mounted_releases_its_images(cluster_site):
+    """Under RunInJob (24.05 on) Slurm runs no SPANK prolog or epilog: the
+    batch step mounts the images and squashd releases them when the job's
+    extern step is gone (gc, every hour on this cluster, never comes)."""
+    c = cluster_site
+    a = image(c, "runinjob.sqfs", JOB_FILES)
+    job = c.run_job(USER1, "cat /squash/runinjob/a.txt\n", [f"--squash-image={a}"])
+    out = job.output()
+    assert job.state == "COMPLETED", out
+    assert out == JOB_FILES["a.txt"], out
+    wait_until(lambda: not c.list_mounts(), 20, 0.1, "the job's end to release its images")
+    log = c.nodes[0].squashd_log()
+    if slurm_release() >= 2405:
+        assert f"job {job.id}: its prolog did not mount its images on this node" in c.nodes[0].slurmd_log()
+        assert f"job {job.id} released: it has ended on this node" in log, log[-3000:]
+    else:
+        assert f"job {job.id} released" in log, log[-3000:]
+
+
+def test_srun_and_salloc_allocations_see_the_image(cluster_site):
+    """srun and salloc making their own allocations: under RunInJob the
+    first step mounts, from the list srun or salloc left in its
+    environment (spank/submit_check.c)."""
+    c = cluster_site
+    a = image(c, "alloc.sqfs", JOB_FILES)
+    d = c.workdir(USER1, "alloc")
+    for cmd in (["srun", f"--squash-image={a}"], ["salloc", f"--squash-image={a}", "srun"]):
+        p = c.as_user(USER1, [*cmd, "cat", "/squash/alloc/a.txt"], cwd=d, timeout=90)
+        assert p.returncode == 0, (cmd, p.stderr)
+        assert p.stdout == JOB_FILES["a.txt"], (cmd, p.stdout, p.stderr)
+        wait_until(lambda: not c.squeue_ids(), 30, 0.2, "the allocation to end")
+        wait_until(lambda: not c.list_mounts(), 20, 0.1, "the allocation's end to release its images")

@@ -83,6 +83,10 @@ inside() {
 	fi
 	mount -t tmpfs -o mode=1777,nosuid,nodev tmp "$root/tmp"
 	mount -t tmpfs -o mode=0755,nosuid,nodev run "$root/run"
+	# The test clusters with a job namespace live in /home/.squash-tests
+	# (each job gets a private /tmp), and their :rw tests put overlayfs
+	# upper directories there, which the root's own overlay cannot hold.
+	mount -t tmpfs -o mode=0755 home "$root/home"
 	mkdir -p "$root/run/lock"
 	chmod 1777 "$root/run/lock"
 	# A host directory the command may write to (e.g. packages it builds).

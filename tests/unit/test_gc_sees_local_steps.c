@@ -28,6 +28,7 @@ static void test_titles_of_every_release(void)
 	CHECK_INT(job, 77);
 	CHECK_INT(step, LOCAL_STEP_SPECIAL);
 	CHECK(title("slurmstepd: [78.extern]", &job, &step) && job == 78);
+	CHECK_INT(step, LOCAL_STEP_EXTERN);
 	CHECK(title("slurmstepd: [79.interactive]", &job, &step) && job == 79);
 	CHECK(title("slurmstepd: [80.12+1]", &job, &step) && job == 80 && step == 12);
 	CHECK(title("slurmstepd: [81.3 stepmgr]", &job, &step) && job == 81 && step == 3);
@@ -40,7 +41,8 @@ static void test_other_processes_are_not_steps(void)
 	static const char *const others[] = {
 		"slurmstepd", "slurmstepd: spank prolog", "slurmstepd: [ns_infinity:namespace]",
 		"slurmstepd: [0.0]", "slurmstepd: [12]", "slurmstepd: [12.]", "slurmstepd: [12.x]",
-		"slurmstepd: [99999999999.0]", "slurmstepd: [12.4294967295]", "slurmstepd: [12.0",
+		"slurmstepd: [99999999999.0]", "slurmstepd: [12.4294967295]",
+		"slurmstepd: [12.4294967294]", "slurmstepd: [12.0",
 		"/usr/sbin/slurmd", "bash -c slurmstepd: [1.0]", "",
 	};
 	uint32_t job, step;
@@ -85,6 +87,8 @@ static void test_scan_finds_one_nodes_steps(void)
 	}
 	fake_process(10, "slurmstepd: [5.batch]", 22, "uts:[111]");
 	fake_process(11, "slurmstepd: [5.0]", 18, "uts:[111]");
+	fake_process(15, "slurmstepd: [5.extern]", 23, "uts:[111]");
+	fake_process(16, "slurmstepd: [7.batch]", 22, "uts:[111]");
 	fake_process(12, "slurmstepd: [6.extern]", 23, "uts:[222]"); /* another node */
 	static const char sleep_cmdline[] = { 's', 'l', 'e', 'e', 'p', 0, '1', '0', '0', 0 };
 
@@ -93,16 +97,20 @@ static void test_scan_finds_one_nodes_steps(void)
 	mkdir(strcat(strcpy(cmd, root), "/self"), 0755); /* not a pid */
 
 	CHECK_INT(local_steps_scan(root, 111, &s), 0);
-	CHECK_INT(s.count, 2);
+	CHECK_INT(s.count, 4);
 	CHECK(local_steps_has_job(&s, 5));
 	CHECK(local_steps_has_step(&s, 5, 0));
 	CHECK(!local_steps_has_step(&s, 5, 1));
 	CHECK(!local_steps_has_job(&s, 6));
+	CHECK_INT(local_steps_job_stepd(&s, 5), 15); /* its extern step first */
+	CHECK_INT(local_steps_job_stepd(&s, 7), 16);
+	CHECK_INT(local_steps_job_stepd(&s, 6), 0);
 	local_steps_free(&s);
 
 	CHECK_INT(local_steps_scan(root, 0, &s), 0);
-	CHECK_INT(s.count, 3);
+	CHECK_INT(s.count, 5);
 	CHECK(local_steps_has_job(&s, 6));
+	CHECK_INT(local_steps_job_stepd(&s, 6), 12);
 	local_steps_free(&s);
 
 	CHECK_INT(local_steps_scan("/nonexistent/proc", 0, &s), -1);

@@ -89,6 +89,7 @@ static void fill(struct registry *r)
 	job->images[1].upper = strdup("/home/u/changes");
 	struct job_entry *failed = registry_add_job(r, 101, 1001);
 	registry_job_set_failure(failed, SQUASH__STATUS__USER_ERROR, "image /x: no such file\nsecond line");
+	failed->ends_with_extern = true; /* mounted by its first step */
 	struct job_entry *pending = registry_add_job(r, 102, 1000);
 	pending->pending = true; /* its prolog retries: never saved */
 
@@ -141,7 +142,8 @@ static void what_was_saved_is_read_back(void)
 		CHECK_STR(job->overlay_dir, "/run/squashd/mnt/j9");
 	}
 	struct job_entry *failed = registry_find_job(&loaded, 101);
-	CHECK(failed && failed->status == SQUASH__STATUS__USER_ERROR);
+	CHECK(failed && failed->status == SQUASH__STATUS__USER_ERROR && failed->ends_with_extern);
+	CHECK(job && !job->ends_with_extern);
 	if (failed)
 		CHECK_STR(failed->message, "image /x: no such file\nsecond line");
 	CHECK(registry_find_job(&loaded, 102) == NULL);
