@@ -30,23 +30,32 @@ static bool known_mount_point(struct daemon_state *ds, const char *path)
 	return false;
 }
 
+/* The process name of pid ("" when it cannot be read). */
+static void process_name(pid_t pid, char *comm, size_t len)
+{
+	char path[64];
+	FILE *f;
+
+	comm[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	f = fopen(path, "re");
+	if (f) {
+		if (!fgets(comm, (int)len, f))
+			comm[0] = '\0';
+		fclose(f);
+	}
+}
+
 /* Whether an adopted FUSE server still runs; opens its pidfd. */
 static bool adopt_server(struct mount_entry *m)
 {
-	char path[64], comm[64] = "";
-	FILE *f;
+	char comm[64];
 
 	m->server_pidfd = child_pidfd(m->server_pid);
 	if (m->server_pidfd < 0)
 		return false;
 	/* After a reboot-less restart the pid may belong to something else. */
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)m->server_pid);
-	f = fopen(path, "re");
-	if (f) {
-		if (!fgets(comm, sizeof(comm), f))
-			comm[0] = '\0';
-		fclose(f);
-	}
+	process_name(m->server_pid, comm, sizeof(comm));
 	return strncmp(comm, "squashfuse", 10) == 0 || strncmp(comm, "squash-reader", 13) == 0;
 }
 
@@ -58,15 +67,9 @@ static bool adopt_server(struct mount_entry *m)
 static void adopt_connection_locked(struct daemon_state *ds, struct mount_entry *m)
 {
 	struct identity *owner = malloc(sizeof(*owner));
-	char comm[64] = "", path[64], err[PATH_MAX + 256];
-	FILE *f;
+	char comm[64], err[PATH_MAX + 256];
 
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)m->server_pid);
-	if ((f = fopen(path, "re"))) {
-		if (!fgets(comm, sizeof(comm), f))
-			comm[0] = '\0';
-		fclose(f);
-	}
+	process_name(m->server_pid, comm, sizeof(comm));
 	if (!owner || m->keep || !ds->fuse_reader_resumes || !fuse_kernel_resends() ||
 	    strncmp(comm, "squash-reader", 13) != 0) {
 		free(owner);
