@@ -141,10 +141,9 @@ int main(int argc, char **argv)
 	    ensure_dir(cfg->base_dir, 0755) < 0)
 		return 1;
 
-	daemon_load(&ds);
-	adopt_registry(&ds, cfg);
-
-	/* Which FUSE server user images get, for the log and `squashctl list`. */
+	/* Which FUSE server user images get, for the log and `squashctl list`;
+	 * known before adopting, which keeps connections only for one that
+	 * can resume. */
 	static struct fuse_reader reader;
 	if (cfg->mount_policy != MOUNT_POLICY_KERNEL) {
 		fuse_reader_probe(config_fuse_server(cfg), &reader);
@@ -156,6 +155,9 @@ int main(int argc, char **argv)
 						 : "; the kernel predates FUSE_NOTIFY_RESEND (6.9): "
 						   "a reader that dies is not replaced under running jobs");
 	}
+
+	daemon_load(&ds);
+	adopt_registry(&ds, cfg);
 
 	/* Under squashd.socket systemd holds the socket (and the clients
 	 * that connect while squashd restarts); otherwise bind it here. */

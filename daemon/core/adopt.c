@@ -2,6 +2,7 @@
 #include "core/adopt.h"
 
 #include <dirent.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +15,8 @@
 #include "core/sessions.h"
 #include "core/sharing.h"
 #include "mount/child_process.h"
+#include "mount/fuse_keep_adopt.h"
+#include "mount/mount_fuse.h"
 #include "mount/unmount.h"
 #include "util/log.h"
 
@@ -28,24 +31,61 @@ static bool known_mount_point(struct daemon_state *ds, const char *path)
 	return false;
 }
 
+/* The process name of pid ("" when it cannot be read). */
+static void process_name(pid_t pid, char *comm, size_t len)
+{
+	char path[64];
+	FILE *f;
+
+	comm[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	f = fopen(path, "re");
+	if (f) {
+		if (!fgets(comm, (int)len, f))
+			comm[0] = '\0';
+		fclose(f);
+	}
+}
+
 /* Whether an adopted FUSE server still runs; opens its pidfd. */
 static bool adopt_server(struct mount_entry *m)
 {
-	char path[64], comm[64] = "";
-	FILE *f;
+	char comm[64];
 
 	m->server_pidfd = child_pidfd(m->server_pid);
 	if (m->server_pidfd < 0)
 		return false;
 	/* After a reboot-less restart the pid may belong to something else. */
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)m->server_pid);
-	f = fopen(path, "re");
-	if (f) {
-		if (!fgets(comm, sizeof(comm), f))
-			comm[0] = '\0';
-		fclose(f);
-	}
+	process_name(m->server_pid, comm, sizeof(comm));
 	return strncmp(comm, "squashfuse", 10) == 0 || strncmp(comm, "squash-reader", 13) == 0;
+}
+
+/* A kept connection for an adopted mount, so that its reader can be
+ * replaced under running jobs as for mounts made by this squashd
+ * (fuse_keep.h): copied out of the running reader. Only from
+ * squash-reader (another server's node ids would not fit a new reader)
+ * and only when a new one could resume. */
+static void adopt_connection_locked(struct daemon_state *ds, struct mount_entry *m)
+{
+	struct identity *owner = malloc(sizeof(*owner));
+	char comm[64], err[PATH_MAX + 256];
+
+	process_name(m->server_pid, comm, sizeof(comm));
+	if (!owner || m->keep || !ds->fuse_reader_resumes || !fuse_kernel_resends() ||
+	    strncmp(comm, "squash-reader", 13) != 0) {
+		free(owner);
+		return;
+	}
+	if (identity_lookup(m->key.owner_uid, owner, err, sizeof(err)) == RESULT_OK)
+		m->keep = fuse_keep_adopt(m->server_pidfd, m->server_pid, m->mount_point, m->key.dev,
+					  m->key.ino, owner, err, sizeof(err));
+	if (m->keep)
+		log_info("kept the FUSE connection of %s from its reader (pid %d): "
+			 "a reader that dies is replaced", m->mount_point, (int)m->server_pid);
+	else
+		log_warning("no kept FUSE connection for %s: %s; if its reader dies the mount ends",
+			    m->mount_point, err);
+	free(owner);
 }
 
 /* Adds to each mount's refcount one per job, step or session image that
@@ -108,8 +148,11 @@ static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
 		log_info("adopted mount of %s at %s", m->image, m->mount_point);
 		if (m->key.mode == SQUASH__MOUNT_MODE__FUSE && (m->server_pid <= 0 || !adopt_server(m)))
 			fuse_servers_mark_dead_locked(ds, m, "was gone when squashd restarted");
-		else if (m->server_pid > 0)
+		else if (m->server_pid > 0) {
+			if (m->key.mode == SQUASH__MOUNT_MODE__FUSE)
+				adopt_connection_locked(ds, m);
 			fuse_servers_watch_locked(ds, m);
+		}
 	}
 	/* Recount references from the jobs (the file stores none). */
 	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)

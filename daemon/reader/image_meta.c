@@ -16,6 +16,7 @@
 
 #include "reader/block_cache.h"
 #include "reader/image_format.h"
+#include "reader/zstd_block.h"
 
 /* Reads len bytes at pos, all within the image's used bytes. */
 int read_at(struct image *img, uint64_t pos, void *buf, size_t len)
@@ -130,6 +131,19 @@ int table_entry(struct image *img, uint64_t table_start, uint64_t idx, size_t ea
 
 /* ------------------------------------------------------------ open */
 
+#define ZSTD_COMPRESSION 6
+
+/* libsquashfuse's decompressor for the image's compression, but for zstd
+ * the reader's own, which keeps a context per thread (zstd_block.h). */
+static sqfs_decompressor decompressor_for(uint16_t compression)
+{
+#ifdef HAVE_LIBZSTD
+	if (compression == ZSTD_COMPRESSION)
+		return zstd_block_decompress;
+#endif
+	return sqfs_decompressor_get(compression);
+}
+
 int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **out,
 	       char *err, size_t errlen)
 {
@@ -182,7 +196,7 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 		 (img->root >> 16) >= img->dir_start - img->inode_start ||
 		 (img->root & 0xffff) >= MD_SIZE)
 		snprintf(err, errlen, "damaged superblock (table positions)");
-	else if (!(img->decompress = sqfs_decompressor_get(img->compression)))
+	else if (!(img->decompress = decompressor_for(img->compression)))
 		snprintf(err, errlen, "compression %u not supported", img->compression);
 	else
 		r = 0;

@@ -2,7 +2,9 @@
 keeps a descriptor of the FUSE connection, starts a new reader on it, and
 the kernel resends the requests in flight (FUSE_NOTIFY_RESEND, Linux 6.9):
 the job sees a pause, not ENOTCONN. A reader that keeps dying is given up
-after a few restarts, as before."""
+after a few restarts, as before. After a squashd restart, the new squashd
+takes a copy of the connection out of the running reader (pidfd_getfd)
+and replaces a reader that dies the same way."""
 
 import hashlib
 import os
@@ -89,6 +91,51 @@ def test_killed_reader_is_restarted_and_the_job_reads_on(cluster):
             new = server_of(cluster, img)
             assert new["server_pid"] != old and new["state"] == "ready", new
             time.sleep(1.0)  # the job reads through the new reader meanwhile
+    finally:
+        stop.touch()
+    job.wait()
+    out = job.output()
+    assert job.state == "COMPLETED", out
+    assert "all right" in out and "Transport endpoint" not in out, out
+    assert cluster.squashctl("health", check=False).returncode == 0
+
+
+def connection_named_in_fdinfo(pid):
+    """Whether the kernel names the FUSE connection of a /dev/fuse
+    descriptor in its fdinfo (fuse_connection, Linux 6.16 or so), which
+    squashd needs to adopt a reader's connection."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        if os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/fuse":
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                return "fuse_connection:" in f.read()
+    return False
+
+
+def test_reader_killed_after_a_squashd_restart_is_restarted_too(cluster):
+    img, want = data_image(cluster, "adopted")
+    job, stop = start_reading_job(cluster, img, want)
+    try:
+        before = server_of(cluster, img)
+        if not connection_named_in_fdinfo(before["server_pid"]):
+            pytest.skip("the kernel does not name a /dev/fuse descriptor's connection in fdinfo")
+        old_squashd = cluster.squashd_pid()
+        cluster.cluster_sh("squashd-stop")
+        wait_until(lambda: not os.path.exists(f"/proc/{old_squashd}"), 10, what="squashd to exit")
+        offset = len(cluster.squashd_log())
+        cluster.cluster_sh("squashd-start")
+        wait_until(lambda: "kept the FUSE connection" in cluster.squashd_log()[offset:], 10,
+                   what="the new squashd to keep the adopted mount's connection")
+        adopted = server_of(cluster, img)
+        assert adopted["server_pid"] == before["server_pid"], adopted
+        assert adopted["mount_point"] == before["mount_point"], adopted
+
+        offset = len(cluster.squashd_log())
+        os.kill(adopted["server_pid"], signal.SIGKILL)
+        wait_until(lambda: "restarted as pid" in cluster.squashd_log()[offset:], 10,
+                   what="squashd to restart the adopted mount's reader")
+        new = server_of(cluster, img)
+        assert new["server_pid"] != adopted["server_pid"] and new["state"] == "ready", new
+        time.sleep(1.0)  # the job reads through the new reader meanwhile
     finally:
         stop.touch()
     job.wait()

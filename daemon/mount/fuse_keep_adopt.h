@@ -1,0 +1,28 @@
+/* A kept FUSE connection (fuse_keep.h) for a mount adopted after a squashd
+ * restart: squashd's own descriptor of the connection went with the old
+ * squashd, but the squash-reader serving the mount still holds the
+ * connection's /dev/fuse descriptor and the image's. squashd copies them
+ * out of it (pidfd_getfd, which needs CAP_SYS_PTRACE) and keeps them only
+ * when they are this mount's: the kernel's connection number of the
+ * descriptor (fuse_connection in its fdinfo) is the minor of the mount's
+ * device, and the image is the file the mount was made of. Where the
+ * kernel does not say (fdinfo without fuse_connection: before Linux 6.16
+ * or so), nothing is kept and a reader that dies ends the mount as
+ * before. */
+#ifndef SQUASHD_FUSE_KEEP_ADOPT_H
+#define SQUASHD_FUSE_KEEP_ADOPT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "mount/fuse_keep.h"
+#include "mount/identity.h"
+
+/* server_pidfd: the reader's pidfd (not taken); mount_point: its mount in
+ * squashd's namespace; image_dev, image_ino: the image the mount serves.
+ * NULL with err set when nothing fit. */
+struct fuse_keep *fuse_keep_adopt(int server_pidfd, pid_t server_pid, const char *mount_point,
+				  dev_t image_dev, ino_t image_ino, const struct identity *owner,
+				  char *err, size_t errlen);
+
+#endif
