@@ -15,7 +15,9 @@
 #include "core/gc.h"
 #include "core/linger_timer.h"
 #include "mount/fuse_reader.h"
+#include "mount/image_open.h"
 #include "mount/mount_fuse.h"
+#include "mount/spawner.h"
 #include "server/socket_activation.h"
 #include "server/workers.h"
 #include "settings/reload.h"
@@ -140,6 +142,12 @@ int main(int argc, char **argv)
 	    ensure_dir(ds.sessions_dir, 0711) < 0 ||
 	    ensure_dir(cfg->base_dir, 0755) < 0)
 		return 1;
+
+	/* Before any thread: the spawner forks the image openers, so that
+	 * squashd itself, with its many threads, never forks per request. */
+	static struct spawner_op spawner_ops[SPAWNER_N_OPS];
+	spawner_ops[SPAWNER_OPEN_IMAGE] = image_open_spawner_op;
+	spawner_start(spawner_ops, SPAWNER_N_OPS);
 
 	daemon_load(&ds);
 	adopt_registry(&ds, cfg);
