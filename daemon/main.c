@@ -14,6 +14,7 @@
 #include "core/daemon.h"
 #include "core/gc.h"
 #include "core/linger_timer.h"
+#include "mount/fuse_probe.h"
 #include "mount/fuse_reader.h"
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
@@ -147,6 +148,7 @@ int main(int argc, char **argv)
 	 * squashd itself, with its many threads, never forks per request. */
 	static struct spawner_op spawner_ops[SPAWNER_N_OPS];
 	spawner_ops[SPAWNER_OPEN_IMAGE] = image_open_spawner_op;
+	spawner_ops[SPAWNER_FUSE_PROBE] = fuse_probe_spawner_op;
 	spawner_start(spawner_ops, SPAWNER_N_OPS);
 
 	daemon_load(&ds);

@@ -30,6 +30,7 @@
 /* The ops, in the order spawner_start gets them. */
 enum spawner_op_id {
 	SPAWNER_OPEN_IMAGE, /* mount/image_open.c */
+	SPAWNER_FUSE_PROBE, /* mount/fuse_probe.c */
 	SPAWNER_N_OPS
 };
 
