@@ -14,8 +14,11 @@
 #include "core/daemon.h"
 #include "core/gc.h"
 #include "core/linger_timer.h"
+#include "mount/fuse_probe.h"
 #include "mount/fuse_reader.h"
+#include "mount/image_open.h"
 #include "mount/mount_fuse.h"
+#include "mount/spawner.h"
 #include "server/socket_activation.h"
 #include "server/workers.h"
 #include "settings/reload.h"
@@ -140,6 +143,13 @@ int main(int argc, char **argv)
 	    ensure_dir(ds.sessions_dir, 0711) < 0 ||
 	    ensure_dir(cfg->base_dir, 0755) < 0)
 		return 1;
+
+	/* Before any thread: the spawner forks the image openers, so that
+	 * squashd itself, with its many threads, never forks per request. */
+	static struct spawner_op spawner_ops[SPAWNER_N_OPS];
+	spawner_ops[SPAWNER_OPEN_IMAGE] = image_open_spawner_op;
+	spawner_ops[SPAWNER_FUSE_PROBE] = fuse_probe_spawner_op;
+	spawner_start(spawner_ops, SPAWNER_N_OPS);
 
 	/* Which FUSE server user images get, for the log and `squashctl list`;
 	 * known before adopting, which keeps connections only for one that

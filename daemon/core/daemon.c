@@ -2,6 +2,7 @@
 #include "core/daemon.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +44,8 @@ int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg)
 	}
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
 	int rc = pthread_cond_init(&ds->changed, &attr);
+	if (rc == 0)
+		rc = pthread_cond_init(&ds->saved, NULL);
 	pthread_condattr_destroy(&attr);
 	if (rc != 0)
 		log_error("cannot initialise locks");
@@ -72,21 +75,101 @@ void daemon_free(struct daemon_state *ds)
 	registry_free(&ds->registry);
 }
 
-int daemon_save_locked(struct daemon_state *ds)
-{
-	char err[PATH_MAX + 256];
+/* Writes are serialised here, not under ds->lock; a snapshot older than
+ * the one already written is not written over it. */
+static pthread_mutex_t save_io = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long long save_io_written; /* guarded by save_io */
 
-	if (state_file_save(&ds->registry, ds->state_path, err, sizeof(err)) < 0) {
+/* Writes snapshot seq (ds->lock may or may not be held; never taken). */
+static int write_snapshot(struct daemon_state *ds, unsigned long long seq, const char *text,
+			  size_t len, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&save_io);
+	if (seq > save_io_written) {
+		rc = state_file_write(ds->state_path, text, len, err, errlen);
+		if (rc == 0)
+			save_io_written = seq;
+	}
+	pthread_mutex_unlock(&save_io);
+	return rc;
+}
+
+/* Records how the save of snapshot seq went (lock held). */
+static int record_save(struct daemon_state *ds, unsigned long long seq, int rc, const char *err)
+{
+	if (rc < 0) {
 		ds->registry_save_errors++;
+		if (seq > ds->save_failed)
+			ds->save_failed = seq;
 		if (strcmp(ds->save_error, err))
 			log_error("cannot save the registry: %s; new mounts are refused until it can be saved",
 				  err);
 		snprintf(ds->save_error, sizeof(ds->save_error), "%s", err);
 		return -1;
 	}
+	if (seq > ds->save_durable)
+		ds->save_durable = seq;
 	if (ds->save_error[0]) {
 		log_info("the registry can be saved again");
 		ds->save_error[0] = '\0';
+	}
+	return 0;
+}
+
+int daemon_save_locked(struct daemon_state *ds)
+{
+	char err[PATH_MAX + 256];
+	char *text = NULL;
+	size_t len = 0;
+	unsigned long long seq = ++ds->save_taken;
+	int rc;
+
+	if (state_file_format(&ds->registry, &text, &len) < 0) {
+		snprintf(err, sizeof(err), "cannot write %s: out of memory", ds->state_path);
+		rc = -1;
+	} else {
+		rc = write_snapshot(ds, seq, text, len, err, sizeof(err));
+	}
+	free(text);
+	rc = record_save(ds, seq, rc, err);
+	pthread_cond_broadcast(&ds->saved);
+	return rc;
+}
+
+int daemon_save_grouped_locked(struct daemon_state *ds)
+{
+	/* Any snapshot taken from now on holds this caller's changes. */
+	unsigned long long want = ds->save_taken + 1;
+
+	while (ds->save_durable < want) {
+		if (ds->save_failed >= want)
+			return -1;
+		if (ds->save_writing) {
+			pthread_cond_wait(&ds->saved, &ds->lock);
+			continue;
+		}
+		/* Nobody is writing: take the snapshot (all changes so far) and
+		 * write it unlocked; those who come meanwhile wait for the next. */
+		char err[PATH_MAX + 256];
+		char *text = NULL;
+		size_t len = 0;
+		unsigned long long seq = ++ds->save_taken;
+		int rc = -1;
+
+		if (state_file_format(&ds->registry, &text, &len) < 0) {
+			snprintf(err, sizeof(err), "cannot write %s: out of memory", ds->state_path);
+		} else {
+			ds->save_writing = true;
+			pthread_mutex_unlock(&ds->lock);
+			rc = write_snapshot(ds, seq, text, len, err, sizeof(err));
+			pthread_mutex_lock(&ds->lock);
+			ds->save_writing = false;
+		}
+		free(text);
+		record_save(ds, seq, rc, err);
+		pthread_cond_broadcast(&ds->saved);
 	}
 	return 0;
 }

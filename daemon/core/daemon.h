@@ -38,6 +38,12 @@ struct daemon_state {
 	unsigned long long requests, requests_failed, gc_releases;
 	long long last_gc_ms;       /* monotonic; 0: never */
 	unsigned long long registry_save_errors; /* failed saves since start */
+	/* Registry saves (group commit, daemon_save_grouped_locked): snapshots
+	 * are numbered as they are taken; the highest one on disk, the highest
+	 * one that failed, and whether one is being written unlocked. */
+	unsigned long long save_taken, save_durable, save_failed;
+	bool save_writing;
+	pthread_cond_t saved;       /* a save finished */
 	const char *fuse_reader;    /* what serves FUSE mounts (mount/fuse_reader.h); set at start */
 	bool fuse_reader_resumes;   /* it can take over a dead one's connection (mount/fuse_keep.h) */
 };
@@ -72,6 +78,15 @@ void daemon_stop(struct daemon_state *ds);
 /* Saves the registry (lock held); on failure remembers why (health, new
  * mounts refuse) and returns -1. */
 int daemon_save_locked(struct daemon_state *ds);
+
+/* The same as a group commit, for requests that answer many at once: the
+ * lock is let go while the file is written and fsync'd, and one write
+ * covers every change made until it starts, so a burst of requests pays
+ * for a few writes instead of one each under the lock. Whatever the
+ * caller holds in the registry must stay put meanwhile (a pending job
+ * does: nobody else drops it). Returns 0 once a save that includes every
+ * change made before the call is on disk, or -1 (as daemon_save_locked). */
+int daemon_save_grouped_locked(struct daemon_state *ds);
 
 /* Waits on ds->changed until deadline_ms (lock held); false on timeout or
  * stop. */

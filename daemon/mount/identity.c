@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 enum result identity_lookup(uid_t uid, struct identity *id, char *err,
@@ -81,5 +82,28 @@ int identity_become(const struct identity *id)
 		errno = EPERM;
 		return -1;
 	}
+	return 0;
+}
+
+/* 32-bit platforms with 16-bit legacy calls name the full ones *32. */
+#ifdef SYS_setresuid32
+#define SQ_SETRESUID SYS_setresuid32
+#define SQ_SETRESGID SYS_setresgid32
+#define SQ_SETGROUPS SYS_setgroups32
+#else
+#define SQ_SETRESUID SYS_setresuid
+#define SQ_SETRESGID SYS_setresgid
+#define SQ_SETGROUPS SYS_setgroups
+#endif
+
+int identity_become_raw(const struct identity *id)
+{
+	if (syscall(SQ_SETGROUPS, (size_t)id->ngroups, id->groups) < 0 ||
+	    syscall(SQ_SETRESGID, id->gid, id->gid, id->gid) < 0 ||
+	    syscall(SQ_SETRESUID, id->uid, id->uid, id->uid) < 0)
+		return errno ? errno : EPERM;
+	/* No way back to root may be left. */
+	if (id->uid != 0 && syscall(SQ_SETRESUID, (uid_t)-1, (uid_t)0, (uid_t)-1) == 0)
+		return EPERM;
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,7 +19,9 @@
 #include <unistd.h>
 
 #include "mount/child_process.h"
+#include "mount/spawner.h"
 #include "clock.h"
+#include "imagespec.h"
 #include "util/log.h"
 
 /* What the child tells the parent; the parent words the error, the child
@@ -151,8 +154,46 @@ out:
 	_exit(0);
 }
 
-/* Receives the status and, on success, exactly one descriptor. Returns 0,
- * or -1 when the child died or sent something malformed. */
+/* What the spawner's child gets (mount/spawner.h). */
+struct open_request {
+	struct identity id;
+	char path[SQUASH_PATH_MAX];
+};
+
+/* In the spawner's child: checks what it was given, then opens. */
+static void __attribute__((noreturn)) spawned_open(int sock, const void *payload)
+{
+	static struct open_request rq; /* a fresh process: ours alone */
+
+	memcpy(&rq, payload, sizeof(rq));
+	rq.path[sizeof(rq.path) - 1] = '\0';
+	if (rq.id.ngroups < 0 || rq.id.ngroups > IDENTITY_MAX_GROUPS)
+		_exit(1); /* squashd sees EOF: died without an answer */
+	child_open(sock, rq.path, &rq.id);
+}
+
+const struct spawner_op image_open_spawner_op = { sizeof(struct open_request), spawned_open };
+
+/* Asks the spawner for the opener; false when it cannot (then we fork). */
+static bool spawn_opener(const char *path, const struct identity *id, int answer_fd)
+{
+	struct open_request *rq = malloc(sizeof(*rq));
+	bool sent = false;
+
+	if (rq && strlen(path) < sizeof(rq->path)) {
+		memset(rq, 0, sizeof(*rq));
+		rq->id = *id;
+		memcpy(rq->path, path, strlen(path) + 1);
+		sent = spawner_request(SPAWNER_OPEN_IMAGE, rq, sizeof(*rq), answer_fd) == 0;
+	}
+	free(rq);
+	return sent;
+}
+
+/* Receives one message: the status and, on success, exactly one
+ * descriptor (returns 0), or the spawner's pidfd of the child (returns 1,
+ * *fd the pidfd). Returns -1 when the child died or sent something
+ * malformed. */
 static int receive_status(int sock, struct open_status *status, int *fd)
 {
 	union {
@@ -170,7 +211,7 @@ static int receive_status(int sock, struct open_status *status, int *fd)
 	do {
 		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
 	} while (n < 0 && errno == EINTR);
-	if (n < 0)
+	if (n <= 0)
 		return -1;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL;
 	     c = CMSG_NXTHDR(&msg, c)) {
@@ -187,6 +228,10 @@ static int receive_status(int sock, struct open_status *status, int *fd)
 				close(got);
 		}
 	}
+	if (n == (ssize_t)sizeof(struct spawner_pidfd_msg) && nfds == 1 &&
+	    !(msg.msg_flags & MSG_CTRUNC) &&
+	    ((struct spawner_pidfd_msg *)status)->magic == SPAWNER_PIDFD_MAGIC)
+		return 1;
 	if (n != (ssize_t)sizeof(*status) || (msg.msg_flags & MSG_CTRUNC) ||
 	    nfds > 1 || (status->step == STEP_OK) != (nfds == 1)) {
 		if (*fd >= 0)
@@ -260,6 +305,22 @@ static enum result describe_failure(const struct open_status *status,
 	}
 }
 
+/* Done with the opener: ours is killed (when it failed) and reaped by
+ * the watcher; the spawner's is reaped by the kernel, so it is only
+ * killed when it failed. */
+static void forget_opener(bool spawned, int pidfd, bool failed)
+{
+	if (!spawned) {
+		child_abandon(pidfd);
+		return;
+	}
+	if (pidfd < 0)
+		return;
+	if (failed)
+		child_kill(pidfd);
+	close(pidfd);
+}
+
 enum result image_open_as_user(const char *path, const struct identity *id,
 			       int timeout_ms, int *fd_out, struct stat *st,
 			       struct image_header *header, char *err,
@@ -276,16 +337,22 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 			 strerror(errno));
 		return RESULT_NODE_ERROR;
 	}
-	pid = child_fork(&pidfd);
-	if (pid < 0) {
-		snprintf(err, errlen, "image %s: fork: %s", path, strerror(errno));
-		close(sv[0]);
-		close(sv[1]);
-		return RESULT_NODE_ERROR;
-	}
-	if (pid == 0) {
-		close(sv[0]);
-		child_open(sv[1], path, id);
+	/* The spawner forks it, which costs a fraction of a fork of squashd
+	 * and stops none of squashd's threads (mount/spawner.h). */
+	bool spawned = spawn_opener(path, id, sv[1]);
+	pidfd = -1;
+	if (!spawned) {
+		pid = child_fork(&pidfd);
+		if (pid < 0) {
+			snprintf(err, errlen, "image %s: fork: %s", path, strerror(errno));
+			close(sv[0]);
+			close(sv[1]);
+			return RESULT_NODE_ERROR;
+		}
+		if (pid == 0) {
+			close(sv[0]);
+			child_open(sv[1], path, id);
+		}
 	}
 	close(sv[1]);
 
@@ -294,40 +361,46 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 		struct pollfd p[2] = { { .fd = sv[0], .events = POLLIN },
 				       { .fd = child_stop_fd(), .events = POLLIN } };
 		long long left = deadline - squash_now_ms();
-		int r;
+		int r, got;
 
 		if (left < 0)
 			left = 0;
 		r = poll(p, p[1].fd >= 0 ? 2 : 1, (int)left);
-		if (r > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-			break;
-		if (r < 0 && errno == EINTR)
+		if (r > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			r = receive_status(sv[0], &status, &got);
+			if (r == 0) {
+				fd = got;
+				break;
+			}
+			if (r == 1) { /* the spawner's pidfd of the child */
+				if (pidfd < 0)
+					pidfd = got;
+				else
+					close(got);
+				continue;
+			}
+			snprintf(err, errlen,
+				 "image %s: the process opening it as user %s died without an answer",
+				 path, id->name);
+		} else if (r < 0 && errno == EINTR) {
 			continue;
-		if (r < 0)
+		} else if (r < 0) {
 			snprintf(err, errlen, "image %s: poll: %s", path,
 				 strerror(errno));
-		else if (r > 0)
+		} else if (r > 0) {
 			snprintf(err, errlen, "image %s: squashd is stopping", path);
-		else
+		} else {
 			snprintf(err, errlen,
 				 "opening image %s as user %s timed out after %.1f s (is its file system hung?)",
 				 path, id->name, timeout_ms / 1000.0);
+		}
 		close(sv[0]);
-		child_abandon(pidfd);
-		return RESULT_NODE_ERROR;
-	}
-
-	if (receive_status(sv[0], &status, &fd) < 0) {
-		snprintf(err, errlen,
-			 "image %s: the process opening it as user %s died without an answer",
-			 path, id->name);
-		close(sv[0]);
-		child_abandon(pidfd);
+		forget_opener(spawned, pidfd, true);
 		return RESULT_NODE_ERROR;
 	}
 	close(sv[0]);
-	/* It exits right after answering; the watcher reaps it. */
-	child_abandon(pidfd);
+	/* It exits right after answering. */
+	forget_opener(spawned, pidfd, false);
 
 	if (status.step != STEP_OK)
 		return describe_failure(&status, path, id, err, errlen);

@@ -4,7 +4,8 @@
  * O_PATH|O_NOFOLLOW, checks it is a regular file, reopens it read-only
  * through /proc/self/fd (so FIFOs and devices are never opened for reading),
  * and passes the descriptor back over a socketpair (SCM_RIGHTS). Root never
- * opens the path. Everything afterwards works on the returned descriptor. */
+ * opens the path. Everything afterwards works on the returned descriptor.
+ * The child is forked by the spawner (mount/spawner.h) when it runs. */
 #ifndef SQUASHD_IMAGE_OPEN_H
 #define SQUASHD_IMAGE_OPEN_H
 
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include "mount/identity.h"
+#include "mount/spawner.h"
 #include "util/result.h"
 #include "superblock.h"
 
@@ -34,5 +36,8 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 			       int timeout_ms, int *fd_out, struct stat *st,
 			       struct image_header *header, char *err,
 			       size_t errlen);
+
+/* The opener as the spawner runs it (register as SPAWNER_OPEN_IMAGE). */
+extern const struct spawner_op image_open_spawner_op;
 
 #endif

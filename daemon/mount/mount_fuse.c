@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -19,12 +18,9 @@
 #include <unistd.h>
 
 #include "mount/child_process.h"
+#include "mount/fuse_probe.h"
 #include "clock.h"
 #include "util/log.h"
-
-#ifndef FUSE_SUPER_MAGIC
-#define FUSE_SUPER_MAGIC 0x65735546
-#endif
 
 /* Descriptor numbers the server sees; fixed so its argv is predictable. */
 #define SERVER_IMAGE_FD 3
@@ -49,38 +45,47 @@ static void close_from(int lowfd)
 		close(fd);
 }
 
-/* Runs in the forked server child, never returns. */
-static void __attribute__((noreturn))
-exec_server(int image_fd, int fuse_fd, const struct identity *id,
-	    const char *squashfuse_path, bool resume)
+/* What the server child gets; its arguments are made before it runs. */
+struct server_exec {
+	int image_fd, fuse_fd;
+	const struct identity *id;
+	const char *path;
+	char *const *argv;
+	int failed;	/* set by the child: EXIT_BECOME_FAILED or EXIT_EXEC_FAILED */
+	int err;	/* and the errno */
+};
+
+/* Runs in the server child, which shares squashd's memory until it execs
+ * (child_vfork): plain system calls only, nothing that takes a lock or
+ * allocates, and the identity is dropped with raw system calls. */
+static int exec_server(void *arg)
 {
-	char image_arg[32], fuse_arg[32];
-	char *const argv[] = { (char *)"squashfuse_ll", (char *)"-f", image_arg,
-			       fuse_arg, NULL };
-	char *const resume_argv[] = { (char *)"squash-reader", (char *)"--resume", image_arg,
-				      fuse_arg, NULL };
+	struct server_exec *x = arg;
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 			       NULL };
-	sigset_t all;
+	struct sigaction dfl;
+	sigset_t none;
 	int img, fus, devnull;
 
 	/* Own session: signals aimed at squashd's process group (a terminal,
 	 * a restart) must not take the user's mount down with it. */
 	setsid();
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
 	for (int s = 1; s < NSIG; s++)
-		signal(s, SIG_DFL);
-	sigemptyset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
+		sigaction(s, &dfl, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 
 	/* Move both descriptors above the targets first so dup2 never
 	 * clobbers one with the other. */
-	img = fcntl(image_fd, F_DUPFD_CLOEXEC, SERVER_FUSE_FD + 1);
-	fus = fcntl(fuse_fd, F_DUPFD_CLOEXEC, SERVER_FUSE_FD + 1);
+	img = fcntl(x->image_fd, F_DUPFD_CLOEXEC, SERVER_FUSE_FD + 1);
+	fus = fcntl(x->fuse_fd, F_DUPFD_CLOEXEC, SERVER_FUSE_FD + 1);
 	if (img < 0 || fus < 0 || dup2(img, SERVER_IMAGE_FD) < 0 ||
 	    dup2(fus, SERVER_FUSE_FD) < 0) {
-		dprintf(STDERR_FILENO, "squashd: error: FUSE server setup: %s\n",
-			strerror(errno));
-		_exit(EXIT_EXEC_FAILED);
+		x->err = errno;
+		x->failed = EXIT_EXEC_FAILED;
+		return EXIT_EXEC_FAILED;
 	}
 	devnull = open("/dev/null", O_RDONLY);
 	if (devnull >= 0 && devnull != STDIN_FILENO) {
@@ -89,33 +94,41 @@ exec_server(int image_fd, int fuse_fd, const struct identity *id,
 	}
 	close_from(SERVER_FUSE_FD + 1);
 
-	if (identity_become(id) < 0) {
-		dprintf(STDERR_FILENO,
-			"squashd: error: FUSE server cannot become user %s (uid %u): %s\n",
-			id->name, (unsigned)id->uid, strerror(errno));
-		_exit(EXIT_BECOME_FAILED);
+	int e = identity_become_raw(x->id);
+	if (e) {
+		x->err = e;
+		x->failed = EXIT_BECOME_FAILED;
+		return EXIT_BECOME_FAILED;
 	}
-	snprintf(image_arg, sizeof(image_arg), "/dev/fd/%d", SERVER_IMAGE_FD);
-	snprintf(fuse_arg, sizeof(fuse_arg), "/dev/fd/%d", SERVER_FUSE_FD);
-	execve(squashfuse_path, resume ? resume_argv : argv, envp);
-	dprintf(STDERR_FILENO, "squashd: error: cannot run %s: %s\n",
-		squashfuse_path, strerror(errno));
-	_exit(EXIT_EXEC_FAILED);
+	execve(x->path, x->argv, envp);
+	x->err = errno;
+	x->failed = EXIT_EXEC_FAILED;
+	return EXIT_EXEC_FAILED;
 }
 
-/* Runs in the forked probe child: the first request the server answers
- * proves the mount works. Exit status 0, or the errno that failed. A
- * server that never answers is handled by the parent killing us. */
-static void __attribute__((noreturn)) probe(const char *mountpoint)
+/* Starts the server: a child sharing squashd's memory until its exec, so
+ * that squashd's page tables are not copied (child_vfork). */
+static pid_t start_server(int image_fd, int fuse_fd, const struct identity *id,
+			  const char *squashfuse_path, bool resume, int *pidfd)
 {
-	struct statfs sfs;
-	struct stat st;
+	char image_arg[32], fuse_arg[32];
+	char *const argv[] = { (char *)"squashfuse_ll", (char *)"-f", image_arg,
+			       fuse_arg, NULL };
+	char *const resume_argv[] = { (char *)"squash-reader", (char *)"--resume", image_arg,
+				      fuse_arg, NULL };
+	struct server_exec x = { .image_fd = image_fd, .fuse_fd = fuse_fd, .id = id,
+				 .path = squashfuse_path, .argv = resume ? resume_argv : argv };
 
-	if (statfs(mountpoint, &sfs) < 0 || stat(mountpoint, &st) < 0)
-		_exit(errno > 0 && errno < 256 ? errno : EIO);
-	if ((unsigned long)sfs.f_type != FUSE_SUPER_MAGIC)
-		_exit(255); /* something else is mounted there */
-	_exit(0);
+	snprintf(image_arg, sizeof(image_arg), "/dev/fd/%d", SERVER_IMAGE_FD);
+	snprintf(fuse_arg, sizeof(fuse_arg), "/dev/fd/%d", SERVER_FUSE_FD);
+	pid_t pid = child_vfork(exec_server, &x, pidfd);
+	/* The child has exec'd or exited: what it wrote is ours to read. */
+	if (pid > 0 && x.failed == EXIT_BECOME_FAILED)
+		log_error("FUSE server cannot become user %s (uid %u): %s", id->name,
+			  (unsigned)id->uid, strerror(x.err));
+	else if (pid > 0 && x.failed)
+		log_error("cannot run %s: %s", squashfuse_path, strerror(x.err));
+	return pid;
 }
 
 /* Kills and reaps a child without waiting for it: one stuck in the kernel
@@ -158,29 +171,26 @@ static enum result wait_ready(const char *mountpoint, int server_pidfd,
 			      size_t errlen)
 {
 	enum result res = RESULT_NODE_ERROR;
-	int status = 0, pstatus = 0, probe_pidfd, stop = child_stop_fd();
-	pid_t prober;
+	int status = 0, pstatus = 0, stop = child_stop_fd();
+	struct fuse_probe probe;
 	bool probe_done = false;
 
-	prober = child_fork(&probe_pidfd);
-	if (prober < 0) {
+	if (fuse_probe_start(&probe, mountpoint) < 0) {
 		snprintf(err, errlen, "fork: %s", strerror(errno));
 		return RESULT_NODE_ERROR;
 	}
-	if (prober == 0)
-		probe(mountpoint);
 
 	while (!probe_done) {
 		struct pollfd p[3] = {
 			{ .fd = server_pidfd, .events = POLLIN },
-			{ .fd = probe_pidfd, .events = POLLIN },
+			{ .fd = probe.fd, .events = POLLIN },
 			{ .fd = stop, .events = POLLIN },
 		};
 		long long left = deadline - squash_now_ms();
 		int r;
 
 		if (left <= 0) {
-			kill_and_forget(probe_pidfd);
+			fuse_probe_abandon(&probe);
 			snprintf(err, errlen,
 				 "squashfuse_ll did not answer within %.1f s",
 				 timeout_ms / 1000.0);
@@ -188,7 +198,7 @@ static enum result wait_ready(const char *mountpoint, int server_pidfd,
 		}
 		r = poll(p, stop >= 0 ? 3 : 2, (int)left);
 		if (r < 0 && errno != EINTR) {
-			kill_and_forget(probe_pidfd);
+			fuse_probe_abandon(&probe);
 			snprintf(err, errlen, "poll: %s", strerror(errno));
 			return RESULT_NODE_ERROR;
 		}
@@ -197,16 +207,14 @@ static enum result wait_ready(const char *mountpoint, int server_pidfd,
 		if (p[0].revents & (POLLIN | POLLHUP)) {
 			child_wait(server_pidfd, 0, &status);
 			*server_gone = true;
-			kill_and_forget(probe_pidfd);
+			fuse_probe_abandon(&probe);
 			describe_server_exit(status, squashfuse_path, &res, err, errlen);
 			return res;
 		}
 		if (p[1].revents & (POLLIN | POLLHUP)) {
-			child_wait(probe_pidfd, 0, &pstatus);
-			close(probe_pidfd);
-			probe_done = true;
+			probe_done = fuse_probe_done(&probe, &pstatus) == 1;
 		} else if (p[2].revents & POLLIN) {
-			kill_and_forget(probe_pidfd);
+			fuse_probe_abandon(&probe);
 			snprintf(err, errlen, "squashd is stopping");
 			return RESULT_NODE_ERROR;
 		}
@@ -261,14 +269,12 @@ enum result fuse_restart_server(int conn_fd, int image_fd, const struct identity
 				const char *reader_path, pid_t *server_pid, int *server_pidfd,
 				char *err, size_t errlen)
 {
-	pid_t server = child_fork(server_pidfd);
+	pid_t server = start_server(image_fd, conn_fd, id, reader_path, true, server_pidfd);
 
 	if (server < 0) {
 		snprintf(err, errlen, "fork: %s", strerror(errno));
 		return RESULT_NODE_ERROR;
 	}
-	if (server == 0)
-		exec_server(image_fd, conn_fd, id, reader_path, true);
 	*server_pid = server;
 	return RESULT_OK;
 }
@@ -316,15 +322,13 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 		return RESULT_NODE_ERROR;
 	}
 
-	server = child_fork(&pidfd);
+	server = start_server(image_fd, fuse_fd, id, squashfuse_path, false, &pidfd);
 	if (server < 0) {
 		snprintf(err, errlen, "fork: %s", strerror(errno));
 		close(fuse_fd);
 		umount2(mountpoint, MNT_DETACH);
 		return RESULT_NODE_ERROR;
 	}
-	if (server == 0)
-		exec_server(image_fd, fuse_fd, id, squashfuse_path, false);
 
 	/* Unless the caller keeps the connection to restart a reader that
 	 * dies (conn_fd), only the server may hold /dev/fuse: if it dies the

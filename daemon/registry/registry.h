@@ -73,6 +73,7 @@ struct job_entry {
 	uint32_t job_id;
 	uid_t uid;
 	bool pending;          /* its mount request is still at work */
+	bool settling;         /* pending, its mounts made: saved, waiting for the save (core/daemon.c) */
 	bool ends_with_extern; /* released when its extern step ends
 				* (core/job_end_watch.h) */
 	Squash__Status status; /* OK, or why the prolog's request failed */

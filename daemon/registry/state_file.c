@@ -67,25 +67,12 @@ static char *decode_field(char *s)
 	return s;
 }
 
-int state_file_save(const struct registry *r, const char *path, char *err, size_t errlen)
+int state_file_format(const struct registry *r, char **text, size_t *len)
 {
-	char tmp[PATH_MAX];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
-		snprintf(err, errlen, "state file path too long");
+	FILE *f = open_memstream(text, len);
+
+	if (!f)
 		return -1;
-	}
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-		return -1;
-	}
-	FILE *f = fdopen(fd, "w");
-	if (!f) {
-		snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-		close(fd);
-		unlink(tmp);
-		return -1;
-	}
 	fprintf(f, "%s\nnext %u\n", STATE_MAGIC, r->next_mount_id);
 	/* Only finished mounts: a restarted squashd finds anything half-made
 	 * as an unknown leftover and removes it. */
@@ -105,7 +92,7 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m, squash_now_ms(), time(NULL)));
 	}
 	for (const struct job_entry *j = r->jobs; j; j = j->next) {
-		if (j->pending)
+		if (j->pending && !j->settling)
 			continue; /* its prolog retries against the new squashd */
 		fprintf(f, "job %u %u %d", j->job_id, (unsigned)j->uid, (int)j->status);
 		put_field(f, j->message);
@@ -150,14 +137,65 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 			fputc('\n', f);
 		}
 	}
-	int failed = fflush(f) != 0 || fsync(fileno(f)) != 0;
-	failed |= fclose(f) != 0;
+	if (fclose(f) != 0) {
+		free(*text);
+		*text = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int state_file_write(const char *path, const char *text, size_t len, char *err, size_t errlen)
+{
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+		snprintf(err, errlen, "state file path too long");
+		return -1;
+	}
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	int failed = 0;
+	for (size_t done = 0; !failed && done < len;) {
+		ssize_t n = write(fd, text + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = ENOSPC;
+			failed = 1;
+		} else {
+			done += (size_t)n;
+		}
+	}
+	failed = failed || fsync(fd) != 0;
+	int saved = errno;
+	failed |= close(fd) != 0;
+	if (failed)
+		errno = saved;
 	if (failed || rename(tmp, path) < 0) {
 		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		unlink(tmp);
 		return -1;
 	}
 	return 0;
+}
+
+int state_file_save(const struct registry *r, const char *path, char *err, size_t errlen)
+{
+	char *text = NULL;
+	size_t len = 0;
+
+	if (state_file_format(r, &text, &len) < 0) {
+		snprintf(err, errlen, "cannot write %s: out of memory", path);
+		return -1;
+	}
+	int rc = state_file_write(path, text, len, err, errlen);
+	free(text);
+	return rc;
 }
 
 /* Splits line into at most max space-separated fields. */

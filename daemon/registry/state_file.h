@@ -8,6 +8,14 @@
 
 #include "registry/registry.h"
 
+/* The registry as the file's text (malloc'd into *text). Returns 0 or -1. */
+int state_file_format(const struct registry *r, char **text, size_t *len);
+
+/* Writes text to path atomically and durably (temp file, fsync, rename).
+ * Returns 0, or -1 with err. */
+int state_file_write(const char *path, const char *text, size_t len, char *err, size_t errlen);
+
+/* Both at once. */
 int state_file_save(const struct registry *r, const char *path, char *err, size_t errlen);
 
 /* Loads path into an empty registry; a missing file is an empty registry.

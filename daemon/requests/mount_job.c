@@ -49,12 +49,19 @@ static void finish(struct request *rq, struct job_entry *job, enum result res, c
 	struct daemon_state *ds = rq->ds;
 	const Squash__MountJobRequest *req = rq->msg->mount_job;
 
-	holders_settle_locked(ds, job);
-	if (res == RESULT_OK && daemon_save_locked(ds) < 0) {
-		snprintf(err, errlen, "squashd on this node cannot save its registry (%s); "
-			 "the job's mounts were undone", ds->save_error);
-		res = RESULT_NODE_ERROR;
+	/* "Mounted" is answered only once the registry that records it is on
+	 * disk. The job stays pending until then (nobody else touches it), but
+	 * is saved as made (settling); saves of a burst are grouped. */
+	if (res == RESULT_OK) {
+		job->settling = true;
+		if (daemon_save_grouped_locked(ds) < 0) {
+			snprintf(err, errlen, "squashd on this node cannot save its registry (%s); "
+				 "the job's mounts were undone", ds->save_error);
+			res = RESULT_NODE_ERROR;
+		}
+		job->settling = false;
 	}
+	holders_settle_locked(ds, job);
 	if (res == RESULT_OK) {
 		log_info("job %u: %zu image(s) ready for uid %u", req->job_id, job->count, (unsigned)req->uid);
 		reply_add_mounts(rq->out, job);

@@ -438,6 +438,11 @@ class Cluster:
             f.write(f"{self.dir}\n")
         self.env = dict(os.environ, SLURM_CONF=str(self.dir / "slurm.conf"),
                         SQUASH_BUILD_DIR=str(bench.build))
+        # squashd's state_dir on a tmpfs, as /run/squashd on a real node
+        # (cluster.sh); --state-dir-disk leaves it on the scratch directory's
+        # file system, where every registry save pays an fsync.
+        if not bench.args.state_dir_disk:
+            self.env["SQUASH_TEST_STATE_TMPFS"] = "1"
         if slurm_only:
             self.env["SQUASH_SLURM_ONLY"] = "1"
         self.started = False
@@ -466,6 +471,7 @@ class Cluster:
             served = re.findall(r"FUSE mounts are served by (.*)",
                                 (self.dir / "log" / "squashd.log").read_text(errors="replace"))
             self.b.meta["product_fuse_reader"] = served[-1] if served else "unknown"
+            self.b.meta["state_dir"] = "disk" if self.b.args.state_dir_disk else "tmpfs"
         time.sleep(1.0)
         wait_for(lambda: self.node_state() == "idle", 60, "the node to be idle after reconfigure", 0.2)
         self.work = self.dir / "work" / "bench"
@@ -1134,6 +1140,8 @@ def parse_args(argv):
     ap.add_argument("--no-cost", action="store_true", help="skip part 2 (the product's own cost)")
     ap.add_argument("--cost-reps", type=int, help="repetitions of srun/sbatch per condition (default 10; quick 3)")
     ap.add_argument("--burst-ns", default="1,16,64,128", help="simultaneous requests per burst")
+    ap.add_argument("--state-dir-disk", action="store_true",
+                    help="keep squashd's state_dir on the cluster's disk (/tmp) instead of a tmpfs")
     ap.add_argument("--burst-reps", type=int, help="repetitions of each burst (default 2; quick 1)")
     ap.add_argument("--mem-images", type=int, help="images mounted for the memory numbers (default 256; quick 64)")
     ap.add_argument("--cleanup-only", action="store_true", help=argparse.SUPPRESS)

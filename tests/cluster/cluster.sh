@@ -57,6 +57,9 @@
 #   SQUASH_TEST_CPUS        CPUs each node claims (default 64, so bursts start at once)
 #   SQUASH_TEST_RETRY       the plugin's retry= seconds (default 5)
 #   SQUASH_TEST_GC_INTERVAL squashd's gc_interval seconds (default 10)
+#   SQUASH_TEST_STATE_TMPFS=1  one-node layout: squashd's state_dir (DIR/squashd)
+#                           on a tmpfs of its own, as /run/squashd on a real
+#                           node (the benchmark's bursts); unmounted at stop
 #   SQUASH_SLURM_ONLY=1     start munged + Slurm without squashd and plugin
 #   SQUASH_TEST_JOB_NS      a job namespace plugin: tmpfs, tmpfs-entire,
 #                           linux, linux-user (see write_job_ns_config);
@@ -948,6 +951,9 @@ cmd_start() {
 	write_config "$dir" "$nodes"
 	[ -f "$dir/auth-slurm" ] || start_munged "$dir"
 	[ "$nodes" = 0 ] || start_nodes "$dir"
+	if [ "$nodes" = 0 ] && [ "${SQUASH_TEST_STATE_TMPFS:-0}" = 1 ] && ! mountpoint -q "$dir/squashd"; then
+		mount -t tmpfs -o mode=0700,size=16m,nosuid,nodev "sqstate" "$dir/squashd"
+	fi
 	if [ "${SQUASH_SLURM_ONLY:-0}" != 1 ]; then
 		[ -f "$plugin_so" ] ||
 			die "$plugin_so not built"

@@ -1,0 +1,202 @@
+#include "config.h"
+
+#include "mount/spawner.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
+/* A request: this header, then the op's payload. */
+struct spawner_header {
+	uint32_t op;
+};
+
+/* squashd's end; -1 when there is no spawner. */
+static atomic_int spawner_fd = -1;
+
+static void close_above(int keep)
+{
+	if (keep > 3)
+		syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0U);
+	syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0U);
+}
+
+/* Sends the child's pidfd to the socket it answers on (best effort: the
+ * caller then only cannot kill it early). */
+static void send_pidfd(int sock, pid_t pid)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	struct spawner_pidfd_msg m = { .magic = SPAWNER_PIDFD_MAGIC };
+	struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+
+	if (pidfd < 0)
+		return;
+	memset(&u, 0, sizeof(u));
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
+	(void)sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(pidfd);
+}
+
+/* The spawner's loop: one datagram, one child. Only squashd holds the
+ * other end, but every request is still checked before anything runs.
+ * Never returns; exits when squashd's end closes. */
+static void __attribute__((noreturn))
+serve(int sock, const struct spawner_op *ops, size_t n_ops)
+{
+	size_t max = 0;
+
+	for (size_t i = 0; i < n_ops; i++)
+		if (ops[i].payload_size > max)
+			max = ops[i].payload_size;
+	uint8_t *buf = malloc(sizeof(struct spawner_header) + max);
+	if (!buf)
+		_exit(1);
+	for (;;) {
+		union {
+			char buf[CMSG_SPACE(sizeof(int) * 4)];
+			struct cmsghdr align;
+		} u;
+		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(struct spawner_header) + max };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+				      .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+		struct spawner_header h;
+		int fd = -1, nfds = 0;
+		ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+
+		if (n == 0)
+			_exit(0); /* squashd is gone */
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(1);
+		}
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int got;
+
+				memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				if (nfds++ == 0)
+					fd = got;
+				else
+					close(got);
+			}
+		}
+		memcpy(&h, buf, sizeof(h));
+		if (nfds != 1 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || h.op >= n_ops ||
+		    (size_t)n != sizeof(h) + ops[h.op].payload_size) {
+			log_warning("spawner: malformed request ignored");
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		pid_t pid = fork();
+		if (pid == 0) {
+			close(sock);
+			ops[h.op].run(fd, buf + sizeof(h));
+			_exit(127);
+		}
+		/* Failed: closing the answer socket tells squashd (EOF). */
+		if (pid > 0)
+			send_pidfd(fd, pid);
+		close(fd);
+	}
+}
+
+int spawner_start(const struct spawner_op *ops, size_t n_ops)
+{
+	int sv[2];
+	pid_t parent = getpid();
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		log_warning("cannot start the spawner (socketpair: %s); squashd forks its children itself",
+			    strerror(errno));
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		log_warning("cannot start the spawner (fork: %s); squashd forks its children itself",
+			    strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		/* It goes with squashd, and holds nothing of squashd's. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(0);
+		prctl(PR_SET_NAME, "squashd-spawner");
+		close(sv[0]);
+		close_above(sv[1]);
+		/* The kernel reaps its children: squashd waits on pidfds. */
+		signal(SIGCHLD, SIG_IGN);
+		serve(sv[1], ops, n_ops);
+	}
+	close(sv[1]);
+	/* A spawner that stops reading must not hold a request for ever. */
+	struct timeval tv = { .tv_sec = 5 };
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	atomic_store(&spawner_fd, sv[0]);
+	log_debug("spawner pid %d forks squashd's per-request children", (int)pid);
+	return 0;
+}
+
+int spawner_request(uint32_t op, const void *payload, size_t len, int answer_fd)
+{
+	int sock = atomic_load(&spawner_fd);
+	struct spawner_header h = { .op = op };
+	struct iovec iov[2] = { { .iov_base = &h, .iov_len = sizeof(h) },
+				{ .iov_base = (void *)payload, .iov_len = len } };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2,
+			      .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	ssize_t n;
+
+	if (sock < 0)
+		return -1;
+	memset(&u, 0, sizeof(u));
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &answer_fd, sizeof(int));
+	do {
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)(sizeof(h) + len))
+		return 0;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return -1; /* busy beyond SO_SNDTIMEO: this one request forks itself */
+	/* Gone: from now on squashd forks itself. The descriptor stays open
+	 * (other threads may be sending on it right now; a closed number
+	 * could be reused for another file). */
+	if (atomic_compare_exchange_strong(&spawner_fd, &sock, -1))
+		log_warning("the spawner is gone (%s); squashd forks its children itself from now on",
+			    n < 0 ? strerror(errno) : "short write");
+	return -1;
+}

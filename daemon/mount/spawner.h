@@ -1,0 +1,58 @@
+/* The spawner: a small single-threaded process squashd forks at start,
+ * before any thread, that forks the per-request children (image openers)
+ * in squashd's place.
+ *
+ * Why: fork() in squashd itself copies the page tables of a process with
+ * hundreds of worker threads, holds every malloc arena and the NSS lock
+ * while it does, and then makes every thread pay copy-on-write faults
+ * with TLB shootdowns; and the child's exit tears the copy down again.
+ * Under a burst of 128 job starts that was most of squashd's CPU time.
+ * The spawner's address space is the small one squashd had at start, so
+ * its forks cost a fraction, and squashd's threads never stop for them.
+ *
+ * What a child does is unchanged: the same code runs in it (the op's run
+ * function, registered at start), with the same identity drop. A request
+ * is one datagram: a header, the op's payload (fixed size per op) and
+ * exactly one descriptor, the socket the child answers on. The spawner
+ * first sends that socket a pidfd of the child (struct spawner_pidfd_msg),
+ * so squashd can kill it on timeout; the child's own answer may come
+ * before or after it. Children are reaped by the kernel (SIGCHLD ignored
+ * in the spawner), so squashd only ever kills and forgets them.
+ *
+ * When the spawner is not running (unit tests, or it died), callers fork
+ * themselves as before. */
+#ifndef SQUASHD_SPAWNER_H
+#define SQUASHD_SPAWNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The ops, in the order spawner_start gets them. */
+enum spawner_op_id {
+	SPAWNER_OPEN_IMAGE, /* mount/image_open.c */
+	SPAWNER_FUSE_PROBE, /* mount/fuse_probe.c */
+	SPAWNER_N_OPS
+};
+
+/* What a child runs: answers on sock, never returns. */
+struct spawner_op {
+	size_t payload_size;
+	void (*run)(int sock, const void *payload) __attribute__((noreturn));
+};
+
+/* The first message on the answer socket: the child's pidfd, in SCM_RIGHTS. */
+#define SPAWNER_PIDFD_MAGIC 0x53505744u /* "SPWD" */
+struct spawner_pidfd_msg {
+	uint32_t magic;
+};
+
+/* Forks the spawner; call before any thread exists. ops stays valid for
+ * good. Returns 0, or -1 (logged; callers then fork themselves). */
+int spawner_start(const struct spawner_op *ops, size_t n_ops);
+
+/* Asks the spawner to run ops[op] with payload, answering on answer_fd
+ * (which the caller keeps and closes). Returns 0, or -1 when there is no
+ * spawner (never started, or gone): the caller forks itself. */
+int spawner_request(uint32_t op, const void *payload, size_t len, int answer_fd);
+
+#endif
