@@ -340,12 +340,23 @@ class Node:
         return sorted(p for p, comm in self.processes().items() if comm in FUSE_SERVER_NAMES)
 
     def stray_processes(self):
-        """Processes on the node other than its holder, slurmd, squashd and
-        slurmstepd: job tasks or FUSE servers that outlived their job."""
+        """Processes on the node other than its holder, slurmd, squashd,
+        squashd's spawner (daemon/mount/spawner.c, while its squashd runs)
+        and slurmstepd: job tasks or FUSE servers that outlived their job."""
         keep = {"slurmd", "squashd", "slurmstepd"}
         holder = self.holder_pid()
-        return {p: c for p, c in self.processes().items()
-                if p != holder and c not in keep}
+        procs = self.processes()
+
+        def spawner_of_squashd(p):
+            try:
+                stat = Path(f"/proc/{p}/stat").read_text()
+                ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError, IndexError):
+                return False
+            return procs.get(ppid) == "squashd"
+        return {p: c for p, c in procs.items()
+                if p != holder and c not in keep
+                and not (c == "squashd-spawner" and spawner_of_squashd(p))}
 
     # ---- Slurm's view
     def state(self):
