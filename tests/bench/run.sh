@@ -51,7 +51,6 @@ if [ ${#need[@]} -gt 0 ] || [ ! -x "$build/daemon/squashd" ] ||
 	log "building the project first (tests/run.sh --build-only)"
 	"$repo/tests/run.sh" --build-only
 fi
-/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || die "python3 venv module missing (apt-get install python3-venv)"
 
 mkdir -p "$cache"/wheels
 chmod 0755 "$cache"
@@ -78,6 +77,7 @@ if [ -n "${SQUASH_MATRIX_SUITE:-}" ]; then
 	export BENCH_NO_PLOTS=1
 	log "in the $SQUASH_MATRIX_SUITE root: $($py -V), no venv, no plots ($cache/venv/bin/python tests/bench/report.py OUT on the host makes them)"
 else
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || die "python3 venv module missing (apt-get install python3-venv)"
 venv=$cache/venv
 if [ ! -x "$venv/bin/python" ]; then
 	log "creating $venv"
