@@ -109,30 +109,40 @@ def main(argv):
     except ImportError:
         print("no matplotlib: no plot", file=sys.stderr)
         return 0
-    fig, axes = plt.subplots(1, len(cells), figsize=(2.7 * len(cells), 3.6), dpi=80, sharey=True)
+    ws = [w for w in ("stat", "md5", "import") if any(x[0] == w for x in cells)]
+    fig, axes = plt.subplots(2, len(ws), figsize=(3.4 * len(ws), 6.4), dpi=80, sharey="row",
+                             squeeze=False)
     colors = {"fuse": "#1f77b4", "reader": "#2ca02c"}
-    for ax, (w, c) in zip(axes, cells):
-        width = 0.38
-        for j, (kind, title) in enumerate(READERS[1:]):
-            xs, ys, lo, hi = [], [], [], []
-            for i, (label, meta, times, _) in enumerate(runs):
-                x = cell(times, kind, w, c)
-                if x is None:
-                    continue
-                xs.append(i + (j - 0.5) * width)
-                ys.append(x["ratio"])
-                lo.append(x["ratio"] - x["lo"])
-                hi.append(x["hi"] - x["ratio"])
-            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, color=colors[kind], label=title)
-        ax.axhline(1.0, color="#d62728", lw=1, label="kernel squashfs (1.0)")
-        ax.axhline(1.3, color="#7f7f7f", lw=0.8, ls="--", label="target 1.3x")
-        ax.set_xticks(range(len(runs)))
-        ax.set_xticklabels([r[0] for r in runs], fontsize=8)
-        ax.set_title(f"{TITLES[w]}, {c}", fontsize=9)
-        ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel("time / kernel mount, same run (median;\nbars: per-repetition range)")
-    axes[0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    ticks = [f"{label}\n(squashfuse_ll {meta.get('squashfuse', '?').split('-')[0]})"
+             for label, meta, _, _ in runs]
+    for row, c in enumerate(("cold", "warm")):
+        for col, w in enumerate(ws):
+            ax = axes[row][col]
+            width = 0.38
+            for j, (kind, title) in enumerate(READERS[1:]):
+                xs, ys, lo, hi = [], [], [], []
+                for i, (label, meta, times, _) in enumerate(runs):
+                    x = cell(times, kind, w, c)
+                    if x is None:
+                        if j == 0:
+                            ax.text(i, 0.5, "not run\n(host python\nonly)", ha="center", fontsize=7)
+                        continue
+                    xs.append(i + (j - 0.5) * width)
+                    ys.append(x["ratio"])
+                    lo.append(x["ratio"] - x["lo"])
+                    hi.append(x["hi"] - x["ratio"])
+                ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, color=colors[kind],
+                       label=title if row == col == 0 else None)
+            ax.axhline(1.0, color="#d62728", lw=1, label="kernel squashfs = 1" if row == col == 0 else None)
+            ax.axhline(1.3, color="#7f7f7f", lw=0.8, ls="--", label="target 1.3x" if row == col == 0 else None)
+            ax.set_xticks(range(len(runs)))
+            ax.set_xticklabels(ticks, fontsize=6.5)
+            ax.set_title(f"{TITLES[w]}, {c}", fontsize=9)
+            ax.grid(axis="y", alpha=0.3)
+        axes[row][0].set_ylabel(f"{c}: time / kernel mount\n(median; bars: range over repetitions)",
+                                fontsize=8)
+    fig.legend(loc="upper center", ncol=4, fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
     fig.savefig(out / "readers-releases.png")
     print(out / "readers-releases.png")
     return 0
