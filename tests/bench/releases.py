@@ -13,7 +13,7 @@ Ratios: median of the reader / median of the kernel mount, both from the
 same run (interleaved, same image, same repetitions). The range in brackets
 is the lowest and highest of the per-repetition ratios (repetition i of the
 reader against repetition i of the kernel, measured a few seconds apart).
-"within noise" when that range includes 1.0.
+"within noise" (marked ≈) when that range, to two decimals, includes 1.0.
 """
 
 import csv
@@ -88,7 +88,7 @@ def main(argv):
                 elif kind == "kernel":
                     row.append(f"{fmt_s(x['med'])} s (min {fmt_s(x['min'])})")
                 else:
-                    noise = " ≈" if x["lo"] <= 1.0 <= x["hi"] else ""
+                    noise = " ≈" if round(x["lo"], 2) <= 1.0 <= round(x["hi"], 2) else ""
                     row.append(f"{fmt_s(x['med'])} s: **{x['ratio']:.2f}x**{noise} "
                                f"({x['lo']:.2f}-{x['hi']:.2f})")
             md.append("| " + " | ".join(row) + " |")
@@ -113,7 +113,7 @@ def main(argv):
     fig, axes = plt.subplots(2, len(ws), figsize=(3.4 * len(ws), 6.4), dpi=80, sharey="row",
                              squeeze=False)
     colors = {"fuse": "#1f77b4", "reader": "#2ca02c"}
-    ticks = [f"{label}\n(squashfuse_ll {meta.get('squashfuse', '?').split('-')[0]})"
+    ticks = [f"{label}\nsquashfuse {meta.get('squashfuse', '?').split('-')[0]}"
              for label, meta, _, _ in runs]
     for row, c in enumerate(("cold", "warm")):
         for col, w in enumerate(ws):
@@ -136,7 +136,7 @@ def main(argv):
             ax.axhline(1.0, color="#d62728", lw=1, label="kernel squashfs = 1" if row == col == 0 else None)
             ax.axhline(1.3, color="#7f7f7f", lw=0.8, ls="--", label="target 1.3x" if row == col == 0 else None)
             ax.set_xticks(range(len(runs)))
-            ax.set_xticklabels(ticks, fontsize=6.5)
+            ax.set_xticklabels(ticks, fontsize=7)
             ax.set_title(f"{TITLES[w]}, {c}", fontsize=9)
             ax.grid(axis="y", alpha=0.3)
         axes[row][0].set_ylabel(f"{c}: time / kernel mount\n(median; bars: range over repetitions)",
