@@ -618,8 +618,10 @@ class Bench:
             "images": {k: v for k, v in self.stack.image_info.items()},
         })
         # matplotlib builds a font cache on its first import per user:
-        # build it now, not in the first measurement.
-        for user in ("root", USER):
+        # build it now, not in the first measurement (only the import and
+        # start workloads import the stack).
+        workloads = set(self.args.workloads.split(","))
+        for user in ("root", USER) if workloads & {"import", "start"} else ():
             run(["runuser", "-u", user, "--", PYTHON, self.workload_py, "import",
                  self.stack.tree, "--imports", self.stack.imports], env=self.workload_env(),
                 timeout=600)
@@ -1005,6 +1007,7 @@ class Bench:
             "slurm": run(["dpkg-query", "-W", "-f", "${Version}", "slurmd"], check=False).stdout,
             "python": run([PYTHON, "-V"]).stdout.strip(),
             "git": run(["git", "-C", REPO, "describe", "--always", "--dirty"], check=False).stdout.strip(),
+            "release": os_release(), "matrix_suite": os.environ.get("SQUASH_MATRIX_SUITE", ""),
         })
         self.setup()
         self.elapsed_note("setup done")
@@ -1168,6 +1171,15 @@ def parse_args(argv):
     return a
 
 
+def os_release():
+    """PRETTY_NAME of /etc/os-release (the root's, in a tests/matrix root)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.partition("=")[2].strip('"')
+    return ""
+
+
 def main(argv):
     a = parse_args(argv)
     if os.geteuid() != 0:
@@ -1175,6 +1187,10 @@ def main(argv):
     if a.cleanup_only:
         cleanup_only(a.cache)
         return 0
+    suite = os.environ.get("SQUASH_MATRIX_SUITE")
+    if suite and {"import", "start"} & set(a.workloads.split(",")):
+        raise SystemExit(f"bench.py: in the {suite} root the import and start workloads cannot run "
+                         "(the tree is the host python's): pass --workloads stat,md5,read")
     sys.path.insert(0, str(HERE))
     sys.dont_write_bytecode = True  # no __pycache__ in the source tree
     b = Bench(a)

@@ -9,6 +9,7 @@ Can also be run again on a saved result directory:
 
 import csv
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -539,12 +540,23 @@ def write(out, rows, meta):
                   f"engineers' builds and tests, FUSE servers, kernel threads) used a median "
                   f"{100 * med(shares):.0f}% of the CPUs (max {100 * max(shares):.0f}%; "
                   f"column others_cpu_share of results.csv)")
+    if m.get("release"):
+        md.append(f"- release: {m['release']}" + (f" (tests/matrix root {m['matrix_suite']})"
+                                                   if m.get("matrix_suite") else ""))
     md.append(f"- squashfuse {m.get('squashfuse')}, squashfs-tools {m.get('squashfs_tools')}, "
               f"Slurm {m.get('slurm')}, {m.get('python')}, project {m.get('git')}")
     if m.get("product_fuse_reader"):
         md.append(f"- squashd's FUSE server (job, FUSE and part 2): {m['product_fuse_reader']}")
     md.append("")
-    made = plots(d, out)
+    if os.environ.get("BENCH_NO_PLOTS"):
+        # No matplotlib here (a tests/matrix root): the host makes them,
+        # `python tests/bench/report.py OUT` with the benchmark's venv.
+        made = []
+        md.append("(no plots: made without matplotlib; `$BENCH_CACHE/venv/bin/python "
+                  "tests/bench/report.py OUT` makes them)")
+        md.append("")
+    else:
+        made = plots(d, out)
     md.append("## Part 1: workloads")
     md.append("")
     md += part1_tables(d, out)

@@ -51,7 +51,6 @@ if [ ${#need[@]} -gt 0 ] || [ ! -x "$build/daemon/squashd" ] ||
 	log "building the project first (tests/run.sh --build-only)"
 	"$repo/tests/run.sh" --build-only
 fi
-/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || die "python3 venv module missing (apt-get install python3-venv)"
 
 mkdir -p "$cache"/wheels
 chmod 0755 "$cache"
@@ -61,6 +60,24 @@ make -C "$build/tests" --no-print-directory -s bench/slowfs bench/burst
 # ------------------------------------------------------------ Python
 # One venv (the system python3) that downloads the pinned wheels once into
 # $cache/wheels and runs bench.py with matplotlib for the plots.
+#
+# Inside a root of tests/matrix (SQUASH_MATRIX_SUITE set: another Debian
+# release, another python3) the host's venv, wheels and tree do not fit that
+# python: bench.py runs with the root's /usr/bin/python3, the tree and images
+# are the host's (run the benchmark once on the host first, and give the root
+# the host's cache: SQUASH_MATRIX_OUTPUT=$BENCH_CACHE), the import and start
+# workloads are not available (the tree's compiled modules are the host
+# python's), and the plots are made afterwards on the host:
+#   $BENCH_CACHE/venv/bin/python tests/bench/report.py OUT
+py=$cache/venv/bin/python
+if [ -n "${SQUASH_MATRIX_SUITE:-}" ]; then
+	py=/usr/bin/python3
+	[ -d "$cache/trees" ] ||
+		die "in a root ($SQUASH_MATRIX_SUITE): no tree in $cache/trees; run the benchmark on the host first and pass its cache (SQUASH_MATRIX_OUTPUT=$cache)"
+	export BENCH_NO_PLOTS=1
+	log "in the $SQUASH_MATRIX_SUITE root: $($py -V), no venv, no plots ($cache/venv/bin/python tests/bench/report.py OUT on the host makes them)"
+else
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || die "python3 venv module missing (apt-get install python3-venv)"
 venv=$cache/venv
 if [ ! -x "$venv/bin/python" ]; then
 	log "creating $venv"
@@ -81,13 +98,14 @@ if ! "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
 	"$venv/bin/pip" install "${pip_quiet[@]}" --no-index --find-links "$cache/wheels" \
 		-r "$here/plot-requirements.txt"
 fi
+fi
 
 # ------------------------------------------------------------ run
 # bench.py cleans up after itself (also on Ctrl-C); this trap is the safety
 # net for whatever a hard failure left.
 cleanup() {
-	"$venv/bin/python" "$here/bench.py" --cleanup-only >/dev/null 2>&1 || true
+	"$py" "$here/bench.py" --cleanup-only >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-"$venv/bin/python" "$here/bench.py" "$@"
+"$py" "$here/bench.py" "$@"
