@@ -756,11 +756,7 @@ def cluster(request):
     cgroups, PrologFlags=Alloc,Contain and job_container/tmpfs or
     namespace/tmpfs (see cluster_site), without RunInJob, under which Slurm
     runs no SPANK prolog or epilog (cluster_site's tests have it)."""
-    c = _session_cluster(request, job_ns="tmpfs", site=True, run_in_job=False)
-    why = _plain_job_failure(c)
-    if why:
-        pytest.fail(f"the test cluster cannot run plain jobs, without any image: {why}")
-    return c
+    return _site_cluster(request, "tmpfs", run_in_job=False)
 
 
 @pytest.fixture(scope="session")
@@ -799,22 +795,36 @@ def _plain_job_failure(c):
     return None
 
 
+def _site_cluster(request, job_ns, run_in_job=True):
+    """A site-like one-node cluster with job namespace kind job_ns. Plain
+    jobs (no image) run first: where they fail, the tests error with
+    Slurm's own message, telling a broken test cluster from a fault of
+    ours."""
+    c = _session_cluster(request, job_ns=job_ns, site=True, run_in_job=run_in_job)
+    why = _plain_job_failure(c)
+    if why:
+        _cleanup(c)
+        pytest.fail(f"the site-like test cluster ({job_ns}) cannot run plain jobs, "
+                    f"without any image: {why}")
+    return c
+
+
+def _skip_before(release, what):
+    """Skips the test where the installed Slurm predates release (2311)."""
+    rel = slurm_release()
+    if rel < release:
+        pytest.skip(f"{what} is new in Slurm {release // 100}.{release % 100:02d}; "
+                    f"this is {rel // 100}.{rel % 100:02d}")
+
+
 @pytest.fixture(scope="module", params=job_ns_kinds())
 def cluster_site(request):
     """One node configured as sites run Slurm: proctrack/cgroup,
     task/cgroup,task/affinity, PrologFlags=Contain (RunInJob from 24.05 on)
     and a job namespace plugin (job_container/tmpfs or namespace/tmpfs, with
     EntireStepInNS where Slurm has it): one cluster per namespace
-    configuration, started for the module that uses it. Plain jobs (no
-    image) run first: where they fail, the tests error with Slurm's own
-    message, telling a broken test cluster from a fault of ours."""
-    c = _session_cluster(request, job_ns=request.param, site=True)
-    why = _plain_job_failure(c)
-    if why:
-        _cleanup(c)
-        pytest.fail(f"the site-like test cluster ({request.param}) cannot run "
-                    f"plain jobs, without any image: {why}")
-    return c
+    configuration, started for the module that uses it."""
+    return _site_cluster(request, request.param)
 
 
 @pytest.fixture(scope="module")
@@ -822,14 +832,8 @@ def cluster_userns(request):
     """One site-like node whose jobs get a user namespace of their own
     (namespace/linux with CLONE_NEWUSER, Slurm 25.11 on): started for the
     module that uses it."""
-    if slurm_release() < 2511:
-        pytest.skip(f"namespace/linux is new in Slurm 25.11; this is {slurm_release() // 100}."
-                    f"{slurm_release() % 100:02d}")
-    c = _session_cluster(request, job_ns="linux-user", site=True)
-    why = _plain_job_failure(c)
-    if why:
-        pytest.fail(f"the test cluster (linux-user) cannot run plain jobs, without any image: {why}")
-    return c
+    _skip_before(2511, "namespace/linux")
+    return _site_cluster(request, "linux-user")
 
 
 @pytest.fixture(scope="module")
@@ -837,9 +841,7 @@ def cluster_auth_slurm(request):
     """One node on AuthType=auth/slurm with no munged (Slurm 23.11 on;
     cluster.sh's SQUASH_TEST_AUTH=slurm): started for the module that
     uses it."""
-    if slurm_release() < 2311:
-        pytest.skip(f"auth/slurm is new in Slurm 23.11; this is {slurm_release() // 100}."
-                    f"{slurm_release() % 100:02d}")
+    _skip_before(2311, "auth/slurm")
     return _session_cluster(request, auth="slurm")
 
 
