@@ -50,12 +50,10 @@ static int watch_next(struct job_end *w, bool extern_only)
 	for (int tries = 0; tries < 3; tries++) {
 		if (local_steps_scan("/proc", local_steps_this_node(), &here) != 0)
 			return -1;
-		pid_t pid = local_steps_job_stepd(&here, w->job_id);
-		bool is_extern = false;
+		const struct local_step *step = local_steps_job_step(&here, w->job_id);
+		pid_t pid = step ? step->pid : 0;
+		bool is_extern = step && step->step_id == LOCAL_STEP_EXTERN;
 
-		for (size_t i = 0; i < here.count; i++)
-			if (here.steps[i].pid == pid)
-				is_extern = here.steps[i].step_id == LOCAL_STEP_EXTERN;
 		local_steps_free(&here);
 		if (pid == 0 || (extern_only && !is_extern))
 			return 0;

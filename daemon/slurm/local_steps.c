@@ -173,16 +173,16 @@ bool local_steps_has_step(const struct local_steps *s, uint32_t job_id, uint32_t
 	return false;
 }
 
-pid_t local_steps_job_stepd(const struct local_steps *s, uint32_t job_id)
+const struct local_step *local_steps_job_step(const struct local_steps *s, uint32_t job_id)
 {
-	pid_t any = 0;
+	const struct local_step *any = NULL;
 
 	for (size_t i = 0; i < s->count; i++) {
 		if (s->steps[i].job_id != job_id)
 			continue;
 		if (s->steps[i].step_id == LOCAL_STEP_EXTERN)
-			return s->steps[i].pid;
-		any = s->steps[i].pid;
+			return &s->steps[i];
+		any = &s->steps[i];
 	}
 	return any;
 }

@@ -54,9 +54,9 @@ bool local_steps_has_job(const struct local_steps *s, uint32_t job_id);
 /* Whether that numbered step of the job runs here. */
 bool local_steps_has_step(const struct local_steps *s, uint32_t job_id, uint32_t step_id);
 
-/* The slurmstepd of one of the job's steps here, its extern step's when it
- * has one; 0 when none runs. */
-pid_t local_steps_job_stepd(const struct local_steps *s, uint32_t job_id);
+/* One of the job's steps here, its extern step when it has one; NULL when
+ * none runs. */
+const struct local_step *local_steps_job_step(const struct local_steps *s, uint32_t job_id);
 
 void local_steps_free(struct local_steps *s);
 

@@ -76,6 +76,28 @@ def server_of(cluster, img):
     return m[0]
 
 
+def kill_reader_and_see_it_restarted(cluster, img):
+    """SIGKILLs the reader of img; squashd starts a new one on the same
+    connection, and the job reads through it for a second."""
+    old = server_of(cluster, img)["server_pid"]
+    offset = len(cluster.squashd_log())
+    os.kill(old, signal.SIGKILL)
+    wait_until(lambda: "restarted as pid" in cluster.squashd_log()[offset:], 10,
+               what="squashd to restart the reader")
+    new = server_of(cluster, img)
+    assert new["server_pid"] != old and new["state"] == "ready", new
+    time.sleep(1.0)  # the job reads through the new reader meanwhile
+
+
+def assert_job_read_through(cluster, job):
+    """The reading job ended well, its reads never failed, the node is healthy."""
+    job.wait()
+    out = job.output()
+    assert job.state == "COMPLETED", out
+    assert "all right" in out and "Transport endpoint" not in out, out
+    assert cluster.squashctl("health", check=False).returncode == 0
+
+
 def test_killed_reader_is_restarted_and_the_job_reads_on(cluster):
     img, want = data_image(cluster, "restart")
     job, stop = start_reading_job(cluster, img, want)
@@ -83,21 +105,10 @@ def test_killed_reader_is_restarted_and_the_job_reads_on(cluster):
         m = server_of(cluster, img)
         assert m["reader"].startswith("squash-reader "), m
         for _ in range(2):
-            old = server_of(cluster, img)["server_pid"]
-            offset = len(cluster.squashd_log())
-            os.kill(old, signal.SIGKILL)
-            wait_until(lambda: "restarted as pid" in cluster.squashd_log()[offset:], 10,
-                       what="squashd to restart the reader")
-            new = server_of(cluster, img)
-            assert new["server_pid"] != old and new["state"] == "ready", new
-            time.sleep(1.0)  # the job reads through the new reader meanwhile
+            kill_reader_and_see_it_restarted(cluster, img)
     finally:
         stop.touch()
-    job.wait()
-    out = job.output()
-    assert job.state == "COMPLETED", out
-    assert "all right" in out and "Transport endpoint" not in out, out
-    assert cluster.squashctl("health", check=False).returncode == 0
+    assert_job_read_through(cluster, job)
 
 
 def connection_named_in_fdinfo(pid):
@@ -129,20 +140,10 @@ def test_reader_killed_after_a_squashd_restart_is_restarted_too(cluster):
         assert adopted["server_pid"] == before["server_pid"], adopted
         assert adopted["mount_point"] == before["mount_point"], adopted
 
-        offset = len(cluster.squashd_log())
-        os.kill(adopted["server_pid"], signal.SIGKILL)
-        wait_until(lambda: "restarted as pid" in cluster.squashd_log()[offset:], 10,
-                   what="squashd to restart the adopted mount's reader")
-        new = server_of(cluster, img)
-        assert new["server_pid"] != adopted["server_pid"] and new["state"] == "ready", new
-        time.sleep(1.0)  # the job reads through the new reader meanwhile
+        kill_reader_and_see_it_restarted(cluster, img)
     finally:
         stop.touch()
-    job.wait()
-    out = job.output()
-    assert job.state == "COMPLETED", out
-    assert "all right" in out and "Transport endpoint" not in out, out
-    assert cluster.squashctl("health", check=False).returncode == 0
+    assert_job_read_through(cluster, job)
 
 
 def test_reader_that_keeps_dying_is_given_up_as_before(cluster):

@@ -102,15 +102,15 @@ static void test_scan_finds_one_nodes_steps(void)
 	CHECK(local_steps_has_step(&s, 5, 0));
 	CHECK(!local_steps_has_step(&s, 5, 1));
 	CHECK(!local_steps_has_job(&s, 6));
-	CHECK_INT(local_steps_job_stepd(&s, 5), 15); /* its extern step first */
-	CHECK_INT(local_steps_job_stepd(&s, 7), 16);
-	CHECK_INT(local_steps_job_stepd(&s, 6), 0);
+	CHECK(local_steps_job_step(&s, 5) && local_steps_job_step(&s, 5)->pid == 15); /* its extern step first */
+	CHECK(local_steps_job_step(&s, 7) && local_steps_job_step(&s, 7)->pid == 16);
+	CHECK(local_steps_job_step(&s, 6) == NULL);
 	local_steps_free(&s);
 
 	CHECK_INT(local_steps_scan(root, 0, &s), 0);
 	CHECK_INT(s.count, 5);
 	CHECK(local_steps_has_job(&s, 6));
-	CHECK_INT(local_steps_job_stepd(&s, 6), 12);
+	CHECK(local_steps_job_step(&s, 6) && local_steps_job_step(&s, 6)->pid == 12);
 	local_steps_free(&s);
 
 	CHECK_INT(local_steps_scan("/nonexistent/proc", 0, &s), -1);
