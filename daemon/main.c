@@ -159,6 +159,7 @@ int main(int argc, char **argv)
 		fuse_reader_probe(config_fuse_server(cfg), &reader);
 		ds.fuse_reader = reader.description;
 		ds.fuse_reader_resumes = reader.resumes;
+		ds.fuse_reader_pools = reader.serves_many;
 		log_info("FUSE mounts are served by %s (%s)%s", config_fuse_server(cfg), reader.description,
 			 !reader.resumes ? ""
 			 : fuse_kernel_resends() ? "; one that dies is restarted on its connection"

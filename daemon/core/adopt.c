@@ -17,6 +17,7 @@
 #include "mount/child_process.h"
 #include "mount/fuse_keep_adopt.h"
 #include "mount/mount_fuse.h"
+#include "mount/reader_pool.h"
 #include "mount/unmount.h"
 #include "util/log.h"
 
@@ -149,8 +150,11 @@ static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
 		if (m->key.mode == SQUASH__MOUNT_MODE__FUSE && (m->server_pid <= 0 || !adopt_server(m)))
 			fuse_servers_mark_dead_locked(ds, m, "was gone when squashd restarted");
 		else if (m->server_pid > 0) {
-			if (m->key.mode == SQUASH__MOUNT_MODE__FUSE)
+			if (m->key.mode == SQUASH__MOUNT_MODE__FUSE) {
 				adopt_connection_locked(ds, m);
+				/* A reader may serve several (reader_pool.h). */
+				reader_pool_adopt(m->server_pid);
+			}
 			fuse_servers_watch_locked(ds, m);
 		}
 	}

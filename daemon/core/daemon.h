@@ -46,6 +46,7 @@ struct daemon_state {
 	pthread_cond_t saved;       /* a save finished */
 	const char *fuse_reader;    /* what serves FUSE mounts (mount/fuse_reader.h); set at start */
 	bool fuse_reader_resumes;   /* it can take over a dead one's connection (mount/fuse_keep.h) */
+	bool fuse_reader_pools;     /* one process serves all of a user's mounts (mount/reader_pool.h) */
 };
 
 /* What one operation lets go of, to be undone after its answer (unlocked):

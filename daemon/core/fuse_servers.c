@@ -12,12 +12,18 @@
 
 #include "mount/fuse_keep.h"
 #include "mount/process_watch.h"
+#include "mount/reader_pool.h"
 #include "util/log.h"
 
+/* One watch per server process, which may serve several mounts (one
+ * user's squash-reader serves all of theirs). */
 struct server_watch {
 	struct daemon_state *ds;
-	unsigned mount_id;
+	pid_t pid;
+	struct server_watch *next;
 };
+
+static struct server_watch *watched; /* under ds->lock */
 
 static void describe_death(int status, char *buf, size_t len)
 {
@@ -89,14 +95,23 @@ static void server_exited(void *arg, pid_t pid, int status)
 	char how[128];
 
 	describe_death(status, how, sizeof(how));
+	reader_pool_died(pid);
 	const struct squashd_config *cfg = settings_hold();
 	pthread_mutex_lock(&ds->lock);
-	struct mount_entry *m = registry_mount_by_id(&ds->registry, w->mount_id);
-	/* A server that exits because its mount is being torn down is expected. */
-	/* Restarted only under jobs: a lingering mount nobody uses just goes. */
-	if (m && (m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid &&
-	    !(m->state == MOUNT_READY && restart_server_locked(ds, cfg, m, how)))
-		fuse_servers_mark_dead_locked(ds, m, how);
+	for (struct server_watch **pw = &watched; *pw; pw = &(*pw)->next)
+		if (*pw == w) {
+			*pw = w->next;
+			break;
+		}
+	/* Every mount it served. One being torn down is expected to lose its
+	 * server; a lingering one nobody uses just goes; those under jobs get
+	 * a new reader (the first restart starts it, the others join it). */
+	for (struct mount_entry *m = ds->registry.mounts, *next; m; m = next) {
+		next = m->next;
+		if ((m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid &&
+		    !(m->state == MOUNT_READY && restart_server_locked(ds, cfg, m, how)))
+			fuse_servers_mark_dead_locked(ds, m, how);
+	}
 	pthread_cond_broadcast(&ds->changed);
 	pthread_mutex_unlock(&ds->lock);
 	settings_drop(cfg);
@@ -105,13 +120,19 @@ static void server_exited(void *arg, pid_t pid, int status)
 
 void fuse_servers_watch_locked(struct daemon_state *ds, struct mount_entry *m)
 {
+	for (const struct server_watch *o = watched; o; o = o->next)
+		if (o->pid == m->server_pid)
+			return; /* it serves another mount already watched */
+
 	struct server_watch *w = malloc(sizeof(*w));
 	int fd = m->server_pidfd >= 0 ? fcntl(m->server_pidfd, F_DUPFD_CLOEXEC, 0) : -1;
 
 	if (w && fd >= 0) {
-		*w = (struct server_watch){ ds, m->id };
+		*w = (struct server_watch){ ds, m->server_pid, watched };
+		watched = w;
 		if (process_watch_add(fd, m->server_pid, server_exited, w) == 0)
 			return;
+		watched = w->next;
 	}
 	log_warning("cannot watch the FUSE server of %s (pid %d); its death will go unnoticed",
 		    m->mount_point, (int)m->server_pid);

@@ -17,6 +17,7 @@
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
 #include "mount/mount_loop.h"
+#include "mount/reader_pool.h"
 #include "mount/unmount.h"
 #include "registry/linger.h"
 #include "superblock.h"
@@ -65,7 +66,10 @@ void sharing_teardown(struct daemon_state *ds, struct teardown *td)
 		return;
 	/* Unlocked: nobody else touches an UNMOUNTING entry. */
 	for (struct mount_entry *m = td->head; m; m = m->teardown_next) {
-		if (unmount_image(m->mount_point, m->server_pid, m->server_pidfd, timeout_ms,
+		/* A user's reader serving other mounts of theirs stays. */
+		pid_t server = m->server_pid > 0 && reader_pool_put(m->server_pid) ? m->server_pid : 0;
+
+		if (unmount_image(m->mount_point, server, m->server_pidfd, timeout_ms,
 				  err, sizeof(err)) != RESULT_OK)
 			log_error("unmounting %s (image %s): %s", m->mount_point, m->image, err);
 		else
@@ -97,7 +101,8 @@ static enum result make_mount(struct daemon_state *ds, const struct squashd_conf
 	 * that resends makes that worth it. */
 	if (m->key.mode == SQUASH__MOUNT_MODE__FUSE)
 		return fuse_mount_image_kept(fd, m->mount_point, id, config_fuse_server(cfg),
-					     daemon_time_left(deadline_ms), server, server_pidfd,
+					     ds->fuse_reader_pools, daemon_time_left(deadline_ms),
+					     server, server_pidfd,
 					     ds->fuse_reader_resumes && fuse_kernel_resends() ? conn_fd : NULL,
 					     why, whylen);
 	if (loop_devices_refuse(ds, cfg, m, why, whylen))

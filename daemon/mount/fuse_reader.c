@@ -28,6 +28,7 @@ void fuse_reader_parse(const char *help, struct fuse_reader *out)
 	/* The project's own reader (daemon/reader/). */
 	if (sscanf(help, "squash-reader %u.%u.%u", &out->major, &out->minor, &out->patch) == 3) {
 		out->version_known = out->multithreaded = out->resumes = true;
+		out->serves_many = strstr(help, "--serve") != NULL;
 		snprintf(out->description, sizeof(out->description), "squash-reader %u.%u.%u, multithreaded",
 			 out->major, out->minor, out->patch);
 		return;

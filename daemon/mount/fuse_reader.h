@@ -14,6 +14,7 @@ struct fuse_reader {
 	unsigned major, minor, patch;
 	bool multithreaded;
 	bool resumes;  /* squash-reader: can take over a live connection (--resume) */
+	bool serves_many; /* squash-reader: serves all of a user's mounts (--serve) */
 	char description[64]; /* "squashfuse_ll 0.6.2, multithreaded" */
 };
 

@@ -5,13 +5,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -19,116 +17,22 @@
 
 #include "mount/child_process.h"
 #include "mount/fuse_probe.h"
+#include "mount/reader_pool.h"
+#include "mount/server_spawn.h"
 #include "clock.h"
 #include "util/log.h"
 
-/* Descriptor numbers the server sees; fixed so its argv is predictable. */
-#define SERVER_IMAGE_FD 3
-#define SERVER_FUSE_FD 4
-
-/* Server exit codes for failures before exec (the server never uses
- * these for its own errors: squashfuse_ll exits 1 on a bad image). */
-#define EXIT_BECOME_FAILED 126
-#define EXIT_EXEC_FAILED 127
-
-static void close_from(int lowfd)
-{
-#ifdef SYS_close_range
-	if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
-		return;
-#endif
-	long max = sysconf(_SC_OPEN_MAX);
-
-	if (max < 0 || max > 65536)
-		max = 65536;
-	for (int fd = lowfd; fd < max; fd++)
-		close(fd);
-}
-
-/* What the server child gets; its arguments are made before it runs. */
-struct server_exec {
-	int image_fd, fuse_fd;
-	const struct identity *id;
-	const char *path;
-	char *const *argv;
-	int failed;	/* set by the child: EXIT_BECOME_FAILED or EXIT_EXEC_FAILED */
-	int err;	/* and the errno */
-};
-
-/* Runs in the server child, which shares squashd's memory until it execs
- * (child_vfork): plain system calls only, nothing that takes a lock or
- * allocates, and the identity is dropped with raw system calls. */
-static int exec_server(void *arg)
-{
-	struct server_exec *x = arg;
-	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-			       NULL };
-	struct sigaction dfl;
-	sigset_t none;
-	int img, fus, devnull;
-
-	/* Own session: signals aimed at squashd's process group (a terminal,
-	 * a restart) must not take the user's mount down with it. */
-	setsid();
-	memset(&dfl, 0, sizeof(dfl));
-	dfl.sa_handler = SIG_DFL;
-	for (int s = 1; s < NSIG; s++)
-		sigaction(s, &dfl, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-
-	/* Move both descriptors above the targets first so dup2 never
-	 * clobbers one with the other. */
-	img = fcntl(x->image_fd, F_DUPFD_CLOEXEC, SERVER_FUSE_FD + 1);
-	fus = fcntl(x->fuse_fd, F_DUPFD_CLOEXEC, SERVER_FUSE_FD + 1);
-	if (img < 0 || fus < 0 || dup2(img, SERVER_IMAGE_FD) < 0 ||
-	    dup2(fus, SERVER_FUSE_FD) < 0) {
-		x->err = errno;
-		x->failed = EXIT_EXEC_FAILED;
-		return EXIT_EXEC_FAILED;
-	}
-	devnull = open("/dev/null", O_RDONLY);
-	if (devnull >= 0 && devnull != STDIN_FILENO) {
-		dup2(devnull, STDIN_FILENO);
-		close(devnull);
-	}
-	close_from(SERVER_FUSE_FD + 1);
-
-	int e = identity_become_raw(x->id);
-	if (e) {
-		x->err = e;
-		x->failed = EXIT_BECOME_FAILED;
-		return EXIT_BECOME_FAILED;
-	}
-	execve(x->path, x->argv, envp);
-	x->err = errno;
-	x->failed = EXIT_EXEC_FAILED;
-	return EXIT_EXEC_FAILED;
-}
-
-/* Starts the server: a child sharing squashd's memory until its exec, so
- * that squashd's page tables are not copied (child_vfork). */
+/* Starts a server of its own for one mount. */
 static pid_t start_server(int image_fd, int fuse_fd, const struct identity *id,
-			  const char *squashfuse_path, bool resume, int *pidfd)
+			  const char *squashfuse_path, int *pidfd)
 {
 	char image_arg[32], fuse_arg[32];
 	char *const argv[] = { (char *)"squashfuse_ll", (char *)"-f", image_arg,
 			       fuse_arg, NULL };
-	char *const resume_argv[] = { (char *)"squash-reader", (char *)"--resume", image_arg,
-				      fuse_arg, NULL };
-	struct server_exec x = { .image_fd = image_fd, .fuse_fd = fuse_fd, .id = id,
-				 .path = squashfuse_path, .argv = resume ? resume_argv : argv };
 
-	snprintf(image_arg, sizeof(image_arg), "/dev/fd/%d", SERVER_IMAGE_FD);
-	snprintf(fuse_arg, sizeof(fuse_arg), "/dev/fd/%d", SERVER_FUSE_FD);
-	pid_t pid = child_vfork(exec_server, &x, pidfd);
-	/* The child has exec'd or exited: what it wrote is ours to read. */
-	if (pid > 0 && x.failed == EXIT_BECOME_FAILED)
-		log_error("FUSE server cannot become user %s (uid %u): %s", id->name,
-			  (unsigned)id->uid, strerror(x.err));
-	else if (pid > 0 && x.failed)
-		log_error("cannot run %s: %s", squashfuse_path, strerror(x.err));
-	return pid;
+	snprintf(image_arg, sizeof(image_arg), "/dev/fd/%d", SERVER_FD3);
+	snprintf(fuse_arg, sizeof(fuse_arg), "/dev/fd/%d", SERVER_FD4);
+	return server_spawn(image_fd, fuse_fd, id, squashfuse_path, argv, pidfd);
 }
 
 /* Kills and reaps a child without waiting for it: one stuck in the kernel
@@ -141,12 +45,12 @@ static void kill_and_forget(int pidfd)
 static void describe_server_exit(int status, const char *squashfuse_path,
 				 enum result *res, char *err, size_t errlen)
 {
-	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_BECOME_FAILED) {
+	if (WIFEXITED(status) && WEXITSTATUS(status) == SERVER_BECOME_FAILED) {
 		snprintf(err, errlen,
 			 "the FUSE server could not switch to the job user (see squashd's log)");
 		*res = RESULT_NODE_ERROR;
 	} else if (WIFEXITED(status) &&
-		   WEXITSTATUS(status) == EXIT_EXEC_FAILED) {
+		   WEXITSTATUS(status) == SERVER_EXEC_FAILED) {
 		snprintf(err, errlen, "cannot run %s (see squashd's log)",
 			 squashfuse_path);
 		*res = RESULT_NODE_ERROR;
@@ -269,14 +173,9 @@ enum result fuse_restart_server(int conn_fd, int image_fd, const struct identity
 				const char *reader_path, pid_t *server_pid, int *server_pidfd,
 				char *err, size_t errlen)
 {
-	pid_t server = start_server(image_fd, conn_fd, id, reader_path, true, server_pidfd);
-
-	if (server < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		return RESULT_NODE_ERROR;
-	}
-	*server_pid = server;
-	return RESULT_OK;
+	/* The user's reader takes it over; not waited for (see reader_pool.h). */
+	return reader_pool_serve(id, reader_path, image_fd, conn_fd, true, 0, server_pid,
+				 server_pidfd, err, errlen);
 }
 
 enum result fuse_mount_image(int image_fd, const char *mountpoint,
@@ -285,13 +184,13 @@ enum result fuse_mount_image(int image_fd, const char *mountpoint,
 			     pid_t *server_pid, int *server_pidfd, char *err,
 			     size_t errlen)
 {
-	return fuse_mount_image_kept(image_fd, mountpoint, id, squashfuse_path, timeout_ms,
+	return fuse_mount_image_kept(image_fd, mountpoint, id, squashfuse_path, false, timeout_ms,
 				     server_pid, server_pidfd, NULL, err, errlen);
 }
 
 enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 				  const struct identity *id,
-				  const char *squashfuse_path, int timeout_ms,
+				  const char *squashfuse_path, bool pooled, int timeout_ms,
 				  pid_t *server_pid, int *server_pidfd, int *conn_fd,
 				  char *err, size_t errlen)
 {
@@ -322,12 +221,22 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 		return RESULT_NODE_ERROR;
 	}
 
-	server = start_server(image_fd, fuse_fd, id, squashfuse_path, false, &pidfd);
-	if (server < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		close(fuse_fd);
-		umount2(mountpoint, MNT_DETACH);
-		return RESULT_NODE_ERROR;
+	if (pooled) {
+		res = reader_pool_serve(id, squashfuse_path, image_fd, fuse_fd, false, deadline,
+					&server, &pidfd, err, errlen);
+		if (res != RESULT_OK) {
+			close(fuse_fd);
+			umount2(mountpoint, MNT_DETACH);
+			return res;
+		}
+	} else {
+		server = start_server(image_fd, fuse_fd, id, squashfuse_path, &pidfd);
+		if (server < 0) {
+			snprintf(err, errlen, "fork: %s", strerror(errno));
+			close(fuse_fd);
+			umount2(mountpoint, MNT_DETACH);
+			return RESULT_NODE_ERROR;
+		}
 	}
 
 	/* Unless the caller keeps the connection to restart a reader that
@@ -343,10 +252,15 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 		if (umount2(mountpoint, MNT_DETACH) < 0 && errno != EINVAL)
 			log_warning("detaching failed FUSE mount %s: %s",
 				    mountpoint, strerror(errno));
-		if (server_gone)
+		if (server_gone) {
+			if (pooled)
+				reader_pool_died(server);
 			close(pidfd);
-		else
+		} else if (!pooled || reader_pool_put(server)) {
 			kill_and_forget(pidfd);
+		} else {
+			close(pidfd); /* it serves the user's other mounts */
+		}
 		if (conn_fd)
 			close(fuse_fd);
 		return res;

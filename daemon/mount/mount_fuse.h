@@ -23,14 +23,16 @@ enum result fuse_mount_image(int image_fd, const char *mountpoint,
 			     pid_t *server_pid, int *server_pidfd, char *err,
 			     size_t errlen);
 
-/* The same, keeping the FUSE connection: on RESULT_OK *conn_fd is a
+/* The same, with pooled (squash-reader) served by the user's one reader
+ * (reader_pool.h) instead of a server of its own, and keeping the FUSE
+ * connection: on RESULT_OK *conn_fd is a
  * descriptor of it for the caller. The kernel keeps a connection whose
  * server died alive while a descriptor of it is open, so a new server can
  * take over (fuse_restart_server); the caller must close it once it gives
  * up on the mount, or callers hang instead of getting ENOTCONN. */
 enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 				  const struct identity *id,
-				  const char *squashfuse_path, int timeout_ms,
+				  const char *squashfuse_path, bool pooled, int timeout_ms,
 				  pid_t *server_pid, int *server_pidfd, int *conn_fd,
 				  char *err, size_t errlen);
 
@@ -38,9 +40,10 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
  * unanswered (FUSE_NOTIFY_RESEND, Linux 6.9). */
 bool fuse_kernel_resends(void);
 
-/* Starts `reader_path --resume` (squash-reader) as id on the kept
- * connection conn_fd and the image: it takes the connection over and has
- * the kernel resend what the dead server left unanswered. Does not wait. */
+/* Hands the kept connection conn_fd and the image to id's squash-reader
+ * (reader_pool.h; started when there is none): it takes the connection
+ * over and has the kernel resend what the dead server left unanswered.
+ * Does not wait. */
 enum result fuse_restart_server(int conn_fd, int image_fd, const struct identity *id,
 				const char *reader_path, pid_t *server_pid, int *server_pidfd,
 				char *err, size_t errlen);

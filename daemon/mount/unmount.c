@@ -104,7 +104,7 @@ static bool looks_like_server(pid_t pid)
 	if (fgets(comm, sizeof(comm), f) == NULL)
 		comm[0] = '\0';
 	fclose(f);
-	return strncmp(comm, "squashfuse", 10) == 0;
+	return strncmp(comm, "squashfuse", 10) == 0 || strncmp(comm, "squash-reader", 13) == 0;
 }
 
 /* Waits (woken by its exit) for the server to end after its mount went

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include "reader/image.h"
 #include "reader/ops.h"
+#include "reader/serve.h"
 #include "reader/session.h"
 
 #define DEFAULT_THREADS 8
@@ -26,25 +28,36 @@ static void usage(FILE *out)
 	fprintf(out,
 		"squash-reader %s (slurm-squash), multithreaded%s\n"
 		"usage: squash-reader [options] IMAGE MOUNTPOINT\n"
+		"       squash-reader [options] --serve /dev/fd/N\n"
 		"  IMAGE and MOUNTPOINT may be /dev/fd/N (an open image; a mounted /dev/fuse)\n"
 		"  -f                 stay in the foreground (always; for squashfuse_ll's syntax)\n"
 		"  -o OPTS            more mount options when mounting a directory\n"
 		"  -t, --threads N    worker threads at most (default %d; 1: single-threaded)\n"
 		"  --resume           MOUNTPOINT is a live connection whose reader died: take it\n"
 		"                     over and have the kernel resend its unanswered requests\n"
+		"  --serve /dev/fd/N  serve every mount squashd sends over this socket, one\n"
+		"                     session each, until squashd closes it and the last is gone\n"
 		"  -d                 FUSE debug output\n"
 		"  -h, --help         this text\n",
 		PACKAGE_VERSION, session_io_uring_built() ? ", io_uring" : "", DEFAULT_THREADS);
 }
 
-static int open_image(const char *path)
+/* The descriptor a /dev/fd/N argument names, or -1. */
+static int fd_argument(const char *path)
 {
 	unsigned fd;
 	char end;
 
-	if (sscanf(path, "/dev/fd/%u%c", &fd, &end) == 1)
-		return fcntl((int)fd, F_GETFD) < 0 ? -1 : (int)fd;
-	return open(path, O_RDONLY | O_CLOEXEC);
+	if (sscanf(path, "/dev/fd/%u%c", &fd, &end) != 1 || fd > INT32_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	return fcntl((int)fd, F_GETFD) < 0 ? -1 : (int)fd;
+}
+
+static int open_image(const char *path)
+{
+	return strncmp(path, "/dev/fd/", 8) == 0 ? fd_argument(path) : open(path, O_RDONLY | O_CLOEXEC);
 }
 
 int main(int argc, char **argv)
@@ -52,11 +65,13 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "threads", required_argument, NULL, 't' },
 		{ "resume", no_argument, NULL, 'R' },
+		{ "serve", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct session_options opt = { .max_threads = DEFAULT_THREADS };
 	struct reader rd = { 0 };
+	const char *serve_socket = NULL;
 	char err[256];
 	int c, fd, status;
 
@@ -84,6 +99,9 @@ int main(int argc, char **argv)
 		case 'R':
 			opt.resume = true;
 			break;
+		case 'S':
+			serve_socket = optarg;
+			break;
 		case 'd':
 			opt.debug = true;
 			break;
@@ -95,10 +113,23 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (serve_socket) {
+		if (argc != optind || opt.resume || opt.mount_opts) {
+			usage(stderr);
+			return 2;
+		}
+		fd = fd_argument(serve_socket);
+		if (fd < 0) {
+			fprintf(stderr, "squash-reader: --serve %s: %s\n", serve_socket, strerror(errno));
+			return 1;
+		}
+		return serve_run(fd, &opt);
+	}
 	if (argc - optind != 2) {
 		usage(stderr);
 		return 2;
 	}
+	opt.own_signals = true;
 	opt.mountpoint = argv[optind + 1];
 	fd = open_image(argv[optind]);
 	if (fd < 0) {

@@ -100,7 +100,9 @@ int session_run(struct reader *rd, const struct session_options *opt)
 		fprintf(stderr, "squash-reader: cannot start a FUSE session\n");
 		return 1;
 	}
-	if (fuse_set_signal_handlers(se) < 0)
+	/* Signal handlers are per process: a reader serving several mounts
+	 * (serve.c) leaves signals at their defaults. */
+	if (opt->own_signals && fuse_set_signal_handlers(se) < 0)
 		goto out_destroy;
 	if (fuse_session_mount(se, opt->mountpoint) < 0) {
 		fprintf(stderr, "squash-reader: cannot mount on %s\n", opt->mountpoint);
@@ -131,7 +133,8 @@ int session_run(struct reader *rd, const struct session_options *opt)
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:
-	fuse_remove_signal_handlers(se);
+	if (opt->own_signals)
+		fuse_remove_signal_handlers(se);
 out_destroy:
 	fuse_session_destroy(se);
 	fuse_opt_free_args(&args);

@@ -163,6 +163,17 @@ static void add_slurm_problem(void *arg, const char *line)
 		x->gone_untold++;
 }
 
+/* Whether m's FUSE server also serves a mount listed before it (one
+ * user's reader serves all of theirs): servers are counted once. */
+static bool served_before_locked(struct daemon_state *ds, const struct mount_entry *m)
+{
+	for (const struct mount_entry *o = sharing_next_mount_locked(ds, NULL); o && o != m;
+	     o = sharing_next_mount_locked(ds, o))
+		if (o->server_pid == m->server_pid)
+			return true;
+	return false;
+}
+
 static const char *const state_names[MOUNT_STATES] = {
 	[MOUNT_MOUNTING] = "mounting", [MOUNT_READY] = "ready", [MOUNT_FAILED] = "failed",
 	[MOUNT_DEAD] = "dead", [MOUNT_UNMOUNTING] = "unmounting", [MOUNT_LINGERING] = "lingering",
@@ -203,7 +214,7 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 	     m = sharing_next_mount_locked(ds, m)) {
 		if ((unsigned)m->key.mode < MODES && (unsigned)m->state < MOUNT_STATES)
 			counts[m->key.mode][m->state]++;
-		servers += m->server_pid > 0;
+		servers += m->server_pid > 0 && !served_before_locked(ds, m);
 		loops += m->loop_device[0] != '\0' && m->state != MOUNT_FAILED;
 	}
 	unsigned in_use = loop_devices_in_use_locked(ds);

@@ -49,9 +49,16 @@ static void test_parse(void)
 	CHECK(r.multithreaded);
 	CHECK(r.resumes);
 	CHECK_STR(r.description, "squash-reader 0.1.0, multithreaded");
+	/* One that predates --serve gets a process per mount, as before. */
+	CHECK(!r.serves_many);
+	fuse_reader_parse("squash-reader 0.2.0 (slurm-squash), multithreaded\n"
+			  "  --serve /dev/fd/N  serve every mount squashd sends\n", &r);
+	CHECK(r.resumes);
+	CHECK(r.serves_many);
 
 	fuse_reader_parse(upstream_0_6_2, &r);
 	CHECK(!r.resumes);
+	CHECK(!r.serves_many);
 
 	fuse_reader_parse(upstream_single, &r);
 	CHECK(r.version_known);

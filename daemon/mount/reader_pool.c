@@ -1,0 +1,348 @@
+/* One squash-reader per user and node (reader_pool.h). */
+#include "config.h"
+
+#include "mount/reader_pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "mount/child_process.h"
+#include "mount/server_spawn.h"
+#include "reader_wire.h"
+#include "util/log.h"
+
+struct pool {
+	uid_t uid;
+	char *path;            /* the reader binary (settings may change it) */
+	pid_t pid;
+	int pidfd;
+	int sock;              /* -1: adopted (the previous squashd's reader) */
+	bool retired;          /* takes no new mounts; its socket is shut down */
+	unsigned mounts;       /* served now, or being handed over */
+	unsigned users;        /* threads using the entry outside pools_lock */
+	uint32_t next_id;
+	pthread_mutex_t io;    /* one awaited answer at a time (each request is
+				* one datagram: sending needs no lock) */
+	struct pool *next;
+};
+
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pool *pools;
+
+static void pool_free(struct pool *p)
+{
+	if (p->sock >= 0)
+		close(p->sock);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	pthread_mutex_destroy(&p->io);
+	free(p->path);
+	free(p);
+}
+
+static void unlink_locked(struct pool *p)
+{
+	for (struct pool **pp = &pools; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			return;
+		}
+}
+
+/* Drops a thread's use of p; frees it once it is out of the list and
+ * unused (pools_lock held). */
+static void unuse_locked(struct pool *p, bool listed)
+{
+	p->users--;
+	if (!listed && p->users == 0)
+		pool_free(p);
+}
+
+static bool listed_locked(const struct pool *p)
+{
+	for (const struct pool *q = pools; q; q = q->next)
+		if (q == p)
+			return true;
+	return false;
+}
+
+static struct pool *find_pid_locked(pid_t pid)
+{
+	for (struct pool *p = pools; p; p = p->next)
+		if (p->pid == pid)
+			return p;
+	return NULL;
+}
+
+/* Starts id's reader (pools_lock held: a burst of one user's first mounts
+ * starts one reader, not one each). */
+static struct pool *start_locked(const struct identity *id, const char *reader_path, char *err,
+				 size_t errlen)
+{
+	char *const argv[] = { (char *)"squash-reader", (char *)"--serve", (char *)"/dev/fd/3",
+			       NULL };
+	struct pool *p = calloc(1, sizeof(*p));
+	int sv[2];
+
+	if (!p || !(p->path = strdup(reader_path))) {
+		free(p);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		snprintf(err, errlen, "socketpair: %s", strerror(errno));
+		free(p->path);
+		free(p);
+		return NULL;
+	}
+	p->pid = server_spawn(sv[1], -1, id, reader_path, argv, &p->pidfd);
+	close(sv[1]);
+	if (p->pid < 0) {
+		snprintf(err, errlen, "cannot start %s: %s", reader_path, strerror(errno));
+		close(sv[0]);
+		free(p->path);
+		free(p);
+		return NULL;
+	}
+	p->uid = id->uid;
+	p->sock = sv[0];
+	pthread_mutex_init(&p->io, NULL);
+	p->next = pools;
+	pools = p;
+	log_info("started %s pid %d for the FUSE mounts of user %s (uid %u)", reader_path,
+		 (int)p->pid, id->name, (unsigned)id->uid);
+	return p;
+}
+
+static int send_request(int sock, uint32_t id, bool resume, int image_fd, int fuse_fd)
+{
+	struct serve_request req = { .magic = SERVE_WIRE_MAGIC, .id = id,
+				     .flags = resume ? SERVE_RESUME : 0 };
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { .iov_base = &req, .iov_len = sizeof(req) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = control.buf, .msg_controllen = sizeof(control.buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	int fds[2] = { image_fd, fuse_fd };
+	ssize_t k;
+
+	memset(&control, 0, sizeof(control));
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	/* Never blocks: a reader that stopped reading is not waited for. */
+	do
+		k = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (k < 0 && errno == EINTR);
+	return k == (ssize_t)sizeof(req) ? 0 : -1;
+}
+
+/* Waits for the answer to request id (p->io held). Answers to requests
+ * nobody waited for (resumes) are skipped; the reader runs as the user,
+ * so anything malformed is its failure, not squashd's. */
+static enum result await_reply(struct pool *p, uint32_t id, long long deadline_ms, char *err,
+			       size_t errlen)
+{
+	struct serve_reply r;
+
+	for (;;) {
+		struct pollfd fds[2] = { { .fd = p->sock, .events = POLLIN },
+					 { .fd = p->pidfd, .events = POLLIN } };
+		long long left = deadline_ms - squash_now_ms();
+		int n = left > 0 ? poll(fds, 2, (int)left) : 0;
+		ssize_t k;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0) {
+			snprintf(err, errlen, "squash-reader pid %d did not answer in time", (int)p->pid);
+			return RESULT_NODE_ERROR;
+		}
+		if (n < 0 || !(fds[0].revents & POLLIN)) {
+			snprintf(err, errlen, "squash-reader pid %d is gone", (int)p->pid);
+			return RESULT_NODE_ERROR;
+		}
+		k = recv(p->sock, &r, sizeof(r), MSG_DONTWAIT | MSG_TRUNC);
+		if (k < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (k <= 0) {
+			snprintf(err, errlen, "squash-reader pid %d is gone", (int)p->pid);
+			return RESULT_NODE_ERROR;
+		}
+		if (k != (ssize_t)sizeof(r) || r.magic != SERVE_WIRE_MAGIC) {
+			snprintf(err, errlen, "squash-reader pid %d sent a malformed answer", (int)p->pid);
+			return RESULT_NODE_ERROR;
+		}
+		if (r.id != id)
+			continue;
+		if (r.error == 0)
+			return RESULT_OK;
+		r.message[sizeof(r.message) - 1] = '\0';
+		snprintf(err, errlen, "squash-reader could not read the image: %s",
+			 r.message[0] ? r.message : "error");
+		for (char *c = err; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
+		return RESULT_USER_ERROR;
+	}
+}
+
+/* No more mounts go to p (pools_lock held): the reader sees the end of
+ * its socket and exits once its last mount is gone. The descriptor itself
+ * is closed only when nobody can be using it (pool_free). */
+static void retire_locked(struct pool *p)
+{
+	p->retired = true;
+	if (p->sock >= 0)
+		shutdown(p->sock, SHUT_RDWR);
+}
+
+enum result reader_pool_serve(const struct identity *id, const char *reader_path, int image_fd,
+			      int fuse_fd, bool resume, long long deadline_ms, pid_t *pid,
+			      int *pidfd, char *err, size_t errlen)
+{
+	struct pool *p;
+	enum result res = RESULT_OK;
+	uint32_t req_id;
+
+	pthread_mutex_lock(&pools_lock);
+	for (p = pools; p; p = p->next)
+		if (p->uid == id->uid && !p->retired && p->sock >= 0 && p->path &&
+		    strcmp(p->path, reader_path) == 0)
+			break;
+	if (!p && !(p = start_locked(id, reader_path, err, errlen))) {
+		pthread_mutex_unlock(&pools_lock);
+		return RESULT_NODE_ERROR;
+	}
+	p->mounts++;
+	p->users++;
+	req_id = ++p->next_id;
+	*pid = p->pid;
+	*pidfd = fcntl(p->pidfd, F_DUPFD_CLOEXEC, 0);
+	pthread_mutex_unlock(&pools_lock);
+
+	/* A resume is sent under squashd's lock: it must never wait for
+	 * another thread's request, which waits for the reader. */
+	if (!resume)
+		pthread_mutex_lock(&p->io);
+	if (*pidfd < 0) {
+		snprintf(err, errlen, "cannot watch squash-reader pid %d: %s", (int)p->pid,
+			 strerror(errno));
+		res = RESULT_NODE_ERROR;
+	} else if (send_request(p->sock, req_id, resume, image_fd, fuse_fd) < 0) {
+		snprintf(err, errlen, "cannot hand the mount to squash-reader pid %d: %s", (int)p->pid,
+			 strerror(errno));
+		res = RESULT_NODE_ERROR;
+	} else if (!resume) {
+		res = await_reply(p, req_id, deadline_ms, err, errlen);
+	}
+	if (!resume)
+		pthread_mutex_unlock(&p->io);
+
+	pthread_mutex_lock(&pools_lock);
+	bool listed = listed_locked(p);
+	if (res != RESULT_OK) {
+		/* A reader that failed squashd (not the image) takes no more. */
+		if (res == RESULT_NODE_ERROR && listed) {
+			log_warning("%s; retiring it: later mounts of uid %u get a new reader", err,
+				    (unsigned)p->uid);
+			retire_locked(p);
+		}
+		p->mounts--;
+		if (listed && p->mounts == 0) {
+			/* It serves nothing (a user's first image was bad, or
+			 * it failed): it must not outlive that. */
+			retire_locked(p);
+			unlink_locked(p);
+			child_abandon(p->pidfd);
+			p->pidfd = -1;
+			listed = false;
+		}
+		if (*pidfd >= 0)
+			close(*pidfd);
+		*pidfd = -1;
+		*pid = 0;
+	}
+	unuse_locked(p, listed);
+	pthread_mutex_unlock(&pools_lock);
+	return res;
+}
+
+void reader_pool_adopt(pid_t pid)
+{
+	pthread_mutex_lock(&pools_lock);
+	struct pool *p = find_pid_locked(pid);
+
+	if (!p && (p = calloc(1, sizeof(*p)))) {
+		/* The previous squashd's reader: its socket went with it. */
+		p->pid = pid;
+		p->pidfd = -1;
+		p->sock = -1;
+		pthread_mutex_init(&p->io, NULL);
+		p->next = pools;
+		pools = p;
+	}
+	if (p)
+		p->mounts++;
+	pthread_mutex_unlock(&pools_lock);
+}
+
+bool reader_pool_put(pid_t pid)
+{
+	bool last = true;
+
+	pthread_mutex_lock(&pools_lock);
+	struct pool *p = find_pid_locked(pid);
+
+	if (p) {
+		if (p->mounts > 0)
+			p->mounts--;
+		last = p->mounts == 0;
+		if (last) {
+			/* Its socket closes: it exits when its last session ends. */
+			retire_locked(p);
+			unlink_locked(p);
+			if (p->users == 0)
+				pool_free(p);
+		}
+	}
+	pthread_mutex_unlock(&pools_lock);
+	return last;
+}
+
+void reader_pool_died(pid_t pid)
+{
+	pthread_mutex_lock(&pools_lock);
+	struct pool *p = find_pid_locked(pid);
+
+	if (p) {
+		retire_locked(p);
+		unlink_locked(p);
+		if (p->users == 0)
+			pool_free(p);
+	}
+	pthread_mutex_unlock(&pools_lock);
+}
+
+unsigned reader_pool_count(void)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&pools_lock);
+	for (const struct pool *p = pools; p; p = p->next)
+		n++;
+	pthread_mutex_unlock(&pools_lock);
+	return n;
+}

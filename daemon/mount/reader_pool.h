@@ -1,0 +1,49 @@
+/* One squash-reader per user and node: the FUSE mounts of one user's
+ * images are all served by one reader process (`squash-reader --serve`,
+ * daemon/reader/serve.h), started as that user on the first of them. A new
+ * mount then costs a message over a socket pair instead of an exec, and
+ * 256 mounts are not 256 processes (docs/architecture.md, "One reader per
+ * user"). squashd still opens the image as the user and mounts /dev/fuse
+ * itself; the reader only ever gets the two descriptors.
+ *
+ * The module counts the mounts each reader serves. A reader is let go
+ * (its socket closed) when the last of them goes; it then exits, and the
+ * caller stops it like any other server. A reader that fails to answer
+ * is retired: later mounts get a new one, its own go on. */
+#ifndef SQUASHD_READER_POOL_H
+#define SQUASHD_READER_POOL_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "mount/identity.h"
+#include "util/result.h"
+
+/* Hands the image and the mounted /dev/fuse connection fuse_fd to id's
+ * reader (reader_path), starting one when there is none, and waits for
+ * its answer until deadline_ms (monotonic), or not at all when resume
+ * (the connection's previous reader died: resent requests wait for the
+ * new one, and a dead reader's watcher must not wait on a live one). On
+ * RESULT_OK stores the reader's pid and a pidfd of it (the caller's). The
+ * descriptors stay the caller's. RESULT_USER_ERROR: the reader could not
+ * read the image. */
+enum result reader_pool_serve(const struct identity *id, const char *reader_path, int image_fd,
+			      int fuse_fd, bool resume, long long deadline_ms, pid_t *pid,
+			      int *pidfd, char *err, size_t errlen);
+
+/* A mount adopted after a squashd restart is served by pid (a reader the
+ * previous squashd started; it may serve several). */
+void reader_pool_adopt(pid_t pid);
+
+/* A mount served by pid goes. Returns true when the server process should
+ * be stopped once the mount is gone: it served its last mount, or it is
+ * not a pooled reader (squashfuse_ll: one process per mount). */
+bool reader_pool_put(pid_t pid);
+
+/* pid exited: forget it (its mounts are restarted or dead). */
+void reader_pool_died(pid_t pid);
+
+/* How many reader processes serve pooled mounts (for status). */
+unsigned reader_pool_count(void);
+
+#endif

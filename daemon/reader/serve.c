@@ -1,0 +1,159 @@
+/* squash-reader --serve: one process serving all of one user's mounts on
+ * a node (serve.h). */
+#include "config.h"
+
+#include "reader/serve.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "reader_wire.h"
+#include "reader/session.h"
+
+/* One mount: its own image, session and worker threads. */
+struct served_mount {
+	struct reader rd;
+	int image_fd, fuse_fd;
+	char fuse_path[32];
+	struct session_options opt;
+};
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t live_changed = PTHREAD_COND_INITIALIZER;
+static unsigned live_mounts;
+
+static void *serve_mount(void *arg)
+{
+	struct served_mount *sm = arg;
+
+	/* Returns once the mount is gone: unmounting aborts the connection. */
+	session_run(&sm->rd, &sm->opt);
+	image_close(sm->rd.img);
+	close(sm->image_fd);
+	free(sm);
+	pthread_mutex_lock(&live_lock);
+	live_mounts--;
+	pthread_cond_broadcast(&live_changed);
+	pthread_mutex_unlock(&live_lock);
+	return NULL;
+}
+
+static void reply(int sock, uint32_t id, int error, const char *message)
+{
+	struct serve_reply r = { .magic = SERVE_WIRE_MAGIC, .id = id, .error = error };
+
+	if (message)
+		snprintf(r.message, sizeof(r.message), "%s", message);
+	/* squashd may have gone (restarted): never die of SIGPIPE for it. */
+	if (send(sock, &r, sizeof(r), MSG_NOSIGNAL) < 0 && errno != EPIPE)
+		fprintf(stderr, "squash-reader: cannot answer squashd: %s\n", strerror(errno));
+}
+
+/* Starts serving one mount; the descriptors are its own from here on. */
+static void start_mount(int sock, const struct serve_request *req, int image_fd, int fuse_fd,
+			const struct session_options *base)
+{
+	struct served_mount *sm = calloc(1, sizeof(*sm));
+	char err[256];
+	pthread_attr_t attr;
+	pthread_t t;
+	int r;
+
+	if (!sm) {
+		reply(sock, req->id, ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (image_open(image_fd, 0, 0, &sm->rd.img, err, sizeof(err)) < 0) {
+		reply(sock, req->id, EIO, err);
+		goto fail;
+	}
+	sm->image_fd = image_fd;
+	sm->fuse_fd = fuse_fd;
+	snprintf(sm->fuse_path, sizeof(sm->fuse_path), "/dev/fd/%d", fuse_fd);
+	sm->opt = *base;
+	sm->opt.mountpoint = sm->fuse_path;
+	sm->opt.resume = req->flags & SERVE_RESUME;
+	sm->opt.own_signals = false;
+
+	pthread_mutex_lock(&live_lock);
+	live_mounts++;
+	pthread_mutex_unlock(&live_lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&t, &attr, serve_mount, sm);
+	pthread_attr_destroy(&attr);
+	if (r != 0) {
+		pthread_mutex_lock(&live_lock);
+		live_mounts--;
+		pthread_mutex_unlock(&live_lock);
+		image_close(sm->rd.img);
+		reply(sock, req->id, r, "cannot start a thread");
+		goto fail;
+	}
+	reply(sock, req->id, 0, NULL);
+	return;
+fail:
+	free(sm);
+	close(image_fd);
+	close(fuse_fd);
+}
+
+/* Receives one request; returns 1 with both descriptors, 0 at the end of
+ * the socket, -1 for a message to ignore (its descriptors closed). */
+static int receive(int sock, struct serve_request *req, int *image_fd, int *fuse_fd)
+{
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { .iov_base = req, .iov_len = sizeof(*req) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = control.buf, .msg_controllen = sizeof(control.buf) };
+	int fds[4], nfds = 0;
+	ssize_t k;
+
+	do
+		k = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	while (k < 0 && errno == EINTR);
+	if (k <= 0)
+		return 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n && nfds < 4; i++)
+			memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+	if ((size_t)k != sizeof(*req) || req->magic != SERVE_WIRE_MAGIC || nfds != 2 ||
+	    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return -1;
+	}
+	*image_fd = fds[0];
+	*fuse_fd = fds[1];
+	return 1;
+}
+
+int serve_run(int sock, const struct session_options *base)
+{
+	struct serve_request req;
+	int image_fd, fuse_fd, r;
+
+	while ((r = receive(sock, &req, &image_fd, &fuse_fd)) != 0)
+		if (r > 0)
+			start_mount(sock, &req, image_fd, fuse_fd, base);
+	/* squashd let go of this reader: no more mounts come; those it
+	 * serves go on until they are unmounted. */
+	close(sock);
+	pthread_mutex_lock(&live_lock);
+	while (live_mounts > 0)
+		pthread_cond_wait(&live_changed, &live_lock);
+	pthread_mutex_unlock(&live_lock);
+	return 0;
+}

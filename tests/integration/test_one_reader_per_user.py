@@ -1,0 +1,123 @@
+"""One squash-reader per user and node (daemon/mount/reader_pool.c): all
+FUSE mounts of one user's images are served by one reader process running
+as that user, another user's by another; the reader goes when the last of
+its mounts goes; killed, it is replaced by one reader for all its mounts,
+and the job reading them sees a pause; an image the reader cannot read
+fails its job and leaves no reader behind."""
+
+import os
+import re
+import signal
+import struct
+import time
+
+import pytest
+
+from conftest import USER1, USER2, blocking_jobs, proc_uids, uid_of, wait_until
+from test_reader_killed_under_a_running_job import (KERNEL_RESENDS, assert_job_read_through,
+                                                   data_image, start_reading_job)
+
+
+def user_image(cluster, user, name, text):
+    d = cluster.workdir(user, "img")
+    return cluster.make_image(d / f"{name}.sqfs", {"f.txt": text}, owner=user)
+
+
+def mounts_of(cluster, *images):
+    by_image = {m["image"]: m for m in cluster.list_mounts()}
+    return [by_image[str(i)] for i in images]
+
+
+def readers_on_node(cluster):
+    return cluster.nodes[0].fuse_servers()
+
+
+def test_one_reader_serves_all_of_a_users_mounts(cluster):
+    a = user_image(cluster, USER1, "pool_a", "first of user 1\n")
+    b = user_image(cluster, USER1, "pool_b", "second of user 1\n")
+    c = user_image(cluster, USER2, "pool_c", "only one of user 2\n")
+    read = "cat /squash/a/f.txt /squash/b/f.txt 2>&1"
+    with blocking_jobs(cluster, (USER1, f"{a}:/squash/a,{b}:/squash/b", read),
+                       (USER2, f"{c}:/squash/c", "cat /squash/c/f.txt 2>&1")) as jobs:
+        ma, mb, mc = mounts_of(cluster, a, b, c)
+        assert ma["server_pid"] == mb["server_pid"], (ma, mb)
+        assert mc["server_pid"] != ma["server_pid"], (ma, mc)
+        assert sorted(readers_on_node(cluster)) == sorted({ma["server_pid"], mc["server_pid"]})
+        # Each reader runs as its user, never as root.
+        assert set(proc_uids(ma["server_pid"])) == {uid_of(USER1)}
+        assert set(proc_uids(mc["server_pid"])) == {uid_of(USER2)}
+        assert ma["reader"].startswith("squash-reader "), ma
+        status = cluster.squashctl("status").stdout
+        assert re.search(r"^fuse servers: 2$", status, re.M), status
+    for j in jobs:
+        j.job.wait()
+    out1, out2 = jobs[0].job.output(), jobs[1].job.output()
+    assert "first of user 1" in out1 and "second of user 1" in out1, out1
+    assert "only one of user 2" in out2, out2
+    # The readers go with the last of their mounts.
+    wait_until(lambda: not readers_on_node(cluster), 20, what="the readers to exit")
+
+
+def test_a_users_second_job_joins_the_running_reader_and_it_outlives_the_first(cluster):
+    a = user_image(cluster, USER1, "join_a", "job one\n")
+    b = user_image(cluster, USER1, "join_b", "job two\n")
+    with blocking_jobs(cluster, (USER1, f"{a}:/squash/a", "")) as first:
+        pid = mounts_of(cluster, a)[0]["server_pid"]
+        with blocking_jobs(cluster, (USER1, f"{b}:/squash/b", "cat /squash/b/f.txt")) as second:
+            assert mounts_of(cluster, b)[0]["server_pid"] == pid
+            first[0].release()
+            wait_until(lambda: str(a) not in {m["image"] for m in cluster.list_mounts()}, 20,
+                       what="the first job's mount to go")
+            # Still serving the second job's mount, in the same process.
+            assert readers_on_node(cluster) == [pid]
+            assert mounts_of(cluster, b)[0]["server_pid"] == pid
+        second[0].job.wait()
+        assert "job two" in second[0].job.output(), second[0].job.output()
+    wait_until(lambda: not readers_on_node(cluster), 20, what="the reader to exit")
+
+
+def damaged_id_table_image(cluster):
+    """A squashfs image whose superblock passes squashd's check but whose id
+    table points outside the image: only the reader finds out."""
+    img = user_image(cluster, USER1, "bad_ids", "never read\n")
+    data = bytearray(img.read_bytes())
+    id_table_start = struct.unpack_from("<Q", data, 48)[0]
+    struct.pack_into("<Q", data, id_table_start, len(data) * 4)
+    img.write_bytes(bytes(data))
+    return img
+
+
+def test_an_image_the_reader_cannot_read_fails_its_job_and_leaves_no_reader(cluster):
+    img = damaged_id_table_image(cluster)
+    job = cluster.run_job(USER1, "echo should not run\n", [f"--squash-image={img}:/squash/d"])
+    out = job.output()
+    assert job.state != "COMPLETED" and "should not run" not in out, out
+    assert "cannot read the id table" in out, out
+    assert "drain" not in cluster.node_state(), cluster.node_state()
+    wait_until(lambda: not readers_on_node(cluster), 10, what="the unused reader to go")
+
+
+@pytest.mark.skipif(not KERNEL_RESENDS, reason="the kernel predates FUSE_NOTIFY_RESEND")
+def test_killed_shared_reader_is_replaced_by_one_for_all_its_mounts(cluster):
+    img, want = data_image(cluster, "shared_kill")
+    other = user_image(cluster, USER1, "shared_kill_other", "the other mount\n")
+    with blocking_jobs(cluster, (USER1, f"{other}:/squash/o", "cat /squash/o/f.txt")) as held:
+        job, stop = start_reading_job(cluster, img, want)
+        try:
+            m_img, m_other = mounts_of(cluster, img, other)
+            old = m_img["server_pid"]
+            assert m_other["server_pid"] == old
+            offset = len(cluster.squashd_log())
+            os.kill(old, signal.SIGKILL)
+            wait_until(lambda: cluster.squashd_log()[offset:].count("restarted as pid") >= 2, 10,
+                       what="squashd to restart both mounts' reader")
+            m_img, m_other = mounts_of(cluster, img, other)
+            assert m_img["server_pid"] == m_other["server_pid"] != old, (m_img, m_other)
+            assert m_img["state"] == m_other["state"] == "ready"
+            assert readers_on_node(cluster) == [m_img["server_pid"]]
+            time.sleep(1.0)  # the job reads through the new reader meanwhile
+        finally:
+            stop.touch()
+        assert_job_read_through(cluster, job)
+    held[0].job.wait()
+    assert "the other mount" in held[0].job.output(), held[0].job.output()
