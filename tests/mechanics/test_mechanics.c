@@ -25,6 +25,7 @@
 #include "util/log.h"
 #include "mount/mount_fuse.h"
 #include "mount/mount_loop.h"
+#include "mount/reader_pool.h"
 #include "mount/unmount.h"
 
 #define SKIP 77
@@ -701,6 +702,93 @@ static void test_fuse_failures(const struct identity *nobody)
 	close(fd);
 }
 
+/* One squash-reader for all of a user's mounts (mount/reader_pool.c): two
+ * mounts share the process, it outlives the first and exits after the
+ * last; an image it cannot read, a reader that answers garbage and one
+ * that never answers fail the mount without leaving a process or mount. */
+static void pooled_mount(const char *image, const char *mnt, const char *reader,
+			 const struct identity *id, int timeout_ms, pid_t *server, int *pidfd,
+			 enum result *r, char *err, size_t errlen)
+{
+	int fd = open_or_die(image, id);
+
+	*r = fuse_mount_image_kept(fd, mnt, id, reader, true, timeout_ms, server, pidfd, NULL, err,
+				   errlen);
+	close(fd);
+	if (*server > 0)
+		track_server(*server);
+}
+
+static void test_reader_pool(const struct identity *nobody)
+{
+	char reader[512], fake[512], m1[512], m2[512], p[600], err[512] = "", cmd[1200];
+	pid_t s1 = 0, s2 = 0, s3 = 0;
+	int fd1 = -1, fd2 = -1, fd3 = -1;
+	enum result r;
+
+	/* A copy nobody can run whatever the build directory's modes. */
+	path_in_tmp(reader, sizeof(reader), "squash-reader");
+	snprintf(cmd, sizeof(cmd), "install -m 0755 '%s' '%s'", SQUASH_READER_BUILT, reader);
+	REQUIRE(system(cmd) == 0, "copy %s", SQUASH_READER_BUILT);
+	make_mountpoint(m1, sizeof(m1), "mnt-pool-1");
+	make_mountpoint(m2, sizeof(m2), "mnt-pool-2");
+
+	pooled_mount(img, m1, reader, nobody, TIMEOUT_MS, &s1, &fd1, &r, err, sizeof(err));
+	REQUIRE(r == RESULT_OK && s1 > 0, "first pooled mount: %s", r == RESULT_OK ? "ok" : err);
+	pooled_mount(img, m2, reader, nobody, TIMEOUT_MS, &s2, &fd2, &r, err, sizeof(err));
+	REQUIRE(r == RESULT_OK && s2 > 0, "second pooled mount: %s", r == RESULT_OK ? "ok" : err);
+	check(s1 == s2, "one reader serves both mounts (%d, %d)", (int)s1, (int)s2);
+	check(status_uid_is(s1, NOBODY), "the reader runs as uid 65534");
+	check(reader_pool_count() == 1, "one reader process");
+	snprintf(p, sizeof(p), "%s/hello.txt", m1);
+	check(file_has(p, "hello squash"), "read through the first pooled mount");
+	snprintf(p, sizeof(p), "%s/sub/deep.txt", m2);
+	check(file_has(p, "deep file"), "read through the second pooled mount");
+
+	check(!reader_pool_put(s1), "the reader is not stopped with its first mount");
+	r = unmount_image(m1, 0, -1, TIMEOUT_MS, err, sizeof(err));
+	check(r == RESULT_OK, "unmount the first: %s", r == RESULT_OK ? "ok" : err);
+	close(fd1);
+	check(file_has(p, "deep file"), "the second mount still reads");
+	check(!process_gone(s1), "the reader still runs");
+
+	check(reader_pool_put(s2), "the last mount's put says stop the reader");
+	r = unmount_image(m2, s2, fd2, TIMEOUT_MS, err, sizeof(err));
+	check(r == RESULT_OK, "unmount the second: %s", r == RESULT_OK ? "ok" : err);
+	close(fd2);
+	untrack_server(s1);
+	check(process_gone(s1), "the reader exited after its last mount and was reaped");
+	check(reader_pool_count() == 0, "no reader left in the pool");
+
+	/* Not a squashfs image: the reader says why; it served nothing, so it goes. */
+	make_mountpoint(m1, sizeof(m1), "mnt-pool-bad");
+	pooled_mount(notsq, m1, reader, nobody, TIMEOUT_MS, &s3, &fd3, &r, err, sizeof(err));
+	check(r == RESULT_USER_ERROR && s3 == 0 && strstr(err, "squash-reader could not read the image"),
+	      "unreadable image is a user error with the reader's reason: %s", err);
+	check(!is_mount_point(m1), "no mount left after the reader's refusal");
+	check(count_children() == 0, "the unused reader was stopped and reaped");
+	check(reader_pool_count() == 0, "and forgotten");
+
+	/* A reader (the user can ptrace theirs) that answers garbage. */
+	path_in_tmp(fake, sizeof(fake), "garbage-reader.sh");
+	write_file(fake, "#!/bin/sh\nprintf 'not an answer' >&3\nexec sleep 60\n", 0755);
+	pooled_mount(img, m1, fake, nobody, TIMEOUT_MS, &s3, &fd3, &r, err, sizeof(err));
+	check(r == RESULT_NODE_ERROR && s3 == 0 && strstr(err, "malformed"),
+	      "a garbage answer fails the mount: %s", err);
+	check(!is_mount_point(m1), "no mount left after a garbage answer");
+	check(count_children() == 0, "the garbage reader was killed and reaped");
+
+	/* One that never answers: bounded by the request's time. */
+	path_in_tmp(fake, sizeof(fake), "silent-reader.sh");
+	write_file(fake, "#!/bin/sh\nexec sleep 60\n", 0755);
+	pooled_mount(img, m1, fake, nobody, 800, &s3, &fd3, &r, err, sizeof(err));
+	check(r == RESULT_NODE_ERROR && s3 == 0 && strstr(err, "did not answer"),
+	      "a silent reader fails the mount in time: %s", err);
+	check(!is_mount_point(m1), "no mount left after a silent reader");
+	check(count_children() == 0, "the silent reader was killed and reaped");
+	check(reader_pool_count() == 0, "no reader left in the pool");
+}
+
 static void test_loop_not_squashfs(const struct identity *root)
 {
 	char mnt[512], dev[64] = "", err[512] = "";
@@ -763,6 +851,7 @@ int main(void)
 	test_busy_unmount(root);
 	test_fuse_corrupt(nobody);
 	test_fuse_failures(nobody);
+	test_reader_pool(nobody);
 	test_loop_not_squashfs(root);
 
 	printf("# %d checks, %d failed\n", checks, failures);
