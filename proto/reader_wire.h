@@ -2,7 +2,8 @@
  * say to each other over their socket pair (SOCK_SEQPACKET, one message
  * per datagram). squashd sends a serve_request with two descriptors (the
  * image, then the mounted /dev/fuse connection); the reader answers each
- * with a serve_reply carrying the same id. Both sides treat what they read
+ * with a serve_reply carrying the same id, except a SERVE_RESUME one,
+ * which squashd does not wait for (a reader failing one exits). Both sides treat what they read
  * as untrusted: the reader runs as the user, who may ptrace it. */
 #ifndef SQUASH_READER_WIRE_H
 #define SQUASH_READER_WIRE_H

@@ -151,8 +151,8 @@ static int send_request(int sock, uint32_t id, bool resume, int image_fd, int fu
 	return k == (ssize_t)sizeof(req) ? 0 : -1;
 }
 
-/* Waits for the answer to request id (p->io held). Answers to requests
- * nobody waited for (resumes) are skipped; the reader runs as the user,
+/* Waits for the answer to request id (p->io held). Late answers to
+ * requests whose waiter gave up are skipped; the reader runs as the user,
  * so anything malformed is its failure, not squashd's. */
 static enum result await_reply(struct pool *p, uint32_t id, long long deadline_ms, char *err,
 			       size_t errlen)

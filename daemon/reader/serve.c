@@ -43,9 +43,22 @@ static void *serve_mount(void *arg)
 	return NULL;
 }
 
-static void reply(int sock, uint32_t id, int error, const char *message)
+/* Answers a request squashd waits for. A take-over (SERVE_RESUME) is not
+ * answered: squashd sends those for a dead reader's mounts, all at once and
+ * without waiting (answers nobody reads would fill the socket), and one
+ * that fails ends this reader, so that squashd's watch of it hands the
+ * mounts to a new one, as when a reader of its own failed to start. */
+static void reply(int sock, const struct serve_request *req, int error, const char *message)
 {
-	struct serve_reply r = { .magic = SERVE_WIRE_MAGIC, .id = id, .error = error };
+	struct serve_reply r = { .magic = SERVE_WIRE_MAGIC, .id = req->id, .error = error };
+
+	if (req->flags & SERVE_RESUME) {
+		if (error == 0)
+			return;
+		fprintf(stderr, "squash-reader: cannot take a connection over: %s\n",
+			message ? message : strerror(error));
+		exit(1);
+	}
 
 	if (message)
 		snprintf(r.message, sizeof(r.message), "%s", message);
@@ -65,11 +78,11 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 	int r;
 
 	if (!sm) {
-		reply(sock, req->id, ENOMEM, "out of memory");
+		reply(sock, req, ENOMEM, "out of memory");
 		goto fail;
 	}
 	if (image_open(image_fd, 0, 0, &sm->rd.img, err, sizeof(err)) < 0) {
-		reply(sock, req->id, EIO, err);
+		reply(sock, req, EIO, err);
 		goto fail;
 	}
 	sm->image_fd = image_fd;
@@ -92,10 +105,10 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 		live_mounts--;
 		pthread_mutex_unlock(&live_lock);
 		image_close(sm->rd.img);
-		reply(sock, req->id, r, "cannot start a thread");
+		reply(sock, req, r, "cannot start a thread");
 		goto fail;
 	}
-	reply(sock, req->id, 0, NULL);
+	reply(sock, req, 0, NULL);
 	return;
 fail:
 	free(sm);
