@@ -246,8 +246,12 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 	if (!conn_fd)
 		close(fuse_fd);
 
-	res = wait_ready(mountpoint, pidfd, squashfuse_path, deadline,
-			 timeout_ms, &server_gone, err, errlen);
+	/* A pooled reader answers only once it has read the image's root
+	 * and attached its session (reader/serve.c): the mount is ready, and
+	 * the probe (a child asking over the mount) would only repeat that. */
+	res = pooled ? RESULT_OK
+		     : wait_ready(mountpoint, pidfd, squashfuse_path, deadline, timeout_ms,
+				  &server_gone, err, errlen);
 	if (res != RESULT_OK) {
 		if (umount2(mountpoint, MNT_DETACH) < 0 && errno != EINVAL)
 			log_warning("detaching failed FUSE mount %s: %s",

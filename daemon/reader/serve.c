@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "reader_wire.h"
@@ -18,9 +19,8 @@
 /* One mount: its own image, session and worker threads. */
 struct served_mount {
 	struct reader rd;
-	int image_fd, fuse_fd;
-	char fuse_path[32];
-	struct session_options opt;
+	int image_fd;
+	struct session *session;
 };
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -32,7 +32,8 @@ static void *serve_mount(void *arg)
 	struct served_mount *sm = arg;
 
 	/* Returns once the mount is gone: unmounting aborts the connection. */
-	session_run(&sm->rd, &sm->opt);
+	session_serve(sm->session);
+	session_close(sm->session);
 	image_close(sm->rd.img);
 	close(sm->image_fd);
 	free(sm);
@@ -72,7 +73,9 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 			const struct session_options *base)
 {
 	struct served_mount *sm = calloc(1, sizeof(*sm));
-	char err[256];
+	struct session_options opt = *base;
+	char err[256], fuse_path[32];
+	struct inode root;
 	pthread_attr_t attr;
 	pthread_t t;
 	int r;
@@ -85,13 +88,26 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 		reply(sock, req, EIO, err);
 		goto fail;
 	}
+	/* What squashd would otherwise ask over the mount before using it:
+	 * the root directory reads. Answering only now spares it that. */
+	if (inode_get(sm->rd.img, image_root(sm->rd.img), &root) < 0 ||
+	    !S_ISDIR(root.mode)) {
+		image_close(sm->rd.img);
+		reply(sock, req, EIO, "cannot read the image's root directory (damaged image?)");
+		goto fail;
+	}
+	snprintf(fuse_path, sizeof(fuse_path), "/dev/fd/%d", fuse_fd);
+	opt.mountpoint = fuse_path;
+	opt.resume = req->flags & SERVE_RESUME;
+	opt.own_signals = false;
+	/* The session takes fuse_fd from here on (closed by session_close). */
+	sm->session = session_open(&sm->rd, &opt);
+	if (!sm->session) {
+		image_close(sm->rd.img);
+		reply(sock, req, EIO, "cannot start a FUSE session");
+		goto fail;
+	}
 	sm->image_fd = image_fd;
-	sm->fuse_fd = fuse_fd;
-	snprintf(sm->fuse_path, sizeof(sm->fuse_path), "/dev/fd/%d", fuse_fd);
-	sm->opt = *base;
-	sm->opt.mountpoint = sm->fuse_path;
-	sm->opt.resume = req->flags & SERVE_RESUME;
-	sm->opt.own_signals = false;
 
 	pthread_mutex_lock(&live_lock);
 	live_mounts++;
@@ -104,9 +120,12 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 		pthread_mutex_lock(&live_lock);
 		live_mounts--;
 		pthread_mutex_unlock(&live_lock);
+		session_close(sm->session);
 		image_close(sm->rd.img);
+		free(sm);
+		close(image_fd);
 		reply(sock, req, r, "cannot start a thread");
-		goto fail;
+		return;
 	}
 	reply(sock, req, 0, NULL);
 	return;

@@ -70,73 +70,114 @@ static int ask_resend(int fd)
 	return k == (ssize_t)sizeof(h) ? 0 : -errno;
 }
 
-int session_run(struct reader *rd, const struct session_options *opt)
-{
-	char *argv[8];
-	int argc = 0, status = 1, r;
-	char opts[512];
-	struct fuse_args args;
+struct session {
 	struct fuse_session *se;
-	struct fuse_loop_config *cfg;
+	struct fuse_args args;
+	char opts[512];
+	char *argv[8];
+	bool own_signals;
+	unsigned max_threads;
+};
 
-	argv[argc++] = (char *)"squash-reader";
-	snprintf(opts, sizeof(opts), "ro,default_permissions,fsname=squash-reader,subtype=squashfs%s%s",
+struct session *session_open(struct reader *rd, const struct session_options *opt)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	int argc = 0, r;
+
+	if (!s) {
+		fprintf(stderr, "squash-reader: out of memory\n");
+		return NULL;
+	}
+	s->own_signals = opt->own_signals;
+	s->max_threads = opt->max_threads;
+	s->argv[argc++] = (char *)"squash-reader";
+	snprintf(s->opts, sizeof(s->opts),
+		 "ro,default_permissions,fsname=squash-reader,subtype=squashfs%s%s",
 		 opt->mount_opts ? "," : "", opt->mount_opts ? opt->mount_opts : "");
-	argv[argc++] = (char *)"-o";
-	argv[argc++] = opts;
+	s->argv[argc++] = (char *)"-o";
+	s->argv[argc++] = s->opts;
 	if (opt->debug)
-		argv[argc++] = (char *)"-d";
+		s->argv[argc++] = (char *)"-d";
 #if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
 	/* Requests over io_uring rings where the kernel allows it (fuse
 	 * module parameter enable_uring); libfuse falls back to read/write. */
-	argv[argc++] = (char *)"-o";
-	argv[argc++] = (char *)"io_uring";
+	s->argv[argc++] = (char *)"-o";
+	s->argv[argc++] = (char *)"io_uring";
 #endif
-	argv[argc] = NULL;
-	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
+	s->argv[argc] = NULL;
+	s->args = (struct fuse_args)FUSE_ARGS_INIT(argc, s->argv);
 
-	se = fuse_session_new(&args, &reader_ops, sizeof(reader_ops), rd);
-	if (!se) {
+	s->se = fuse_session_new(&s->args, &reader_ops, sizeof(reader_ops), rd);
+	if (!s->se) {
 		fprintf(stderr, "squash-reader: cannot start a FUSE session\n");
-		return 1;
+		goto fail;
 	}
 	/* Signal handlers are per process: a reader serving several mounts
 	 * (serve.c) leaves signals at their defaults. */
-	if (opt->own_signals && fuse_set_signal_handlers(se) < 0)
-		goto out_destroy;
-	if (fuse_session_mount(se, opt->mountpoint) < 0) {
+	if (s->own_signals && fuse_set_signal_handlers(s->se) < 0)
+		goto fail_destroy;
+	if (fuse_session_mount(s->se, opt->mountpoint) < 0) {
 		fprintf(stderr, "squash-reader: cannot mount on %s\n", opt->mountpoint);
-		goto out_signals;
+		goto fail_signals;
 	}
 	if (opt->resume) {
-		fake_init(se);
-		r = ask_resend(fuse_session_fd(se));
+		fake_init(s->se);
+		r = ask_resend(fuse_session_fd(s->se));
 		if (r < 0)
 			fprintf(stderr, "squash-reader: the kernel cannot resend requests in flight (%s); "
 				"requests the previous reader left unanswered stay unanswered\n",
 				strerror(-r));
 	}
-	if (opt->max_threads <= 1) {
-		status = fuse_session_loop(se) == 0 ? 0 : 1;
-	} else {
-		cfg = fuse_loop_cfg_create();
-		if (!cfg)
-			goto out_unmount;
-		/* No clone_fd: a cloned descriptor's unanswered requests end with
-		 * an error when the reader dies, instead of waiting for a resend. */
-		fuse_loop_cfg_set_clone_fd(cfg, 0);
-		fuse_loop_cfg_set_max_threads(cfg, opt->max_threads);
-		fuse_loop_cfg_set_idle_threads(cfg, 2);
-		status = fuse_session_loop_mt(se, cfg) == 0 ? 0 : 1;
-		fuse_loop_cfg_destroy(cfg);
-	}
-out_unmount:
-	fuse_session_unmount(se);
-out_signals:
-	if (opt->own_signals)
-		fuse_remove_signal_handlers(se);
-out_destroy:
-	fuse_session_destroy(se);
-	fuse_opt_free_args(&args);
+	return s;
+fail_signals:
+	if (s->own_signals)
+		fuse_remove_signal_handlers(s->se);
+fail_destroy:
+	fuse_session_destroy(s->se);
+fail:
+	fuse_opt_free_args(&s->args);
+	free(s);
+	return NULL;
+}
+
+int session_serve(struct session *s)
+{
+	struct fuse_loop_config *cfg;
+	int status;
+
+	if (s->max_threads <= 1)
+		return fuse_session_loop(s->se) == 0 ? 0 : 1;
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return 1;
+	/* No clone_fd: a cloned descriptor's unanswered requests end with
+	 * an error when the reader dies, instead of waiting for a resend. */
+	fuse_loop_cfg_set_clone_fd(cfg, 0);
+	fuse_loop_cfg_set_max_threads(cfg, s->max_threads);
+	fuse_loop_cfg_set_idle_threads(cfg, 2);
+	status = fuse_session_loop_mt(s->se, cfg) == 0 ? 0 : 1;
+	fuse_loop_cfg_destroy(cfg);
+	return status;
+}
+
+void session_close(struct session *s)
+{
+	fuse_session_unmount(s->se);
+	if (s->own_signals)
+		fuse_remove_signal_handlers(s->se);
+	fuse_session_destroy(s->se);
+	fuse_opt_free_args(&s->args);
+	free(s);
+}
+
+int session_run(struct reader *rd, const struct session_options *opt)
+{
+	struct session *s = session_open(rd, opt);
+	int status;
+
+	if (!s)
+		return 1;
+	status = session_serve(s);
+	session_close(s);
 	return status;
 }

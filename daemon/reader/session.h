@@ -17,8 +17,21 @@ struct session_options {
 	bool debug;
 };
 
-/* Serves rd until the file system is unmounted or a signal ends it.
- * Returns the process exit status. */
+struct session;
+
+/* Starts serving rd on opt->mountpoint: the session is made and attached
+ * (a resumed connection taken over), no request read yet. NULL (said on
+ * stderr) when it cannot start. */
+struct session *session_open(struct reader *rd, const struct session_options *opt);
+
+/* Serves requests until the file system is unmounted or a signal ends
+ * it. Returns the exit status. */
+int session_serve(struct session *s);
+
+/* Lets go of the connection (closing its descriptor) and frees s. */
+void session_close(struct session *s);
+
+/* session_open, session_serve, session_close. */
 int session_run(struct reader *rd, const struct session_options *opt);
 
 /* Whether this build can serve over io_uring (libfuse >= 3.18). */
