@@ -304,8 +304,10 @@ def part2_tables(d):
         md.append("")
     mem = [r for r in d.rows if r.get("section") == "memory"]
     if mem:
-        rows = [[r["mode"], f"{num(r['rss_kib']) / 1024:.1f} MiB", f"{num(r['pss_kib']) / 1024:.1f} MiB"]
-                for r in mem]
+        def size(kib):
+            kib = num(kib)
+            return f"{kib / 1024:.1f} MiB" if kib >= 1024 else f"{kib:.0f} KiB"
+        rows = [[r["mode"], size(r["rss_kib"]), size(r["pss_kib"])] for r in mem]
         md.append("### Memory\n")
         md.append(table(["what", "RSS", "PSS"], rows))
         md.append("")
