@@ -121,3 +121,31 @@ def test_killed_shared_reader_is_replaced_by_one_for_all_its_mounts(cluster):
         assert_job_read_through(cluster, job)
     held[0].job.wait()
     assert "the other mount" in held[0].job.output(), held[0].job.output()
+
+
+def test_after_a_squashd_restart_the_old_reader_serves_its_mounts_until_they_go(cluster):
+    a = user_image(cluster, USER1, "restart_a", "mounted before the restart\n")
+    b = user_image(cluster, USER1, "restart_b", "mounted after the restart\n")
+    with blocking_jobs(cluster, (USER1, f"{a}:/squash/a", "cat /squash/a/f.txt")) as first:
+        old = mounts_of(cluster, a)[0]["server_pid"]
+        old_squashd = cluster.squashd_pid()
+        cluster.cluster_sh("squashd-stop")
+        wait_until(lambda: not os.path.exists(f"/proc/{old_squashd}"), 10, what="squashd to exit")
+        cluster.cluster_sh("squashd-start")
+        wait_until(lambda: str(a) in {m["image"] for m in cluster.list_mounts()}, 10,
+                   what="the mount to be adopted")
+        assert mounts_of(cluster, a)[0]["server_pid"] == old
+        # The old reader's socket went with the old squashd: a new mount
+        # gets a new reader, and the old one keeps serving its own.
+        with blocking_jobs(cluster, (USER1, f"{b}:/squash/b", "cat /squash/b/f.txt")) as second:
+            new = mounts_of(cluster, b)[0]["server_pid"]
+            assert new != old
+            assert sorted(readers_on_node(cluster)) == sorted([old, new])
+            first[0].release()
+            wait_until(lambda: not os.path.exists(f"/proc/{old}"), 20,
+                       what="the adopted reader to exit with its last mount")
+            assert readers_on_node(cluster) == [new]
+        second[0].job.wait()
+        assert "mounted after the restart" in second[0].job.output()
+    assert "mounted before the restart" in first[0].job.output(), first[0].job.output()
+    wait_until(lambda: not readers_on_node(cluster), 20, what="the new reader to exit")
