@@ -42,23 +42,29 @@ int read_at(struct image *img, uint64_t pos, void *buf, size_t len)
 
 static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 {
-	unsigned char hdr[2], raw[MD_SIZE];
+	unsigned char hdr[2 + MD_SIZE], *raw = hdr + 2;
 	struct cached_block *b = block_cache_get(&img->md, pos);
-	size_t size, outlen = MD_SIZE;
+	size_t size, want, outlen = MD_SIZE;
 	int r;
 
 	if (b) {
 		*out = b;
 		return 0;
 	}
-	if ((r = read_at(img, pos, hdr, 2)) < 0)
+	/* One read: the header and the largest block it can announce, cut at
+	 * the end of the used bytes (a block's size is only known from its
+	 * header; a second pread would be a second wait on a cold disk). */
+	if (pos >= img->bytes_used)
+		return -EIO;
+	want = img->bytes_used - pos < sizeof(hdr) ? (size_t)(img->bytes_used - pos) : sizeof(hdr);
+	if (want < 2)
+		return -EIO;
+	if ((r = read_at(img, pos, hdr, want)) < 0)
 		return r;
 	size = le16(hdr) & 0x7fff;
 	/* 0 would mean 32 KiB: more than any metadata block holds. */
-	if (size == 0 || size > MD_SIZE)
+	if (size == 0 || size > MD_SIZE || size > want - 2)
 		return -EIO;
-	if ((r = read_at(img, pos + 2, raw, size)) < 0)
-		return r;
 	b = malloc(sizeof(*b) + MD_SIZE);
 	if (!b)
 		return -ENOMEM;
