@@ -53,7 +53,7 @@ static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 	}
 	/* One read: the header and the largest block it can announce, cut at
 	 * the end of the used bytes (a block's size is only known from its
-	 * header; a second pread would be a second wait on a cold disk). */
+	 * header; this saves the second pread per block). */
 	if (pos >= img->bytes_used)
 		return -EIO;
 	want = img->bytes_used - pos < sizeof(hdr) ? (size_t)(img->bytes_used - pos) : sizeof(hdr);
@@ -152,7 +152,9 @@ void md_prefetch_range(uint64_t inode_start, uint64_t bytes_used, uint64_t cap,
  * the background. mksquashfs writes them after the data, from the inode
  * table to the end: inodes, directories, then the fragment, export, id and
  * xattr tables. A cold walk otherwise reads them one metadata block at a
- * time, each pread a wait on the disk. Capped (MD_PREFETCH_MAX): the tables
+ * time, and where each cold read is a network round trip (Lustre, NFS)
+ * waits for every one (on a local disk it hardly waits: docs/performance.md,
+ * section 9). Capped (MD_PREFETCH_MAX): the tables
  * of an image of millions of files are hundreds of MiB, which would push
  * other users' pages out of the node's page cache for a job that may look
  * at a few files; past the cap the reads are on demand, as before. Only
