@@ -29,6 +29,9 @@ extern sqfs_decompressor sqfs_decompressor_get(int compression);
 #define DATA_UNCOMPRESSED (1u << 24)
 #define MAX_BLOCK_SIZE (1u << 20)
 #define BIDX_SLOTS 16
+/* The most of the metadata region (image_meta.c, md_prefetch_range) the
+ * reader asks the kernel to read ahead when it opens an image. */
+#define MD_PREFETCH_MAX (64ull << 20)
 
 /* Where the previous READ of a file ended in its block list: sequential
  * reads resume there instead of summing the sizes of all earlier blocks. */
@@ -51,12 +54,18 @@ struct image {
 	pthread_mutex_t bidx_lock;
 	struct block_index bidx[BIDX_SLOTS];
 	unsigned bidx_next;
+	uint64_t prefetch_off, prefetch_len; /* what image_open asked to read ahead */
 };
 
 static inline uint16_t le16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
 static inline uint32_t le32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
 static inline uint64_t le64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
 
+/* The part of an image to read ahead at open: its tables, from the inode
+ * table to the end of the used bytes, at most cap bytes from the start of
+ * the inode table. *len 0: nothing (a range the values do not make). */
+void md_prefetch_range(uint64_t inode_start, uint64_t bytes_used, uint64_t cap,
+		       uint64_t *off, uint64_t *len);
 /* Reads len bytes at pos, all within the image's used bytes. */
 int read_at(struct image *img, uint64_t pos, void *buf, size_t len);
 /* Copies len bytes from the cursor (buf NULL: skips them) and advances it. */

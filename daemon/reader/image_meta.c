@@ -6,6 +6,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,23 +42,29 @@ int read_at(struct image *img, uint64_t pos, void *buf, size_t len)
 
 static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 {
-	unsigned char hdr[2], raw[MD_SIZE];
+	unsigned char hdr[2 + MD_SIZE], *raw = hdr + 2;
 	struct cached_block *b = block_cache_get(&img->md, pos);
-	size_t size, outlen = MD_SIZE;
+	size_t size, want, outlen = MD_SIZE;
 	int r;
 
 	if (b) {
 		*out = b;
 		return 0;
 	}
-	if ((r = read_at(img, pos, hdr, 2)) < 0)
+	/* One read: the header and the largest block it can announce, cut at
+	 * the end of the used bytes (a block's size is only known from its
+	 * header; this saves the second pread per block). */
+	if (pos >= img->bytes_used)
+		return -EIO;
+	want = img->bytes_used - pos < sizeof(hdr) ? (size_t)(img->bytes_used - pos) : sizeof(hdr);
+	if (want < 2)
+		return -EIO;
+	if ((r = read_at(img, pos, hdr, want)) < 0)
 		return r;
 	size = le16(hdr) & 0x7fff;
 	/* 0 would mean 32 KiB: more than any metadata block holds. */
-	if (size == 0 || size > MD_SIZE)
+	if (size == 0 || size > MD_SIZE || size > want - 2)
 		return -EIO;
-	if ((r = read_at(img, pos + 2, raw, size)) < 0)
-		return r;
 	b = malloc(sizeof(*b) + MD_SIZE);
 	if (!b)
 		return -ENOMEM;
@@ -130,6 +137,36 @@ int table_entry(struct image *img, uint64_t table_start, uint64_t idx, size_t ea
 }
 
 /* ------------------------------------------------------------ open */
+
+void md_prefetch_range(uint64_t inode_start, uint64_t bytes_used, uint64_t cap,
+		       uint64_t *off, uint64_t *len)
+{
+	*off = *len = 0;
+	if (inode_start >= bytes_used || bytes_used > (uint64_t)INT64_MAX)
+		return;
+	*off = inode_start;
+	*len = bytes_used - inode_start < cap ? bytes_used - inode_start : cap;
+}
+
+/* Asks the kernel to read the image's tables into the page cache now, in
+ * the background. mksquashfs writes them after the data, from the inode
+ * table to the end: inodes, directories, then the fragment, export, id and
+ * xattr tables. A cold walk otherwise reads them one metadata block at a
+ * time, and where each cold read is a network round trip (Lustre, NFS)
+ * waits for every one (on a local disk it hardly waits: docs/performance.md,
+ * section 9). Capped (MD_PREFETCH_MAX): the tables
+ * of an image of millions of files are hundreds of MiB, which would push
+ * other users' pages out of the node's page cache for a job that may look
+ * at a few files; past the cap the reads are on demand, as before. Only
+ * advice: a filesystem may ignore it, and nothing depends on it. */
+static void md_prefetch(struct image *img)
+{
+	md_prefetch_range(img->inode_start, img->bytes_used, MD_PREFETCH_MAX,
+			  &img->prefetch_off, &img->prefetch_len);
+	if (img->prefetch_len > 0)
+		(void)posix_fadvise(img->fd, (off_t)img->prefetch_off, (off_t)img->prefetch_len,
+				    POSIX_FADV_WILLNEED);
+}
 
 #define ZSTD_COMPRESSION 6
 
@@ -204,6 +241,7 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 		free(img);
 		return r;
 	}
+	md_prefetch(img);
 	block_cache_init(&img->md, md_slots ? md_slots : 32);
 	block_cache_init(&img->data, data_slots ? data_slots : 4);
 	pthread_mutex_init(&img->bidx_lock, NULL);

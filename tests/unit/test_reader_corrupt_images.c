@@ -3,6 +3,7 @@
  * source tree exactly; then hundreds of corrupted and truncated copies of
  * it are walked and every one ends (errors allowed, never a crash, an
  * out-of-bounds access under ASan, or a hang: an alarm fails the test).
+ * Also the range of the image read ahead at open, on hostile superblocks.
  * Skips (77) without mksquashfs. */
 #include "config.h"
 
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "reader/image.h"
+#include "reader/image_format.h"
 #include "unit.h"
 
 #define WALK_MAX_DEPTH 32
@@ -172,6 +174,98 @@ static int sh(const char *cmd)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* The range image_open asks the kernel to read ahead (md_prefetch_range). */
+static void test_prefetch_range(void)
+{
+	uint64_t off, len;
+
+	md_prefetch_range(1000, 5000, 1 << 20, &off, &len);
+	CHECK_INT(off, 1000);
+	CHECK_INT(len, 4000);
+	/* Capped: the start of the inode table, cap bytes. */
+	md_prefetch_range(1000, 5000, 100, &off, &len);
+	CHECK_INT(off, 1000);
+	CHECK_INT(len, 100);
+	md_prefetch_range(0, UINT64_MAX / 2, MD_PREFETCH_MAX, &off, &len);
+	CHECK_INT(len, MD_PREFETCH_MAX);
+	/* Hostile values: nothing, never a range past the used bytes. */
+	md_prefetch_range(5000, 5000, 1 << 20, &off, &len);
+	CHECK_INT(len, 0);
+	md_prefetch_range(6000, 5000, 1 << 20, &off, &len);
+	CHECK_INT(len, 0);
+	md_prefetch_range(UINT64_MAX, 5000, 1 << 20, &off, &len);
+	CHECK_INT(len, 0);
+	md_prefetch_range(0, UINT64_MAX, 1 << 20, &off, &len); /* not an off_t */
+	CHECK_INT(len, 0);
+	md_prefetch_range(1000, 5000, 0, &off, &len);
+	CHECK_INT(len, 0);
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* A real image: its tables are read ahead, from the inode table to the end
+ * of the used bytes. Then copies with hostile table positions in the
+ * superblock: refused at open, nothing read ahead for them. */
+static void test_prefetch_image(const char *path, const char *dir)
+{
+	unsigned char sb[96];
+	char bad[256], cmd[600], err[256];
+	struct image *img;
+	uint64_t inode_start, bytes_used;
+	int fd = open(path, O_RDONLY);
+
+	CHECK(fd >= 0);
+	if (fd < 0 || pread(fd, sb, sizeof(sb), 0) != (ssize_t)sizeof(sb)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	bytes_used = le64(sb + 40);
+	inode_start = le64(sb + 64);
+	CHECK_INT(image_open(fd, 0, 0, &img, err, sizeof(err)), 0);
+	if (img) {
+		CHECK_INT(img->prefetch_off, inode_start);
+		CHECK_INT(img->prefetch_len, bytes_used - inode_start);
+		CHECK(img->prefetch_len > 0 && img->prefetch_len < bytes_used);
+		image_close(img);
+	}
+	close(fd);
+
+	snprintf(bad, sizeof(bad), "%s/hostile.sqfs", dir);
+	for (int k = 0; k < 4; k++) {
+		unsigned char h[96];
+		FILE *f;
+
+		memcpy(h, sb, sizeof(h));
+		if (k == 0) /* inode table past the used bytes */
+			put64(h + 64, bytes_used + 4096);
+		else if (k == 1) /* inode table at the very end */
+			put64(h + 64, UINT64_MAX);
+		else if (k == 2) /* used bytes past the file */
+			put64(h + 40, UINT64_MAX);
+		else /* used bytes before the inode table */
+			put64(h + 40, inode_start - 1);
+		snprintf(cmd, sizeof(cmd), "cp %s %s", path, bad);
+		CHECK_INT(sh(cmd), 0);
+		f = fopen(bad, "r+b");
+		CHECK(f != NULL);
+		if (!f)
+			continue;
+		CHECK_INT(fwrite(h, 1, sizeof(h), f), sizeof(h));
+		fclose(f);
+		fd = open(bad, O_RDONLY);
+		img = NULL;
+		CHECK(image_open(fd, 0, 0, &img, err, sizeof(err)) < 0);
+		CHECK(img == NULL);
+		close(fd);
+	}
+	unlink(bad);
+}
+
 static void make_tree(const char *dir)
 {
 	char cmd[8192];
@@ -238,6 +332,7 @@ int main(void)
 		fprintf(stderr, "SKIP: mksquashfs not installed\n");
 		return 77;
 	}
+	test_prefetch_range();
 	if (!mkdtemp(dir))
 		return 1;
 	make_tree(dir);
@@ -256,6 +351,7 @@ int main(void)
 		CHECK_INT(w.errors, 0);
 		CHECK_INT(w.mismatches, 0);
 		CHECK_INT(w.files, 708); /* 7 at the top (a hard link counts), 700 in many/, a/b/c/x */
+		test_prefetch_image(img, dir);
 		fprintf(stderr, "%s: %u entries, %u files, %llu bytes read back exactly\n", formats[f],
 			w.entries, w.files, w.bytes);
 
