@@ -16,8 +16,9 @@ large sequential read, and N processes importing the stack at once. Modes:
   reader-uring:FMT  the same squash-reader over FUSE io_uring: the fuse
                 module's enable_uring is set to Y for each of its mounts and
                 back when it is unmounted (the reader mode then mounts with
-                N); needs a reader built against libfuse >= 3.18 (a sid root
-                of tests/matrix) and a kernel with CONFIG_FUSE_IO_URING
+                N); needs a reader built against a libfuse >= 3.18 that was
+                itself built with liburing (Debian sid's 3.18.3 is not: it
+                falls back to /dev/fuse) and a kernel with CONFIG_FUSE_IO_URING
   job-kernel    the product path: a job (srun --squash-image) on a throwaway
   job-fuse      cluster; a trusted image (kernel mount by squashd) or a
                 user's image (squashfuse_ll as the user), seen through the
@@ -720,6 +721,8 @@ class Bench:
         if not ENABLE_URING.exists():
             raise SystemExit(f"reader-uring: no {ENABLE_URING} (kernel without CONFIG_FUSE_IO_URING)")
         p = run([reader, "-h"], check=False)
+        # ", io_uring" only says libfuse >= 3.18; whether that libfuse has
+        # liburing shows in each repetition's io_uring_fds.
         if ", io_uring" not in p.stdout.splitlines()[0]:
             raise SystemExit(f"reader-uring: {reader} is built without io_uring (libfuse < 3.18): "
                              f"{p.stdout.splitlines()[0]}")
@@ -1209,7 +1212,8 @@ def parse_args(argv):
                          "fuse module's enable_uring set to Y for each of its mounts and to N "
                          "for the reader mode's and after (machine-wide: nothing else should "
                          "mount FUSE meanwhile), its value before the run restored at the end; "
-                         "needs libfuse >= 3.18 (a sid root of tests/matrix)")
+                         "needs a reader built against libfuse >= 3.18 with liburing (Debian "
+                         "sid's libfuse is built without: docs/performance.md section 11)")
     ap.add_argument("--workloads", default="import,stat,md5,read,start",
                     help="workloads of part 1 (empty: skip part 1)")
     ap.add_argument("--extra-fuse", action="append", default=[], metavar="NAME=PATH",
