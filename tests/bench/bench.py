@@ -1150,7 +1150,8 @@ class Bench:
 def cleanup_only(cache):
     """Removes whatever an earlier run of the benchmark left: mounts under
     CACHE/mnt, its FUSE servers (slowfs, squashfuse_ll on CACHE's files),
-    the clusters it listed in CACHE/clusters.txt. Touches nothing else."""
+    the clusters it listed in CACHE/clusters.txt, the fuse module's
+    enable_uring as a reader-uring run found it. Touches nothing else."""
     cache = Path(cache)
     prefix = str(cache / "mnt") + "/"
     saved = cache / "mnt" / "enable_uring.saved"
