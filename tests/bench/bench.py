@@ -13,6 +13,12 @@ large sequential read, and N processes importing the stack at once. Modes:
   fuse:FMT      the image, squashfuse_ll
   reader:FMT    the image, squash-reader (the project's own FUSE reader,
                 daemon/reader/, from SQUASH_BUILD_DIR)
+  reader-uring:FMT  the same squash-reader over FUSE io_uring: the fuse
+                module's enable_uring is set to Y for each of its mounts and
+                back when it is unmounted (the reader mode then mounts with
+                N); needs a reader built against a libfuse >= 3.18 that was
+                itself built with liburing (Debian sid's 3.18.3 is not: it
+                falls back to /dev/fuse) and a kernel with CONFIG_FUSE_IO_URING
   job-kernel    the product path: a job (srun --squash-image) on a throwaway
   job-fuse      cluster; a trusted image (kernel mount by squashd) or a
                 user's image (squashfuse_ll as the user), seen through the
@@ -383,13 +389,66 @@ class FuseMode(MountedMode):
         return {}
 
 
+# The fuse module's switch for FUSE over io_uring (Linux 6.14+). It is
+# machine-wide; the kernel offers io_uring to a connection only if it is Y
+# when the connection starts (FUSE_INIT) and its rings register.
+ENABLE_URING = Path("/sys/module/fuse/parameters/enable_uring")
+
+
+def set_enable_uring(value):
+    ENABLE_URING.write_text(value)
+
+
+def io_uring_fds(pid):
+    """How many io_uring instances the process holds (libfuse makes one per
+    queue when the kernel accepted io_uring for the connection)."""
+    n = 0
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd) == "anon_inode:[io_uring]":
+                    n += 1
+    return n
+
+
 class ReaderMode(FuseMode):
     """squash-reader serving the image, mounting the directory itself as
     squashfuse_ll does (squashd passes it a mounted /dev/fuse instead: the
-    same requests either way)."""
+    same requests either way). With a reader-uring mode in the run, it
+    mounts with enable_uring=N: /dev/fuse read and written."""
+
+    uring = "N"
+
+    def __init__(self, bench, fmt, kind="reader"):
+        super().__init__(bench, fmt, kind, bench.build / "daemon" / "reader" / "squash-reader")
+
+    def mount(self):
+        if self.b.uring_saved is not None:
+            set_enable_uring(self.uring)
+        super().mount()
+
+    def after_run(self):
+        extra = super().after_run()
+        if self.proc and self.proc.poll() is None:
+            extra["io_uring_fds"] = io_uring_fds(self.proc.pid)
+        return extra
+
+
+class ReaderUringMode(ReaderMode):
+    """squash-reader with enable_uring=Y from before its mount until it is
+    unmounted (a connection whose rings are registered keeps them, but one
+    made with N never gets any); each repetition's io_uring_fds says whether
+    libfuse did start its rings."""
+
+    uring = "Y"
 
     def __init__(self, bench, fmt):
-        super().__init__(bench, fmt, "reader", bench.build / "daemon" / "reader" / "squash-reader")
+        super().__init__(bench, fmt, "reader-uring")
+
+    def stop(self):
+        super().stop()
+        if self.b.uring_saved is not None and ENABLE_URING.exists():
+            set_enable_uring("N")
 
 
 class JobMode(Mode):
@@ -590,6 +649,7 @@ class Bench:
         self.stack = Stack(self.cache, args.stack, args.bigfile_mib)
         self.formats = [Formats(s) for s in args.formats.split(",") if s]
         self.t_start = time.monotonic()
+        self.uring_saved = None  # enable_uring before the run, with a reader-uring mode
 
     def workload_env(self):
         env = dict(os.environ)
@@ -634,8 +694,11 @@ class Bench:
                 modes.append(LocalMode(self))
             elif n == "slowfs":
                 modes.append(SlowFSMode(self))
-            elif n in ("kernel", "fuse", "reader"):
-                cls = {"kernel": KernelMode, "fuse": FuseMode, "reader": ReaderMode}[n]
+            elif n in ("kernel", "fuse", "reader", "reader-uring"):
+                cls = {"kernel": KernelMode, "fuse": FuseMode, "reader": ReaderMode,
+                       "reader-uring": ReaderUringMode}[n]
+                if n == "reader-uring" and self.uring_saved is None:
+                    self.prepare_uring()
                 for f in self.formats:
                     modes.append(cls(self, f.name))
             elif n in ("job-kernel", "job-fuse"):
@@ -645,11 +708,30 @@ class Bench:
                 raise SystemExit(f"unknown mode {n}")
         for spec in self.args.extra_fuse:
             name, _, path = spec.partition("=")
-            if not name or not os.access(path, os.X_OK) or name in ("kernel", "fuse", "reader", "local", "slowfs"):
+            if not name or not os.access(path, os.X_OK) or name in ("kernel", "fuse", "reader", "reader-uring", "local", "slowfs"):
                 raise SystemExit(f"--extra-fuse {spec}: want NAME=PATH of an executable squashfuse_ll")
             for f in self.formats:
                 modes.append(FuseMode(self, f.name, name, path))
         self.modes = modes
+
+    def prepare_uring(self):
+        """Checks that the reader-uring mode can run; saves enable_uring's
+        value (in CACHE/mnt, for cleanup_only too) to restore it at the end."""
+        reader = self.build / "daemon" / "reader" / "squash-reader"
+        if not ENABLE_URING.exists():
+            raise SystemExit(f"reader-uring: no {ENABLE_URING} (kernel without CONFIG_FUSE_IO_URING)")
+        p = run([reader, "-h"], check=False)
+        # ", io_uring" only says libfuse >= 3.18; whether that libfuse has
+        # liburing shows in each repetition's io_uring_fds.
+        if ", io_uring" not in p.stdout.splitlines()[0]:
+            raise SystemExit(f"reader-uring: {reader} is built without io_uring (libfuse < 3.18): "
+                             f"{p.stdout.splitlines()[0]}")
+        self.uring_saved = ENABLE_URING.read_text().strip()
+        (self.cache / "mnt").mkdir(parents=True, exist_ok=True)
+        (self.cache / "mnt" / "enable_uring.saved").write_text(self.uring_saved + "\n")
+        self.meta["enable_uring_before"] = self.uring_saved
+        log(f"reader-uring: enable_uring is {self.uring_saved}; Y for reader-uring's mounts, "
+            f"N for reader's, {self.uring_saved} again at the end")
 
     # ---------------------------------------------------------------- part 1
     def measure(self, mode, workload, n, rep, times):
@@ -1074,9 +1156,11 @@ class Bench:
 def cleanup_only(cache):
     """Removes whatever an earlier run of the benchmark left: mounts under
     CACHE/mnt, its FUSE servers (slowfs, squashfuse_ll on CACHE's files),
-    the clusters it listed in CACHE/clusters.txt. Touches nothing else."""
+    the clusters it listed in CACHE/clusters.txt, the fuse module's
+    enable_uring as a reader-uring run found it. Touches nothing else."""
     cache = Path(cache)
     prefix = str(cache / "mnt") + "/"
+    saved = cache / "mnt" / "enable_uring.saved"
     for _ in range(3):
         mps = sorted((mp for mp, _ in mountpoints() if mp.startswith(prefix)), key=len, reverse=True)
         for mp in mps:
@@ -1096,6 +1180,12 @@ def cleanup_only(cache):
                 os.kill(int(p.name), signal.SIGKILL)
         except (OSError, ProcessLookupError):
             continue
+    # A reader-uring run sets the fuse module's enable_uring: back to the
+    # value it had before the run.
+    if saved.exists():
+        with contextlib.suppress(OSError):
+            set_enable_uring(saved.read_text().strip())
+            saved.unlink()
     lst = cache / "clusters.txt"
     if lst.exists():
         for d in lst.read_text().split():
@@ -1124,7 +1214,13 @@ def parse_args(argv):
                                       "(default gzip:128K,lz4:128K,zstd:128K; quick gzip:128K,lz4:128K)")
     ap.add_argument("--product-format", help="format of the job-* modes and part 2 (default: the first)")
     ap.add_argument("--modes", default="slowfs,local,kernel,fuse,reader,job-kernel,job-fuse",
-                    help="modes of part 1 (kernel and fuse run once per format)")
+                    help="modes of part 1 (kernel, fuse and reader run once per format); "
+                         "reader-uring (not by default): squash-reader over FUSE io_uring, the "
+                         "fuse module's enable_uring set to Y for each of its mounts and to N "
+                         "for the reader mode's and after (machine-wide: nothing else should "
+                         "mount FUSE meanwhile), its value before the run restored at the end; "
+                         "needs a reader built against libfuse >= 3.18 with liburing (Debian "
+                         "sid's libfuse is built without: docs/performance.md section 11)")
     ap.add_argument("--workloads", default="import,stat,md5,read,start",
                     help="workloads of part 1 (empty: skip part 1)")
     ap.add_argument("--extra-fuse", action="append", default=[], metavar="NAME=PATH",

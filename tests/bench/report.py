@@ -133,6 +133,7 @@ def mode_title(m):
     kind, _, fmt = m.partition(":")
     return {"kernel": f"image, kernel ({fmt})", "fuse": f"image, squashfuse_ll ({fmt})",
             "reader": f"image, squash-reader ({fmt})",
+            "reader-uring": f"image, squash-reader over io_uring ({fmt})",
             "job-kernel": f"job, kernel ({fmt})", "job-fuse": f"job, FUSE ({fmt})"}.get(
                 kind, f"image, {kind} ({fmt})")
 
