@@ -26,7 +26,7 @@ static void usage(FILE *out)
 {
 	/* The first line is what squashd's probe (fuse_reader.c) reads. */
 	fprintf(out,
-		"squash-reader %s (slurm-squash), multithreaded%s\n"
+		"squash-reader %s (slurm-squash), multithreaded\n"
 		"usage: squash-reader [options] IMAGE MOUNTPOINT\n"
 		"       squash-reader [options] --serve /dev/fd/N\n"
 		"  IMAGE and MOUNTPOINT may be /dev/fd/N (an open image; a mounted /dev/fuse)\n"
@@ -39,7 +39,7 @@ static void usage(FILE *out)
 		"                     session each, until squashd closes it and the last is gone\n"
 		"  -d                 FUSE debug output\n"
 		"  -h, --help         this text\n",
-		PACKAGE_VERSION, session_io_uring_built() ? ", io_uring" : "", DEFAULT_THREADS);
+		PACKAGE_VERSION, DEFAULT_THREADS);
 }
 
 /* The descriptor a /dev/fd/N argument names, or -1. */

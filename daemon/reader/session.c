@@ -20,15 +20,6 @@
  * INIT below matches no request and the kernel drops it (ENOENT). */
 #define FAKE_INIT_UNIQUE 0x3ffffffffffff000ull
 
-bool session_io_uring_built(void)
-{
-#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
-	return true;
-#else
-	return false;
-#endif
-}
-
 /* A resumed connection was initialised long ago; the kernel will not send
  * FUSE_INIT again, and libfuse answers EIO to everything before one. So
  * hand libfuse an INIT of our own making, carrying the flags the reader
@@ -70,6 +61,16 @@ static int ask_resend(int fd)
 	return k == (ssize_t)sizeof(h) ? 0 : -errno;
 }
 
+/* libfuse 3.18 ends the threads beyond the idle count after each request
+ * and starts new ones for the next: a cold walk paid 20% for that, and
+ * kept threads win it back. 3.14 (Debian 12) showed no such cost, and
+ * kept threads cost memory (docs/performance.md, section 11). */
+#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
+#define IDLE_THREADS(max) (max)
+#else
+#define IDLE_THREADS(max) 2
+#endif
+
 struct session {
 	struct fuse_session *se;
 	struct fuse_args args;
@@ -98,12 +99,11 @@ struct session *session_open(struct reader *rd, const struct session_options *op
 	s->argv[argc++] = s->opts;
 	if (opt->debug)
 		s->argv[argc++] = (char *)"-d";
-#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
-	/* Requests over io_uring rings where the kernel allows it (fuse
-	 * module parameter enable_uring); libfuse falls back to read/write. */
-	s->argv[argc++] = (char *)"-o";
-	s->argv[argc++] = (char *)"io_uring";
-#endif
+	/* No "-o io_uring" (libfuse 3.18): requests in flight in a dead
+	 * reader's rings are not resent to the next one (FUSE_NOTIFY_RESEND
+	 * moves only those read from /dev/fuse), so a resumed mount would
+	 * hang; and idle threads kept alive gain as much (docs/performance.md,
+	 * section 11). */
 	s->argv[argc] = NULL;
 	s->args = (struct fuse_args)FUSE_ARGS_INIT(argc, s->argv);
 
@@ -154,7 +154,7 @@ int session_serve(struct session *s)
 	 * an error when the reader dies, instead of waiting for a resend. */
 	fuse_loop_cfg_set_clone_fd(cfg, 0);
 	fuse_loop_cfg_set_max_threads(cfg, s->max_threads);
-	fuse_loop_cfg_set_idle_threads(cfg, 2);
+	fuse_loop_cfg_set_idle_threads(cfg, IDLE_THREADS(s->max_threads));
 	status = fuse_session_loop_mt(s->se, cfg) == 0 ? 0 : 1;
 	fuse_loop_cfg_destroy(cfg);
 	return status;

@@ -34,7 +34,4 @@ void session_close(struct session *s);
 /* session_open, session_serve, session_close. */
 int session_run(struct reader *rd, const struct session_options *opt);
 
-/* Whether this build can serve over io_uring (libfuse >= 3.18). */
-bool session_io_uring_built(void);
-
 #endif
