@@ -211,6 +211,16 @@ static void retire_locked(struct pool *p)
 		shutdown(p->sock, SHUT_RDWR);
 }
 
+/* Retires p and takes it out of the list; freed now unless a thread is
+ * still using it (then by that thread, unuse_locked). */
+static void forget_locked(struct pool *p)
+{
+	retire_locked(p);
+	unlink_locked(p);
+	if (p->users == 0)
+		pool_free(p);
+}
+
 enum result reader_pool_serve(const struct identity *id, const char *reader_path, int image_fd,
 			      int fuse_fd, bool resume, long long deadline_ms, pid_t *pid,
 			      int *pidfd, char *err, size_t errlen)
@@ -312,13 +322,9 @@ bool reader_pool_put(pid_t pid)
 		if (p->mounts > 0)
 			p->mounts--;
 		last = p->mounts == 0;
-		if (last) {
-			/* Its socket closes: it exits when its last session ends. */
-			retire_locked(p);
-			unlink_locked(p);
-			if (p->users == 0)
-				pool_free(p);
-		}
+		/* Its socket closes: it exits when its last session ends. */
+		if (last)
+			forget_locked(p);
 	}
 	pthread_mutex_unlock(&pools_lock);
 	return last;
@@ -329,12 +335,8 @@ void reader_pool_died(pid_t pid)
 	pthread_mutex_lock(&pools_lock);
 	struct pool *p = find_pid_locked(pid);
 
-	if (p) {
-		retire_locked(p);
-		unlink_locked(p);
-		if (p->users == 0)
-			pool_free(p);
-	}
+	if (p)
+		forget_locked(p);
 	pthread_mutex_unlock(&pools_lock);
 }
 
