@@ -248,7 +248,8 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 
 	/* A pooled reader answers only once it has read the image's root
 	 * and attached its session (reader/serve.c): the mount is ready, and
-	 * the probe (a child asking over the mount) would only repeat that. */
+	 * the probe (a child asking over the mount) would only repeat that.
+	 * So only a server of its own is waited for, and killed on failure. */
 	res = pooled ? RESULT_OK
 		     : wait_ready(mountpoint, pidfd, squashfuse_path, deadline, timeout_ms,
 				  &server_gone, err, errlen);
@@ -256,15 +257,10 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 		if (umount2(mountpoint, MNT_DETACH) < 0 && errno != EINVAL)
 			log_warning("detaching failed FUSE mount %s: %s",
 				    mountpoint, strerror(errno));
-		if (server_gone) {
-			if (pooled)
-				reader_pool_died(server);
+		if (server_gone)
 			close(pidfd);
-		} else if (!pooled || reader_pool_put(server)) {
+		else
 			kill_and_forget(pidfd);
-		} else {
-			close(pidfd); /* it serves the user's other mounts */
-		}
 		if (conn_fd)
 			close(fuse_fd);
 		return res;

@@ -20,8 +20,24 @@
 struct served_mount {
 	struct reader rd;
 	int image_fd;
+	int fuse_fd;               /* until the session takes it (-1 then) */
 	struct session *session;
 };
+
+/* Lets go of whatever of sm is set up; NULL is fine. */
+static void served_mount_free(struct served_mount *sm)
+{
+	if (!sm)
+		return;
+	if (sm->session)
+		session_close(sm->session);
+	if (sm->rd.img)
+		image_close(sm->rd.img);
+	if (sm->fuse_fd >= 0)
+		close(sm->fuse_fd);
+	close(sm->image_fd);
+	free(sm);
+}
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t live_changed = PTHREAD_COND_INITIALIZER;
@@ -33,10 +49,7 @@ static void *serve_mount(void *arg)
 
 	/* Returns once the mount is gone: unmounting aborts the connection. */
 	session_serve(sm->session);
-	session_close(sm->session);
-	image_close(sm->rd.img);
-	close(sm->image_fd);
-	free(sm);
+	served_mount_free(sm);
 	pthread_mutex_lock(&live_lock);
 	live_mounts--;
 	pthread_cond_broadcast(&live_changed);
@@ -75,39 +88,38 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 	struct served_mount *sm = calloc(1, sizeof(*sm));
 	struct session_options opt = *base;
 	char err[256], fuse_path[32];
+	const char *why = err;
 	struct inode root;
 	pthread_attr_t attr;
 	pthread_t t;
-	int r;
+	int r = EIO;
 
 	if (!sm) {
+		close(image_fd);
+		close(fuse_fd);
 		reply(sock, req, ENOMEM, "out of memory");
-		goto fail;
+		return;
 	}
-	if (image_open(image_fd, 0, 0, &sm->rd.img, err, sizeof(err)) < 0) {
-		reply(sock, req, EIO, err);
+	sm->image_fd = image_fd;
+	sm->fuse_fd = fuse_fd;
+	if (image_open(image_fd, 0, 0, &sm->rd.img, err, sizeof(err)) < 0)
 		goto fail;
-	}
 	/* What squashd would otherwise ask over the mount before using it:
 	 * the root directory reads. Answering only now spares it that. */
-	if (inode_get(sm->rd.img, image_root(sm->rd.img), &root) < 0 ||
-	    !S_ISDIR(root.mode)) {
-		image_close(sm->rd.img);
-		reply(sock, req, EIO, "cannot read the image's root directory (damaged image?)");
+	if (inode_get(sm->rd.img, image_root(sm->rd.img), &root) < 0 || !S_ISDIR(root.mode)) {
+		why = "cannot read the image's root directory (damaged image?)";
 		goto fail;
 	}
 	snprintf(fuse_path, sizeof(fuse_path), "/dev/fd/%d", fuse_fd);
 	opt.mountpoint = fuse_path;
 	opt.resume = req->flags & SERVE_RESUME;
 	opt.own_signals = false;
-	/* The session takes fuse_fd from here on (closed by session_close). */
 	sm->session = session_open(&sm->rd, &opt);
 	if (!sm->session) {
-		image_close(sm->rd.img);
-		reply(sock, req, EIO, "cannot start a FUSE session");
+		why = "cannot start a FUSE session";
 		goto fail;
 	}
-	sm->image_fd = image_fd;
+	sm->fuse_fd = -1; /* the session's now (closed by session_close) */
 
 	pthread_mutex_lock(&live_lock);
 	live_mounts++;
@@ -116,23 +128,17 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	r = pthread_create(&t, &attr, serve_mount, sm);
 	pthread_attr_destroy(&attr);
-	if (r != 0) {
-		pthread_mutex_lock(&live_lock);
-		live_mounts--;
-		pthread_mutex_unlock(&live_lock);
-		session_close(sm->session);
-		image_close(sm->rd.img);
-		free(sm);
-		close(image_fd);
-		reply(sock, req, r, "cannot start a thread");
+	if (r == 0) {
+		reply(sock, req, 0, NULL);
 		return;
 	}
-	reply(sock, req, 0, NULL);
-	return;
+	pthread_mutex_lock(&live_lock);
+	live_mounts--;
+	pthread_mutex_unlock(&live_lock);
+	why = "cannot start a thread";
 fail:
-	free(sm);
-	close(image_fd);
-	close(fuse_fd);
+	served_mount_free(sm);
+	reply(sock, req, r, why);
 }
 
 /* Receives one request; returns 1 with both descriptors, 0 at the end of
