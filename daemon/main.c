@@ -18,7 +18,7 @@
 #include "mount/fuse_reader.h"
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
-#include "mount/spawner.h"
+#include "process/spawner.h"
 #include "server/socket_activation.h"
 #include "server/workers.h"
 #include "settings/reload.h"

@@ -14,7 +14,7 @@
 #include "core/overlay.h"
 #include "core/sessions.h"
 #include "core/sharing.h"
-#include "mount/child_process.h"
+#include "process/child_process.h"
 #include "mount/fuse_keep_adopt.h"
 #include "mount/mount_fuse.h"
 #include "mount/reader_pool.h"

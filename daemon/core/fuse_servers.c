@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "mount/fuse_keep.h"
-#include "mount/process_watch.h"
+#include "process/process_watch.h"
 #include "mount/reader_pool.h"
 #include "util/log.h"
 

@@ -1,5 +1,5 @@
 /* The FUSE servers behind node-level mounts, watched through their pidfds
- * (mount/process_watch.h). A server that dies while its mount is in use
+ * (process/process_watch.h). A server that dies while its mount is in use
  * marks the mount DEAD: it is detached, never shared again, holders learn
  * why at their next step, the next job gets a fresh mount, and health
  * reports it. */

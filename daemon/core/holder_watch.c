@@ -10,8 +10,8 @@
 
 #include "core/holders.h"
 #include "core/sharing.h"
-#include "mount/child_process.h"
-#include "mount/process_watch.h"
+#include "process/child_process.h"
+#include "process/process_watch.h"
 #include "util/log.h"
 
 #ifndef SO_PEERPIDFD

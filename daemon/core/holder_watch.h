@@ -1,7 +1,7 @@
 /* The process whose life bounds a step's or a session's images: a step's
  * slurmstepd (if it dies without its end of step, the step's images go),
  * a squash-shell process (when it exits, however, its session goes).
- * Watched through a pidfd (mount/process_watch.h); a process is named by
+ * Watched through a pidfd (process/process_watch.h); a process is named by
  * its pid and start time, so a reused pid is never mistaken for it. */
 #ifndef SQUASHD_HOLDER_WATCH_H
 #define SQUASHD_HOLDER_WATCH_H

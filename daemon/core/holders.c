@@ -8,7 +8,7 @@
 #include "core/overlay.h"
 #include "core/sessions.h"
 #include "core/sharing.h"
-#include "mount/identity.h"
+#include "process/identity.h"
 #include "util/log.h"
 
 struct job_entry *holders_find_job_locked(struct daemon_state *ds, uint32_t job_id)

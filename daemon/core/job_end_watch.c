@@ -9,8 +9,8 @@
 
 #include "core/holders.h"
 #include "core/sharing.h"
-#include "mount/child_process.h"
-#include "mount/process_watch.h"
+#include "process/child_process.h"
+#include "process/process_watch.h"
 #include "slurm/local_steps.h"
 #include "util/log.h"
 

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mount/identity.h"
+#include "process/identity.h"
 #include "util/log.h"
 #include "mount/overlay_upper.h"
 #include "mount/unmount.h"

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "core/daemon.h"
-#include "mount/identity.h"
+#include "process/identity.h"
 #include "util/result.h"
 
 /* Mounts or shares spec's image for a holder with identity id (unlocked).

@@ -10,7 +10,7 @@
 
 #include <sys/types.h>
 
-#include "mount/identity.h"
+#include "process/identity.h"
 #include "util/result.h"
 
 #define FUSE_KEEP_RESTARTS 3

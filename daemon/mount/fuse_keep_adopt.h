@@ -16,7 +16,7 @@
 #include <sys/types.h>
 
 #include "mount/fuse_keep.h"
-#include "mount/identity.h"
+#include "process/identity.h"
 
 /* server_pidfd: the reader's pidfd (not taken); mount_point: its mount in
  * squashd's namespace; image_dev, image_ino: the image the mount serves.

@@ -2,13 +2,13 @@
  * point; the first request its server answers proves the mount works.
  * A process, not a thread, because a server that never answers leaves it
  * stuck, and a process can be killed. The spawner forks it when it runs
- * (mount/spawner.h), squashd otherwise. */
+ * (process/spawner.h), squashd otherwise. */
 #ifndef SQUASHD_FUSE_PROBE_H
 #define SQUASHD_FUSE_PROBE_H
 
 #include <stdbool.h>
 
-#include "mount/spawner.h"
+#include "process/spawner.h"
 
 struct fuse_probe {
 	int fd;      /* poll for POLLIN: the answer socket, or our child's pidfd */

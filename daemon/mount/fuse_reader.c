@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "mount/child_process.h"
+#include "process/child_process.h"
 #include "clock.h"
 #include "util/log.h"
 

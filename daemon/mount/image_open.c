@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mount/child_process.h"
-#include "mount/spawner.h"
+#include "process/child_process.h"
+#include "process/spawner.h"
 #include "clock.h"
 #include "imagespec.h"
 #include "util/log.h"
@@ -154,7 +154,7 @@ out:
 	_exit(0);
 }
 
-/* What the spawner's child gets (mount/spawner.h). */
+/* What the spawner's child gets (process/spawner.h). */
 struct open_request {
 	struct identity id;
 	char path[SQUASH_PATH_MAX];
@@ -338,7 +338,7 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 		return RESULT_NODE_ERROR;
 	}
 	/* The spawner forks it, which costs a fraction of a fork of squashd
-	 * and stops none of squashd's threads (mount/spawner.h). */
+	 * and stops none of squashd's threads (process/spawner.h). */
 	bool spawned = spawn_opener(path, id, sv[1]);
 	pidfd = -1;
 	if (!spawned) {

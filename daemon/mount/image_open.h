@@ -5,7 +5,7 @@
  * through /proc/self/fd (so FIFOs and devices are never opened for reading),
  * and passes the descriptor back over a socketpair (SCM_RIGHTS). Root never
  * opens the path. Everything afterwards works on the returned descriptor.
- * The child is forked by the spawner (mount/spawner.h) when it runs. */
+ * The child is forked by the spawner (process/spawner.h) when it runs. */
 #ifndef SQUASHD_IMAGE_OPEN_H
 #define SQUASHD_IMAGE_OPEN_H
 
@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mount/identity.h"
-#include "mount/spawner.h"
+#include "process/identity.h"
+#include "process/spawner.h"
 #include "util/result.h"
 #include "superblock.h"
 

@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mount/child_process.h"
+#include "process/child_process.h"
 #include "mount/fuse_probe.h"
 #include "mount/reader_pool.h"
-#include "mount/server_spawn.h"
+#include "process/server_spawn.h"
 #include "clock.h"
 #include "util/log.h"
 

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "mount/identity.h"
+#include "process/identity.h"
 #include "util/result.h"
 
 /* Mounts the image open on image_fd at mountpoint (an existing empty

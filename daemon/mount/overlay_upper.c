@@ -14,7 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "mount/child_process.h"
+#include "process/child_process.h"
 #include "clock.h"
 
 enum step {

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "mount/identity.h"
+#include "process/identity.h"
 #include "util/result.h"
 
 /* Mounts an overlay on point (a directory in squashd's private mount

@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "mount/child_process.h"
-#include "mount/server_spawn.h"
+#include "process/child_process.h"
+#include "process/server_spawn.h"
 #include "reader_wire.h"
 #include "util/log.h"
 

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "mount/identity.h"
+#include "process/identity.h"
 #include "util/result.h"
 
 /* Hands the image and the mounted /dev/fuse connection fuse_fd to id's

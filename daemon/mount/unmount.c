@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "mountinfo.h"
-#include "mount/child_process.h"
+#include "process/child_process.h"
 #include "clock.h"
 #include "util/log.h"
 

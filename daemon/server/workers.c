@@ -21,7 +21,7 @@
 
 #include "core/gc.h"
 #include "frame.h"
-#include "mount/child_process.h"
+#include "process/child_process.h"
 #include "server/server.h"
 #include "util/log.h"
 #include "util/peer.h"

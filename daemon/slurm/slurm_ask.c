@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "mount/child_process.h"
+#include "process/child_process.h"
 
 /* The query's answer for a batch of 1024 questions fits this. */
 #define QUERY_OUTPUT_MAX (1024 * 64)

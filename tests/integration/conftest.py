@@ -341,7 +341,7 @@ class Node:
 
     def stray_processes(self):
         """Processes on the node other than its holder, slurmd, squashd,
-        squashd's spawner (daemon/mount/spawner.c, while its squashd runs)
+        squashd's spawner (daemon/process/spawner.c, while its squashd runs)
         and slurmstepd: job tasks or FUSE servers that outlived their job."""
         keep = {"slurmd", "squashd", "slurmstepd"}
         holder = self.holder_pid()

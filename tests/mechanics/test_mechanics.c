@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mount/identity.h"
+#include "process/identity.h"
 #include "mount/image_open.h"
 #include "util/log.h"
 #include "mount/mount_fuse.h"

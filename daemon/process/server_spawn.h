@@ -7,7 +7,7 @@
 
 #include <sys/types.h>
 
-#include "mount/identity.h"
+#include "process/identity.h"
 
 /* The descriptor numbers the server gets; fixed so its argv is known. */
 #define SERVER_FD3 3

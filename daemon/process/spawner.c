@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "mount/spawner.h"
+#include "process/spawner.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -1,7 +1,7 @@
 /* Starting a FUSE server as the job user (server_spawn.h). */
 #include "config.h"
 
-#include "mount/server_spawn.h"
+#include "process/server_spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "mount/child_process.h"
+#include "process/child_process.h"
 #include "util/log.h"
 
 static void close_from(int lowfd)

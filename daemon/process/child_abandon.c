@@ -4,8 +4,8 @@
 
 #include <unistd.h>
 
-#include "mount/child_process.h"
-#include "mount/process_watch.h"
+#include "process/child_process.h"
+#include "process/process_watch.h"
 #include "util/log.h"
 
 static void reaped(void *arg, pid_t pid, int status)

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "mount/identity.h"
+#include "process/identity.h"
 
 #include <errno.h>
 #include <grp.h>

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "mount/process_watch.h"
+#include "process/process_watch.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "mount/child_process.h"
+#include "process/child_process.h"
 #include "util/log.h"
 
 struct watched {

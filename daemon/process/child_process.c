@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "mount/child_process.h"
+#include "process/child_process.h"
 
 #include <errno.h>
 #include <poll.h>
