@@ -185,6 +185,9 @@ int main(int argc, char **argv)
 		 PACKAGE_VERSION, SQUASH_SLURM_BUILD_VERSION, cfg->socket_path, activated ? " (socket from systemd)" : "",
 		 ds.node_name, mount_policy_name(cfg->mount_policy),
 		 cfg->require_munge ? "required" : "optional", cfg->gc_interval_s, cfg->linger_s);
+	if (cfg->mount_policy == MOUNT_POLICY_KERNEL)
+		log_warning("mount_mode = kernel: every image, users' own included, is parsed by the kernel's "
+			    "squashfs; only for clusters whose every user is trusted as root");
 	reload_init(config_path, config_given, debug);
 	server_on_reload(reload_settings, NULL);
 	if (gc_start(&ds, cfg) < 0)

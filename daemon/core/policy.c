@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/trusted_image.h"
 #include "imagespec.h"
 #include "target.h"
 
@@ -73,62 +74,20 @@ enum result policy_check_mount_request(const struct squashd_config *cfg,
 	return RESULT_OK;
 }
 
-/* Writable by someone other than root: whoever that is could swap the
- * image the kernel is about to parse. */
-static bool root_controlled(const struct stat *st)
+Squash__MountMode policy_mount_mode(const struct squashd_config *cfg, int image_fd,
+				    int *kernel_fd, char *why, size_t whylen)
 {
-	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
-}
-
-/* Trusted: the file the user's descriptor points at lies below a trusted
- * prefix, and it and every directory above it are root-controlled. The path
- * comes from the descriptor, not from the request. */
-static bool image_is_trusted(const struct squashd_config *cfg, int image_fd,
-			     const struct stat *st)
-{
-	if (!root_controlled(st))
-		return false;
-	char link[64], path[PATH_MAX];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", image_fd);
-	ssize_t n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0 || n >= (ssize_t)sizeof(path) - 1)
-		return false;
-	path[n] = '\0';
-	if (path[0] != '/')
-		return false; /* " (deleted)" files and anonymous files */
-
-	if (!squash_prefixes_contain(&cfg->trusted_prefixes, path))
-		return false;
-
-	for (char *slash = strrchr(path, '/'); slash; slash = strrchr(path, '/')) {
-		if (slash == path)
-			slash[1] = '\0';
-		else
-			*slash = '\0';
-		struct stat dir;
-		if (lstat(path, &dir) < 0 || !S_ISDIR(dir.st_mode))
-			return false;
-		/* In a sticky directory (/tmp) others cannot rename root's entries. */
-		bool sticky_ok = (dir.st_mode & S_ISVTX) && dir.st_uid == 0;
-		if (!root_controlled(&dir) && !sticky_ok)
-			return false;
-		if (slash == path)
-			break;
-	}
-	return true;
-}
-
-Squash__MountMode policy_mount_mode(const struct squashd_config *cfg,
-				    int image_fd, const struct stat *st)
-{
+	*kernel_fd = -1;
+	why[0] = '\0';
 	switch (cfg->mount_policy) {
 	case MOUNT_POLICY_FUSE:
 		return SQUASH__MOUNT_MODE__FUSE;
-	case MOUNT_POLICY_KERNEL:
-		return SQUASH__MOUNT_MODE__KERNEL;
+	case MOUNT_POLICY_KERNEL: /* the admin gave the promise up (squashd.conf(5)) */
+		*kernel_fd = fcntl(image_fd, F_DUPFD_CLOEXEC, 3);
+		return *kernel_fd >= 0 ? SQUASH__MOUNT_MODE__KERNEL : SQUASH__MOUNT_MODE__FUSE;
 	case MOUNT_POLICY_AUTO:
 		break;
 	}
-	return image_is_trusted(cfg, image_fd, st) ? SQUASH__MOUNT_MODE__KERNEL
-						   : SQUASH__MOUNT_MODE__FUSE;
+	*kernel_fd = trusted_image_open(cfg, image_fd, why, whylen);
+	return *kernel_fd >= 0 ? SQUASH__MOUNT_MODE__KERNEL : SQUASH__MOUNT_MODE__FUSE;
 }

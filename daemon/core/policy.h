@@ -24,8 +24,12 @@ enum result policy_check_mount_request(const struct squashd_config *cfg,
 				       const Squash__MountJobRequest *req,
 				       char *err, size_t errlen);
 
-/* How to mount an image already opened (as the user) on image_fd. */
-Squash__MountMode policy_mount_mode(const struct squashd_config *cfg,
-				    int image_fd, const struct stat *st);
+/* How to mount an image already opened (as the user) on image_fd. For a
+ * kernel mount, *kernel_fd is the descriptor the loop device gets: root's
+ * own, of the trusted file (core/trusted_image.h); the caller closes it.
+ * For FUSE, why says why a candidate below a trusted prefix was refused
+ * ("" when the image was no candidate). */
+Squash__MountMode policy_mount_mode(const struct squashd_config *cfg, int image_fd,
+				    int *kernel_fd, char *why, size_t whylen);
 
 #endif

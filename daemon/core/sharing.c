@@ -126,8 +126,22 @@ static enum result open_image(const struct squashd_config *cfg, const struct ide
 		snprintf(err, errlen, "%s", why);
 		return res;
 	}
-	Squash__MountMode mode = policy_mount_mode(cfg, fd, &st);
+	int kernel_fd;
+	Squash__MountMode mode = policy_mount_mode(cfg, fd, &kernel_fd, why, sizeof(why));
 	log_context_image(spec->image, mode == SQUASH__MOUNT_MODE__KERNEL ? "kernel" : "fuse");
+	if (why[0])
+		log_warning("image %s goes to FUSE, not the kernel: %s", spec->image, why);
+	if (mode == SQUASH__MOUNT_MODE__KERNEL) {
+		/* From here on only root's own descriptor: the loop device
+		 * reads the file squashd itself reached. */
+		close(fd);
+		fd = kernel_fd;
+		if (fstat(fd, &st) < 0) {
+			snprintf(err, errlen, "image %s: fstat: %s", spec->image, strerror(errno));
+			close(fd);
+			return RESULT_NODE_ERROR;
+		}
+	}
 	if (mode == SQUASH__MOUNT_MODE__FUSE && id->uid == 0) {
 		/* FUSE servers parse untrusted images; they never run as root. */
 		snprintf(err, errlen, "image %s: jobs of root may only use trusted images "

@@ -22,6 +22,7 @@
 #include "process/spawner.h"
 #include "clock.h"
 #include "imagespec.h"
+#include "util/file_identity.h"
 #include "util/log.h"
 
 /* What the child tells the parent; the parent words the error, the child
@@ -405,8 +406,11 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 	if (status.step != STEP_OK)
 		return describe_failure(&status, path, id, err, errlen);
 
-	if (fstat(fd, st) < 0) {
-		snprintf(err, errlen, "image %s: fstat: %s", path, strerror(errno));
+	/* From the inode cache: the image may sit on the user's own FUSE
+	 * mount, whose server the user can stop. */
+	struct file_identity fid;
+	if (file_identity_of(fd, &fid, st) < 0) {
+		snprintf(err, errlen, "image %s: statx: %s", path, strerror(errno));
 		close(fd);
 		return RESULT_NODE_ERROR;
 	}

@@ -101,6 +101,9 @@ static bool apply(const char *key, const struct squashd_config *fresh, struct sq
 		next->overlay_size = fresh->overlay_size;
 	} else if (!strcmp(key, "max_loop_devices")) {
 		next->max_loop_devices = fresh->max_loop_devices;
+	} else if (!strcmp(key, "kernel_fs_types")) {
+		/* Decided per image at its mount; existing mounts stay. */
+		next->kernel_fs_types = fresh->kernel_fs_types;
 	} else if (!strcmp(key, "debug")) {
 		next->debug = fresh->debug;
 	} else {

@@ -1,5 +1,6 @@
 #include "config.h"
 #include "settings/settings.h"
+#include "settings/fs_types.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -25,6 +26,7 @@ void config_defaults(struct squashd_config *cfg)
 	snprintf(cfg->squashfuse, sizeof(cfg->squashfuse), "%s", SQUASHFUSE_LL_PATH);
 	snprintf(cfg->squash_reader, sizeof(cfg->squash_reader), "%s", SQUASH_READER_PATH);
 	cfg->mount_policy = MOUNT_POLICY_AUTO;
+	cfg->kernel_fs_types = fs_types_default();
 	cfg->require_munge = true;
 	cfg->max_images_per_job = SQUASH_MAX_IMAGES;
 	cfg->request_timeout_s = 30;
@@ -197,6 +199,8 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_uint(&cfg->max_loop_devices, value, 0, 1u << 20, key, err, errlen);
 	if (!strcmp(key, "request_timeout"))
 		return set_uint(&cfg->request_timeout_s, value, 1, 600, key, err, errlen);
+	if (!strcmp(key, "kernel_fs_types"))
+		return fs_types_parse(value, &cfg->kernel_fs_types, err, errlen);
 	if (!strcmp(key, "mount_mode")) {
 		if (!strcmp(value, "auto"))
 			cfg->mount_policy = MOUNT_POLICY_AUTO;
@@ -425,6 +429,11 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 		n++;
 	}
 	SHOW("mount_mode", "%s", mount_policy_name(cfg->mount_policy));
+	if (n < cap) {
+		out[n].key = "kernel_fs_types";
+		fs_types_describe(cfg->kernel_fs_types, out[n].value, sizeof(out[n].value));
+		n++;
+	}
 	SHOW("require_munge", "%s", cfg->require_munge ? "yes" : "no");
 	SHOW("munge_socket", "%s", cfg->munge_socket);
 	SHOW("fuse_reader", "%s", cfg->use_squashfuse_ll ? "squashfuse_ll" : "squash-reader");

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "target.h"
 
@@ -34,6 +35,7 @@ struct squashd_config {
 	struct squash_prefixes allowed_targets;
 	struct squash_prefixes trusted_prefixes;
 	enum mount_policy mount_policy;
+	uint32_t kernel_fs_types;    /* fs_types.h: file systems kernel mounts may read from */
 	bool require_munge;
 	char munge_socket[PATH_MAX]; /* empty: libmunge's default */
 	char squashfuse[PATH_MAX];

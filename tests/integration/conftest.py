@@ -24,6 +24,7 @@ import pwd
 import grp
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -81,6 +82,22 @@ def wait_until(pred, timeout=30.0, interval=0.1, what="condition"):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def send_hup_and_wait(cluster, expect):
+    """SIGHUP to the (one-node) cluster's squashd; waits until its log says
+    expect and returns what it logged meanwhile."""
+    offset = len(cluster.squashd_log())
+    os.kill(cluster.squashd_pid(), signal.SIGHUP)
+    wait_until(lambda: expect in cluster.squashd_log()[offset:], 10,
+               what=f"squashd to log {expect!r}")
+    return cluster.squashd_log()[offset:]
+
+
+def setting(cluster, key):
+    """A setting in force, as squashctl status shows it."""
+    m = re.search(rf"^  {key} = (.*)$", cluster.squashctl("status").stdout, re.M)
+    return m and m.group(1)
 
 
 def mountinfo(pid="self"):

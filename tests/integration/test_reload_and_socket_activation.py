@@ -10,22 +10,9 @@ import signal
 import subprocess
 import sys
 
-from conftest import SQUASHCTL, SQUASHD, USER1, run, wait_until
+from conftest import SQUASHCTL, SQUASHD, USER1, run, send_hup_and_wait, setting, wait_until
 
 FILES = {"hello.txt": "hello from the image\n"}
-
-
-def send_hup_and_wait(cluster, expect):
-    offset = len(cluster.squashd_log())
-    os.kill(cluster.squashd_pid(), signal.SIGHUP)
-    wait_until(lambda: expect in cluster.squashd_log()[offset:], 10,
-               what=f"squashd to log {expect!r}")
-    return cluster.squashd_log()[offset:]
-
-
-def setting(cluster, key):
-    m = re.search(rf"^  {key} = (.*)$", cluster.squashctl("status").stdout, re.M)
-    return m and m.group(1)
 
 
 def test_reload_applies_safe_settings_and_names_the_others(cluster):

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "settings/fs_types.h"
 #include "settings/reload.h"
 #include "settings/settings.h"
 #include "unit.h"
@@ -202,8 +203,33 @@ static void the_file_is_read_as_root_would_trust_it(void)
 	settings_drop(cfg);
 }
 
+/* kernel_fs_types: names over the table; FUSE is never one of them. */
+static void kernel_fs_types_name_superblock_types_and_never_fuse(void)
+{
+	struct squashd_config *cfg = defaults();
+	char err[512], shown[256];
+	const char *name;
+
+	CHECK(fs_types_allows(cfg->kernel_fs_types, 0xEF53, &name));
+	CHECK_STR(name, "ext4");
+	CHECK(!fs_types_allows(cfg->kernel_fs_types, 0x65735546, &name)); /* FUSE */
+	CHECK_STR(name, "fuse");
+	CHECK(!fs_types_allows(cfg->kernel_fs_types, 0x794c7630, &name)); /* overlayfs */
+	CHECK_INT(config_set(cfg, "kernel_fs_types", "lustre, gpfs", err, sizeof(err)), 0);
+	fs_types_describe(cfg->kernel_fs_types, shown, sizeof(shown));
+	CHECK_STR(shown, "lustre gpfs");
+	CHECK(!fs_types_allows(cfg->kernel_fs_types, 0xEF53, &name));
+	CHECK(fs_types_allows(cfg->kernel_fs_types, 0x0BD00BD0, &name));
+	CHECK_INT(config_set(cfg, "kernel_fs_types", "ext4 fuse.sshfs", err, sizeof(err)), -1);
+	CHECK(strstr(err, "never trusted") != NULL);
+	CHECK_INT(config_set(cfg, "kernel_fs_types", "reiserfs", err, sizeof(err)), -1);
+	CHECK(strstr(err, "'reiserfs'") != NULL);
+	settings_drop(cfg);
+}
+
 int main(void)
 {
+	kernel_fs_types_name_superblock_types_and_never_fuse();
 	settings_take_values_and_refuse_bad_ones_with_the_key();
 	a_held_snapshot_outlives_the_publication_of_the_next();
 	a_copy_owns_its_prefixes();

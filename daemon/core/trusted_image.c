@@ -1,0 +1,152 @@
+#include "config.h"
+
+#include "core/trusted_image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "settings/fs_types.h"
+#include "util/file_identity.h"
+#include "target.h"
+
+/* Writable by someone other than root: whoever that is could swap the
+ * image the kernel is about to parse. */
+static bool root_controlled(const struct stat *st)
+{
+	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* One component below dirfd, never through a link of any kind. */
+static int open_component(int dirfd, const char *name, int flags)
+{
+	struct open_how how = {
+		.flags = (unsigned)(flags | O_NOFOLLOW | O_CLOEXEC),
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
+
+	if (fd < 0 && errno == ENOSYS) /* before Linux 5.6: O_NOFOLLOW on one component */
+		fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
+	return fd;
+}
+
+/* Walks path from "/" as root in squashd's own mount namespace; returns a
+ * read-only descriptor of the root-controlled regular file it names, or -1
+ * with why. Attributes come from the inode cache, so a FUSE mount met on the
+ * way is never asked (its directory is refused before we descend). */
+static int walk_as_root(const char *path, char *why, size_t whylen)
+{
+	char buf[PATH_MAX], *save = NULL;
+	struct file_identity fid;
+	struct stat st;
+	int dirfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (dirfd < 0 || file_identity_of(dirfd, &fid, &st) < 0 || !root_controlled(&st)) {
+		snprintf(why, whylen, "/ is not root-controlled");
+		goto fail;
+	}
+	snprintf(buf, sizeof(buf), "%s", path);
+	char *name = strtok_r(buf, "/", &save);
+	while (name) {
+		char *next = strtok_r(NULL, "/", &save);
+		int fd;
+
+		if (!strcmp(name, ".") || !strcmp(name, "..")) {
+			snprintf(why, whylen, "'%s' in the path", name);
+			goto fail;
+		}
+		fd = open_component(dirfd, name, next ? O_PATH : O_RDONLY | O_NOCTTY | O_NONBLOCK);
+		if (fd < 0 && errno == ELOOP) {
+			snprintf(why, whylen, "%s: a symbolic link on the way (squashd follows none)", name);
+			goto fail;
+		}
+		if (fd < 0) {
+			snprintf(why, whylen, "%s: %s", name, strerror(errno));
+			goto fail;
+		}
+		close(dirfd);
+		dirfd = fd;
+		if (file_identity_of(fd, &fid, &st) < 0) {
+			snprintf(why, whylen, "%s: statx: %s", name, strerror(errno));
+			goto fail;
+		}
+		if (next) {
+			/* In a sticky directory (/tmp) others cannot rename root's entries. */
+			bool sticky_ok = (st.st_mode & S_ISVTX) && st.st_uid == 0;
+
+			if (!S_ISDIR(st.st_mode) || (!root_controlled(&st) && !sticky_ok)) {
+				snprintf(why, whylen, "directory %s is not root-controlled (owner uid %u, mode %04o)",
+					 name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+				goto fail;
+			}
+		} else if (!S_ISREG(st.st_mode) || !root_controlled(&st)) {
+			snprintf(why, whylen, "the file is not root-controlled (owner uid %u, mode %04o)",
+				 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+			goto fail;
+		}
+		name = next;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(why, whylen, "not a file");
+		goto fail;
+	}
+	return dirfd;
+fail:
+	if (dirfd >= 0)
+		close(dirfd);
+	return -1;
+}
+
+int trusted_image_open(const struct squashd_config *cfg, int user_fd, char *why, size_t whylen)
+{
+	struct file_identity user, root;
+	char link[64], path[PATH_MAX], reason[PATH_MAX + 128];
+	struct statfs sfs;
+	const char *fs_name = NULL;
+	ssize_t n;
+	int fd;
+
+	why[0] = '\0';
+	/* The candidate's name: where the user's descriptor points, as the
+	 * user's namespace names it (readlink asks no file system). A name
+	 * only proposes; the objects decide below. */
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", user_fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0 || n >= (ssize_t)sizeof(path) - 1)
+		return -1;
+	path[n] = '\0';
+	if (path[0] != '/' || !squash_prefixes_contain(&cfg->trusted_prefixes, path))
+		return -1; /* not a candidate: no reason worth logging */
+
+	if (file_identity_of(user_fd, &user, NULL) < 0 || !user.has_mnt_id) {
+		snprintf(why, whylen, "the kernel gives no mount id (statx, Linux 5.8 and later)");
+		return -1;
+	}
+	fd = walk_as_root(path, reason, sizeof(reason));
+	if (fd < 0) {
+		snprintf(why, whylen, "squashd cannot reach %s itself as a trusted file: %s", path, reason);
+		return -1;
+	}
+	if (file_identity_of(fd, &root, NULL) < 0 || !file_identity_same(&user, &root)) {
+		snprintf(why, whylen,
+			 "%s in squashd's mount namespace is not the file the user opened (another mount namespace, a bind mount, or a replaced file)",
+			 path);
+		close(fd);
+		return -1;
+	}
+	if (fstatfs(fd, &sfs) < 0 || !fs_types_allows(cfg->kernel_fs_types, (long)sfs.f_type, &fs_name)) {
+		snprintf(why, whylen, "%s is on a %s file system, not one of kernel_fs_types", path,
+			 fs_name ? fs_name : "unknown");
+		close(fd);
+		return -1;
+	}
+	return fd;
+}

@@ -1,0 +1,160 @@
+"""Only root's own descriptor of a root-controlled file below a trusted
+prefix, reached by squashd itself in its own mount namespace, gets a
+kernel squashfs mount (daemon/core/trusted_image.c). Every other way a
+user can present a root-owned file under a trusted name goes to FUSE, with
+the reason in squashd's log (docs/security.md, "Trusted images")."""
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from conftest import (USER1, BlockingJob, loop_backing_files, run, send_hup_and_wait,
+                      setting, uid_of, wait_until)
+
+FILES = {"hello.txt": "hello from the image\n"}
+# Job ids no real job of the session uses.
+FAKE_JOB = 990101
+
+
+def mode_of(cluster, image):
+    """'kernel' or 'fuse' for the node's mount of image, from squashctl's
+    listing and /proc mountinfo."""
+    rows = [line for line in cluster.squashctl("list").stdout.splitlines()
+            if re.search(rf"(^|\s){re.escape(str(image))}(\s|$)", line)]
+    assert len(rows) == 1, cluster.squashctl("list").stdout
+    fstypes = {m["fstype"] for m in cluster.node_mounts()}
+    return rows[0].split()[0], fstypes
+
+
+def mount_as(cluster, job, user, image, target):
+    p = cluster.rawclient("mount", job, uid_of(user), f"{image}:{target}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+def outer_image_holding(cluster, user, inner):
+    """A user's own image (FUSE) that holds a copy of inner, stored as root's
+    0644 file: bytes the user serves, dressed as a trusted image."""
+    d = cluster.workdir(user, "outer")
+    src = Path(tempfile.mkdtemp(prefix="outer.", dir=cluster.dir))
+    try:
+        src.chmod(0o755)
+        shutil.copy(inner, src / inner.name)
+        (src / inner.name).chmod(0o644)
+        run(["mksquashfs", src, d / "outer.sqfs", "-noappend", "-quiet", "-no-progress",
+             "-all-root"])
+    finally:
+        shutil.rmtree(src)
+    os.chown(d / "outer.sqfs", uid_of(user), -1)
+    return d / "outer.sqfs"
+
+
+def test_a_root_file_the_user_serves_under_a_trusted_name_gets_fuse(cluster):
+    """The attack of issue 22: in a user and mount namespace of their own,
+    the user binds their FUSE mount over the trusted prefix and names the
+    file through /proc/PID/root. A genuine trusted image of the same name
+    exists in squashd's namespace, so the name matches and only the objects
+    (device, inode, mount id) tell the two apart."""
+    os.chmod(cluster.trusted, 0o755)
+    genuine = cluster.make_image(cluster.trusted / "evil.sqfs", FILES, owner="root")
+    evil_src = cluster.make_image(cluster.workdir("root", "evil") / "evil.sqfs",
+                                  {"hello.txt": "bytes the user serves\n"}, owner="root")
+    outer = outer_image_holding(cluster, USER1, evil_src)
+    ns_pid_file = outer.parent / "nspid"
+    # The job binds its own view of the user's image over the trusted
+    # prefix in a namespace of its own, and waits there.
+    before = (f'unshare -Urm sh -c \'mount --bind /squash/outer {cluster.trusted} && '
+              f'echo $$ > {ns_pid_file} && exec sleep 300\' &\n'
+              f'for i in $(seq 1 100); do [ -s {ns_pid_file} ] && break; sleep 0.1; done\n')
+    blk = BlockingJob(cluster, USER1, f"{outer}:/squash/outer", before=before)
+    try:
+        blk.wait_ready()
+        ns_pid = int(ns_pid_file.read_text())
+        forged = f"/proc/{ns_pid}/root{cluster.trusted}/evil.sqfs"
+        # The user's namespace really shows the user's bytes under that name.
+        seen = run(["runuser", "-u", USER1, "--", "cmp", forged, evil_src], check=False)
+        assert seen.returncode == 0, seen.stdout + seen.stderr
+        offset = len(cluster.squashd_log())
+        loops_before = set(loop_backing_files())
+        mount_as(cluster, FAKE_JOB, USER1, forged, "/squash/evil")
+        mode, fstypes = mode_of(cluster, forged)
+        assert mode == "fuse", cluster.squashctl("list").stdout
+        assert "squashfs" not in fstypes, fstypes
+        # No loop device for it: the kernel parsed none of the user's bytes.
+        new_loops = {d: f for d, f in loop_backing_files().items() if d not in loops_before}
+        assert not new_loops, new_loops
+        log = cluster.squashd_log()[offset:]
+        assert re.search(r"goes to FUSE, not the kernel: .*is not the file the user opened", log), log
+        # The genuine file of that name still gets the kernel.
+        mount_as(cluster, FAKE_JOB + 1, USER1, genuine, "/squash/genuine")
+        assert mode_of(cluster, genuine)[0] == "kernel"
+        assert str(genuine) in loop_backing_files().values(), loop_backing_files()
+    finally:
+        cluster.rawclient("release", FAKE_JOB)
+        cluster.rawclient("release", FAKE_JOB + 1)
+        blk.release()
+        genuine.unlink()
+
+
+def test_trusted_names_reached_through_links_or_user_directories_get_fuse(cluster):
+    """A symbolic link below the prefix (squashd follows none when it walks),
+    and a root-owned image in a directory below the prefix that a user
+    controls (the user could swap it), both go to FUSE."""
+    os.chmod(cluster.trusted, 0o755)
+    real = cluster.make_image(cluster.workdir("root", "real") / "real.sqfs", FILES,
+                              owner="root")
+    hop = cluster.trusted / "hop"
+    userdir = cluster.trusted / "userdir"
+    userdir.mkdir(mode=0o755)
+    os.chown(userdir, uid_of(USER1), -1)
+    hop.symlink_to(real.parent)
+    in_userdir = cluster.make_image(userdir / "root-owned.sqfs", FILES, owner="root")
+    offset = len(cluster.squashd_log())
+    try:
+        # Through the link: the user's descriptor names the real file,
+        # which lies outside the prefix: no candidate, plain FUSE.
+        mount_as(cluster, FAKE_JOB + 2, USER1, hop / "real.sqfs", "/squash/hop")
+        assert mode_of(cluster, hop / "real.sqfs")[0] == "fuse"
+        mount_as(cluster, FAKE_JOB + 3, USER1, in_userdir, "/squash/userdir")
+        assert mode_of(cluster, in_userdir)[0] == "fuse"
+        log = cluster.squashd_log()[offset:]
+        assert re.search(r"goes to FUSE, not the kernel: .*directory userdir is not root-controlled "
+                         rf"\(owner uid {uid_of(USER1)}", log), log
+    finally:
+        cluster.rawclient("release", FAKE_JOB + 2)
+        cluster.rawclient("release", FAKE_JOB + 3)
+        hop.unlink()
+        shutil.rmtree(userdir)
+
+
+def test_trusted_image_on_a_file_system_type_not_allowed_gets_fuse(cluster):
+    """kernel_fs_types: a trusted image on a file system the admin did not
+    list goes to FUSE, the log names the type; the setting applies at
+    reload, for mounts made from then on."""
+    os.chmod(cluster.trusted, 0o755)
+    img = cluster.make_image(cluster.trusted / "fstype.sqfs", FILES, owner="root")
+    conf = cluster.dir / "squashd.conf"
+    original = conf.read_text()
+    offset = len(cluster.squashd_log())
+    try:
+        conf.write_text(original + "kernel_fs_types = lustre gpfs\n")
+        send_hup_and_wait(cluster, "setting(s) applied")
+        assert setting(cluster, "kernel_fs_types") == "lustre gpfs"
+        mount_as(cluster, FAKE_JOB + 4, USER1, img, "/squash/fstype")
+        assert mode_of(cluster, img)[0] == "fuse"
+        log = cluster.squashd_log()[offset:]
+        assert re.search(r"goes to FUSE, not the kernel: .*fstype\.sqfs is on a \S+ file system, "
+                         r"not one of kernel_fs_types", log), log
+        # FUSE is no type kernel mounts may read from, whatever the admin writes.
+        conf.write_text(original + "kernel_fs_types = ext4 fuse\n")
+        log = send_hup_and_wait(cluster, "keeping the settings in force")
+        assert "a FUSE server's bytes are never trusted" in log, log
+    finally:
+        cluster.rawclient("release", FAKE_JOB + 4)
+        conf.write_text(original)
+        send_hup_and_wait(cluster, "setting(s) applied")
+        img.unlink()
+    # Restored: the default list again.
+    assert "ext4" in setting(cluster, "kernel_fs_types")
