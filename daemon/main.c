@@ -18,6 +18,8 @@
 #include "mount/fuse_reader.h"
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
+#include "process/reader_cgroup.h"
+#include "process/server_spawn.h"
 #include "process/spawner.h"
 #include "server/socket_activation.h"
 #include "server/workers.h"
@@ -149,7 +151,12 @@ int main(int argc, char **argv)
 	static struct spawner_op spawner_ops[SPAWNER_N_OPS];
 	spawner_ops[SPAWNER_OPEN_IMAGE] = image_open_spawner_op;
 	spawner_ops[SPAWNER_FUSE_PROBE] = fuse_probe_spawner_op;
+	spawner_ops[SPAWNER_START_SERVER] = server_spawner_op;
 	spawner_start(spawner_ops, SPAWNER_N_OPS);
+	/* Still before any thread: under a delegated cgroup v2 squashd and
+	 * the spawner move to a leaf of their own. */
+	reader_cgroup_init(cfg->reader_cgroups ? "auto" : "no", ds.node_name, 0, cfg->reader_tasks_max,
+			   cfg->reader_memory_max);
 
 	/* Which FUSE server user images get, for the log and `squashctl list`;
 	 * known before adopting, which keeps connections only for one that
@@ -205,6 +212,7 @@ int main(int argc, char **argv)
 	pthread_mutex_lock(&ds.lock);
 	daemon_save_locked(&ds);
 	pthread_mutex_unlock(&ds.lock);
+	reader_cgroup_cleanup();
 	settings_drop(cfg);
 	return rc == 0 ? 0 : 1;
 }

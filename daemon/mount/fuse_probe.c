@@ -46,10 +46,14 @@ static int probe_code(const char *mountpoint)
 	return 0;
 }
 
-static void __attribute__((noreturn)) spawned_probe(int sock, const void *payload)
+static void __attribute__((noreturn))
+spawned_probe(int sock, const void *payload, const int *fds, size_t nfds)
 {
 	static struct probe_request rq; /* a fresh process: ours alone */
 	struct probe_answer a = { .magic = PROBE_ANSWER_MAGIC };
+
+	(void)fds; /* the spawner gives this op none */
+	(void)nfds;
 
 	memcpy(&rq, payload, sizeof(rq));
 	rq.mountpoint[sizeof(rq.mountpoint) - 1] = '\0';
@@ -58,7 +62,7 @@ static void __attribute__((noreturn)) spawned_probe(int sock, const void *payloa
 	_exit(0);
 }
 
-const struct spawner_op fuse_probe_spawner_op = { sizeof(struct probe_request), spawned_probe };
+const struct spawner_op fuse_probe_spawner_op = { sizeof(struct probe_request), spawned_probe, 0, false };
 
 int fuse_probe_start(struct fuse_probe *p, const char *mountpoint)
 {

@@ -162,9 +162,13 @@ struct open_request {
 };
 
 /* In the spawner's child: checks what it was given, then opens. */
-static void __attribute__((noreturn)) spawned_open(int sock, const void *payload)
+static void __attribute__((noreturn))
+spawned_open(int sock, const void *payload, const int *fds, size_t nfds)
 {
 	static struct open_request rq; /* a fresh process: ours alone */
+
+	(void)fds; /* the spawner gives this op none */
+	(void)nfds;
 
 	memcpy(&rq, payload, sizeof(rq));
 	rq.path[sizeof(rq.path) - 1] = '\0';
@@ -173,7 +177,7 @@ static void __attribute__((noreturn)) spawned_open(int sock, const void *payload
 	child_open(sock, rq.path, &rq.id);
 }
 
-const struct spawner_op image_open_spawner_op = { sizeof(struct open_request), spawned_open };
+const struct spawner_op image_open_spawner_op = { sizeof(struct open_request), spawned_open, 0, false };
 
 /* Asks the spawner for the opener; false when it cannot (then we fork). */
 static bool spawn_opener(const char *path, const struct identity *id, int answer_fd)

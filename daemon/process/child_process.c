@@ -58,40 +58,6 @@ pid_t child_fork(int *pidfd)
 	return pid;
 }
 
-/* Enough for fn's few calls; it never allocates. */
-#define VFORK_STACK (64 * 1024)
-
-pid_t child_vfork(int (*fn)(void *), void *arg, int *pidfd)
-{
-	sigset_t all, old;
-	void *stack = mmap(NULL, VFORK_STACK, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-
-	*pidfd = -1;
-	if (stack == MAP_FAILED)
-		return -1;
-	/* No handler may run in the child on our memory. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = clone(fn, (char *)stack + VFORK_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
-	int saved = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	munmap(stack, VFORK_STACK);
-	if (pid < 0) {
-		errno = saved;
-		return -1;
-	}
-	*pidfd = child_pidfd(pid);
-	if (*pidfd < 0) {
-		saved = errno;
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		errno = saved;
-		return -1;
-	}
-	return pid;
-}
-
 void child_kill(int pidfd)
 {
 	if (pidfd >= 0)

@@ -41,12 +41,4 @@ int child_stop_fd(void);
 /* Like fork(), but the child starts with the given pidfd in *pidfd. */
 pid_t child_fork(int *pidfd);
 
-/* Runs fn(arg) in a child that shares our memory and stops this thread
- * until it execs or exits (CLONE_VM|CLONE_VFORK, as posix_spawn does), so
- * nothing of squashd is copied. fn may only make plain system calls, must
- * not take locks or allocate, and ends with execve or by returning the
- * exit status. Signals are blocked meanwhile. The child starts with its
- * pidfd in *pidfd, like child_fork; returns its pid or -1. */
-pid_t child_vfork(int (*fn)(void *), void *arg, int *pidfd);
-
 #endif

@@ -25,9 +25,9 @@ enum result identity_lookup(uid_t uid, struct identity *id, char *err,
  * order, then checks root cannot be regained). Returns 0 or -1 (errno). */
 int identity_become(const struct identity *id);
 
-/* The same for a child that shares squashd's memory (child_vfork): raw
- * system calls only, because glibc's set*id functions would make every
- * other thread of squashd change identity too. Returns 0 or an errno. */
+/* The same with raw system calls (setresuid and friends), for a child the
+ * spawner made with clone3, which glibc's set*id wrappers do not know
+ * about. Returns 0 or an errno. */
 int identity_become_raw(const struct identity *id);
 
 #endif

@@ -5,50 +5,74 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "process/child_process.h"
+#include "process/reader_cgroup.h"
+#include "process/server_output.h"
 #include "util/log.h"
+
+#define ARGS_MAX 1024 /* argv, NUL-separated */
+#define ARGC_MAX 16
+
+/* What the child gets: all of it in one fixed-size datagram. */
+struct server_request {
+	struct identity id;
+	char path[PATH_MAX];
+	char args[ARGS_MAX];
+	uint32_t argc;
+	struct reader_cgroup_join cgroup;
+};
+
+/* How long the spawner may take to make the child: it is root's and
+ * waits for nothing, so only a machine out of processes is this slow. */
+#define SPAWN_ANSWER_MS 5000
 
 static void close_from(int lowfd)
 {
-#ifdef SYS_close_range
 	if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
 		return;
-#endif
-	long max = sysconf(_SC_OPEN_MAX);
-
-	if (max < 0 || max > 65536)
-		max = 65536;
-	for (int fd = lowfd; fd < max; fd++)
+	for (int fd = lowfd; fd < 65536; fd++)
 		close(fd);
 }
 
-/* What the server child gets; its arguments are made before it runs. */
-struct server_exec {
-	int fd3, fd4;
-	const struct identity *id;
-	const char *path;
-	char *const *argv;
-	int failed;	/* set by the child: SERVER_BECOME_FAILED or SERVER_EXEC_FAILED */
-	int err;	/* and the errno */
-};
-
-/* Runs in the server child, which shares squashd's memory until it execs
- * (child_vfork): plain system calls only, nothing that takes a lock or
- * allocates, and the identity is dropped with raw system calls. */
-static int exec_server(void *arg)
+static void write_file(const char *path, const char *text)
 {
-	struct server_exec *x = arg;
-	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-			       NULL };
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0 || write(fd, text, strlen(text)) < 0) {
+		int e = errno;
+
+		if (fd >= 0)
+			close(fd);
+		errno = e;
+		return;
+	}
+	close(fd);
+	errno = 0;
+}
+
+/* Runs in the child (the spawner's, or squashd's fork when there is no
+ * spawner); never returns. Its stderr is the log pipe from the start, so
+ * every failure below is in squashd's log with its reason. */
+static void __attribute__((noreturn))
+run_server(const struct server_request *rq, int fd3, int fd4, int log_fd)
+{
+	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+	char *argv[ARGC_MAX + 1];
+	const char *a = rq->args;
 	struct sigaction dfl;
 	sigset_t none;
-	int img, fus, devnull;
+	int img, fus, lg, devnull;
 
 	/* Own session: signals aimed at squashd's process group (a terminal,
 	 * a restart) must not take the user's mount down with it. */
@@ -60,15 +84,17 @@ static int exec_server(void *arg)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
-	/* Move both descriptors above the targets first so dup2 never
-	 * clobbers one with the other. */
-	img = fcntl(x->fd3, F_DUPFD_CLOEXEC, SERVER_FD4 + 1);
-	fus = x->fd4 >= 0 ? fcntl(x->fd4, F_DUPFD_CLOEXEC, SERVER_FD4 + 1) : -1;
-	if (img < 0 || (x->fd4 >= 0 && fus < 0) || dup2(img, SERVER_FD3) < 0 ||
+	/* Move the descriptors above their targets first so dup2 never
+	 * clobbers one with another. */
+	img = fcntl(fd3, F_DUPFD_CLOEXEC, 10);
+	fus = fd4 >= 0 ? fcntl(fd4, F_DUPFD_CLOEXEC, 10) : -1;
+	lg = fcntl(log_fd, F_DUPFD_CLOEXEC, 10);
+	if (lg < 0 || dup2(lg, STDOUT_FILENO) < 0 || dup2(lg, STDERR_FILENO) < 0)
+		_exit(SERVER_EXEC_FAILED); /* nowhere to say why: squashd logs the status */
+	if (img < 0 || (fd4 >= 0 && fus < 0) || dup2(img, SERVER_FD3) < 0 ||
 	    (fus >= 0 && dup2(fus, SERVER_FD4) < 0)) {
-		x->err = errno;
-		x->failed = SERVER_EXEC_FAILED;
-		return SERVER_EXEC_FAILED;
+		dprintf(STDERR_FILENO, "cannot set up its descriptors: %s\n", strerror(errno));
+		_exit(SERVER_EXEC_FAILED);
 	}
 	devnull = open("/dev/null", O_RDONLY);
 	if (devnull >= 0 && devnull != STDIN_FILENO) {
@@ -77,30 +103,168 @@ static int exec_server(void *arg)
 	}
 	close_from(fus >= 0 ? SERVER_FD4 + 1 : SERVER_FD3 + 1);
 
-	int e = identity_become_raw(x->id);
-	if (e) {
-		x->err = e;
-		x->failed = SERVER_BECOME_FAILED;
-		return SERVER_BECOME_FAILED;
+	/* squashd's OOM protection is squashd's, not the user's process's
+	 * (raising the score needs no privilege). */
+	write_file("/proc/self/oom_score_adj", "0");
+	if (errno)
+		dprintf(STDERR_FILENO, "cannot reset oom_score_adj: %s\n", strerror(errno));
+	/* Into the user's reader cgroup while still root: after the drop the
+	 * user could no longer move it, nor keep it out. */
+	for (size_t i = 0; i < READER_CGROUP_FILES; i++) {
+		if (!rq->cgroup.procs[i][0])
+			continue;
+		write_file(rq->cgroup.procs[i], "0");
+		if (errno) {
+			dprintf(STDERR_FILENO, "cannot join the reader cgroup (%s): %s\n",
+				rq->cgroup.procs[i], strerror(errno));
+			_exit(SERVER_BECOME_FAILED);
+		}
 	}
-	execve(x->path, x->argv, envp);
-	x->err = errno;
-	x->failed = SERVER_EXEC_FAILED;
-	return SERVER_EXEC_FAILED;
+
+	int e = identity_become_raw(&rq->id);
+	if (e) {
+		dprintf(STDERR_FILENO, "cannot become user %s (uid %u): %s\n", rq->id.name,
+			(unsigned)rq->id.uid, strerror(e));
+		_exit(SERVER_BECOME_FAILED);
+	}
+	for (uint32_t i = 0; i < rq->argc && i < ARGC_MAX; i++) {
+		argv[i] = (char *)a;
+		a += strnlen(a, (size_t)(rq->args + sizeof(rq->args) - a)) + 1;
+	}
+	argv[rq->argc < ARGC_MAX ? rq->argc : ARGC_MAX] = NULL;
+	execve(rq->path, argv, envp);
+	dprintf(STDERR_FILENO, "cannot run %s: %s\n", rq->path, strerror(errno));
+	_exit(SERVER_EXEC_FAILED);
+}
+
+/* In the spawner's child: checks what it was given (a fixed-size request
+ * from squashd itself), then runs the server. fds: fd3, the log pipe and
+ * maybe fd4. */
+static void __attribute__((noreturn))
+spawned_server(int sock, const void *payload, const int *fds, size_t nfds)
+{
+	static struct server_request rq; /* a fresh process: ours alone */
+
+	close(sock); /* the spawner answers squashd; the child has nothing to say */
+	memcpy(&rq, payload, sizeof(rq));
+	rq.path[sizeof(rq.path) - 1] = '\0';
+	rq.args[sizeof(rq.args) - 1] = '\0';
+	for (size_t i = 0; i < READER_CGROUP_FILES; i++)
+		rq.cgroup.procs[i][sizeof(rq.cgroup.procs[i]) - 1] = '\0';
+	if (nfds < 2 || rq.id.ngroups < 0 || rq.id.ngroups > IDENTITY_MAX_GROUPS ||
+	    rq.argc == 0 || rq.argc > ARGC_MAX)
+		_exit(SERVER_EXEC_FAILED);
+	run_server(&rq, fds[0], nfds > 2 ? fds[2] : -1, fds[1]);
+}
+
+const struct spawner_op server_spawner_op = { sizeof(struct server_request), spawned_server, 3,
+					      true };
+
+static int fill_request(struct server_request *rq, const struct identity *id, const char *path,
+			char *const *argv)
+{
+	size_t used = 0;
+
+	memset(rq, 0, sizeof(*rq));
+	rq->id = *id;
+	if (strlen(path) >= sizeof(rq->path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	strcpy(rq->path, path);
+	for (; argv[rq->argc]; rq->argc++) {
+		size_t len = strlen(argv[rq->argc]) + 1;
+
+		if (rq->argc == ARGC_MAX || used + len > sizeof(rq->args)) {
+			errno = E2BIG;
+			return -1;
+		}
+		memcpy(rq->args + used, argv[rq->argc], len);
+		used += len;
+	}
+	if (reader_cgroup_prepare(id->uid, &rq->cgroup) < 0)
+		return -1; /* logged */
+	return 0;
+}
+
+/* The spawner's pidfd message: the child's pid and pidfd, or -1 when the
+ * spawner could not make it (EOF) or did not answer in time. */
+static pid_t receive_pidfd(int sock, int *pidfd)
+{
+	struct spawner_pidfd_msg m;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	ssize_t n;
+	int got = -1;
+
+	*pidfd = -1;
+	if (poll(&p, 1, SPAWN_ANSWER_MS) != 1) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&got, CMSG_DATA(c), sizeof(int));
+	if (n != (ssize_t)sizeof(m) || m.magic != SPAWNER_PIDFD_MAGIC || m.pid <= 0 || got < 0 ||
+	    (msg.msg_flags & MSG_CTRUNC)) {
+		if (got >= 0)
+			close(got);
+		errno = EAGAIN;
+		return -1;
+	}
+	*pidfd = got;
+	return m.pid;
 }
 
 pid_t server_spawn(int fd3, int fd4, const struct identity *id, const char *path,
-			char *const *argv, int *pidfd)
+		   char *const *argv, int *pidfd)
 {
-	struct server_exec x = { .fd3 = fd3, .fd4 = fd4, .id = id, .path = path,
-				 .argv = argv };
-	pid_t pid = child_vfork(exec_server, &x, pidfd);
+	struct server_request *rq = malloc(sizeof(*rq));
+	int logp[2] = { -1, -1 }, sv[2] = { -1, -1 }, saved;
+	pid_t pid = -1;
 
-	/* The child has exec'd or exited: what it wrote is ours to read. */
-	if (pid > 0 && x.failed == SERVER_BECOME_FAILED)
-		log_error("FUSE server cannot become user %s (uid %u): %s", id->name,
-			  (unsigned)id->uid, strerror(x.err));
-	else if (pid > 0 && x.failed)
-		log_error("cannot run %s: %s", path, strerror(x.err));
+	*pidfd = -1;
+	if (!rq || fill_request(rq, id, path, argv) < 0 || pipe2(logp, O_CLOEXEC) < 0)
+		goto out;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0) {
+		int fds[4] = { sv[1], fd3, logp[1], fd4 };
+
+		if (spawner_request_fds(SPAWNER_START_SERVER, rq, sizeof(*rq), fds,
+					fd4 >= 0 ? 4 : 3) == 0) {
+			close(sv[1]);
+			sv[1] = -1;
+			pid = receive_pidfd(sv[0], pidfd);
+			goto out;
+		}
+	}
+	/* No spawner: fork here (the child is single-threaded after fork). */
+	pid = child_fork(pidfd);
+	if (pid == 0)
+		run_server(rq, fd3, fd4, logp[1]);
+out:
+	saved = errno;
+	if (logp[1] >= 0)
+		close(logp[1]);
+	if (pid > 0)
+		server_output_watch(logp[0], pid, id->uid, path);
+	else if (logp[0] >= 0)
+		close(logp[0]);
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	free(rq);
+	if (pid < 0)
+		log_error("cannot start %s as user %s (uid %u): %s", path, id->name,
+			  (unsigned)id->uid, strerror(saved));
+	errno = saved;
 	return pid;
 }

@@ -3,9 +3,12 @@
 #include "process/spawner.h"
 
 #include <errno.h>
+#include <linux/sched.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -31,12 +34,29 @@ static void close_above(int keep)
 	syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0U);
 }
 
+#define MAX_FDS 4 /* the answer socket and up to three for the child */
+
+/* A child with its pidfd taken as it is made: with SIGCHLD ignored an
+ * exited child is reaped at once, and pidfd_open() after fork() could
+ * then name a recycled pid. CLONE_PARENT makes it squashd's child. */
+static pid_t clone_with_pidfd(bool squashd_child, int *pidfd)
+{
+	struct clone_args args;
+
+	memset(&args, 0, sizeof(args));
+	args.flags = CLONE_PIDFD | (squashd_child ? CLONE_PARENT : 0);
+	args.pidfd = (uint64_t)(uintptr_t)pidfd;
+	/* With CLONE_PARENT the kernel takes the spawner's own exit signal
+	 * (SIGCHLD: squashd forked it), and refuses any other here. */
+	args.exit_signal = squashd_child ? 0 : SIGCHLD;
+	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+}
+
 /* Sends the child's pidfd to the socket it answers on (best effort: the
  * caller then only cannot kill it early). */
-static void send_pidfd(int sock, pid_t pid)
+static void send_pidfd(int sock, pid_t pid, int pidfd)
 {
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	struct spawner_pidfd_msg m = { .magic = SPAWNER_PIDFD_MAGIC };
+	struct spawner_pidfd_msg m = { .magic = SPAWNER_PIDFD_MAGIC, .pid = pid };
 	struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -54,7 +74,6 @@ static void send_pidfd(int sock, pid_t pid)
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
 	(void)sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-	close(pidfd);
 }
 
 /* The spawner's loop: one datagram, one child. Only squashd holds the
@@ -73,14 +92,14 @@ serve(int sock, const struct spawner_op *ops, size_t n_ops)
 		_exit(1);
 	for (;;) {
 		union {
-			char buf[CMSG_SPACE(sizeof(int) * 4)];
+			char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
 			struct cmsghdr align;
 		} u;
 		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(struct spawner_header) + max };
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
 				      .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
 		struct spawner_header h;
-		int fd = -1, nfds = 0;
+		int fds[MAX_FDS], nfds = 0, pidfd = -1;
 		ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
 
 		if (n == 0)
@@ -97,30 +116,34 @@ serve(int sock, const struct spawner_op *ops, size_t n_ops)
 				int got;
 
 				memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-				if (nfds++ == 0)
-					fd = got;
+				if (nfds < MAX_FDS)
+					fds[nfds++] = got;
 				else
 					close(got);
 			}
 		}
 		memcpy(&h, buf, sizeof(h));
-		if (nfds != 1 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || h.op >= n_ops ||
+		if (nfds < 1 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || h.op >= n_ops ||
+		    (size_t)nfds > 1 + ops[h.op].max_fds ||
 		    (size_t)n != sizeof(h) + ops[h.op].payload_size) {
 			log_warning("spawner: malformed request ignored");
-			if (fd >= 0)
-				close(fd);
+			for (int i = 0; i < nfds; i++)
+				close(fds[i]);
 			continue;
 		}
-		pid_t pid = fork();
+		pid_t pid = clone_with_pidfd(ops[h.op].squashd_child, &pidfd);
 		if (pid == 0) {
 			close(sock);
-			ops[h.op].run(fd, buf + sizeof(h));
+			ops[h.op].run(fds[0], buf + sizeof(h), fds + 1, (size_t)nfds - 1);
 			_exit(127);
 		}
 		/* Failed: closing the answer socket tells squashd (EOF). */
-		if (pid > 0)
-			send_pidfd(fd, pid);
-		close(fd);
+		if (pid > 0) {
+			send_pidfd(fds[0], pid, pidfd);
+			close(pidfd);
+		}
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
 	}
 }
 
@@ -165,26 +188,31 @@ int spawner_start(const struct spawner_op *ops, size_t n_ops)
 
 int spawner_request(uint32_t op, const void *payload, size_t len, int answer_fd)
 {
+	return spawner_request_fds(op, payload, len, &answer_fd, 1);
+}
+
+int spawner_request_fds(uint32_t op, const void *payload, size_t len, const int *fds, size_t nfds)
+{
 	int sock = atomic_load(&spawner_fd);
 	struct spawner_header h = { .op = op };
 	struct iovec iov[2] = { { .iov_base = &h, .iov_len = sizeof(h) },
 				{ .iov_base = (void *)payload, .iov_len = len } };
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
 		struct cmsghdr align;
 	} u;
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2,
-			      .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+			      .msg_control = u.buf, .msg_controllen = CMSG_SPACE(sizeof(int) * nfds) };
 	ssize_t n;
 
-	if (sock < 0)
+	if (sock < 0 || nfds < 1 || nfds > MAX_FDS)
 		return -1;
 	memset(&u, 0, sizeof(u));
 	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &answer_fd, sizeof(int));
+	c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
 	do {
 		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
 	} while (n < 0 && errno == EINTR);

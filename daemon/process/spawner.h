@@ -12,18 +12,27 @@
  *
  * What a child does is unchanged: the same code runs in it (the op's run
  * function, registered at start), with the same identity drop. A request
- * is one datagram: a header, the op's payload (fixed size per op) and
- * exactly one descriptor, the socket the child answers on. The spawner
- * first sends that socket a pidfd of the child (struct spawner_pidfd_msg),
- * so squashd can kill it on timeout; the child's own answer may come
- * before or after it. Children are reaped by the kernel (SIGCHLD ignored
- * in the spawner), so squashd only ever kills and forgets them.
+ * is one datagram: a header, the op's payload (fixed size per op), the
+ * socket the child answers on and up to max_fds more descriptors for the
+ * child. The spawner makes the child with clone3(CLONE_PIDFD), so its
+ * pidfd names it even if it has already exited, and first sends the
+ * answer socket that pidfd (struct spawner_pidfd_msg), so squashd can
+ * kill it on timeout; the child's own answer may come before or after it.
+ * Children are reaped by the kernel (SIGCHLD ignored in the spawner), so
+ * squashd only ever kills and forgets them; except an op's children that
+ * are squashd's own (CLONE_PARENT: FUSE servers, which squashd watches
+ * and reaps, and whose exit status it logs).
+ *
+ * The spawner never waits for a child: a user who stops or traces a
+ * child that is becoming theirs (between its identity drop and exec)
+ * stops that child only, never the spawner or a thread of squashd.
  *
  * When the spawner is not running (unit tests, or it died), callers fork
  * themselves as before. */
 #ifndef SQUASHD_SPAWNER_H
 #define SQUASHD_SPAWNER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,19 +40,25 @@
 enum spawner_op_id {
 	SPAWNER_OPEN_IMAGE, /* mount/image_open.c */
 	SPAWNER_FUSE_PROBE, /* mount/fuse_probe.c */
+	SPAWNER_START_SERVER, /* process/server_spawn.c */
 	SPAWNER_N_OPS
 };
 
-/* What a child runs: answers on sock, never returns. */
+/* What a child runs: answers on sock, gets the request's other
+ * descriptors in fds, never returns. */
 struct spawner_op {
 	size_t payload_size;
-	void (*run)(int sock, const void *payload) __attribute__((noreturn));
+	void (*run)(int sock, const void *payload, const int *fds, size_t nfds)
+		__attribute__((noreturn));
+	size_t max_fds;     /* descriptors besides the answer socket */
+	bool squashd_child; /* made squashd's child (CLONE_PARENT) */
 };
 
 /* The first message on the answer socket: the child's pidfd, in SCM_RIGHTS. */
 #define SPAWNER_PIDFD_MAGIC 0x53505744u /* "SPWD" */
 struct spawner_pidfd_msg {
 	uint32_t magic;
+	int32_t pid;
 };
 
 /* Forks the spawner; call before any thread exists. ops stays valid for
@@ -54,5 +69,8 @@ int spawner_start(const struct spawner_op *ops, size_t n_ops);
  * (which the caller keeps and closes). Returns 0, or -1 when there is no
  * spawner (never started, or gone): the caller forks itself. */
 int spawner_request(uint32_t op, const void *payload, size_t len, int answer_fd);
+/* The same with descriptors for the child: fds[0] is the answer socket,
+ * fds[1..nfds-1] reach the child's run function in order. */
+int spawner_request_fds(uint32_t op, const void *payload, size_t len, const int *fds, size_t nfds);
 
 #endif

@@ -32,6 +32,8 @@ void config_defaults(struct squashd_config *cfg)
 	cfg->request_timeout_s = 30;
 	cfg->gc_interval_s = 60;
 	cfg->overlay_size = SQUASHD_OVERLAY_DEFAULT;
+	cfg->reader_cgroups = true;
+	cfg->reader_tasks_max = SQUASHD_READER_TASKS_DEFAULT;
 }
 
 const char *config_fuse_server(const struct squashd_config *cfg)
@@ -199,6 +201,12 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_uint(&cfg->max_loop_devices, value, 0, 1u << 20, key, err, errlen);
 	if (!strcmp(key, "request_timeout"))
 		return set_uint(&cfg->request_timeout_s, value, 1, 600, key, err, errlen);
+	if (!strcmp(key, "reader_cgroups"))
+		return set_bool(&cfg->reader_cgroups, value, key, err, errlen);
+	if (!strcmp(key, "reader_tasks_max"))
+		return set_uint(&cfg->reader_tasks_max, value, 0, 1u << 22, key, err, errlen);
+	if (!strcmp(key, "reader_memory_max"))
+		return set_size(&cfg->reader_memory_max, value, 1ULL << 50, key, err, errlen);
 	if (!strcmp(key, "kernel_fs_types"))
 		return fs_types_parse(value, &cfg->kernel_fs_types, err, errlen);
 	if (!strcmp(key, "mount_mode")) {
@@ -447,6 +455,9 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("overlay_size", "%llu", cfg->overlay_size);
 	SHOW("slurm_conf", "%s", cfg->slurm_conf);
 	SHOW("node_name", "%s", cfg->node_name);
+	SHOW("reader_cgroups", "%s", cfg->reader_cgroups ? "yes" : "no");
+	SHOW("reader_tasks_max", "%u", cfg->reader_tasks_max);
+	SHOW("reader_memory_max", "%llu", cfg->reader_memory_max);
 	SHOW("debug", "%s", cfg->debug ? "yes" : "no");
 #undef SHOW
 	return n;

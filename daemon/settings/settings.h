@@ -50,11 +50,15 @@ struct squashd_config {
 	bool debug;                  /* log debug messages (also: squashd --debug) */
 	unsigned linger_s;           /* keep an unused node-level mount this long; 0: unmount at once */
 	unsigned long long overlay_size; /* bytes of a job's writable-overlay tmpfs per node; 0: no :rw */
+	bool reader_cgroups;         /* each user's FUSE servers in a cgroup of their own */
+	unsigned reader_tasks_max;   /* pids.max there; 0: no limit */
+	unsigned long long reader_memory_max; /* memory.max there; 0: no limit */
 };
 
 #define SQUASHD_LINGER_MAX_S 3600
 #define SQUASHD_OVERLAY_DEFAULT (1ULL << 30)
 #define SQUASHD_OVERLAY_MAX (1ULL << 40)
+#define SQUASHD_READER_TASKS_DEFAULT 4096
 
 /* Fills cfg with defaults, then reads path. Refuses a file that is not a
  * regular file owned by root or that group or others may write. A missing

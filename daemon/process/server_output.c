@@ -1,0 +1,158 @@
+#include "config.h"
+
+#include "process/server_output.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "util/log.h"
+
+#define LINE_MAX_BYTES 512
+#define BURST 20	  /* lines a server may log at once */
+#define REFILL_MS 1000	  /* then one line a second */
+
+struct stream {
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	char name[32];
+	char buf[LINE_MAX_BYTES];
+	size_t len;
+	unsigned tokens;
+	long long refilled_ms;
+	unsigned long suppressed;
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int epfd = -1;
+
+static void emit(struct stream *s, const char *line, size_t len)
+{
+	long long now = squash_now_ms();
+	char text[LINE_MAX_BYTES + 1];
+
+	if (now - s->refilled_ms >= REFILL_MS) {
+		unsigned long more = (unsigned long)((now - s->refilled_ms) / REFILL_MS);
+
+		s->tokens = more >= BURST - s->tokens ? BURST : s->tokens + (unsigned)more;
+		s->refilled_ms = now;
+	}
+	if (s->tokens == 0) {
+		s->suppressed++;
+		return;
+	}
+	s->tokens--;
+	if (s->suppressed) {
+		log_warning("%s pid %d (uid %u): %lu lines not logged (more than %d at once, then one a second)",
+			    s->name, (int)s->pid, (unsigned)s->uid, s->suppressed, BURST);
+		s->suppressed = 0;
+	}
+	/* The user's bytes: no control characters reach the log. */
+	for (size_t i = 0; i < len; i++)
+		text[i] = (unsigned char)line[i] < 0x20 || line[i] == 0x7f ? '?' : line[i];
+	text[len] = '\0';
+	log_info("%s pid %d (uid %u): %s", s->name, (int)s->pid, (unsigned)s->uid, text);
+}
+
+/* Reads what is there; false at EOF or error. */
+static bool drain(struct stream *s)
+{
+	for (;;) {
+		ssize_t n = read(s->fd, s->buf + s->len, sizeof(s->buf) - s->len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return true;
+		if (n <= 0) {
+			if (s->len)
+				emit(s, s->buf, s->len);
+			if (s->suppressed)
+				log_warning("%s pid %d (uid %u): %lu lines not logged", s->name, (int)s->pid,
+					    (unsigned)s->uid, s->suppressed);
+			return false;
+		}
+		s->len += (size_t)n;
+		char *start = s->buf, *nl;
+		while ((nl = memchr(start, '\n', s->len - (size_t)(start - s->buf)))) {
+			emit(s, start, (size_t)(nl - start));
+			start = nl + 1;
+		}
+		s->len -= (size_t)(start - s->buf);
+		memmove(s->buf, start, s->len);
+		if (s->len == sizeof(s->buf)) { /* a line too long: its start only */
+			emit(s, s->buf, s->len);
+			s->len = 0;
+		}
+	}
+}
+
+static void *output_loop(void *unused)
+{
+	(void)unused;
+	for (;;) {
+		struct epoll_event ev[16];
+		int n = epoll_wait(epfd, ev, 16, -1);
+
+		for (int i = 0; i < n; i++) {
+			struct stream *s = ev[i].data.ptr;
+
+			if (!drain(s)) {
+				epoll_ctl(epfd, EPOLL_CTL_DEL, s->fd, NULL);
+				close(s->fd);
+				free(s);
+			}
+		}
+	}
+	return NULL;
+}
+
+static void start(void)
+{
+	pthread_t t;
+	pthread_attr_t attr;
+
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0)
+		return;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 128 * 1024);
+	if (pthread_create(&t, &attr, output_loop, NULL) != 0) {
+		close(epfd);
+		epfd = -1;
+	}
+	pthread_attr_destroy(&attr);
+}
+
+void server_output_watch(int fd, pid_t pid, uid_t uid, const char *path)
+{
+	struct stream *s = calloc(1, sizeof(*s));
+	const char *base = strrchr(path, '/');
+
+	pthread_once(&once, start);
+	if (!s || epfd < 0) {
+		free(s);
+		close(fd); /* the server's writes then fail (EPIPE): it logs nothing */
+		return;
+	}
+	s->fd = fd;
+	s->pid = pid;
+	s->uid = uid;
+	s->tokens = BURST;
+	s->refilled_ms = squash_now_ms();
+	snprintf(s->name, sizeof(s->name), "%s", base ? base + 1 : path);
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		close(fd);
+		free(s);
+	}
+}
