@@ -1,0 +1,173 @@
+"""A user's FUSE server is the user's: it runs in a cgroup of its own with
+the admin's limits, without squashd's OOM protection, and writes to a pipe
+squashd logs from, marked and rate-limited; one that is stopped delays only
+its own user's mounts (daemon/process/server_spawn.c, reader_cgroup.c,
+server_output.c; docs/security.md).
+
+squashd runs here with a test reader (squash_reader = a root-owned script
+that does what tests/ctl/<uid> says, then execs the real squash-reader)."""
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import RAWCLIENT, USER1, USER2, pids_named, uid_of, wait_until
+
+FILES = {"hello.txt": "hello from the image\n"}
+FAKE_JOB = 990201
+TASKS_MAX = 40
+REQUEST_TIMEOUT = 4
+
+WRAPPER = """#!/bin/sh
+# A test reader: what tests/ctl/<uid> says, then the real squash-reader.
+ctl={ctl}
+mode=$(cat "$ctl/$(id -u)" 2>/dev/null)
+case "$mode" in
+stop)
+	echo "test reader stops itself" >&2
+	kill -STOP $$ ;;
+forks)
+	# perl: a failed fork is an answer there, not the end of the shell.
+	perl -e '$n = 0; for (1..{forks}) {{ $p = fork(); last unless defined $p;
+		if (!$p) {{ sleep 300; exit 0 }} push @k, $p; $n++ }}
+		print "$n\n"; kill "KILL", @k; 1 while wait() > 0;' > "$ctl/forked-$(id -u)" ;;
+chatty)
+	for i in $(seq 1 200); do echo "chatty line $i"; done ;;
+esac
+exec {reader} "$@"
+"""
+
+
+@pytest.fixture(scope="module")
+def contained(cluster):
+    """The cluster's squashd with the test reader, a low tasks limit and a
+    short request timeout; the original settings again afterwards."""
+    node = cluster.nodes[0]
+    conf = cluster.dir / "squashd.conf"
+    saved = conf.read_text()
+    real = re.search(r"^squash_reader = (.*)$", saved, re.M).group(1)
+    ctl = cluster.dir / "ctl"
+    ctl.mkdir(mode=0o777, exist_ok=True)
+    ctl.chmod(0o777)
+    wrapper = cluster.dir / "bin" / "test-reader"
+    wrapper.parent.mkdir(mode=0o755, exist_ok=True)
+    wrapper.write_text(WRAPPER.format(ctl=ctl, forks=3 * TASKS_MAX, reader=real))
+    wrapper.chmod(0o755)
+    conf.write_text(re.sub(r"^squash_reader = .*$", f"squash_reader = {wrapper}", saved,
+                           flags=re.M)
+                    .replace("request_timeout = 10\n", f"request_timeout = {REQUEST_TIMEOUT}\n")
+                    + f"reader_tasks_max = {TASKS_MAX}\n")
+    node.squashd_stop()
+    node.squashd_start()
+    try:
+        yield cluster, ctl
+    finally:
+        conf.write_text(saved)
+        node.squashd_stop()
+        node.squashd_start()
+
+
+def reader_pids(uid):
+    res = []
+    for p in pids_named("squash-reader") + pids_named("test-reader"):
+        try:
+            if os.stat(f"/proc/{p}").st_uid == uid:
+                res.append(p)
+        except OSError:
+            pass
+    return res
+
+
+def test_a_users_reader_runs_in_its_own_cgroup_without_squashds_protection(contained):
+    cluster, ctl = contained
+    img = cluster.make_image(cluster.workdir(USER1, "img") / "contained.sqfs", FILES, owner=USER1)
+    uid = uid_of(USER1)
+    (ctl / str(uid)).write_text("chatty\n")
+    offset = len(cluster.squashd_log())
+    try:
+        p = cluster.rawclient("mount", FAKE_JOB, uid, f"{img}:/squash/contained")
+        assert p.returncode == 0, p.stdout + p.stderr
+        (pid,) = reader_pids(uid)
+        cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+        assert re.search(rf"/squashd-readers\.[^/\n]+/uid-{uid}$", cgroups, re.M), cgroups
+        assert Path(f"/proc/{pid}/oom_score_adj").read_text().strip() == "0"
+        squashd = cluster.squashd_pid()
+        # Its stdout and stderr: a pipe of its own, not squashd's log.
+        for fd in (1, 2):
+            mine = os.readlink(f"/proc/{pid}/fd/{fd}")
+            assert mine.startswith("pipe:"), mine
+            assert mine != os.readlink(f"/proc/{squashd}/fd/{fd}")
+    finally:
+        (ctl / str(uid)).unlink()
+        cluster.rawclient("release", FAKE_JOB)
+    # Its lines reach the log marked, no more than the burst; what was
+    # held back is counted when the pipe closes (the reader exits).
+    wait_until(lambda: "lines not logged" in cluster.squashd_log()[offset:], 15,
+               what="squashd to log the reader's lines")
+    log = cluster.squashd_log()[offset:]
+    marked = re.findall(rf"test-reader pid \d+ \(uid {uid}\): chatty line \d+", log)
+    assert 0 < len(marked) <= 21, log
+    assert re.search(rf"test-reader pid \d+ \(uid {uid}\): 1\d\d lines not logged", log), log
+
+
+def test_a_reader_that_forks_without_end_is_held_by_its_cgroup(contained):
+    cluster, ctl = contained
+    uid = uid_of(USER1)
+    img = cluster.make_image(cluster.workdir(USER1, "img") / "forky.sqfs", FILES, owner=USER1)
+    other = cluster.make_image(cluster.workdir(USER2, "img") / "other.sqfs", FILES, owner=USER2)
+    (ctl / str(uid)).write_text("forks\n")
+    try:
+        cluster.rawclient("mount", FAKE_JOB + 1, uid, f"{img}:/squash/forky")
+        forked = int((ctl / f"forked-{uid}").read_text())
+        print(f"the reader of uid {uid} made {forked} of {3 * TASKS_MAX} processes "
+              f"(reader_tasks_max {TASKS_MAX})")
+        assert forked < TASKS_MAX, forked
+        # squashd keeps serving everyone.
+        job = cluster.run_job(USER2, "cat /squash/other/hello.txt\n",
+                              [f"--squash-image={other}"])
+        assert job.state == "COMPLETED", job.output()
+        assert job.output() == FILES["hello.txt"]
+    finally:
+        (ctl / str(uid)).unlink()
+        cluster.rawclient("release", FAKE_JOB + 1)
+
+
+def test_a_stopped_reader_delays_only_its_own_users_mounts(contained):
+    """USER1's reader stops itself as it starts; USER1's mount waits for it
+    (until request_timeout). Meanwhile USER2's job mounts and runs."""
+    cluster, ctl = contained
+    uid = uid_of(USER1)
+    img = cluster.make_image(cluster.workdir(USER1, "img") / "stopped.sqfs", FILES, owner=USER1)
+    other = cluster.make_image(cluster.workdir(USER2, "img") / "meanwhile.sqfs", FILES,
+                               owner=USER2)
+    (ctl / str(uid)).write_text("stop\n")
+    stuck = subprocess.Popen([RAWCLIENT, "--socket", cluster.socket, "--munge-socket",
+                              cluster.munge_socket, "mount", str(FAKE_JOB + 2), str(uid),
+                              f"{img}:/squash/stopped"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: any(Path(f"/proc/{p}/stat").read_text().split(") ")[1][0] == "T"
+                               for p in reader_pids(uid)), 10, what="USER1's reader to stop")
+        t0 = time.monotonic()
+        job = cluster.run_job(USER2, "cat /squash/meanwhile/hello.txt\n",
+                              [f"--squash-image={other}"])
+        took = time.monotonic() - t0
+        still_waiting = stuck.poll() is None
+        print(f"USER2's job took {took:.1f} s while USER1's reader was stopped")
+        assert job.state == "COMPLETED", job.output()
+        assert job.output() == FILES["hello.txt"]
+        assert still_waiting, "USER1's mount did not wait for its stopped reader"
+        out, _ = stuck.communicate(timeout=REQUEST_TIMEOUT + 30)
+        assert "did not answer in time" in out, out
+        # The stopped reader is killed, not left behind.
+        wait_until(lambda: not reader_pids(uid), 10, what="the stopped reader to go")
+    finally:
+        if stuck.poll() is None:
+            stuck.kill()
+            stuck.wait()
+        (ctl / str(uid)).unlink()
+        cluster.rawclient("release", FAKE_JOB + 2)
