@@ -168,13 +168,12 @@ static int init_v1(const char *node_name, char *why, size_t whylen)
 	return 0;
 }
 
-int reader_cgroup_init(const char *mode, const char *node_name, pid_t spawner_pid,
-		       unsigned tasks_max, unsigned long long memory_max)
+int reader_cgroup_init(const char *mode, const char *node_name, unsigned tasks_max,
+		       unsigned long long memory_max)
 {
 	char own[BASE_MAX], why[PATH_MAX + 256] = "";
 	int rc;
 
-	(void)spawner_pid; /* moved with every process of squashd's cgroup (v2) */
 	memset(bases, 0, sizeof(bases));
 	tasks_limit = tasks_max;
 	memory_limit = memory_max;

@@ -27,11 +27,12 @@ struct reader_cgroup_join {
 };
 
 /* Decides where (mode "auto" or "no"), once at start, before squashd's
- * threads (it may move squashd and its spawner, spawner_pid, between
- * cgroups). tasks_max 0 and memory_max 0: no limit. Logs what it chose;
- * returns 0, or -1 when readers run without cgroups of their own. */
-int reader_cgroup_init(const char *mode, const char *node_name, pid_t spawner_pid,
-		       unsigned tasks_max, unsigned long long memory_max);
+ * threads (under a delegated cgroup v2 it moves every process of squashd's
+ * cgroup, the spawner included, to daemon/). tasks_max 0 and memory_max
+ * 0: no limit. Logs what it chose; returns 0, or -1 when readers run
+ * without cgroups of their own. */
+int reader_cgroup_init(const char *mode, const char *node_name, unsigned tasks_max,
+		       unsigned long long memory_max);
 
 /* The cgroup of uid's servers, made (with its limits) when missing.
  * Returns 0 with *join filled (all empty when cgroups are off), or -1

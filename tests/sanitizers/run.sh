@@ -6,7 +6,8 @@
 #      ${SQUASH_BUILD_DIR}-asan and runs `make check` there;
 #   2. runs the integration tests that drive squashd hardest (bursts,
 #      restarts, hung file systems, dead FUSE servers, a full state
-#      directory, readers shared by a user's mounts) against the sanitized squashd, with the plugin and tools
+#      directory, readers shared by a user's mounts, trusted-image checks)
+#      against the sanitized squashd, with the plugin and tools
 #      of the normal build (slurmd cannot load an ASan-built plugin);
 #   3. fails when a sanitizer wrote any report.
 #
@@ -48,7 +49,8 @@ export ASAN_OPTIONS=detect_leaks=1:log_path=$reports/asan
 export LSAN_OPTIONS=suppressions=$repo/tests/sanitizers/lsan.supp
 export UBSAN_OPTIONS=print_stacktrace=1:log_path=$reports/ubsan
 (cd "$repo" && "$py" -m pytest -p no:cacheprovider -q tests/integration/test_load.py \
-	tests/integration/test_faults.py tests/integration/test_one_reader_per_user.py)
+	tests/integration/test_faults.py tests/integration/test_one_reader_per_user.py \
+	tests/integration/test_trusted_images.py)
 rc=$?
 
 if compgen -G "$reports/*" >/dev/null; then
