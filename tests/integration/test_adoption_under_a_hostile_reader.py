@@ -77,8 +77,12 @@ def test_restart_with_a_stopped_reader_holding_a_file_of_its_mount(cluster):
     c = user_image(cluster, USER2, "other", "user 2 is served\n")
     with blocking_jobs(cluster, (USER1, f"{a}:/squash/stopped", "cat /squash/stopped/f.txt")) as (blk,):
         reader = mount_of(cluster, a)["server_pid"]
+        stdin = os.readlink(f"/proc/{reader}/fd/0")
         fd = ptrace_call(reader, "open", f"/proc/{blk.pid}/root/squash/stopped")
         assert fd >= 0, fd
+        # As descriptor 0, ahead of the reader's own in /proc/PID/fd.
+        assert ptrace_call(reader, "dup2", fd, 0) == 0
+        assert ptrace_call(reader, "close", fd) == 0
         stopped = False
         try:
             for f in fuse_fds(reader):
@@ -99,6 +103,8 @@ def test_restart_with_a_stopped_reader_holding_a_file_of_its_mount(cluster):
         finally:
             if stopped:
                 os.kill(reader, signal.SIGCONT)
+        fd = ptrace_call(reader, "open", stdin)
+        assert fd >= 0 and ptrace_call(reader, "dup2", fd, 0) == 0, fd
         ptrace_call(reader, "close", fd)
         blk.release()
     assert blk.job.state == "COMPLETED", blk.job.output()

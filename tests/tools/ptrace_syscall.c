@@ -3,6 +3,7 @@
  *
  *   ptrace_syscall PID open PATH          prints the new descriptor
  *   ptrace_syscall PID close FD
+ *   ptrace_syscall PID dup2 FD NEWFD
  *   ptrace_syscall PID inval FUSE_FD NODE  FUSE_NOTIFY_INVAL_INODE for NODE
  *                                          (its attributes are forgotten:
  *                                          the next stat asks the server)
@@ -59,7 +60,7 @@ int main(int argc, char **argv)
 	int status;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: ptrace_syscall PID open PATH | close FD | inval FUSE_FD NODE\n");
+		fprintf(stderr, "usage: ptrace_syscall PID open PATH | close FD | dup2 FD NEWFD | inval FUSE_FD NODE\n");
 		return 2;
 	}
 	pid_t pid = (pid_t)atoi(argv[1]);
@@ -72,6 +73,8 @@ int main(int argc, char **argv)
 		nr = SYS_openat, a1 = AT_FDCWD, a3 = O_RDONLY | O_CLOEXEC;
 	} else if (!strcmp(argv[2], "close")) {
 		nr = SYS_close, a1 = atol(argv[3]);
+	} else if (!strcmp(argv[2], "dup2") && argc == 5) {
+		nr = SYS_dup2, a1 = atol(argv[3]), a2 = atol(argv[4]);
 	} else if (!strcmp(argv[2], "inval") && argc == 5) {
 		/* fuse_out_header (len, error = notify code, unique 0), then
 		 * fuse_notify_inval_inode_out (ino, off, len). */
