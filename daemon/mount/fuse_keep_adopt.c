@@ -119,17 +119,16 @@ static dev_t mount_dev(const char *mountinfo, unsigned long mnt_id)
 	return 0;
 }
 
-/* The number after "\nname:" in fdinfo text, or -1. */
+/* The number on the line "name:" of fdinfo text, or -1. */
 static long long fdinfo_field(const char *info, const char *name)
 {
-	char key[32];
+	size_t len = strlen(name);
 	unsigned long long v;
 
-	snprintf(key, sizeof(key), "\n%s:", name);
-	const char *at = info ? strstr(info, key) : NULL;
-	if (!at && info && !strncmp(info, key + 1, strlen(key + 1)))
-		at = info - 1; /* the first line */
-	return at && sscanf(at + strlen(key), "%llu", &v) == 1 ? (long long)v : -1;
+	for (const char *line = info; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+		if (!strncmp(line, name, len) && line[len] == ':')
+			return sscanf(line + len + 1, "%llu", &v) == 1 ? (long long)v : -1;
+	return -1;
 }
 
 /* Walks the reader's descriptors for the connection and the image; fills

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from conftest import BUILD, USER1, USER2, blocking_jobs, run, uid_of, wait_until
+from test_reader_killed_under_a_running_job import KERNEL_RESENDS
 
 PTRACE_SYSCALL = BUILD / "tests" / "tools" / "ptrace_syscall"
 
@@ -98,8 +99,14 @@ def test_restart_with_a_stopped_reader_holding_a_file_of_its_mount(cluster):
             job = cluster.run_job(USER2, "cat /squash/other/f.txt\n", [f"--squash-image={c}:/squash/other"])
             assert job.state == "COMPLETED", job.output()
             assert job.output() == "user 2 is served\n"
-            # The stopped reader was adopted all the same.
-            assert mount_of(cluster, a)["server_pid"] == reader
+            # The stopped reader was adopted all the same, and (where the
+            # kernel names connections in fdinfo) its connection kept.
+            m = mount_of(cluster, a)
+            assert m["server_pid"] == reader
+            log = cluster.squashd_log().rsplit("stopping on signal", 1)[-1]
+            assert "not adopting" not in log, log
+            kept = f"kept the FUSE connection of {m['mount_point']}" in log
+            assert kept or not KERNEL_RESENDS or "do not name a descriptor's connection" in log, log
         finally:
             if stopped:
                 os.kill(reader, signal.SIGCONT)
