@@ -138,16 +138,16 @@ static int as_user(const struct identity *id, long long deadline_ms,
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
 				      .msg_controllen = sizeof(control) };
 		ssize_t got = recvmsg(sv[0], &msg, MSG_CMSG_CLOEXEC);
+		size_t kept = 0;
 		ready = got == (ssize_t)len && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? 1 : -1;
 		for (struct cmsghdr *c = got >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c)) {
 			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 				continue;
-			size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (size_t i = 0; i < n; i++) {
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
 				int fd;
 				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-				if (i < 2 && ready == 1)
-					fds[i] = fd;
+				if (kept < 2 && ready == 1)
+					fds[kept++] = fd;
 				else
 					close(fd);
 			}
