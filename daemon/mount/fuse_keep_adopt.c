@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "mount/mount_users.h"
+#include "util/close_detached.h"
 #include "util/log.h"
 
 #define FDINFO_MAX 4096
@@ -77,31 +77,6 @@ static bool is_image(int fd, dev_t dev, ino_t ino)
 	return statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &stx) == 0 &&
 	       S_ISREG(stx.stx_mode) && makedev(stx.stx_dev_major, stx.stx_dev_minor) == dev &&
 	       stx.stx_ino == ino;
-}
-
-static void *close_it(void *arg)
-{
-	close((int)(intptr_t)arg);
-	return NULL;
-}
-
-/* Closes a copy that turned out not to be wanted, on a thread of its own:
- * closing a descriptor of a FUSE file sends FUSE_FLUSH and waits for the
- * answer, which a stopped reader never gives. Only a reader that swapped
- * its descriptors between our look and our copy gets here. */
-static void discard_copy(int fd)
-{
-	pthread_attr_t attr;
-	pthread_t t;
-
-	if (pthread_attr_init(&attr) == 0) {
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		bool started = pthread_create(&t, &attr, close_it, (void *)(intptr_t)fd) == 0;
-		pthread_attr_destroy(&attr);
-		if (started)
-			return;
-	}
-	log_warning("cannot start a thread to close a descriptor copied from a reader; keeping it");
 }
 
 /* The device of mount mnt_id in the reader's mount namespace (its
@@ -191,7 +166,7 @@ static void find_descriptors(int pidfd, pid_t pid, long conn, dev_t image_dev, i
 		else if (!fuse && is_image(copy, image_dev, image_ino))
 			*image_fd = copy;
 		else
-			discard_copy(copy);
+			close_detached(copy);
 	}
 	closedir(dir);
 	free(mountinfo);
@@ -217,11 +192,11 @@ struct fuse_keep *fuse_keep_adopt(int server_pidfd, pid_t server_pid, const char
 		if (conn_fd >= 0)
 			close(conn_fd); /* /dev/fuse: no flush */
 		if (image_fd >= 0)
-			discard_copy(image_fd);
+			close_detached(image_fd);
 		return NULL;
 	}
 	k = fuse_keep_new(conn_fd, image_fd, owner);
-	discard_copy(image_fd); /* the keep holds a duplicate */
+	close_detached(image_fd); /* the keep holds a duplicate */
 	if (!k)
 		snprintf(err, errlen, "out of memory");
 	return k;
