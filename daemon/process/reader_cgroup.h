@@ -7,7 +7,8 @@
  * delegates (squashd.service: Delegate=yes): squashd moves itself to
  * <own>/daemon and makes <own>/readers/uid-<uid> (the v2 rule: no process
  * in a cgroup that hands controllers down). In the root cgroup (squashd
- * started by hand) it makes /squashd-readers.<node>/uid-<uid>. Under
+ * started by hand) it makes /squashd-readers.<node>/uid-<uid> (with a hash
+ * of state_dir after <node> when that is not /run/squashd). Under
  * cgroup v1 (hybrid hosts) the same below its own cgroup of the pids and
  * memory hierarchies. The server joins while still root, before it drops
  * to the user (process/server_spawn.c). */
@@ -31,8 +32,8 @@ struct reader_cgroup_join {
  * cgroup, the spawner included, to daemon/). tasks_max 0 and memory_max
  * 0: no limit. Logs what it chose; returns 0, or -1 when readers run
  * without cgroups of their own. */
-int reader_cgroup_init(const char *mode, const char *node_name, unsigned tasks_max,
-		       unsigned long long memory_max);
+int reader_cgroup_init(const char *mode, const char *node_name, const char *state_dir,
+		       unsigned tasks_max, unsigned long long memory_max);
 
 /* The cgroup of uid's servers, made (with its limits) when missing.
  * Returns 0 with *join filled (all empty when cgroups are off), or -1
