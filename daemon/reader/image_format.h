@@ -48,6 +48,10 @@ struct image {
 	uint32_t inodes, block_size, fragments;
 	uint16_t compression, no_ids;
 	uint64_t root, id_start, inode_start, dir_start, frag_start;
+	/* xattrs (image_xattr.c): the table of names and values, the index
+	 * of the id table's blocks and its entries; xattr_ids 0: none. */
+	uint64_t xattr_start, xattr_index;
+	uint32_t xattr_ids;
 	uint32_t *ids;
 	sqfs_decompressor decompress;
 	struct block_cache md, data;
@@ -60,6 +64,12 @@ struct image {
 static inline uint16_t le16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
 static inline uint32_t le32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
 static inline uint64_t le64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
+
+/* Reads the xattr id table's header at the superblock's xattr_id_start
+ * (TABLE_ABSENT: no xattrs). 0, or -EIO for a table the image gets wrong
+ * (the kernel refuses to mount those). */
+#define TABLE_ABSENT UINT64_MAX
+int xattr_open(struct image *img, uint64_t xattr_id_start);
 
 /* The part of an image to read ahead at open: its tables, from the inode
  * table to the end of the used bytes, at most cap bytes from the start of

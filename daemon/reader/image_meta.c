@@ -262,6 +262,11 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 		}
 		img->ids[i] = le32(v);
 	}
+	if (xattr_open(img, le64(sb + 56)) < 0) {
+		snprintf(err, errlen, "damaged xattr table");
+		image_close(img);
+		return -EIO;
+	}
 	*out = img;
 	return 0;
 }
@@ -293,15 +298,6 @@ void image_statfs(const struct image *img, struct statvfs *st)
 	st->f_flag = ST_RDONLY;
 }
 
-void image_cache_stats(struct image *img, unsigned long *md_hits, unsigned long *md_misses,
-		       unsigned long *data_hits, unsigned long *data_misses)
-{
-	*md_hits = img->md.hits;
-	*md_misses = img->md.misses;
-	*data_hits = img->data.hits;
-	*data_misses = img->data.misses;
-}
-
 /* ------------------------------------------------------------ inodes */
 
 int inode_get(struct image *img, uint64_t id, struct inode *in)
@@ -329,6 +325,7 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 	in->uid = img->ids[uid_idx];
 	in->gid = img->ids[gid_idx];
 	in->frag = INVALID_FRAG;
+	in->xattr = INODE_NO_XATTR;
 	in->nlink = 1;
 
 	switch (in->type) {
@@ -350,7 +347,9 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 		in->size = le32(b + 4);
 		in->start = le32(b + 8);
 		in->parent = le32(b + 12);
+		in->dir_index = le16(b + 16);
 		in->dir_offset = le16(b + 18);
+		in->xattr = le32(b + 20);
 		break;
 	case SQUASHFS_REG_TYPE:
 		if ((r = md_read(img, &in->tail, b, 16)) < 0)
@@ -370,6 +369,7 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 		in->nlink = le32(b + 24);
 		in->frag = le32(b + 28);
 		in->frag_off = le32(b + 32);
+		in->xattr = le32(b + 36);
 		break;
 	case SQUASHFS_SYMLINK_TYPE:
 	case SQUASHFS_LSYMLINK_TYPE:
@@ -380,13 +380,24 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 		in->size = le32(b + 4);
 		if (in->size > SYMLINK_MAX)
 			return -EIO;
+		if (in->type == SQUASHFS_LSYMLINK_TYPE) {
+			/* Its xattr index follows the target. */
+			struct md_cursor after = in->tail;
+
+			if ((r = md_read(img, &after, NULL, in->size)) < 0 ||
+			    (r = md_read(img, &after, b, 4)) < 0)
+				return r;
+			in->xattr = le32(b);
+		}
 		break;
 	case SQUASHFS_BLKDEV_TYPE:
 	case SQUASHFS_CHRDEV_TYPE:
 	case SQUASHFS_LBLKDEV_TYPE:
 	case SQUASHFS_LCHRDEV_TYPE:
-		if ((r = md_read(img, &in->tail, b, 8)) < 0)
+		if ((r = md_read(img, &in->tail, b, in->type >= SQUASHFS_LBLKDEV_TYPE ? 12 : 8)) < 0)
 			return r;
+		if (in->type >= SQUASHFS_LBLKDEV_TYPE)
+			in->xattr = le32(b + 8);
 		in->mode = in->type == SQUASHFS_BLKDEV_TYPE || in->type == SQUASHFS_LBLKDEV_TYPE
 				   ? S_IFBLK : S_IFCHR;
 		in->nlink = le32(b);
@@ -396,8 +407,10 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 	case SQUASHFS_SOCKET_TYPE:
 	case SQUASHFS_LFIFO_TYPE:
 	case SQUASHFS_LSOCKET_TYPE:
-		if ((r = md_read(img, &in->tail, b, 4)) < 0)
+		if ((r = md_read(img, &in->tail, b, in->type >= SQUASHFS_LFIFO_TYPE ? 8 : 4)) < 0)
 			return r;
+		if (in->type >= SQUASHFS_LFIFO_TYPE)
+			in->xattr = le32(b + 4);
 		in->mode = in->type == SQUASHFS_FIFO_TYPE || in->type == SQUASHFS_LFIFO_TYPE
 				   ? S_IFIFO : S_IFSOCK;
 		in->nlink = le32(b);

@@ -271,6 +271,56 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t node, size_t size, off_t o
 	readdir_common(req, node, size, off, true);
 }
 
+/* Values and lists are at most 64 KiB (XATTR_SIZE_MAX, XATTR_LIST_MAX):
+ * the kernel never asks for more. size 0 asks for the length only. */
+#define XATTR_REPLY_MAX 65536u
+
+static void reply_xattr(fuse_req_t req, int r, const char *buf, size_t size)
+{
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)r);
+	else
+		fuse_reply_buf(req, buf, (size_t)r);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t node, const char *name, size_t size)
+{
+	struct image *img = rd_of(req)->img;
+	struct inode in;
+	char *buf = NULL;
+	int r = inode_of_node(img, node, &in);
+
+	if (size > XATTR_REPLY_MAX)
+		size = XATTR_REPLY_MAX;
+	if (r == 0 && size > 0 && !(buf = malloc(size)))
+		r = -ENOMEM;
+	if (r == 0)
+		r = xattr_get(img, &in, name, buf, size);
+	reply_xattr(req, r, buf, size);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t node, size_t size)
+{
+	struct image *img = rd_of(req)->img;
+	struct inode in;
+	char *buf = NULL;
+	int r = inode_of_node(img, node, &in);
+
+	if (size > XATTR_REPLY_MAX)
+		size = XATTR_REPLY_MAX;
+	if (r == 0 && size > 0 && !(buf = malloc(size)))
+		r = -ENOMEM;
+	/* The kernel's squashfs lists trusted.* to CAP_SYS_ADMIN only; the
+	 * reader sees the caller's uid, root's the nearest. */
+	if (r == 0)
+		r = xattr_list(img, &in, fuse_req_ctx(req)->uid == 0, buf, size);
+	reply_xattr(req, r, buf, size);
+	free(buf);
+}
+
 static void op_statfs(fuse_req_t req, fuse_ino_t node)
 {
 	struct statvfs st;
@@ -290,4 +340,6 @@ const struct fuse_lowlevel_ops reader_ops = {
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
 	.statfs = op_statfs,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
 };
