@@ -53,7 +53,8 @@ struct image {
 	uint64_t xattr_start, xattr_index;
 	uint32_t xattr_ids;
 	uint32_t *ids;
-	sqfs_decompressor decompress;
+	sqfs_decompressor decompress; /* (not for xz with liblzma: xz_block.h) */
+	uint64_t xz_memlimit;
 	struct block_cache md, data;
 	pthread_mutex_t bidx_lock;
 	struct block_index bidx[BIDX_SLOTS];
@@ -76,6 +77,9 @@ int xattr_open(struct image *img, uint64_t xattr_id_start);
  * the inode table. *len 0: nothing (a range the values do not make). */
 void md_prefetch_range(uint64_t inode_start, uint64_t bytes_used, uint64_t cap,
 		       uint64_t *off, uint64_t *len);
+/* Decompresses one block of the image's compression into out (at most
+ * *outsz bytes; *outsz set to the bytes written). 0 or -1. */
+int image_decompress(struct image *img, void *in, size_t insz, void *out, size_t *outsz);
 /* Reads len bytes at pos, all within the image's used bytes. */
 int read_at(struct image *img, uint64_t pos, void *buf, size_t len);
 /* Copies len bytes from the cursor (buf NULL: skips them) and advances it. */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 #include "reader/block_cache.h"
 #include "reader/image_format.h"
+#include "reader/xz_block.h"
 #include "reader/zstd_block.h"
 
 /* Reads len bytes at pos, all within the image's used bytes. */
@@ -74,7 +76,7 @@ static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 	if (le16(hdr) & 0x8000) {
 		memcpy(b->data, raw, size);
 		outlen = size;
-	} else if (img->decompress(raw, size, b->data, &outlen) != SQFS_OK || outlen > MD_SIZE) {
+	} else if (image_decompress(img, raw, size, b->data, &outlen) < 0 || outlen > MD_SIZE) {
 		free(b);
 		return -EIO;
 	}
@@ -168,17 +170,38 @@ static void md_prefetch(struct image *img)
 				    POSIX_FADV_WILLNEED);
 }
 
+#define LZMA_COMPRESSION 2
+#define XZ_COMPRESSION 4
 #define ZSTD_COMPRESSION 6
 
 /* libsquashfuse's decompressor for the image's compression, but for zstd
- * the reader's own, which keeps a context per thread (zstd_block.h). */
-static sqfs_decompressor decompressor_for(uint16_t compression)
+ * and xz the reader's own: zstd keeps a context per thread
+ * (zstd_block.h), xz decodes under a memory limit (xz_block.h). */
+static bool decompressor_set(struct image *img)
 {
 #ifdef HAVE_LIBZSTD
-	if (compression == ZSTD_COMPRESSION)
-		return zstd_block_decompress;
+	if (img->compression == ZSTD_COMPRESSION) {
+		img->decompress = zstd_block_decompress;
+		return true;
+	}
 #endif
-	return sqfs_decompressor_get(compression);
+#ifdef HAVE_LIBLZMA
+	if (img->compression == XZ_COMPRESSION) {
+		img->xz_memlimit = xz_block_memlimit(img->block_size);
+		return true;
+	}
+#endif
+	img->decompress = sqfs_decompressor_get(img->compression);
+	return img->decompress != NULL;
+}
+
+int image_decompress(struct image *img, void *in, size_t insz, void *out, size_t *outsz)
+{
+#ifdef HAVE_LIBLZMA
+	if (img->compression == XZ_COMPRESSION)
+		return xz_block_decompress(in, insz, out, outsz, img->xz_memlimit);
+#endif
+	return img->decompress(in, insz, out, outsz) == SQFS_OK ? 0 : -1;
 }
 
 int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **out,
@@ -233,7 +256,10 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 		 (img->root >> 16) >= img->dir_start - img->inode_start ||
 		 (img->root & 0xffff) >= MD_SIZE)
 		snprintf(err, errlen, "damaged superblock (table positions)");
-	else if (!(img->decompress = decompressor_for(img->compression)))
+	else if (img->compression == LZMA_COMPRESSION && !decompressor_set(img))
+		snprintf(err, errlen, "legacy lzma compression is not supported by this build "
+			 "(libsquashfuse without it): repack the image with -comp xz");
+	else if (!decompressor_set(img))
 		snprintf(err, errlen, "compression %u not supported", img->compression);
 	else
 		r = 0;
