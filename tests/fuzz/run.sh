@@ -10,7 +10,8 @@
 # corpus/NAME (the committed seeds stay as they are). Prints the number of
 # executions; exits non-zero on a finding, whose reproducer is kept in
 # $FUZZ_ARTIFACTS (default ./fuzz-artifacts/NAME/). FUZZ_KEEP_CORPUS=DIR
-# keeps the grown corpus.
+# keeps the grown corpus (and starts from it too when DIR exists, so that
+# runs add up).
 set -eu
 
 name=${1:?usage: run.sh NAME [SECONDS]}
@@ -70,6 +71,9 @@ fi
 
 mkdir -p "$work/corpus" "$artifacts"
 cp "$here/corpus/$name"/* "$work/corpus/"
+if [ -n "${FUZZ_KEEP_CORPUS:-}" ] && [ -d "$FUZZ_KEEP_CORPUS" ]; then
+	cp -r "$FUZZ_KEEP_CORPUS"/. "$work/corpus/"
+fi
 
 status=0
 "$work/fuzz_$name" -max_total_time="$seconds" -timeout=10 \
