@@ -11,7 +11,7 @@
 #      of the normal build (slurmd cannot load an ASan-built plugin);
 #   3. fails when a sanitizer wrote any report;
 #   4. runs squash-reader's image parser under libFuzzer with ASan and UBSan
-#      (tests/fuzz/run.sh reader) for SQUASH_FUZZ_SECONDS (default 10; 0
+#      (tests/fuzz/run.sh reader) for SQUASH_FUZZ_SECONDS (default 6; 0
 #      skips it) from its seed corpus: a short run that catches what a
 #      change broke, not a search (longer runs: tests/fuzz/README.md).
 #
@@ -64,7 +64,7 @@ if compgen -G "$reports/*" >/dev/null; then
 fi
 [ $rc = 0 ] && echo "sanitizers: squashd clean under ASan, LSan and UBSan"
 
-fuzz_seconds=${SQUASH_FUZZ_SECONDS:-10}
+fuzz_seconds=${SQUASH_FUZZ_SECONDS:-6}
 if [ "$fuzz_seconds" != 0 ]; then
 	fuzz_artifacts=${TMPDIR:-/tmp}/squash-fuzz-reader
 	# (the sanitizer options above are squashd's: log files, suppressions)
