@@ -99,7 +99,6 @@ struct registry {
 /* A mount that can be shared: MOUNTING, READY or LINGERING with this key. */
 struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key);
 struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id);
-struct mount_entry *registry_mount_by_server(struct registry *r, pid_t pid);
 /* Adds a mount (state MOUNTING, refcount 0, id from next_mount_id, mount
  * point mount_dir/mID); copies its strings. */
 struct mount_entry *registry_new_mount(struct registry *r, const struct mount_key *key,
