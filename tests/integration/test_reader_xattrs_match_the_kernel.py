@@ -8,7 +8,6 @@ xattr requests go through each release's libfuse."""
 import json
 import os
 
-
 from conftest import USER1, run
 
 # What the job and the test print: {path: [sorted names, {name: value hex}, absent errno]}.
