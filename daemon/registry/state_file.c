@@ -5,6 +5,7 @@
 #include "registry/linger.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -13,8 +14,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define STATE_MAGIC "squashd-state 1"
+#define STATE_MAGIC_WORD "squashd-state"
+#define STR(x) #x
+#define XSTR(x) STR(x)
+#define STATE_MAGIC STATE_MAGIC_WORD " " XSTR(STATE_FILE_FORMAT)
 #define STATE_LINE_MAX (4 * 3 * SQUASH_PATH_MAX)
+/* Fields split per record: more than any record of this version has; the
+ * rest of a longer line is ignored like any field this version does not
+ * know. */
+#define STATE_FIELDS_MAX 32
 
 /* Percent-encodes everything but printable non-space ASCII, so a field never
  * contains a space or newline. "-" stands for an empty/absent string. */
@@ -74,6 +82,14 @@ static char *decode_field(char *s)
 	return s;
 }
 
+/* Records a newer squashd wrote that this one does not know, written back
+ * as they were read, after the known records of the same entry. */
+static void put_extra(FILE *f, const char *extra)
+{
+	if (extra)
+		fputs(extra, f);
+}
+
 int state_file_format(const struct registry *r, char **text, size_t *len)
 {
 	FILE *f = open_memstream(text, len);
@@ -81,6 +97,7 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 	if (!f)
 		return -1;
 	fprintf(f, "%s\nnext %u\n", STATE_MAGIC, r->next_mount_id);
+	put_extra(f, r->state_extra);
 	/* Only finished mounts: a restarted squashd finds anything half-made
 	 * as an unknown leftover and removes it. */
 	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
@@ -97,6 +114,7 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 		fputc('\n', f);
 		if (m->state == MOUNT_LINGERING)
 			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m, squash_now_ms(), time(NULL)));
+		put_extra(f, m->state_extra);
 	}
 	for (const struct job_entry *j = r->jobs; j; j = j->next) {
 		if (j->pending && !j->settling)
@@ -126,6 +144,7 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 				fputc('\n', f);
 			}
 		}
+		put_extra(f, j->state_extra);
 	}
 	/* Steps' and sessions' own images: "scope" then its "simage" lines. */
 	for (const struct job_entry *e = r->scoped; e; e = e->next) {
@@ -143,6 +162,7 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 			put_field(f, e->images[i].target);
 			fputc('\n', f);
 		}
+		put_extra(f, e->state_extra);
 	}
 	if (fclose(f) != 0) {
 		free(*text);
@@ -205,22 +225,20 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 	return rc;
 }
 
-/* Splits line into at most max space-separated fields. */
+/* Splits line into at most max space-separated fields (those beyond are
+ * fields of a newer version: ignored). */
 static int split(char *line, char **fields, int max)
 {
 	int n = 0;
-	for (char *save = NULL, *tok = strtok_r(line, " \n", &save); tok;
-	     tok = strtok_r(NULL, " \n", &save)) {
-		if (n == max)
-			return -1;
+	for (char *save = NULL, *tok = strtok_r(line, " \n", &save); tok && n < max;
+	     tok = strtok_r(NULL, " \n", &save))
 		fields[n++] = tok;
-	}
 	return n;
 }
 
 static int parse_mount(struct registry *r, char **fv, int n)
 {
-	if (n != 13)
+	if (n < 13)
 		return -1;
 	struct mount_key key = {0};
 	unsigned id;
@@ -262,7 +280,7 @@ static int parse_linger(struct registry *r, char **fv, int n)
 {
 	unsigned id;
 	intmax_t expiry;
-	if (n != 3 || sscanf(fv[1], "%u", &id) != 1 || sscanf(fv[2], "%jd", &expiry) != 1)
+	if (n < 3 || sscanf(fv[1], "%u", &id) != 1 || sscanf(fv[2], "%jd", &expiry) != 1)
 		return -1;
 	struct mount_entry *m = registry_mount_by_id(r, id);
 	if (!m || m->state != MOUNT_READY)
@@ -275,7 +293,7 @@ static int parse_linger(struct registry *r, char **fv, int n)
 static int parse_overlay(struct registry *r, char **fv, int n)
 {
 	unsigned job_id, mask;
-	if (n != 4 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[3], "%x", &mask) != 1)
+	if (n < 4 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[3], "%x", &mask) != 1)
 		return -1;
 	struct job_entry *j = registry_find_job(r, job_id);
 	char *dir = decode_field(fv[2]);
@@ -288,7 +306,7 @@ static int parse_overlay(struct registry *r, char **fv, int n)
 static int parse_upper(struct registry *r, char **fv, int n)
 {
 	unsigned job_id, index;
-	if (n != 4 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &index) != 1)
+	if (n < 4 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &index) != 1)
 		return -1;
 	struct job_entry *j = registry_find_job(r, job_id);
 	char *dir = decode_field(fv[3]);
@@ -302,7 +320,7 @@ static int parse_upper(struct registry *r, char **fv, int n)
 static int parse_endwatch(struct registry *r, char **fv, int n)
 {
 	unsigned job_id;
-	if (n != 2 || sscanf(fv[1], "%u", &job_id) != 1)
+	if (n < 2 || sscanf(fv[1], "%u", &job_id) != 1)
 		return -1;
 	struct job_entry *j = registry_find_job(r, job_id);
 	if (!j)
@@ -315,7 +333,7 @@ static int parse_job(struct registry *r, char **fv, int n)
 {
 	unsigned job_id, uid;
 	int status;
-	if (n != 5 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &uid) != 1 ||
+	if (n < 5 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &uid) != 1 ||
 	    sscanf(fv[3], "%d", &status) != 1 || registry_find_job(r, job_id))
 		return -1;
 	char *message = decode_field(fv[4]);
@@ -330,7 +348,7 @@ static int parse_job(struct registry *r, char **fv, int n)
 static int parse_image(struct registry *r, char **fv, int n)
 {
 	unsigned job_id, mount_id;
-	if (n != 5 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &mount_id) != 1)
+	if (n < 5 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &mount_id) != 1)
 		return -1;
 	struct job_entry *j = registry_find_job(r, job_id);
 	struct mount_entry *m = mount_id ? registry_mount_by_id(r, mount_id) : NULL;
@@ -345,7 +363,7 @@ static int parse_scope(struct registry *r, char **fv, int n)
 	unsigned job_id, step_id, uid;
 	int kind, pid, status;
 	unsigned long long start;
-	if (n != 9 || sscanf(fv[1], "%d", &kind) != 1 || sscanf(fv[2], "%u", &job_id) != 1 ||
+	if (n < 9 || sscanf(fv[1], "%d", &kind) != 1 || sscanf(fv[2], "%u", &job_id) != 1 ||
 	    sscanf(fv[3], "%u", &step_id) != 1 || sscanf(fv[4], "%d", &pid) != 1 ||
 	    sscanf(fv[5], "%llu", &start) != 1 || sscanf(fv[6], "%u", &uid) != 1 ||
 	    sscanf(fv[7], "%d", &status) != 1)
@@ -367,13 +385,69 @@ static int parse_scope(struct registry *r, char **fv, int n)
 static int parse_scoped_image(struct registry *r, char **fv, int n)
 {
 	unsigned mount_id;
-	if (n != 4 || !r->scoped || sscanf(fv[1], "%u", &mount_id) != 1)
+	if (n < 4 || !r->scoped || sscanf(fv[1], "%u", &mount_id) != 1)
 		return -1;
 	struct mount_entry *m = mount_id ? registry_mount_by_id(r, mount_id) : NULL;
 	char *image = decode_field(fv[2]), *target = decode_field(fv[3]);
 	if ((mount_id && !m) || !image || !target)
 		return -1;
 	return registry_job_add_image(r->scoped, image, target, m);
+}
+
+/* The first line: "squashd-state FORMAT", where a later compatible
+ * revision of the same format may add ".REVISION" or " ANYTHING" (not
+ * written so far). Returns 0 when this squashd reads it, -1 when it is no
+ * state file, -2 (with *format) when it is another format version. */
+static int check_magic(const char *line, unsigned *format)
+{
+	size_t w = strlen(STATE_MAGIC_WORD);
+	char *end;
+
+	if (strncmp(line, STATE_MAGIC_WORD " ", w + 1) || line[w + 1] < '0' || line[w + 1] > '9')
+		return -1;
+	errno = 0;
+	unsigned long v = strtoul(line + w + 1, &end, 10);
+	if (errno || v > 65535 || (*end != '\n' && *end != '.' && *end != ' '))
+		return -1;
+	*format = (unsigned)v;
+	return v == STATE_FILE_FORMAT ? 0 : -2;
+}
+
+/* A record kind this squashd does not know: a name ([a-z][a-z0-9_]*) and
+ * printable fields, as every version writes them. */
+static bool unknown_record_ok(const char *line)
+{
+	size_t k = 0;
+
+	if (line[0] < 'a' || line[0] > 'z')
+		return false;
+	while ((line[k] >= 'a' && line[k] <= 'z') || (line[k] >= '0' && line[k] <= '9') || line[k] == '_')
+		k++;
+	if (line[k] != ' ' && line[k] != '\n')
+		return false;
+	for (; line[k] != '\n'; k++)
+		if ((unsigned char)line[k] < ' ' || (unsigned char)line[k] > '~')
+			return false;
+	return line[k + 1] == '\0';
+}
+
+/* Appends line to *extra (records kept for the next save). */
+static int keep_record(char **extra, const char *line)
+{
+	size_t old = *extra ? strlen(*extra) : 0, add = strlen(line);
+	char *grown = realloc(*extra, old + add + 1);
+
+	if (!grown)
+		return -1;
+	memcpy(grown + old, line, add + 1);
+	*extra = grown;
+	return 0;
+}
+
+static bool kind_is(const char *line, const char *kind)
+{
+	size_t n = strlen(kind);
+	return !strncmp(line, kind, n) && (line[n] == ' ' || line[n] == '\n');
 }
 
 int state_file_load(struct registry *r, const char *path, char *err, size_t errlen)
@@ -391,46 +465,81 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	unsigned lineno = 0;
+	unsigned lineno = 0, format = 0;
 	int rc = 0;
+	const char *why = "malformed record";
+	/* Where a record of an unknown kind goes: the entry whose record
+	 * came last before it (mount, job or scope), else the file. */
+	char **extra = &r->state_extra;
 	while (rc == 0 && fgets(line, STATE_LINE_MAX, f)) {
 		lineno++;
+		size_t len = strlen(line);
+		if (len == 0 || line[len - 1] != '\n') {
+			why = "record cut short (or longer than any record)";
+			rc = -1;
+			break;
+		}
 		if (lineno == 1) {
-			if (strcmp(line, STATE_MAGIC "\n"))
-				rc = -1;
+			rc = check_magic(line, &format);
+			if (rc == -1)
+				why = "not a squashd state file";
 			continue;
 		}
-		char *fv[16];
-		int n = split(line, fv, 16);
+		static const char *const known[] = {
+			"next", "mount", "linger", "overlay", "upper", "job", "endwatch", "image", "scope", "simage",
+		};
+		bool is_known = false;
+		for (size_t k = 0; k < sizeof(known) / sizeof(known[0]) && !is_known; k++)
+			is_known = kind_is(line, known[k]);
+		if (!is_known) {
+			/* A newer squashd's record: kept with its entry. */
+			rc = unknown_record_ok(line) ? keep_record(extra, line) : -1;
+			continue;
+		}
+		char *fv[STATE_FIELDS_MAX];
+		int n = split(line, fv, STATE_FIELDS_MAX);
 		if (n <= 0)
 			rc = -1;
 		else if (!strcmp(fv[0], "next"))
-			rc = (n == 2 && sscanf(fv[1], "%u", &r->next_mount_id) == 1) ? 0 : -1;
-		else if (!strcmp(fv[0], "mount"))
+			rc = (n >= 2 && sscanf(fv[1], "%u", &r->next_mount_id) == 1) ? 0 : -1;
+		else if (!strcmp(fv[0], "mount")) {
 			rc = parse_mount(r, fv, n);
-		else if (!strcmp(fv[0], "linger"))
+			extra = rc == 0 ? &r->mounts->state_extra : extra;
+		} else if (!strcmp(fv[0], "linger"))
 			rc = parse_linger(r, fv, n);
 		else if (!strcmp(fv[0], "overlay"))
 			rc = parse_overlay(r, fv, n);
 		else if (!strcmp(fv[0], "upper"))
 			rc = parse_upper(r, fv, n);
-		else if (!strcmp(fv[0], "job"))
+		else if (!strcmp(fv[0], "job")) {
 			rc = parse_job(r, fv, n);
-		else if (!strcmp(fv[0], "endwatch"))
+			extra = rc == 0 ? &r->jobs->state_extra : extra;
+		} else if (!strcmp(fv[0], "endwatch"))
 			rc = parse_endwatch(r, fv, n);
 		else if (!strcmp(fv[0], "image"))
 			rc = parse_image(r, fv, n);
-		else if (!strcmp(fv[0], "scope"))
+		else if (!strcmp(fv[0], "scope")) {
 			rc = parse_scope(r, fv, n);
-		else if (!strcmp(fv[0], "simage"))
+			extra = rc == 0 ? &r->scoped->state_extra : extra;
+		} else if (!strcmp(fv[0], "simage"))
 			rc = parse_scoped_image(r, fv, n);
 		else
 			rc = -1;
 	}
+	bool read_error = ferror(f);
 	free(line);
 	fclose(f);
-	if (rc < 0) {
-		snprintf(err, errlen, "%s:%u: malformed record; starting with an empty registry", path, lineno);
+	if (rc == -2) {
+		snprintf(err, errlen, "%s is in state file format %u, written by a %s squashd; this one reads format %d",
+			 path, format, format > STATE_FILE_FORMAT ? "newer" : "other", STATE_FILE_FORMAT);
+		registry_free(r);
+		return -2;
+	}
+	if (rc < 0 || read_error) {
+		if (read_error)
+			snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+		else
+			snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
 		registry_free(r);
 		return -1;
 	}
