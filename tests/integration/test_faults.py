@@ -409,8 +409,8 @@ def test_unreadable_registry_is_kept_aside_and_refuses_new_mounts(cluster):
                               [f"--squash-image={img}"])
         out = job.output()
         assert job.state == "FAILED", (job.state, out)
-        assert re.search(r"answered node-error: squashd on this node could not read its registry at "
-                         r"start \(.*format 2.*\); it mounts nothing until an admin has looked", out), out
+        assert re.search(r"squashd on this node .*lost its registry when it last started: it could not "
+                         r"read it \(.*format 2.*\) and mounts nothing until an admin has looked", out), out
         assert "reached the end" not in out
         assert cluster.node_state() == "idle"
         # A restart does not make the node's mounts known: still refused.
