@@ -4,7 +4,9 @@
  * half a registry; a file a newer squashd of the same format wrote (record
  * kinds and fields this one does not know) loses no mount, and its unknown
  * records go back to disk with their entry; a file of another format is
- * refused as such. No root needed. */
+ * refused as such, and squashd (core/daemon.c) keeps an unreadable file
+ * aside and refuses new mounts instead of starting empty. No root
+ * needed. */
 #include "config.h"
 
 #include <stdio.h>
@@ -12,6 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <glob.h>
+
+#include "core_fixture.h"
 #include "registry/linger.h"
 #include "registry/state_file.h"
 #include "unit.h"
@@ -382,6 +387,79 @@ static void hostile_records_are_refused_with_the_line(void)
 	CHECK_CONTAINS(err, ":19: malformed record");
 }
 
+/* The state file kept aside in ds's state directory (globbed), or "". */
+static void aside_file(const struct daemon_state *ds, char *buf, size_t len)
+{
+	char pattern[PATH_MAX + 32];
+	glob_t g;
+
+	buf[0] = '\0';
+	snprintf(pattern, sizeof(pattern), "%s.unreadable-*", ds->state_path);
+	if (glob(pattern, 0, NULL, &g) == 0) {
+		CHECK_INT(g.gl_pathc, 1);
+		snprintf(buf, len, "%s", g.gl_pathv[0]);
+		globfree(&g);
+	}
+}
+
+static Squash__Status refusal(struct daemon_state *ds, char *why, size_t len)
+{
+	pthread_mutex_lock(&ds->lock);
+	Squash__Status st = daemon_refuse_new_mounts_locked(ds, why, len);
+	pthread_mutex_unlock(&ds->lock);
+	return st;
+}
+
+static void squashd_keeps_an_unreadable_file_aside_and_refuses_mounts(const char *text, const char *reason)
+{
+	char d[] = "/tmp/test_state_file_core.XXXXXX", aside[PATH_MAX + 64], why[4 * PATH_MAX];
+	struct squashd_config *cfg = NULL;
+	struct daemon_state ds = { 0 }, again = { 0 }, cleared = { 0 };
+
+	if (core_fixture_start(d, &cfg, &ds) < 0) {
+		CHECK(!"core fixture");
+		return;
+	}
+	FILE *f = fopen(ds.state_path, "w");
+	fputs(text, f);
+	fclose(f);
+	daemon_load(&ds);
+	CHECK_CONTAINS(ds.state_lost, reason);
+	CHECK(access(ds.state_path, F_OK) != 0); /* moved, not read over */
+	aside_file(&ds, aside, sizeof(aside));
+	CHECK_CONTAINS(aside, ".unreadable-");
+	CHECK_CONTAINS(ds.state_lost, aside);
+	CHECK(ds.registry.mounts == NULL);
+	CHECK_INT(refusal(&ds, why, sizeof(why)), SQUASH__STATUS__NODE_ERROR);
+	CHECK_CONTAINS(why, "could not read its registry at start (");
+	CHECK_CONTAINS(why, "it mounts nothing until an admin has looked");
+
+	/* Kept aside, the file is read by nobody; the kept text is intact. */
+	f = fopen(aside, "r");
+	char head[64] = "";
+	if (f) {
+		CHECK(fgets(head, sizeof(head), f) != NULL);
+		fclose(f);
+	}
+	CHECK(!strncmp(head, text, strlen(head)));
+
+	/* A restart (no state file, the kept one still there) refuses too. */
+	CHECK_INT(daemon_init(&again, cfg), 0);
+	daemon_load(&again);
+	CHECK_CONTAINS(again.state_lost, "holds a registry an earlier squashd could not read");
+	CHECK_INT(refusal(&again, why, sizeof(why)), SQUASH__STATUS__NODE_ERROR);
+
+	/* Once the admin removed it, squashd starts as usual. */
+	unlink(aside);
+	CHECK_INT(daemon_init(&cleared, cfg), 0);
+	daemon_load(&cleared);
+	CHECK_STR(cleared.state_lost, "");
+	CHECK_INT(refusal(&cleared, why, sizeof(why)), SQUASH__STATUS__OK);
+	daemon_free(&again);
+	daemon_free(&cleared);
+	core_fixture_stop(d, cfg, &ds);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -395,6 +473,10 @@ int main(void)
 	hostile_records_are_refused_with_the_line();
 	a_newer_file_of_the_same_format_forgets_no_mount();
 	a_file_of_another_format_is_refused_as_such();
+	squashd_keeps_an_unreadable_file_aside_and_refuses_mounts("squashd-state 2\nnext 3\nmount 1\n",
+								  "format 2, written by a newer squashd");
+	squashd_keeps_an_unreadable_file_aside_and_refuses_mounts("squashd-state 1\nnext 3\nmount 1 x\n",
+								  ":3: malformed record");
 	unlink(path);
 	rmdir(dir);
 	return unit_exit_code();
