@@ -6,7 +6,6 @@
 #include "registry/linger.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
