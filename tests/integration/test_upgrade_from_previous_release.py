@@ -223,3 +223,40 @@ def test_previous_plugin_and_squashd_on_a_three_node_cluster(cluster3, previous)
         assert "DRAIN" not in run(["sinfo", "-h", "-o", "%T"], env=c.env).stdout.upper()
     finally:
         prev.restore()
+
+
+def test_downgrade_to_the_previous_squashd_measured(cluster, previous):
+    """What 0.1.0's squashd does with this build's state file (it cannot be
+    changed; docs/admin.md, the downgrade row): a job with a writable image
+    has an `overlay` record 0.1.0 does not know, so it starts with an empty
+    registry and detaches everything in mnt/ as unknown leftovers. The
+    running job keeps its binds and reads on; its epilog releases nothing.
+    Measured here so that the documentation stays true."""
+    node = cluster.nodes[0]
+    img = cluster.make_image(cluster.workdir(USER1, "down") / "down.sqfs", FILES, owner=USER1)
+    prev = Previous(cluster, previous)
+    try:
+        with blocking_jobs(cluster, (USER1, f"{img}:/squash/dg:rw", "cat /squash/dg/hello.txt\n")) as (blk,):
+            state = (cluster.state_dir / "state").read_text()
+            assert "\noverlay " in state, state
+            offset = len(node.squashd_log())
+            prev.start_squashd(node)
+            log = node.squashd_log()[offset:]
+            assert "malformed record; starting with an empty registry" in log, log
+            assert "cleaning up unknown leftover" in log, log
+            assert cluster.list_mounts() == []
+            blk.release()
+        out = blk.job.output()
+        assert blk.job.state == "COMPLETED", out
+        assert "hello from the image" in out, out
+        assert cluster.list_mounts() == []
+    finally:
+        prev.restore()
+        # 0.1.0 does not know this build's reader: whatever it left running.
+        left = cluster.instance_fuse_servers()
+        for pid in left:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        print(f"FUSE servers left by the downgrade: {left}")

@@ -16,7 +16,7 @@ MAX_LINES = 520
 
 # Layers, top first: a folder may include its own and those below it.
 LAYERS = ["main", "server", "requests", "core", "registry", "settings",
-          "slurm", "mount", "util"]
+          "slurm", "mount", "process", "util"]
 # Programs apart from squashd, and what each may include besides proto/:
 # the client tools use the few helpers named here; squash-reader (the FUSE
 # server squashd starts) only its own folder.
