@@ -14,6 +14,7 @@
 #include "core/daemon.h"
 #include "core/gc.h"
 #include "core/linger_timer.h"
+#include "frame.h"
 #include "mount/fuse_probe.h"
 #include "mount/fuse_reader.h"
 #include "mount/image_open.h"
@@ -21,6 +22,7 @@
 #include "process/reader_cgroup.h"
 #include "process/server_spawn.h"
 #include "process/spawner.h"
+#include "registry/state_file.h"
 #include "server/socket_activation.h"
 #include "server/workers.h"
 #include "settings/reload.h"
@@ -96,7 +98,8 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		case 'V':
-			printf("squashd %s, built for Slurm %s\n", PACKAGE_VERSION, SQUASH_SLURM_BUILD_VERSION);
+			printf("squashd %s, built for Slurm %s; protocol %d, state file format %d\n", PACKAGE_VERSION,
+			       SQUASH_SLURM_BUILD_VERSION, SQUASH_PROTOCOL_VERSION, STATE_FILE_FORMAT);
 			return 0;
 		default:
 			usage(stderr);
@@ -175,7 +178,10 @@ int main(int argc, char **argv)
 	}
 
 	daemon_load(&ds);
-	adopt_registry(&ds, cfg);
+	/* A registry that could not be read: the mounts in mnt/ may be
+	 * running jobs'; nothing is adopted or cleaned up (daemon.h). */
+	if (!ds.state_lost[0])
+		adopt_registry(&ds, cfg);
 
 	/* Under squashd.socket systemd holds the socket (and the clients
 	 * that connect while squashd restarts); otherwise bind it here. */
@@ -188,8 +194,9 @@ int main(int argc, char **argv)
 		daemon_free(&ds);
 		return 1;
 	}
-	log_info("squashd %s (built for Slurm %s) listening on %s%s as node %s (mount mode %s, MUNGE %s, gc every %u s, linger %u s)",
-		 PACKAGE_VERSION, SQUASH_SLURM_BUILD_VERSION, cfg->socket_path, activated ? " (socket from systemd)" : "",
+	log_info("squashd %s (built for Slurm %s; protocol %d, state file format %d) listening on %s%s as node %s "
+		 "(mount mode %s, MUNGE %s, gc every %u s, linger %u s)",
+		 PACKAGE_VERSION, SQUASH_SLURM_BUILD_VERSION, SQUASH_PROTOCOL_VERSION, STATE_FILE_FORMAT, cfg->socket_path, activated ? " (socket from systemd)" : "",
 		 ds.node_name, mount_policy_name(cfg->mount_policy),
 		 cfg->require_munge ? "required" : "optional", cfg->gc_interval_s, cfg->linger_s);
 	if (cfg->mount_policy == MOUNT_POLICY_KERNEL)

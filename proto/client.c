@@ -180,9 +180,21 @@ static Squash__Response *parse_response(const uint8_t *buf, size_t len,
 	rc = squash_frame_parse(buf, len, SQUASH_FRAME_RESPONSE, &payload,
 				&payload_len, &peer_version);
 	if (rc == SQUASH_FRAME_EVERSION) {
-		squash_errf(err, errlen,
-			    "squashd speaks protocol version %u, this client speaks version %d: install the same slurm-squash version on both",
-			    peer_version, SQUASH_PROTOCOL_VERSION);
+		char advice[768];
+		/* Status and message mean the same in every version: squashd
+		 * may have said more. */
+		if (len > SQUASH_FRAME_HEADER_SIZE)
+			resp = squash__response__unpack(NULL, len - SQUASH_FRAME_HEADER_SIZE,
+							buf + SQUASH_FRAME_HEADER_SIZE);
+		else
+			resp = NULL;
+		squash_frame_version_advice(advice, sizeof(advice), peer_version, 0);
+		if (resp && resp->message && *resp->message)
+			squash_errf(err, errlen, "%s; squashd said: %s", advice, resp->message);
+		else
+			squash_errf(err, errlen, "%s", advice);
+		if (resp)
+			squash__response__free_unpacked(resp, NULL);
 		return NULL;
 	}
 	if (rc != SQUASH_FRAME_OK) {

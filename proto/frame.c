@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -21,11 +23,16 @@ static uint16_t get_be16(const uint8_t *p)
 	return (uint16_t)((p[0] << 8) | p[1]);
 }
 
-static void write_header(uint8_t *hdr, uint16_t kind)
+static void write_header_version(uint8_t *hdr, uint16_t version, uint16_t kind)
 {
 	memcpy(hdr, SQUASH_FRAME_MAGIC, 4);
-	put_be16(hdr + 4, SQUASH_PROTOCOL_VERSION);
+	put_be16(hdr + 4, version);
 	put_be16(hdr + 6, kind);
+}
+
+static void write_header(uint8_t *hdr, uint16_t kind)
+{
+	write_header_version(hdr, SQUASH_PROTOCOL_VERSION, kind);
 }
 
 long squash_frame_encode(uint8_t *buf, size_t cap, uint16_t kind,
@@ -73,6 +80,12 @@ int squash_frame_parse(const uint8_t *buf, size_t len, uint16_t expect_kind,
 int squash_frame_send(int fd, uint16_t kind, const uint8_t *payload,
 		      size_t payload_len)
 {
+	return squash_frame_send_version(fd, SQUASH_PROTOCOL_VERSION, kind, payload, payload_len);
+}
+
+int squash_frame_send_version(int fd, uint16_t version, uint16_t kind,
+			      const uint8_t *payload, size_t payload_len)
+{
 	uint8_t hdr[SQUASH_FRAME_HEADER_SIZE];
 	struct iovec iov[2];
 	struct msghdr msg;
@@ -80,7 +93,7 @@ int squash_frame_send(int fd, uint16_t kind, const uint8_t *payload,
 
 	if (payload_len > SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE)
 		return SQUASH_FRAME_ETOOBIG;
-	write_header(hdr, kind);
+	write_header_version(hdr, version, kind);
 	/* Two iovecs still make one SOCK_SEQPACKET record, and spare a
 	 * 64 KiB copy. */
 	iov[0].iov_base = hdr;
@@ -164,6 +177,28 @@ int squash_frame_recv(int fd, uint8_t *buf, size_t *len, int timeout_ms)
 		return SQUASH_FRAME_ETOOBIG;
 	*len = (size_t)n;
 	return SQUASH_FRAME_OK;
+}
+
+void squash_frame_version_advice(char *buf, size_t len, unsigned peer, int self_is_squashd)
+{
+	const unsigned self = SQUASH_PROTOCOL_VERSION;
+	/* Which side is behind decides what to upgrade; the order is the
+	 * same either way. */
+	bool squashd_older = self_is_squashd ? peer > self : peer < self;
+	const char *fix = squashd_older
+		? "squashd on this node is older: upgrade slurm-squash on the compute node (squashd) first"
+		: "the plugin or squashctl is older: upgrade slurm-squash where it runs";
+
+	if (self_is_squashd)
+		snprintf(buf, len, "the client speaks protocol version %u, squashd (slurm-squash %s) speaks "
+			 "version %u: %s (upgrade order: squashd on the compute nodes first, then the plugin "
+			 "on submit hosts; docs/admin.md, \"Upgrading slurm-squash itself\")",
+			 peer, PACKAGE_VERSION, self, fix);
+	else
+		snprintf(buf, len, "squashd speaks protocol version %u, this client (slurm-squash %s) speaks "
+			 "version %u: %s (upgrade order: squashd on the compute nodes first, then the plugin "
+			 "on submit hosts; docs/admin.md, \"Upgrading slurm-squash itself\")",
+			 peer, PACKAGE_VERSION, self, fix);
 }
 
 const char *squash_frame_strerror(int err)

@@ -13,6 +13,14 @@
 #include <stdint.h>
 
 #define SQUASH_FRAME_MAGIC "SQSH"
+/* The wire protocol's version, in every frame's header. 2 since
+ * slurm-squash 0.1.0. It changes only when a peer of the previous version
+ * could no longer understand a message; compatible growth (new optional
+ * fields, new request kinds, new statuses, see proto/squash.proto) keeps
+ * it. Whatever the version, Response fields 1 (status) and 2 (message)
+ * and VERSION_MISMATCH keep their meaning: squashd answers a peer of
+ * another version in that peer's version with them, so the peer can show
+ * why (docs/architecture.md, "Versions"). */
 #define SQUASH_PROTOCOL_VERSION 2
 #define SQUASH_FRAME_HEADER_SIZE 8
 /* Large enough for the largest request the documented limits allow
@@ -54,6 +62,16 @@ int squash_frame_parse(const uint8_t *buf, size_t len, uint16_t expect_kind,
 /* Sends one frame on a SOCK_SEQPACKET socket (MSG_NOSIGNAL). */
 int squash_frame_send(int fd, uint16_t kind, const uint8_t *payload,
 		      size_t payload_len);
+
+/* The same with another version in the header: only to answer a peer of
+ * that version VERSION_MISMATCH. */
+int squash_frame_send_version(int fd, uint16_t version, uint16_t kind,
+			      const uint8_t *payload, size_t payload_len);
+
+/* Why a peer of protocol version peer cannot talk to this one, with the
+ * upgrade order (squashd first, then plugins and squashctl): for squashd
+ * (self_is_squashd, peer: a client) or for a client (peer: squashd). */
+void squash_frame_version_advice(char *buf, size_t len, unsigned peer, int self_is_squashd);
 
 /* Receives one datagram into buf (which must hold SQUASH_FRAME_MAX bytes),
  * waiting at most timeout_ms (-1: forever). Stores its length in *len. */

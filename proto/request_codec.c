@@ -162,9 +162,8 @@ int squash_request_decode(const uint8_t *frame, size_t len,
 	out->peer_version = peer_version;
 	if (rc == SQUASH_FRAME_EVERSION) {
 		*status = SQUASH__STATUS__VERSION_MISMATCH;
-		squash_errf(err, errlen,
-			    "protocol version %u is not supported (squashd speaks %d)",
-			    peer_version, SQUASH_PROTOCOL_VERSION);
+		if (err && errlen)
+			squash_frame_version_advice(err, errlen, peer_version, 1);
 		return -1;
 	}
 	if (rc != SQUASH_FRAME_OK) {
@@ -223,6 +222,11 @@ static int send_too_large(int fd, size_t size)
 
 int squash_response_send(int fd, const Squash__Response *resp)
 {
+	return squash_response_send_version(fd, SQUASH_PROTOCOL_VERSION, resp);
+}
+
+int squash_response_send_version(int fd, uint16_t version, const Squash__Response *resp)
+{
 	size_t size = squash__response__get_packed_size(resp);
 	uint8_t *buf;
 	int rc;
@@ -233,7 +237,7 @@ int squash_response_send(int fd, const Squash__Response *resp)
 	if (!buf)
 		return SQUASH_FRAME_EIO;
 	squash__response__pack(resp, buf);
-	rc = squash_frame_send(fd, SQUASH_FRAME_RESPONSE, buf, size);
+	rc = squash_frame_send_version(fd, version, SQUASH_FRAME_RESPONSE, buf, size);
 	free(buf);
 	return rc;
 }

@@ -35,4 +35,9 @@ void squash_decoded_request_free(struct squash_decoded_request *d);
  * SQUASH_FRAME_ETOOBIG is returned for the caller to log. */
 int squash_response_send(int fd, const Squash__Response *resp);
 
+/* The same in a frame of another protocol version: only for the
+ * VERSION_MISMATCH answer to a peer of that version, whose Response keeps
+ * status and message (proto/frame.h). */
+int squash_response_send_version(int fd, uint16_t version, const Squash__Response *resp);
+
 #endif

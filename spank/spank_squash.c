@@ -18,6 +18,7 @@
 #include <slurm/slurm_version.h>
 
 #include "env_default.h"
+#include "frame.h"
 #include "job_request.h"
 #include "plugin_settings.h"
 #include "step_bind.h"
@@ -120,11 +121,13 @@ static void log_build_once(void)
 	logged = true;
 	const unsigned v = SLURM_VERSION_NUMBER;
 	if (spank_context() == S_CTX_ALLOCATOR || spank_context() == S_CTX_LOCAL)
-		slurm_debug("spank_squash %s built for Slurm %u.%02u.%u", PACKAGE_VERSION,
-			    SLURM_VERSION_MAJOR(v), SLURM_VERSION_MINOR(v), SLURM_VERSION_MICRO(v));
+		slurm_debug("spank_squash %s built for Slurm %u.%02u.%u, protocol %d", PACKAGE_VERSION,
+			    SLURM_VERSION_MAJOR(v), SLURM_VERSION_MINOR(v), SLURM_VERSION_MICRO(v),
+			    SQUASH_PROTOCOL_VERSION);
 	else
-		slurm_info("spank_squash %s built for Slurm %u.%02u.%u", PACKAGE_VERSION,
-			   SLURM_VERSION_MAJOR(v), SLURM_VERSION_MINOR(v), SLURM_VERSION_MICRO(v));
+		slurm_info("spank_squash %s built for Slurm %u.%02u.%u, protocol %d", PACKAGE_VERSION,
+			   SLURM_VERSION_MAJOR(v), SLURM_VERSION_MINOR(v), SLURM_VERSION_MICRO(v),
+			   SQUASH_PROTOCOL_VERSION);
 }
 
 int slurm_spank_init(spank_t sp, int ac, char **av)

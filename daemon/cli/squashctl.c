@@ -21,7 +21,8 @@ static void usage(FILE *out)
 		"  job JOBID        where a job's images are mounted (its steps' view)\n"
 		"  release JOBID    drop a job's mounts (root; for jobs whose epilog did not run)\n"
 		"  gc               release every job Slurm says no longer runs here (root)\n"
-		"  status           squashd's version, uptime, mounts, jobs and counters\n"
+		"  status [--json]  squashd's version, protocol and state file versions, uptime,\n"
+		"                   mounts, jobs and counters\n"
 		"  health           exit 0 when squashd is healthy; else one line per problem\n"
 		"  metrics          counters in the Prometheus text format (node_exporter textfile)\n"
 		"Options:\n"
@@ -216,6 +217,10 @@ int main(int argc, char **argv)
 		req.op_case = SQUASH__REQUEST__OP_GC;
 		req.gc = &gc;
 	} else if (!strcmp(cmd, "status") || !strcmp(cmd, "health") || !strcmp(cmd, "metrics")) {
+		if (!strcmp(cmd, "status") && optind < argc && !strcmp(argv[optind], "--json")) {
+			json = true;
+			optind++;
+		}
 		health = !strcmp(cmd, "health");
 		metrics = !strcmp(cmd, "metrics");
 		/* health also asks Slurm about the node's jobs (through squashd). */
@@ -272,6 +277,8 @@ int main(int argc, char **argv)
 	} else if (req.op_case == SQUASH__REQUEST__OP_STATUS && resp->node) {
 		if (metrics)
 			print_metrics(stdout, resp->node);
+		else if (json)
+			print_status_json(stdout, resp->node);
 		else
 			print_status(stdout, resp->node);
 	} else if (resp->message) {

@@ -70,9 +70,14 @@ static void histogram(FILE *out, const Squash__NodeStatus *n)
 
 void print_metrics(FILE *out, const Squash__NodeStatus *n)
 {
-	header(out, "squashd_build_info", "gauge", "squashd's version (always 1).");
+	header(out, "squashd_build_info", "gauge",
+	       "squashd's version, its protocol and state file format versions (always 1).");
 	fprintf(out, "squashd_build_info{version=");
 	label_value(out, n->version);
+	if (n->has_protocol_version)
+		fprintf(out, ",protocol=\"%u\"", n->protocol_version);
+	if (n->has_state_format)
+		fprintf(out, ",state_format=\"%u\"", n->state_format);
 	fprintf(out, "} 1\n");
 	gauge(out, "squashd_uptime_seconds", "Seconds since squashd started.", n->uptime_s);
 
@@ -107,6 +112,9 @@ void print_metrics(FILE *out, const Squash__NodeStatus *n)
 	fprintf(out, "squashd_registry_save_errors_total %llu\n", (unsigned long long)n->registry_save_errors);
 	gauge(out, "squashd_registry_saved", "1 when the registry is saved, 0 while saving fails.",
 	      n->registry_error ? 0 : 1);
+	gauge(out, "squashd_registry_unreadable",
+	      "1 when squashd could not read its registry at start (it refuses new mounts), else 0.",
+	      n->registry_unreadable ? 1 : 0);
 	gauge(out, "squashd_problems", "Problems squashctl health would report (without asking Slurm).",
 	      n->n_problems);
 }

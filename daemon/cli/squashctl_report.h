@@ -8,6 +8,7 @@
 #include "squash.pb-c.h"
 
 void print_status(FILE *out, const Squash__NodeStatus *n);
+void print_status_json(FILE *out, const Squash__NodeStatus *n);
 void print_metrics(FILE *out, const Squash__NodeStatus *n);
 
 /* Upper bound (seconds) of the histogram bucket holding quantile q of

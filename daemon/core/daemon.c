@@ -1,6 +1,8 @@
 #include "config.h"
 #include "core/daemon.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,14 +62,63 @@ void daemon_stop(struct daemon_state *ds)
 	pthread_mutex_unlock(&ds->lock);
 }
 
+/* An unreadable registry an earlier squashd kept aside in the state
+ * directory (name into buf), if any. */
+static bool find_unreadable(const struct daemon_state *ds, char *buf, size_t len)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", ds->state_path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return false;
+	*slash = '\0';
+	DIR *d = opendir(dir);
+	bool found = false;
+	if (!d)
+		return false;
+	for (struct dirent *de; !found && (de = readdir(d));)
+		if (!strncmp(de->d_name, "state.unreadable-", 17))
+			found = snprintf(buf, len, "%s/%s", dir, de->d_name) < (int)len;
+	closedir(d);
+	return found;
+}
+
 void daemon_load(struct daemon_state *ds)
 {
-	char err[PATH_MAX + 512];
+	char err[PATH_MAX + 512], aside[PATH_MAX + 64];
+	int rc = state_file_load(&ds->registry, ds->state_path, err, sizeof(err));
 
-	if (state_file_load(&ds->registry, ds->state_path, err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		snprintf(ds->state_lost, sizeof(ds->state_lost), "%.*s", (int)sizeof(ds->state_lost) - 1, err);
+	if (rc == 0) {
+		/* A registry kept aside earlier still holds mounts nobody knows
+		 * (a restart does not make them known): the same refusal. */
+		if (find_unreadable(ds, aside, sizeof(aside))) {
+			snprintf(ds->state_lost, sizeof(ds->state_lost),
+				 "%s holds a registry an earlier squashd could not read", aside);
+			log_error("%s; squashd mounts nothing, leaves the mounts in %s alone and refuses new ones "
+				  "until it is removed and squashd restarted (see docs/admin.md, \"Upgrading "
+				  "slurm-squash itself\")", ds->state_lost, ds->mount_dir);
+		}
+		return;
 	}
+	/* Never start empty over a registry that may hold running jobs'
+	 * mounts: keep it aside for the admin (or the squashd that wrote it),
+	 * leave the mounts alone and refuse new ones. */
+	time_t now = time(NULL);
+	struct tm tm;
+	char stamp[32] = "unknown";
+	if (gmtime_r(&now, &tm))
+		strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	snprintf(aside, sizeof(aside), "%s.unreadable-%s", ds->state_path, stamp);
+	if (rename(ds->state_path, aside) < 0)
+		snprintf(aside, sizeof(aside), "%s (could not be moved aside: %s)", ds->state_path, strerror(errno));
+	snprintf(ds->state_lost, sizeof(ds->state_lost), "%.*s; kept as %.*s", PATH_MAX, err, PATH_MAX, aside);
+	log_error("cannot read the registry: %s; squashd mounts nothing, leaves the mounts in %s alone and "
+		  "refuses new ones until an admin acts: %s (see docs/admin.md, \"Upgrading slurm-squash "
+		  "itself\")", ds->state_lost, ds->mount_dir,
+		  rc == -2 ? "install the slurm-squash that wrote it, move the file back to state and restart "
+			     "squashd"
+			   : "once no job on the node uses squash images (drain it), remove the file and "
+			     "restart squashd");
 }
 
 void daemon_free(struct daemon_state *ds)
@@ -200,6 +251,12 @@ Squash__Status daemon_refuse_new_mounts_locked(struct daemon_state *ds, char *wh
 	if (ds->stopping) {
 		snprintf(why, len, "squashd is stopping");
 		return SQUASH__STATUS__UNAVAILABLE;
+	}
+	if (ds->state_lost[0]) {
+		snprintf(why, len, "squashd on this node could not read its registry at start (%s); it mounts "
+			 "nothing until an admin has looked (squashctl health on the node; docs/admin.md, "
+			 "\"Upgrading slurm-squash itself\")", ds->state_lost);
+		return SQUASH__STATUS__NODE_ERROR;
 	}
 	if (ds->save_error[0] && daemon_save_locked(ds) < 0) {
 		snprintf(why, len, "squashd on this node cannot save its registry (%s); it mounts nothing "

@@ -33,7 +33,8 @@ struct daemon_state {
 	struct registry registry;
 	bool stopping;
 	char save_error[PATH_MAX + 256]; /* why the registry cannot be saved; "" when it can */
-	char state_lost[PATH_MAX + 256]; /* why squashd started without its registry; "" if it did not */
+	char state_lost[3 * PATH_MAX]; /* why squashd started without its registry (new mounts are
+					* refused); "" if it did not */
 	unsigned requests_in_progress;
 	unsigned long long requests, requests_failed, gc_releases;
 	long long last_gc_ms;       /* monotonic; 0: never */
@@ -67,7 +68,11 @@ struct teardown {
 int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg);
 
 /* Reads the registry the last squashd saved (at start, before any other
- * thread); when it cannot, logs why and remembers it (state_lost). */
+ * thread). When it cannot (corrupt, or another format version), it moves
+ * the file aside (STATE_DIR/state.unreadable-TIME), logs why and what to
+ * do and remembers it (state_lost): new mounts are then refused and the
+ * caller must leave the mount directory alone. A file kept aside earlier
+ * has the same effect until it is removed. */
 void daemon_load(struct daemon_state *ds);
 
 /* Frees the registry (no other thread uses it any more). */
@@ -97,9 +102,10 @@ bool daemon_wait_locked(struct daemon_state *ds, long long deadline_ms);
 int daemon_time_left(long long deadline_ms);
 
 /* Whether new mounts are refused now (lock held): squashd stops
- * (UNAVAILABLE), or the registry cannot be saved (NODE_ERROR; a save is
- * tried first): a mount this squashd could not record would be leaked by
- * the next one. Returns OK, or the status with why. */
+ * (UNAVAILABLE), its registry could not be read at start (NODE_ERROR: the
+ * node's mounts are unknown), or the registry cannot be saved (NODE_ERROR;
+ * a save is tried first): a mount this squashd could not record would be
+ * leaked by the next one. Returns OK, or the status with why. */
 Squash__Status daemon_refuse_new_mounts_locked(struct daemon_state *ds, char *why, size_t len);
 
 #endif

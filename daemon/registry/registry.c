@@ -75,6 +75,7 @@ static void free_mount(struct mount_entry *m)
 		close(m->server_pidfd);
 	fuse_keep_free(m->keep);
 	free(m->failure);
+	free(m->state_extra);
 	free(m->image);
 	free(m->mount_point);
 	free(m);
@@ -161,6 +162,7 @@ static void free_job(struct job_entry *j)
 		free(j->images[i].upper);
 	}
 	free(j->overlay_dir);
+	free(j->state_extra);
 	free(j->message);
 	free(j);
 }
@@ -226,6 +228,8 @@ void registry_free(struct registry *r)
 	while (r->mounts)
 		registry_remove_mount(r, r->mounts);
 	r->next_mount_id = 0;
+	free(r->state_extra);
+	r->state_extra = NULL;
 }
 
 int registry_overlay_path(char *buf, size_t len, const char *dir, char kind, size_t i)

@@ -52,6 +52,7 @@ struct mount_entry {
 	int failure_result; /* MOUNT_FAILED: enum result */
 	long long linger_until_ms; /* MOUNT_LINGERING: monotonic expiry */
 	struct mount_entry *teardown_next; /* on a teardown list */
+	char *state_extra; /* state file records of a newer squashd about it, kept as read (state_file.h) */
 	struct mount_entry *next;
 };
 
@@ -81,6 +82,7 @@ struct job_entry {
 	char *overlay_dir; /* tmpfs holding the job's overlays (overlay.h); NULL when none */
 	size_t count;
 	struct job_image images[SQUASH_MAX_IMAGES];
+	char *state_extra; /* state file records of a newer squashd about it, kept as read (state_file.h) */
 	struct job_entry *next;
 	/* Scoped entries only. */
 	enum holder_kind kind;
@@ -94,6 +96,7 @@ struct registry {
 	struct job_entry *jobs;
 	struct job_entry *scoped; /* steps' and sessions' own images */
 	unsigned next_mount_id;
+	char *state_extra; /* state file records of a newer squashd about no entry, kept as read */
 };
 
 /* A mount that can be shared: MOUNTING, READY or LINGERING with this key. */

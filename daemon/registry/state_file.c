@@ -1,3 +1,4 @@
+/* Writing the registry (state_file.h); reading it back: state_file_load.c. */
 #include "config.h"
 #include "registry/state_file.h"
 
@@ -13,8 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define STATE_MAGIC "squashd-state 1"
-#define STATE_LINE_MAX (4 * 3 * SQUASH_PATH_MAX)
+#define STATE_MAGIC_WORD "squashd-state"
+#define STR(x) #x
+#define XSTR(x) STR(x)
+#define STATE_MAGIC STATE_MAGIC_WORD " " XSTR(STATE_FILE_FORMAT)
 
 /* Percent-encodes everything but printable non-space ASCII, so a field never
  * contains a space or newline. "-" stands for an empty/absent string. */
@@ -40,38 +43,12 @@ static void put_field(FILE *f, const char *s)
 	}
 }
 
-static int hexval(char c)
+/* Records a newer squashd wrote that this one does not know, written back
+ * as they were read, after the known records of the same entry. */
+static void put_extra(FILE *f, const char *extra)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
-/* Decodes in place; returns NULL on a malformed escape. */
-static char *decode_field(char *s)
-{
-	if (!strcmp(s, "-")) {
-		s[0] = '\0';
-		return s;
-	}
-	char *out = s;
-	for (char *p = s; *p; p++) {
-		if (*p == '%') {
-			int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
-			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-				return NULL;
-			*out++ = (char)(hi * 16 + lo);
-			p += 2;
-		} else {
-			*out++ = *p;
-		}
-	}
-	*out = '\0';
-	return s;
+	if (extra)
+		fputs(extra, f);
 }
 
 int state_file_format(const struct registry *r, char **text, size_t *len)
@@ -81,6 +58,7 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 	if (!f)
 		return -1;
 	fprintf(f, "%s\nnext %u\n", STATE_MAGIC, r->next_mount_id);
+	put_extra(f, r->state_extra);
 	/* Only finished mounts: a restarted squashd finds anything half-made
 	 * as an unknown leftover and removes it. */
 	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
@@ -97,6 +75,7 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 		fputc('\n', f);
 		if (m->state == MOUNT_LINGERING)
 			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m, squash_now_ms(), time(NULL)));
+		put_extra(f, m->state_extra);
 	}
 	for (const struct job_entry *j = r->jobs; j; j = j->next) {
 		if (j->pending && !j->settling)
@@ -126,6 +105,7 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 				fputc('\n', f);
 			}
 		}
+		put_extra(f, j->state_extra);
 	}
 	/* Steps' and sessions' own images: "scope" then its "simage" lines. */
 	for (const struct job_entry *e = r->scoped; e; e = e->next) {
@@ -143,6 +123,7 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 			put_field(f, e->images[i].target);
 			fputc('\n', f);
 		}
+		put_extra(f, e->state_extra);
 	}
 	if (fclose(f) != 0) {
 		free(*text);
@@ -203,240 +184,4 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
 	int rc = state_file_write(path, text, len, err, errlen);
 	free(text);
 	return rc;
-}
-
-/* Splits line into at most max space-separated fields. */
-static int split(char *line, char **fields, int max)
-{
-	int n = 0;
-	for (char *save = NULL, *tok = strtok_r(line, " \n", &save); tok;
-	     tok = strtok_r(NULL, " \n", &save)) {
-		if (n == max)
-			return -1;
-		fields[n++] = tok;
-	}
-	return n;
-}
-
-static int parse_mount(struct registry *r, char **fv, int n)
-{
-	if (n != 13)
-		return -1;
-	struct mount_key key = {0};
-	unsigned id;
-	int mode, pid;
-	uintmax_t dev, ino;
-	intmax_t size, owner;
-	long nsec;
-	int64_t sec;
-	if (sscanf(fv[1], "%u", &id) != 1 || sscanf(fv[2], "%d", &mode) != 1 ||
-	    sscanf(fv[3], "%ju", &dev) != 1 || sscanf(fv[4], "%ju", &ino) != 1 ||
-	    sscanf(fv[5], "%jd", &size) != 1 || sscanf(fv[6], "%" SCNd64, &sec) != 1 ||
-	    sscanf(fv[7], "%ld", &nsec) != 1 || sscanf(fv[8], "%jd", &owner) != 1 ||
-	    sscanf(fv[9], "%d", &pid) != 1)
-		return -1;
-	char *loop = decode_field(fv[10]), *mp = decode_field(fv[11]), *image = decode_field(fv[12]);
-	if (!loop || !mp || !image || !*mp || !*image || strlen(loop) >= sizeof(((struct mount_entry *)0)->loop_device))
-		return -1;
-	if (mode != SQUASH__MOUNT_MODE__FUSE && mode != SQUASH__MOUNT_MODE__KERNEL)
-		return -1;
-	key.dev = (dev_t)dev;
-	key.ino = (ino_t)ino;
-	key.size = (off_t)size;
-	key.mtime_sec = sec;
-	key.mtime_nsec = nsec;
-	key.mode = (Squash__MountMode)mode;
-	key.owner_uid = owner < 0 ? MOUNT_OWNER_ANY : (uid_t)owner;
-	struct mount_entry *m = registry_add_mount(r, &key, image, mp);
-	if (!m)
-		return -1;
-	m->id = id;
-	m->server_pid = pid > 0 ? pid : 0;
-	snprintf(m->loop_device, sizeof(m->loop_device), "%s", loop);
-	return 0;
-}
-
-/* "linger MOUNTID EXPIRY": the mount before it lingers until EXPIRY
- * (seconds since the epoch). */
-static int parse_linger(struct registry *r, char **fv, int n)
-{
-	unsigned id;
-	intmax_t expiry;
-	if (n != 3 || sscanf(fv[1], "%u", &id) != 1 || sscanf(fv[2], "%jd", &expiry) != 1)
-		return -1;
-	struct mount_entry *m = registry_mount_by_id(r, id);
-	if (!m || m->state != MOUNT_READY)
-		return -1;
-	linger_restore(m, (time_t)expiry, squash_now_ms(), time(NULL));
-	return 0;
-}
-
-/* "overlay JOBID DIR MASK": the job's overlays (after its images). */
-static int parse_overlay(struct registry *r, char **fv, int n)
-{
-	unsigned job_id, mask;
-	if (n != 4 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[3], "%x", &mask) != 1)
-		return -1;
-	struct job_entry *j = registry_find_job(r, job_id);
-	char *dir = decode_field(fv[2]);
-	if (!j || !dir)
-		return -1;
-	return registry_overlay_restore(j, dir, mask);
-}
-
-/* "upper JOBID INDEX DIR": that overlay keeps its changes in DIR. */
-static int parse_upper(struct registry *r, char **fv, int n)
-{
-	unsigned job_id, index;
-	if (n != 4 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &index) != 1)
-		return -1;
-	struct job_entry *j = registry_find_job(r, job_id);
-	char *dir = decode_field(fv[3]);
-	if (!j || !dir || !*dir || index >= j->count || !j->images[index].overlay ||
-	    j->images[index].upper)
-		return -1;
-	return (j->images[index].upper = strdup(dir)) ? 0 : -1;
-}
-
-/* "endwatch JOBID": the job is released when its extern step ends. */
-static int parse_endwatch(struct registry *r, char **fv, int n)
-{
-	unsigned job_id;
-	if (n != 2 || sscanf(fv[1], "%u", &job_id) != 1)
-		return -1;
-	struct job_entry *j = registry_find_job(r, job_id);
-	if (!j)
-		return -1;
-	j->ends_with_extern = true;
-	return 0;
-}
-
-static int parse_job(struct registry *r, char **fv, int n)
-{
-	unsigned job_id, uid;
-	int status;
-	if (n != 5 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &uid) != 1 ||
-	    sscanf(fv[3], "%d", &status) != 1 || registry_find_job(r, job_id))
-		return -1;
-	char *message = decode_field(fv[4]);
-	struct job_entry *j = message ? registry_add_job(r, job_id, uid) : NULL;
-	if (!j)
-		return -1;
-	if (status != SQUASH__STATUS__OK && registry_job_set_failure(j, (Squash__Status)status, message) < 0)
-		return -1;
-	return 0;
-}
-
-static int parse_image(struct registry *r, char **fv, int n)
-{
-	unsigned job_id, mount_id;
-	if (n != 5 || sscanf(fv[1], "%u", &job_id) != 1 || sscanf(fv[2], "%u", &mount_id) != 1)
-		return -1;
-	struct job_entry *j = registry_find_job(r, job_id);
-	struct mount_entry *m = mount_id ? registry_mount_by_id(r, mount_id) : NULL;
-	char *image = decode_field(fv[3]), *target = decode_field(fv[4]);
-	if (!j || (mount_id && !m) || !image || !target)
-		return -1;
-	return registry_job_add_image(j, image, target, m);
-}
-
-static int parse_scope(struct registry *r, char **fv, int n)
-{
-	unsigned job_id, step_id, uid;
-	int kind, pid, status;
-	unsigned long long start;
-	if (n != 9 || sscanf(fv[1], "%d", &kind) != 1 || sscanf(fv[2], "%u", &job_id) != 1 ||
-	    sscanf(fv[3], "%u", &step_id) != 1 || sscanf(fv[4], "%d", &pid) != 1 ||
-	    sscanf(fv[5], "%llu", &start) != 1 || sscanf(fv[6], "%u", &uid) != 1 ||
-	    sscanf(fv[7], "%d", &status) != 1)
-		return -1;
-	if ((kind != HOLDER_STEP && kind != HOLDER_SESSION) || (kind == HOLDER_SESSION && pid <= 0))
-		return -1;
-	char *message = decode_field(fv[8]);
-	struct job_entry *e = message ? registry_add_scoped(r, (enum holder_kind)kind, job_id, step_id, uid) : NULL;
-	if (!e)
-		return -1;
-	e->session_pid = pid;
-	e->session_start = start;
-	if (status != SQUASH__STATUS__OK && registry_job_set_failure(e, (Squash__Status)status, message) < 0)
-		return -1;
-	return 0;
-}
-
-/* An image of the scope read last (registry_add_scoped puts it first). */
-static int parse_scoped_image(struct registry *r, char **fv, int n)
-{
-	unsigned mount_id;
-	if (n != 4 || !r->scoped || sscanf(fv[1], "%u", &mount_id) != 1)
-		return -1;
-	struct mount_entry *m = mount_id ? registry_mount_by_id(r, mount_id) : NULL;
-	char *image = decode_field(fv[2]), *target = decode_field(fv[3]);
-	if ((mount_id && !m) || !image || !target)
-		return -1;
-	return registry_job_add_image(r->scoped, image, target, m);
-}
-
-int state_file_load(struct registry *r, const char *path, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		if (errno == ENOENT)
-			return 0;
-		snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-		return -1;
-	}
-	char *line = malloc(STATE_LINE_MAX);
-	if (!line) {
-		fclose(f);
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	unsigned lineno = 0;
-	int rc = 0;
-	while (rc == 0 && fgets(line, STATE_LINE_MAX, f)) {
-		lineno++;
-		if (lineno == 1) {
-			if (strcmp(line, STATE_MAGIC "\n"))
-				rc = -1;
-			continue;
-		}
-		char *fv[16];
-		int n = split(line, fv, 16);
-		if (n <= 0)
-			rc = -1;
-		else if (!strcmp(fv[0], "next"))
-			rc = (n == 2 && sscanf(fv[1], "%u", &r->next_mount_id) == 1) ? 0 : -1;
-		else if (!strcmp(fv[0], "mount"))
-			rc = parse_mount(r, fv, n);
-		else if (!strcmp(fv[0], "linger"))
-			rc = parse_linger(r, fv, n);
-		else if (!strcmp(fv[0], "overlay"))
-			rc = parse_overlay(r, fv, n);
-		else if (!strcmp(fv[0], "upper"))
-			rc = parse_upper(r, fv, n);
-		else if (!strcmp(fv[0], "job"))
-			rc = parse_job(r, fv, n);
-		else if (!strcmp(fv[0], "endwatch"))
-			rc = parse_endwatch(r, fv, n);
-		else if (!strcmp(fv[0], "image"))
-			rc = parse_image(r, fv, n);
-		else if (!strcmp(fv[0], "scope"))
-			rc = parse_scope(r, fv, n);
-		else if (!strcmp(fv[0], "simage"))
-			rc = parse_scoped_image(r, fv, n);
-		else
-			rc = -1;
-	}
-	free(line);
-	fclose(f);
-	if (rc < 0) {
-		snprintf(err, errlen, "%s:%u: malformed record; starting with an empty registry", path, lineno);
-		registry_free(r);
-		return -1;
-	}
-	/* Mount ids must stay unique after adoption. */
-	for (struct mount_entry *m = r->mounts; m; m = m->next)
-		if (m->id > r->next_mount_id)
-			r->next_mount_id = m->id;
-	return 0;
 }

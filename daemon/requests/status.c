@@ -21,6 +21,8 @@
 #include "core/sharing.h"
 #include "requests/requests.h"
 #include "core/request_stats.h"
+#include "frame.h"
+#include "registry/state_file.h"
 
 /* Problems beyond the counters' own (jobs gone from Slurm may be many:
  * the rest are summed up in the last line). */
@@ -72,6 +74,9 @@ static void add_counters(struct daemon_state *ds, struct reply *out)
 	if (ds->save_error[0])
 		daemon_save_locked(ds);
 	st->version = (char *)PACKAGE_VERSION;
+	st->has_protocol_version = st->has_state_format = true;
+	st->protocol_version = SQUASH_PROTOCOL_VERSION;
+	st->state_format = STATE_FILE_FORMAT;
 	st->uptime_s = (uint64_t)((now - ds->started_ms) / 1000);
 	for (const struct mount_entry *m = sharing_next_mount_locked(ds, NULL); m;
 	     m = sharing_next_mount_locked(ds, m)) {
@@ -108,6 +113,11 @@ static void add_counters(struct daemon_state *ds, struct reply *out)
 	if (ds->last_gc_ms) {
 		st->has_last_gc_age_s = true;
 		st->last_gc_age_s = (now - ds->last_gc_ms) / 1000;
+	}
+	if (ds->state_lost[0]) {
+		st->registry_unreadable = ds->state_lost;
+		add_problem(out, "registry not read at start: %s (new mounts are refused; see docs/admin.md, "
+			    "\"Upgrading slurm-squash itself\")", ds->state_lost);
 	}
 	if (ds->save_error[0]) {
 		snprintf(out->message, sizeof(out->message), "%s", ds->save_error);

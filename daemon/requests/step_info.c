@@ -30,8 +30,11 @@ static void reply_job(struct request *rq, uint32_t job_id)
 	if (!job) {
 		if (ds->state_lost[0])
 			reply_error(rq->out, SQUASH__STATUS__NOT_FOUND,
+				    /* "lost its registry": plugins (0.1.0 too) look for it */
 				    "squashd on this node has no images for job %u; it lost its registry "
-				    "when it last started (%s)", job_id, ds->state_lost);
+				    "when it last started: it could not read it (%s) and mounts nothing "
+				    "until an admin has looked (squashctl health on the node; docs/admin.md, "
+				    "\"Upgrading slurm-squash itself\")", job_id, ds->state_lost);
 		else
 			reply_error(rq->out, SQUASH__STATUS__NOT_FOUND,
 				    "squashd on this node has no images for job %u", job_id);

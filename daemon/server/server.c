@@ -115,7 +115,10 @@ void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, con
 		ds->requests_in_progress--;
 		pthread_mutex_unlock(&ds->lock);
 	}
-	if (squash_response_send(fd, &out->resp) < 0)
+	/* A peer of another protocol version gets its refusal in its own
+	 * version, whose status and message it can read (proto/frame.h). */
+	if (squash_response_send_version(fd, out->resp.status == SQUASH__STATUS__VERSION_MISMATCH
+					 ? d.peer_version : SQUASH_PROTOCOL_VERSION, &out->resp) < 0)
 		log_debug("could not answer uid %u pid %d: %s", (unsigned)peer->uid,
 			  (int)peer->pid, strerror(errno));
 	pthread_mutex_lock(&ds->lock);

@@ -41,6 +41,13 @@ SQUASHCTL = BUILD / "daemon" / "squashctl"
 PLUGIN = BUILD / "spank" / ".libs" / "spank_squash.so"
 RAWCLIENT = BUILD / "tests" / "tools" / "squash_rawclient"
 
+
+def package_version():
+    """configure's PACKAGE_VERSION (the build's config.h): the one
+    definition of the version everything shows (NEWS.md)."""
+    text = (BUILD / "config.h").read_text()
+    return re.search(r'^#define PACKAGE_VERSION "([^"]+)"$', text, re.M).group(1)
+
 USER1 = "squser1"
 USER2 = "squser2"
 SHARE_GROUP = "sqshare"

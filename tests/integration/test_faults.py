@@ -381,3 +381,46 @@ def test_step_mounts_the_images_its_prolog_did_not(cluster):
         assert f"job {blk.job.id}: its prolog did not mount its images on this node" in slurmd_log
     # Released by the epilog like any other job's mounts.
     wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the epilog to release the job")
+
+
+def test_unreadable_registry_is_kept_aside_and_refuses_new_mounts(cluster):
+    """A state file squashd cannot read (here one of a newer format, as after
+    a downgrade) is moved aside instead of forgotten: squashd says why in
+    its log and `squashctl health`, refuses new mounts with the reason and
+    what to do (the job fails, the node stays up), and keeps refusing after
+    a restart until an admin removes the file."""
+    node = cluster.nodes[0]
+    img = image_of(cluster, USER1, "unread.sqfs")
+    state = cluster.state_dir / "state"
+    node.squashd_stop()
+    try:
+        state.write_text("squashd-state 2\nnext 1\nsomething 2.0 would write\n")
+        node.squashd_start()
+        aside = list(cluster.state_dir.glob("state.unreadable-*"))
+        assert len(aside) == 1 and aside[0].read_text().startswith("squashd-state 2\n"), aside
+        assert re.search(r"cannot read the registry: .*state file format 2, written by a newer "
+                         r"squashd; this one reads format 1; kept as .*state\.unreadable-\d{8}T\d{6}Z; "
+                         r"squashd mounts nothing", cluster.squashd_log()), cluster.squashd_log()[-2000:]
+        p = cluster.squashctl("health", check=False)
+        assert p.returncode == 1, p.stdout
+        assert re.search(r"^registry not read at start: .*format 2.*\(new mounts are refused", p.stdout,
+                         re.M), p.stdout
+        job = cluster.run_job(USER1, "cat /squash/unread/hello.txt\necho reached the end\n",
+                              [f"--squash-image={img}"])
+        out = job.output()
+        assert job.state == "FAILED", (job.state, out)
+        assert re.search(r"squashd on this node .*lost its registry when it last started: it could not "
+                         r"read it \(.*format 2.*\) and mounts nothing until an admin has looked", out), out
+        assert "reached the end" not in out
+        assert cluster.node_state() == "idle"
+        # A restart does not make the node's mounts known: still refused.
+        node.squashd_stop()
+        node.squashd_start()
+        p = cluster.squashctl("health", check=False)
+        assert p.returncode == 1 and "holds a registry an earlier squashd could not read" in p.stdout, p.stdout
+    finally:
+        for f in cluster.state_dir.glob("state.unreadable-*"):
+            f.unlink()
+        node.squashd_stop()
+        node.squashd_start()
+    assert cluster.squashctl("health", check=False).returncode == 0

@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 
-from conftest import SQUASHCTL, USER1, blocking_jobs, wait_until
+from conftest import SQUASHCTL, USER1, blocking_jobs, package_version, wait_until
 
 FILES = {"hello.txt": "hello from the image\n"}
 
@@ -66,7 +66,8 @@ def test_metrics_count_the_requests_of_the_jobs_run(cluster):
     img = cluster.make_image(d / "metrics.sqfs", FILES, owner=USER1)
     before = metrics(cluster)
     check_histograms(before)
-    assert value(before, "squashd_build_info", version="0.1.0") == 1
+    assert value(before, "squashd_build_info", version=package_version(), protocol="2",
+                 state_format="1") == 1
 
     with blocking_jobs(cluster, (USER1, img, "srun cat /squash/metrics/hello.txt\n")) as (blk,):
         during = metrics(cluster)
@@ -77,6 +78,15 @@ def test_metrics_count_the_requests_of_the_jobs_run(cluster):
         status = cluster.squashctl("status").stdout
         assert re.search(r"^fuse servers: 1$", status, re.M), status
         assert re.search(r"^  fuse ready: 1$", status, re.M), status
+        # The versions, in text and JSON (docs/architecture.md, "Versions").
+        assert re.search(rf"^version: {re.escape(package_version())}\nprotocol: 2\n"
+                         r"state file format: 1\n", status, re.M), status
+        js = json.loads(cluster.squashctl("status", "--json").stdout)
+        assert (js["version"], js["squashctl_version"], js["protocol_version"],
+                js["state_format"]) == (package_version(), package_version(), 2, 1), js
+        assert js["jobs"] == 1 and js["mounts"]["fuse"] == 1 and js["fuse_servers"] == 1, js
+        assert js["registry"]["saved"] is True and "unreadable" not in js["registry"], js
+        assert js["problems"] == [], js
         blk.release()
         assert blk.job.state == "COMPLETED", blk.job.output()
     job = cluster.run_job(USER1, "cat /squash/metrics/hello.txt\n", [f"--squash-image={img}"])

@@ -189,7 +189,11 @@ def test_hostile_frames(cluster):
                     re.match(r"(bad-request|version-mismatch|denied)\b", answers[kind])), answers
             assert time.monotonic() - t < 10, f"{kind}: squashd took too long"
             assert cluster.squashd_pid() == pid, f"squashd died after {kind}"
-        assert answers["badversion"].startswith(("version-mismatch", "closed")), answers
+        # Answered in the version it sent, naming both and the upgrade order.
+        assert answers["badversion"].startswith("version-mismatch: the client speaks protocol "
+                                                "version 32574, squashd (slurm-squash "), answers
+        assert "speaks version 2" in answers["badversion"], answers
+        assert "squashd on the compute nodes first" in answers["badversion"], answers
         # With an idle connection open squashd still answers others.
         t = time.monotonic()
         p = cluster.rawclient("list", timeout=30)

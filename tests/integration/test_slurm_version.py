@@ -4,7 +4,7 @@ of slurmd/slurmstepd (info), never on the user's terminal (debug there)."""
 import re
 from pathlib import Path
 
-from conftest import USER1, Job, run
+from conftest import USER1, Job, package_version, run
 
 FILES = {"hello.txt": "hello from the image\n"}
 
@@ -18,7 +18,7 @@ def built_for():
 
 
 def test_plugin_logs_the_slurm_it_was_built_for_in_slurmd_logs_only(cluster):
-    line = f"spank_squash 0.1.0 built for Slurm {built_for()}"
+    line = f"spank_squash {package_version()} built for Slurm {built_for()}, protocol 2"
     d = cluster.workdir(USER1, "img")
     img = cluster.make_image(d / "ver.sqfs", FILES, owner=USER1)
     job = cluster.sbatch(USER1, cluster.write_script(d, "cat /squash/ver/hello.txt\n"),

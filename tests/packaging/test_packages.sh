@@ -147,6 +147,8 @@ check "deb has no libtool .la" bash -c '! grep -q "\.la$" <<<"$1"' _ "$deb_files
 deb_version=$(dpkg-deb -f "$deb" Version)
 deb_depends=$(dpkg-deb -f "$deb" Depends)
 check "deb version $deb_version ends in +sl$slurm_tag" test "${deb_version%+sl"$slurm_tag"}" != "$deb_version"
+check "deb version $deb_version is configure's $version (NEWS.md)" test "${deb_version%%-*}" = "$version"
+check "deb has NEWS.md" bash -c 'grep -qxE "/usr/share/doc/slurm-squash/NEWS\.md(\.gz)?" <<<"$1"' _ "$deb_files"
 check "deb depends on $libslurm_pkg (>= $slurm_majmin~)" has_text "$deb_depends" "$libslurm_pkg (>= $slurm_majmin~)"
 check "deb depends on $libslurm_pkg (<< $slurm_next~)" has_text "$deb_depends" "$libslurm_pkg (<< $slurm_next~)"
 check "deb depends on slurm-wlm-basic-plugins of Slurm $slurm_majmin" \
@@ -175,6 +177,7 @@ check "deb postinst enables the metrics timer only if the admin did" \
 say "checking the RPM"
 rpm_q() { rpm "${rpmdb[@]}" -qp "$@" "$rpmfile" 2>/dev/null; }
 rpm_release=$(rpm_q --qf '%{RELEASE}')
+check "RPM version is configure's $version (NEWS.md)" test "$(rpm_q --qf '%{VERSION}')" = "$version"
 rpm_files=$(rpm_q -l)
 rpm_requires=$(rpm_q --requires)
 rpm_config=$(rpm_q --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' | awk '$1 ~ /c/ && $1 ~ /n/ { print $2 }')
@@ -221,6 +224,9 @@ check "packaged plugin is built for Slurm $slurm_majmin (plugin_version)" \
 check "packaged plugin does not link libslurm (hence the explicit pin)" \
 	bash -c '! objdump -p "$1" | grep -q "NEEDED.*libslurm"' _ "$root$deb_plugin"
 check "unpacked squashctl runs" bash -c '"$1" --help >/dev/null' _ "$root/usr/bin/squashctl"
+check "packaged squashd --version names $version, protocol and state file format" \
+	bash -c '"$1" --version | grep -q "^squashd $2, built for Slurm .*; protocol [0-9]*, state file format [0-9]*$"' \
+	_ "$root/usr/sbin/squashd" "$version"
 check "packaged /etc/squashd.conf is 0644" test "$(stat -c %a "$root/etc/squashd.conf")" = 644
 
 # ---------------------------------------------------------------- a job

@@ -114,9 +114,14 @@ static int print_reply(int fd, const char *label)
 	} else if (rc != SQUASH_FRAME_OK) {
 		printf("receive error: %s\n", squash_frame_strerror(rc));
 	} else if ((rc = squash_frame_parse(buf, len, SQUASH_FRAME_RESPONSE, &payload,
-					    &plen, &version)) != SQUASH_FRAME_OK) {
+					    &plen, &version)) != SQUASH_FRAME_OK &&
+		   (rc != SQUASH_FRAME_EVERSION || len < SQUASH_FRAME_HEADER_SIZE)) {
 		printf("bad response frame: %s\n", squash_frame_strerror(rc));
-	} else if (!(resp = squash__response__unpack(NULL, plen, payload))) {
+	} else if (rc == SQUASH_FRAME_EVERSION && /* answered in the version sent (badversion) */
+		   !(resp = squash__response__unpack(NULL, len - SQUASH_FRAME_HEADER_SIZE,
+						     buf + SQUASH_FRAME_HEADER_SIZE))) {
+		printf("undecodable response\n");
+	} else if (rc == SQUASH_FRAME_OK && !(resp = squash__response__unpack(NULL, plen, payload))) {
 		printf("undecodable response\n");
 	} else {
 		status = resp->status;

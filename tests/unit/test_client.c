@@ -23,7 +23,7 @@
 #include "sha256.h"
 #include "unit.h"
 
-enum server_mode { ANSWER, SILENT, OTHER_VERSION, GARBAGE, HANG_UP };
+enum server_mode { ANSWER, SILENT, OTHER_VERSION, OTHER_VERSION_SAYS, GARBAGE, HANG_UP };
 
 static char dir[] = "/tmp/test_client.XXXXXX";
 static char sock_path[64];
@@ -60,6 +60,13 @@ static void serve_one(int listener, enum server_mode mode)
 		break;
 	case OTHER_VERSION:
 		send(fd, "SQSH\0\x03\0\x02", 8, MSG_NOSIGNAL);
+		break;
+	case OTHER_VERSION_SAYS:
+		/* An older squashd (version 1) whose Response keeps status and
+		 * message, as every version's does. */
+		resp.status = SQUASH__STATUS__VERSION_MISMATCH;
+		resp.message = "the client speaks protocol version 2, squashd speaks version 1";
+		squash_response_send_version(fd, 1, &resp);
 		break;
 	case GARBAGE:
 		squash_frame_send(fd, SQUASH_FRAME_RESPONSE, (const uint8_t *)"\xff\xff", 2);
@@ -130,8 +137,17 @@ static void test_fake_server(void)
 	CHECK_STR(err, "squashd did not answer within 0.3 s");
 
 	CHECK_INT(call_fake(OTHER_VERSION, 5000, &resp), -1);
-	CHECK_STR(err, "squashd speaks protocol version 3, this client speaks version 2: "
-		       "install the same slurm-squash version on both");
+	CHECK_STR(err, "squashd speaks protocol version 3, this client (slurm-squash " PACKAGE_VERSION
+		       ") speaks version 2: the plugin or squashctl is older: upgrade slurm-squash where it "
+		       "runs (upgrade order: squashd on the compute nodes first, then the plugin on submit "
+		       "hosts; docs/admin.md, \"Upgrading slurm-squash itself\")");
+
+	CHECK_INT(call_fake(OTHER_VERSION_SAYS, 5000, &resp), -1);
+	CHECK(resp == NULL);
+	CHECK_CONTAINS(err, "squashd speaks protocol version 1, this client (slurm-squash " PACKAGE_VERSION
+			    ") speaks version 2: squashd on this node is older: upgrade slurm-squash on the "
+			    "compute node (squashd) first");
+	CHECK_CONTAINS(err, "; squashd said: the client speaks protocol version 2, squashd speaks version 1");
 
 	CHECK_INT(call_fake(GARBAGE, 5000, &resp), -1);
 	CHECK_STR(err, "squashd sent a response that cannot be decoded");

@@ -110,7 +110,16 @@ static void test_frame_refusals(void)
 	req.step_info = &step;
 	len = frame_request(&req, SQUASH_PROTOCOL_VERSION - 1);
 	CHECK_STR(refusal(len, SQUASH__STATUS__VERSION_MISMATCH),
-		  "protocol version 1 is not supported (squashd speaks 2)");
+		  "the client speaks protocol version 1, squashd (slurm-squash " PACKAGE_VERSION ") speaks "
+		  "version 2: the plugin or squashctl is older: upgrade slurm-squash where it runs (upgrade "
+		  "order: squashd on the compute nodes first, then the plugin on submit hosts; "
+		  "docs/admin.md, \"Upgrading slurm-squash itself\")");
+	len = frame_request(&req, SQUASH_PROTOCOL_VERSION + 1);
+	CHECK_CONTAINS(refusal(len, SQUASH__STATUS__VERSION_MISMATCH),
+		       "the client speaks protocol version 3, squashd (slurm-squash " PACKAGE_VERSION
+		       ") speaks version 2: squashd on this node is older: upgrade slurm-squash on the "
+		       "compute node (squashd) first");
+	len = frame_request(&req, SQUASH_PROTOCOL_VERSION - 1);
 	CHECK_INT(squash_request_decode(frame, len, &d, &status, NULL, 0), -1);
 	CHECK_INT(d.peer_version, 1);
 	squash_decoded_request_free(&d);

@@ -1,7 +1,12 @@
 /* squashd's registry on disk (daemon/registry/state_file.h): what a
  * restarted squashd reads back is what was saved; a truncated file or a
  * hostile record gives an empty registry and a reason, never a crash or
- * half a registry. No root needed. */
+ * half a registry; a file a newer squashd of the same format wrote (record
+ * kinds and fields this one does not know) loses no mount, and its unknown
+ * records go back to disk with their entry; a file of another format is
+ * refused as such, and squashd (core/daemon.c) keeps an unreadable file
+ * aside and refuses new mounts instead of starting empty. No root
+ * needed. */
 #include "config.h"
 
 #include <stdio.h>
@@ -9,6 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <glob.h>
+
+#include "core_fixture.h"
 #include "registry/linger.h"
 #include "registry/state_file.h"
 #include "unit.h"
@@ -191,9 +199,122 @@ static int load_text(const char *text, char *err, size_t errlen)
 	err[0] = '\0';
 	int rc = state_file_load(&r, path, err, errlen);
 	if (rc < 0)
-		CHECK(r.mounts == NULL && r.jobs == NULL && r.scoped == NULL);
+		CHECK(r.mounts == NULL && r.jobs == NULL && r.scoped == NULL && r.state_extra == NULL);
 	registry_free(&r);
 	return rc;
+}
+
+/* What a newer squashd of format 1 might write: a header revision, record
+ * kinds this one does not know (of the file, of a mount, of a job, of a
+ * scope) and fields at the end of known records. */
+static const char newer_file[] =
+	"squashd-state 1.4 written-by=slurm-squash-9.9\n"
+	"next 7\n"
+	"nodeinfo epoch=3 cgroup=v2\n"
+	"mount 1 2 2049 77 1048576 1700000000 5 -1 0 /dev/loop3 /run/squashd/mnt/m1 /images/a.sqfs erofs=0 verity=abc\n"
+	"mountstat 1 reads=12\n"
+	"mount 2 1 2049 78 1048576 1700000000 5 1000 4321 - /run/squashd/mnt/m2 /home/u/env.sqfs pool=7\n"
+	"job 100 1000 0 - array=5_3\n"
+	"jobnote 100 priority=high\n"
+	"image 100 1 /images/a.sqfs /squash/a ro\n"
+	"endwatch 100 cgroup=/sys/fs/cgroup/x\n"
+	"image 100 2 /home/u/env.sqfs /squash/b\n"
+	"jobnote 100 second\n"
+	"job 101 1001 0 -\n"
+	"image 101 2 /home/u/env.sqfs /squash/c\n"
+	"scope 1 100 4 555 123456 1000 0 - extra\n"
+	"scopenote 4\n"
+	"simage 2 /home/u/env.sqfs /squash/step\n";
+
+static size_t count_mounts(const struct registry *r)
+{
+	size_t n = 0;
+	for (const struct mount_entry *m = r->mounts; m; m = m->next)
+		n++;
+	return n;
+}
+
+static void a_newer_file_of_the_same_format_forgets_no_mount(void)
+{
+	struct registry r = { 0 }, again = { 0 };
+	char err[512] = "";
+
+	write_text(newer_file);
+	CHECK_INT(state_file_load(&r, path, err, sizeof(err)), 0);
+	CHECK_STR(err, "");
+	CHECK_INT(count_mounts(&r), 2);
+	struct mount_entry *k = registry_mount_by_id(&r, 1), *f = registry_mount_by_id(&r, 2);
+	CHECK(k && f);
+	if (!k || !f)
+		return;
+	CHECK_STR(k->image, "/images/a.sqfs");
+	CHECK_STR(k->loop_device, "/dev/loop3");
+	CHECK_INT(f->server_pid, 4321);
+	struct job_entry *job = registry_find_job(&r, 100), *other = registry_find_job(&r, 101);
+	CHECK(job && job->count == 2 && job->ends_with_extern);
+	if (job && job->count == 2)
+		CHECK(job->images[0].mount == k && job->images[1].mount == f);
+	CHECK(other && other->count == 1 && other->images[0].mount == f);
+	struct job_entry *step = registry_find_step(&r, 100, 4);
+	CHECK(step && step->count == 1 && step->session_pid == 555);
+	CHECK(r.next_mount_id >= 7);
+
+	/* Unknown records stay with their entry. */
+	CHECK_STR(r.state_extra, "nodeinfo epoch=3 cgroup=v2\n");
+	CHECK_STR(k->state_extra, "mountstat 1 reads=12\n");
+	CHECK(f->state_extra == NULL);
+	if (job)
+		CHECK_STR(job->state_extra, "jobnote 100 priority=high\njobnote 100 second\n");
+	CHECK(other && other->state_extra == NULL);
+	if (step)
+		CHECK_STR(step->state_extra, "scopenote 4\n");
+
+	/* Saved, they are written back after their entry's known records (in
+	 * this version's header), and read back the same. */
+	CHECK_INT(state_file_save(&r, path, err, sizeof(err)), 0);
+	size_t len;
+	char *text = read_text(&len);
+	CHECK(!strncmp(text, "squashd-state 1\nnext ", 21));
+	CHECK_CONTAINS(text, "\nnodeinfo epoch=3 cgroup=v2\n");
+	CHECK_CONTAINS(text, " /images/a.sqfs\nmountstat 1 reads=12\n");
+	CHECK_CONTAINS(text, "/squash/b\njobnote 100 priority=high\njobnote 100 second\n");
+	CHECK_CONTAINS(text, "/squash/step\nscopenote 4\n");
+	CHECK(!strstr(text, "erofs=0") && !strstr(text, "array=5_3")); /* unknown fields: ignored */
+	free(text);
+	CHECK_INT(state_file_load(&again, path, err, sizeof(err)), 0);
+	CHECK_INT(count_mounts(&again), 2);
+	struct job_entry *job2 = registry_find_job(&again, 100);
+	if (job2)
+		CHECK_STR(job2->state_extra, "jobnote 100 priority=high\njobnote 100 second\n");
+	CHECK(job2 && job2->count == 2);
+	registry_free(&again);
+
+	/* A released job's unknown records go with it; the mount's stay. */
+	if (job)
+		registry_remove_job(&r, job);
+	CHECK_INT(state_file_save(&r, path, err, sizeof(err)), 0);
+	text = read_text(&len);
+	CHECK(!strstr(text, "jobnote"));
+	CHECK_CONTAINS(text, "mountstat 1 reads=12\n");
+	free(text);
+	registry_free(&r);
+	CHECK(r.state_extra == NULL);
+}
+
+static void a_file_of_another_format_is_refused_as_such(void)
+{
+	char err[512];
+
+	CHECK_INT(load_text("squashd-state 2\nnext 1\nmount 1 1 2 3 4 5 6 -1 0 - /m /i\n", err, sizeof(err)), -2);
+	CHECK_CONTAINS(err, "format 2, written by a newer squashd; this one reads format 1");
+	CHECK_INT(load_text("squashd-state 0\n", err, sizeof(err)), -2);
+	CHECK_CONTAINS(err, "format 0, written by a other squashd");
+	CHECK_INT(load_text("squashd-state 1.2\nnext 1\n", err, sizeof(err)), 0);
+	CHECK_INT(load_text("squashd-state 12\n", err, sizeof(err)), -2);
+	CHECK_INT(load_text("squashd-state 1x\n", err, sizeof(err)), -1);
+	CHECK_CONTAINS(err, ":1: not a squashd state file");
+	CHECK_INT(load_text("squashd-state\n", err, sizeof(err)), -1);
+	CHECK_INT(load_text("SQLite format 3\n", err, sizeof(err)), -1);
 }
 
 static void a_truncated_file_loads_whole_records_or_nothing(void)
@@ -214,19 +335,26 @@ static void a_truncated_file_loads_whole_records_or_nothing(void)
 	free(full);
 	CHECK_INT(load_text("", err, sizeof(err)), 0);
 	CHECK_INT(load_text("squashd-state 1", err, sizeof(err)), -1); /* no newline: not the magic line */
+	CHECK_CONTAINS(err, ":1: record cut short");
+	/* A record kind this version does not know, cut short, is not kept. */
+	CHECK_INT(load_text("squashd-state 1\nnext 3\nmou", err, sizeof(err)), -1);
+	CHECK_CONTAINS(err, ":3: record cut short");
 }
 
 static void hostile_records_are_refused_with_the_line(void)
 {
 	static const char *const bad[] = {
-		"squashd-state 2\n",
-		"squashd-state 1\nbogus 1\n",
 		"squashd-state 1\nnext x\n",
+		/* Records of unknown kinds that no version writes. */
+		"squashd-state 1\nBogus 1\n",
+		"squashd-state 1\n\n",
+		"squashd-state 1\n bogus 1\n",
+		"squashd-state 1\nbogus 1\t2\n",
+		"squashd-state 1\nbo-gus 1\n",
 		/* A mount with a NUL escape, an unknown mode, a loop device too long. */
 		"squashd-state 1\nmount 1 1 2049 7 10 1 0 -1 0 - /mnt/m%001 /img\n",
 		"squashd-state 1\nmount 1 9 2049 7 10 1 0 -1 0 - /mnt/m1 /img\n",
 		"squashd-state 1\nmount 1 1 2049 7 10 1 0 -1 0 /dev/loop0123456789012345678901234567890 /mnt/m1 /img\n",
-		"squashd-state 1\nmount 1 1 2049 7 10 1 0 -1 0 - /mnt/m1 /img extra\n",
 		"squashd-state 1\nmount 1 1 2049 7 10 1 0 -1 0 - /mnt/m1 /img%zz\n",
 		/* Images of unknown jobs or mounts; a job twice. */
 		"squashd-state 1\nimage 5 0 /a /b\n",
@@ -249,7 +377,7 @@ static void hostile_records_are_refused_with_the_line(void)
 
 	for (size_t i = 0; bad[i]; i++) {
 		CHECK_INT(load_text(bad[i], err, sizeof(err)), -1);
-		CHECK_CONTAINS(err, "malformed record; starting with an empty registry");
+		CHECK_CONTAINS(err, ": malformed record");
 	}
 	char many[8192];
 	size_t used = (size_t)snprintf(many, sizeof(many), "squashd-state 1\njob 5 1000 0 -\n");
@@ -257,6 +385,79 @@ static void hostile_records_are_refused_with_the_line(void)
 		used += (size_t)snprintf(many + used, sizeof(many) - used, "image 5 0 /a%d /t%d\n", i, i);
 	CHECK_INT(load_text(many, err, sizeof(err)), -1);
 	CHECK_CONTAINS(err, ":19: malformed record");
+}
+
+/* The state file kept aside in ds's state directory (globbed), or "". */
+static void aside_file(const struct daemon_state *ds, char *buf, size_t len)
+{
+	char pattern[PATH_MAX + 32];
+	glob_t g;
+
+	buf[0] = '\0';
+	snprintf(pattern, sizeof(pattern), "%s.unreadable-*", ds->state_path);
+	if (glob(pattern, 0, NULL, &g) == 0) {
+		CHECK_INT(g.gl_pathc, 1);
+		snprintf(buf, len, "%s", g.gl_pathv[0]);
+		globfree(&g);
+	}
+}
+
+static Squash__Status refusal(struct daemon_state *ds, char *why, size_t len)
+{
+	pthread_mutex_lock(&ds->lock);
+	Squash__Status st = daemon_refuse_new_mounts_locked(ds, why, len);
+	pthread_mutex_unlock(&ds->lock);
+	return st;
+}
+
+static void squashd_keeps_an_unreadable_file_aside_and_refuses_mounts(const char *text, const char *reason)
+{
+	char d[] = "/tmp/test_state_file_core.XXXXXX", aside[PATH_MAX + 64], why[4 * PATH_MAX];
+	struct squashd_config *cfg = NULL;
+	struct daemon_state ds = { 0 }, again = { 0 }, cleared = { 0 };
+
+	if (core_fixture_start(d, &cfg, &ds) < 0) {
+		CHECK(!"core fixture");
+		return;
+	}
+	FILE *f = fopen(ds.state_path, "w");
+	fputs(text, f);
+	fclose(f);
+	daemon_load(&ds);
+	CHECK_CONTAINS(ds.state_lost, reason);
+	CHECK(access(ds.state_path, F_OK) != 0); /* moved, not read over */
+	aside_file(&ds, aside, sizeof(aside));
+	CHECK_CONTAINS(aside, ".unreadable-");
+	CHECK_CONTAINS(ds.state_lost, aside);
+	CHECK(ds.registry.mounts == NULL);
+	CHECK_INT(refusal(&ds, why, sizeof(why)), SQUASH__STATUS__NODE_ERROR);
+	CHECK_CONTAINS(why, "could not read its registry at start (");
+	CHECK_CONTAINS(why, "it mounts nothing until an admin has looked");
+
+	/* Kept aside, the file is read by nobody; the kept text is intact. */
+	f = fopen(aside, "r");
+	char head[64] = "";
+	if (f) {
+		CHECK(fgets(head, sizeof(head), f) != NULL);
+		fclose(f);
+	}
+	CHECK(!strncmp(head, text, strlen(head)));
+
+	/* A restart (no state file, the kept one still there) refuses too. */
+	CHECK_INT(daemon_init(&again, cfg), 0);
+	daemon_load(&again);
+	CHECK_CONTAINS(again.state_lost, "holds a registry an earlier squashd could not read");
+	CHECK_INT(refusal(&again, why, sizeof(why)), SQUASH__STATUS__NODE_ERROR);
+
+	/* Once the admin removed it, squashd starts as usual. */
+	unlink(aside);
+	CHECK_INT(daemon_init(&cleared, cfg), 0);
+	daemon_load(&cleared);
+	CHECK_STR(cleared.state_lost, "");
+	CHECK_INT(refusal(&cleared, why, sizeof(why)), SQUASH__STATUS__OK);
+	daemon_free(&again);
+	daemon_free(&cleared);
+	core_fixture_stop(d, cfg, &ds);
 }
 
 int main(void)
@@ -270,6 +471,12 @@ int main(void)
 	a_missing_file_is_an_empty_registry();
 	a_truncated_file_loads_whole_records_or_nothing();
 	hostile_records_are_refused_with_the_line();
+	a_newer_file_of_the_same_format_forgets_no_mount();
+	a_file_of_another_format_is_refused_as_such();
+	squashd_keeps_an_unreadable_file_aside_and_refuses_mounts("squashd-state 2\nnext 3\nmount 1\n",
+								  "format 2, written by a newer squashd");
+	squashd_keeps_an_unreadable_file_aside_and_refuses_mounts("squashd-state 1\nnext 3\nmount 1 x\n",
+								  ":3: malformed record");
 	unlink(path);
 	rmdir(dir);
 	return unit_exit_code();
