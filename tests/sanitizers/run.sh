@@ -6,8 +6,8 @@
 #      ${SQUASH_BUILD_DIR}-asan and runs `make check` there;
 #   2. runs the integration tests that drive squashd hardest (bursts,
 #      restarts, hung file systems, dead FUSE servers, a full state
-#      directory, readers shared by a user's mounts, trusted-image checks)
-#      against the sanitized squashd, with the plugin and tools
+#      directory, readers shared by a user's mounts) against the sanitized
+#      squashd, with the plugin and tools
 #      of the normal build (slurmd cannot load an ASan-built plugin);
 #   3. fails when a sanitizer wrote any report;
 #   4. runs squash-reader's image parser under libFuzzer with ASan and UBSan
@@ -15,14 +15,20 @@
 #      skips it) from its seed corpus: a short run that catches what a
 #      change broke, not a search (longer runs: tests/fuzz/README.md).
 #
-# In the release matrix's roots (SQUASH_MATRIX_SUITE set) only step 1
-# runs: each release's compiler still instruments and checks every unit
-# test, and squashd's code under load is the same on every release, while
-# the time the whole matrix may take is not (40 minutes on 2 cores).
+# In the release matrix's roots (SQUASH_MATRIX_SUITE set) nothing runs:
+# squashd's code and the unit tests are the same on every release, the
+# host runs them under the sanitizers, and the time the whole matrix may
+# take is not (40 minutes on 2 cores; the roots' make check at -Wall
+# -Wextra still builds and runs every unit test with their compilers).
 #
 # valgrind is not used for squashd: Debian 12's valgrind (3.19) does not
 # know pidfd_open(2), which squashd needs for every child it starts.
 set -uo pipefail
+
+if [ -n "${SQUASH_MATRIX_SUITE:-}" ]; then
+	echo "sanitizers: run on the host release only"
+	exit 77
+fi
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${SQUASH_BUILD_DIR:-$repo/build}
@@ -41,11 +47,6 @@ if ! make -C "$asan_build" check >/dev/null; then
 	exit 1
 fi
 
-if [ -n "${SQUASH_MATRIX_SUITE:-}" ]; then
-	echo "sanitizers: make check clean under ASan, LSan and UBSan (the integration tests under them run on the host)"
-	exit 0
-fi
-
 py=python3
 python3 -m pytest --version >/dev/null 2>&1 || py=/usr/bin/python3
 export SQUASH_SQUASHD=$asan_build/daemon/squashd
@@ -53,8 +54,7 @@ export ASAN_OPTIONS=detect_leaks=1:log_path=$reports/asan
 export LSAN_OPTIONS=suppressions=$repo/tests/sanitizers/lsan.supp
 export UBSAN_OPTIONS=print_stacktrace=1:log_path=$reports/ubsan
 (cd "$repo" && "$py" -m pytest -p no:cacheprovider -q tests/integration/test_load.py \
-	tests/integration/test_faults.py tests/integration/test_one_reader_per_user.py \
-	tests/integration/test_trusted_images.py)
+	tests/integration/test_faults.py tests/integration/test_one_reader_per_user.py)
 rc=$?
 
 if compgen -G "$reports/*" >/dev/null; then
