@@ -314,7 +314,7 @@ static int check_item(struct squash_image_spec *item, struct item_state *st,
 	return check_target(item, st, s);
 }
 
-/* The same target twice, or one inside another (shared rule: target.c). */
+/* One target inside another, or :rw in a merge group (shared rule: target.c). */
 static int check_overlaps(const struct squash_image_list *list,
 			  const struct item_state *st)
 {
@@ -333,9 +333,10 @@ static int check_overlaps(const struct squash_image_list *list,
 			snprintf(sample[i], SQUASH_PATH_MAX, "%s", list->items[i].target);
 	for (size_t i = 0; i < list->count && rc == 0; i++)
 		for (size_t j = 0; j < i && rc == 0; j++)
-			if (squash_target_pair_check(list->items[j].image, sample[j],
-						     list->items[i].image, sample[i],
-						     why, sizeof why)) {
+			if (squash_target_merge_check(list->items[j].image, sample[j],
+						      list->items[j].writable,
+						      list->items[i].image, sample[i],
+						      list->items[i].writable, why, sizeof why)) {
 				slurm_error("squash: %s", why);
 				rc = -1;
 			}

@@ -135,6 +135,8 @@ static void bind_images(const Squash__Response *resp, const char *base)
 	for (size_t i = 0; i < resp->n_job_mounts; i++) {
 		const char *target = resp->job_mounts[i]->target;
 
+		if (squash_mount_repeats_target(resp, i))
+			continue; /* merged with an earlier image: bound there */
 		if (below(target, base)) {
 			/* Targets below the base are made on a tmpfs of our own. */
 			if (!base_done && mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV,

@@ -84,7 +84,7 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 	/* Only finished mounts: a restarted squashd finds anything half-made
 	 * as an unknown leftover and removes it. */
 	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
-		if (m->state != MOUNT_READY && m->state != MOUNT_LINGERING)
+		if ((m->state != MOUNT_READY && m->state != MOUNT_LINGERING) || m->key.mode == MOUNT_MODE_MERGED)
 			continue;
 		fprintf(f, "mount %u %d %ju %ju %jd %" PRId64 " %ld %jd %d",
 			m->id, (int)m->key.mode, (uintmax_t)m->key.dev, (uintmax_t)m->key.ino,
@@ -95,6 +95,26 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 		put_field(f, m->mount_point);
 		put_field(f, m->image);
 		fputc('\n', f);
+		if (m->state == MOUNT_LINGERING)
+			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m, squash_now_ms(), time(NULL)));
+	}
+	/* Merged mounts, after the mounts they stack: "merged ID MOUNTPOINT
+	 * IMAGE LOWERID,..." (bottom first; core/merge.h). Who merges them is
+	 * not recorded: a holder's images at one target. */
+	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
+		if ((m->state != MOUNT_READY && m->state != MOUNT_LINGERING) || m->key.mode != MOUNT_MODE_MERGED)
+			continue;
+		fprintf(f, "merged %u", m->id);
+		put_field(f, m->mount_point);
+		put_field(f, m->image);
+		fputc(' ', f);
+		bool any = false;
+		for (size_t i = 0; i < m->n_lowers; i++)
+			if (m->lowers[i]) {
+				fprintf(f, "%s%u", any ? "," : "", m->lowers[i]->id);
+				any = true;
+			}
+		fputs(any ? "\n" : "-\n", f);
 		if (m->state == MOUNT_LINGERING)
 			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m, squash_now_ms(), time(NULL)));
 	}
@@ -256,6 +276,44 @@ static int parse_mount(struct registry *r, char **fv, int n)
 	return 0;
 }
 
+/* "merged ID MOUNTPOINT IMAGE LOWERID,...": a merged mount of the mounts
+ * read before it ("-": none left). */
+static int parse_merged(struct registry *r, char **fv, int n)
+{
+	unsigned id;
+	if (n != 5 || sscanf(fv[1], "%u", &id) != 1 || id == 0 || registry_mount_by_id(r, id))
+		return -1;
+	char *mp = decode_field(fv[2]), *image = decode_field(fv[3]);
+	if (!mp || !image || !*mp || !*image)
+		return -1;
+	size_t count = 0, cap = 1;
+	for (const char *p = fv[4]; *p; p++)
+		cap += *p == ',';
+	if (cap > SQUASH_MAX_IMAGES)
+		return -1;
+	struct mount_entry **lowers = malloc(cap * sizeof(*lowers));
+	if (!lowers)
+		return -1;
+	for (char *save = NULL, *tok = strcmp(fv[4], "-") ? strtok_r(fv[4], ",", &save) : NULL; tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		unsigned lid;
+		char extra;
+		struct mount_entry *l = sscanf(tok, "%u%c", &lid, &extra) == 1 ? registry_mount_by_id(r, lid) : NULL;
+		if (!l || l->key.mode == MOUNT_MODE_MERGED || count == cap) {
+			free(lowers);
+			return -1;
+		}
+		lowers[count++] = l;
+	}
+	struct mount_key key = { .mode = MOUNT_MODE_MERGED, .owner_uid = MOUNT_OWNER_ANY };
+	struct mount_entry *m = registry_add_mount(r, &key, image, mp);
+	int rc = m ? registry_set_lowers(m, lowers, count) : -1;
+	free(lowers);
+	if (m)
+		m->id = id;
+	return rc;
+}
+
 /* "linger MOUNTID EXPIRY": the mount before it lingers until EXPIRY
  * (seconds since the epoch). */
 static int parse_linger(struct registry *r, char **fv, int n)
@@ -408,6 +466,8 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 			rc = (n == 2 && sscanf(fv[1], "%u", &r->next_mount_id) == 1) ? 0 : -1;
 		else if (!strcmp(fv[0], "mount"))
 			rc = parse_mount(r, fv, n);
+		else if (!strcmp(fv[0], "merged"))
+			rc = parse_merged(r, fv, n);
 		else if (!strcmp(fv[0], "linger"))
 			rc = parse_linger(r, fv, n);
 		else if (!strcmp(fv[0], "overlay"))

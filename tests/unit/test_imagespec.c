@@ -1,6 +1,7 @@
 /* The --squash-image syntax: parsing, canonical text, default targets. */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,7 +214,7 @@ static void test_split(void)
 static void test_limits(void)
 {
 	struct squash_image_list list;
-	char text[40 * 3];
+	char *text = malloc(8 * (SQUASH_MAX_IMAGES + 2));
 	char *long_path;
 	int i;
 
@@ -225,7 +226,30 @@ static void test_limits(void)
 	CHECK_INT(list.count, SQUASH_MAX_IMAGES);
 	squash_imagespec_free(&list);
 	strcat(text, ",i.sqfs");
-	CHECK_STR(parse_error(text), "too many images (17, at most 16)");
+	CHECK_STR(parse_error(text), "too many images (1025, at most 1024 per job)");
+	free(text);
+	/* 1,024 images at one target: a merge group is any number of items. */
+	text = malloc(SQUASH_MAX_IMAGES * 32);
+	text[0] = '\0';
+	for (i = 0; i < SQUASH_MAX_IMAGES; i++)
+		sprintf(text + strlen(text), "%s/d/b%04d.sqfs:/squash/data", i ? "," : "", i);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(list.count, SQUASH_MAX_IMAGES);
+	CHECK_STR(list.items[1023].image, "/d/b1023.sqfs");
+	CHECK_STR(list.items[1023].target, "/squash/data");
+	{
+		char *again = squash_imagespec_format(&list);
+		CHECK_STR(again, text);
+		free(again);
+	}
+	squash_imagespec_free(&list);
+	free(text);
+	/* The whole text is bounded too (tasks get it in one variable). */
+	text = malloc(SQUASH_OPTION_MAX + 2);
+	memset(text, 'a', SQUASH_OPTION_MAX + 1);
+	text[SQUASH_OPTION_MAX + 1] = '\0';
+	CHECK_STR(parse_error(text), "the image list is too long (98305 bytes, at most 98304: tasks get it in one environment variable)");
+	free(text);
 
 	long_path = malloc(SQUASH_PATH_MAX + 16);
 	memset(long_path, 'p', SQUASH_PATH_MAX - 1);
