@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "errmsg.h"
+#include "image_glob.h"
 #include "imagespec.h"
 #include "path_pattern.h"
 #include "quote.h"
@@ -314,6 +315,17 @@ static int check_item(struct squash_image_spec *item, struct item_state *st,
 	return check_target(item, st, s);
 }
 
+/* Globs in image paths, expanded here, as the user (image_glob.h). */
+static int expand_globs(struct squash_image_list *list)
+{
+	char why[SQUASH_PATH_MAX + 512];
+
+	if (squash_image_globs_expand(list, submit_values(), why, sizeof why) == 0)
+		return 0;
+	slurm_error("squash: %s", why);
+	return -1;
+}
+
 /* One target inside another, or :rw in a merge group (shared rule: target.c). */
 static int check_overlaps(const struct squash_image_list *list,
 			  const struct item_state *st)
@@ -423,6 +435,8 @@ int squash_submit_check(spank_t sp, const char *option,
 			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
 		return -1;
 	}
+	if (expand_globs(&list) < 0)
+		goto out;
 	memset(st, 0, sizeof st);
 	for (size_t i = 0; i < list.count; i++)
 		if (check_item(&list.items[i], &st[i],
@@ -449,6 +463,8 @@ int squash_submit_check_list(const char *option, const struct squash_settings *s
 			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
 		return -1;
 	}
+	if (expand_globs(list) < 0)
+		goto bad;
 	memset(st, 0, sizeof st);
 	for (size_t i = 0; i < list->count; i++) {
 		if (check_item(&list->items[i], &st[i], list->count > 1 || list->items[i].target, s))

@@ -34,6 +34,7 @@
 #include "imagespec.h"
 #include "quote.h"
 #include "squash_env.h"
+#include "image_glob.h"
 #include "target.h"
 
 #define DEFAULT_BASE "/squash"
@@ -248,6 +249,9 @@ int main(int argc, char **argv)
 		die("--base %s: not an absolute, non-system directory", shown(base, b1, sizeof(b1)));
 	if (squash_imagespec_parse(argv[optind], &list, why, sizeof(why)))
 		die("%s: %s", shown(argv[optind], b1, sizeof(b1)), why);
+	/* Globs as at submission (image_glob.h); no % patterns here. */
+	if (squash_image_globs_expand(&list, NULL, b1, sizeof(b1)))
+		die("%s", b1);
 	optind++;
 	if (optind < argc && !strcmp(argv[optind], "--"))
 		optind++;

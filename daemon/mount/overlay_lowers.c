@@ -122,6 +122,16 @@ enum result overlay_mount_lowers(const char *point, const char *const *lowers, s
 			 OVERLAY_LOWERS_PER_MOUNT, OVERLAY_LOWERS_PER_MOUNT);
 		return RESULT_USER_ERROR;
 	}
+	/* A FUSE mount's root has the mode of its mount option (rootmode=40000:
+	 * no permissions) until its first GETATTR, and overlayfs keeps what it
+	 * sees when it mounts: ask each root for its attributes first. */
+	for (size_t i = 0; i < n; i++) {
+		struct stat st;
+		if (stat(lowers[i], &st) < 0) {
+			snprintf(err, errlen, "cannot read the root of %s: %s", lowers[i], strerror(errno));
+			return RESULT_NODE_ERROR;
+		}
+	}
 	if (n <= OVERLAY_LOWERS_PER_MOUNT)
 		return mount_one(point, lowers, n, err, errlen);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "image_glob.h"
 #include "imagespec.h"
 #include "unit.h"
 
@@ -304,6 +305,99 @@ static void test_default_target(void)
 	}
 }
 
+static void touch(const char *dir, const char *name)
+{
+	char p[512];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	f = fopen(p, "w");
+	if (f)
+		fclose(f);
+}
+
+/* Globs in image paths expand sorted, keep the item's target and flags,
+ * refuse no match and too many, and leave an existing file's name alone. */
+static void test_globs(void)
+{
+	char dir[] = "/tmp/test_imagespec.XXXXXX", text[1024], cmd[600];
+	struct squash_image_list list;
+	struct squash_pattern_values v = { .user = "alice" };
+
+	if (!mkdtemp(dir)) {
+		CHECK(0);
+		return;
+	}
+	touch(dir, "b10.sqfs");
+	touch(dir, "b02.sqfs");
+	touch(dir, "b01.sqfs");
+	touch(dir, "notes.txt");
+	touch(dir, "run[1].sqfs");
+	CHECK(squash_image_is_glob("/d/b*.sqfs") && squash_image_is_glob("/d/b?.sqfs") &&
+	      squash_image_is_glob("/d/b[0-9].sqfs") && !squash_image_is_glob("/d/b.sqfs"));
+
+	snprintf(text, sizeof(text), "/x/a.sqfs:/squash/a,%s/b*.sqfs:/squash/data,/x/z.sqfs", dir);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(squash_image_globs_expand(&list, NULL, err, sizeof(err)), 0);
+	CHECK_INT(list.count, 5);
+	if (list.count == 5) {
+		char want[512];
+		CHECK_STR(list.items[0].image, "/x/a.sqfs");
+		snprintf(want, sizeof(want), "%s/b01.sqfs", dir);
+		CHECK_STR(list.items[1].image, want);
+		snprintf(want, sizeof(want), "%s/b02.sqfs", dir);
+		CHECK_STR(list.items[2].image, want);
+		snprintf(want, sizeof(want), "%s/b10.sqfs", dir);
+		CHECK_STR(list.items[3].image, want);
+		CHECK_STR(list.items[3].target, "/squash/data");
+		CHECK_STR(list.items[4].image, "/x/z.sqfs");
+	}
+	squash_imagespec_free(&list);
+
+	/* With pattern values, %u is expanded first and '%' doubled after. */
+	snprintf(text, sizeof(text), "%s/b?[12].sqfs::rw", dir);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(squash_image_globs_expand(&list, &v, err, sizeof(err)), 0);
+	CHECK_INT(list.count, 2);
+	CHECK(list.count == 2 && list.items[1].writable && !list.items[1].target);
+	squash_imagespec_free(&list);
+	snprintf(text, sizeof(text), "%s/b*_%%a.sqfs", dir);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(squash_image_globs_expand(&list, &v, err, sizeof(err)), -1);
+	CHECK_CONTAINS(err, "a glob cannot hold %a, %A or %j");
+	squash_imagespec_free(&list);
+
+	/* No match is an error with the count. */
+	snprintf(text, sizeof(text), "%s/c*.sqfs:/squash/data", dir);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(squash_image_globs_expand(&list, NULL, err, sizeof(err)), -1);
+	CHECK_CONTAINS(err, "/c*.sqfs: no file matches (0 images)");
+	CHECK_INT(list.count, 1); /* the list is left as it was */
+	squash_imagespec_free(&list);
+
+	/* A file whose name holds '[' is taken as it is. */
+	snprintf(text, sizeof(text), "%s/run[1].sqfs", dir);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(squash_image_globs_expand(&list, NULL, err, sizeof(err)), 0);
+	CHECK(list.count == 1 && strstr(list.items[0].image, "run[1].sqfs"));
+	squash_imagespec_free(&list);
+
+	/* More matches than a job may have images, counted. */
+	{
+		struct squash_image_list *big = calloc(1, sizeof(*big));
+		for (size_t i = 0; i < SQUASH_MAX_IMAGES - 1; i++)
+			big->items[big->count++].image = strdup("/x/a.sqfs");
+		snprintf(text, sizeof(text), "%s/b*.sqfs", dir);
+		big->items[big->count++].image = strdup(text);
+		CHECK_INT(squash_image_globs_expand(big, NULL, err, sizeof(err)), -1);
+		CHECK_CONTAINS(err, "matches 3 files; with the other images that is 1026, more than the 1024 a job may have");
+		squash_imagespec_free(big);
+		free(big);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK_INT(system(cmd), 0);
+}
+
 int main(void)
 {
 	test_single_and_targets();
@@ -315,5 +409,6 @@ int main(void)
 	test_split();
 	test_limits();
 	test_default_target();
+	test_globs();
 	return unit_exit_code();
 }
