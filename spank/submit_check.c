@@ -30,6 +30,7 @@
 struct item_state {
 	bool image_deferred;
 	bool target_deferred;
+	bool target_default; /* derived from the image's name, not written */
 };
 
 /* The submitter's name, for %u (the job runs as the submitter). */
@@ -274,6 +275,7 @@ static int check_target(struct squash_image_spec *item, struct item_state *st,
 			return -1;
 		}
 		st->target_deferred = st->image_deferred;
+		st->target_default = true;
 	}
 	checked = item->target;
 	if (st->target_deferred) {
@@ -345,7 +347,16 @@ static int check_overlaps(const struct squash_image_list *list,
 			snprintf(sample[i], SQUASH_PATH_MAX, "%s", list->items[i].target);
 	for (size_t i = 0; i < list->count && rc == 0; i++)
 		for (size_t j = 0; j < i && rc == 0; j++)
-			if (squash_target_merge_check(list->items[j].image, sample[j],
+			if ((st[i].target_default || st[j].target_default) &&
+			    !strcmp(sample[i], sample[j])) {
+				/* Merging is asked for by naming one TARGET, never by
+				 * two images that happen to share a file name. */
+				slurm_error("squash: %s and %s would both be mounted on %s (their default "
+					    "target); give one of them another target, or write the same "
+					    "TARGET for both to merge them (IMAGE:TARGET)",
+					    list->items[j].image, list->items[i].image, sample[i]);
+				rc = -1;
+			} else if (squash_target_merge_check(list->items[j].image, sample[j],
 						      list->items[j].writable,
 						      list->items[i].image, sample[i],
 						      list->items[i].writable, why, sizeof why)) {
