@@ -24,7 +24,7 @@ fi
 packages=(
 	build-essential autoconf automake libtool pkg-config
 	libslurm-dev slurm-wlm slurmd slurmctld slurm-client
-	libfuse3-dev fuse3 squashfuse libsquashfuse-dev libzstd-dev
+	libfuse3-dev fuse3 squashfuse libsquashfuse-dev libzstd-dev liblzma-dev
 	libsystemd-dev systemd
 	libprotobuf-c-dev protobuf-c-compiler
 	libmunge-dev munge

@@ -155,8 +155,8 @@ int main(int argc, char **argv)
 	spawner_start(spawner_ops, SPAWNER_N_OPS);
 	/* Still before any thread: under a delegated cgroup v2 squashd and
 	 * the spawner move to a leaf of their own. */
-	reader_cgroup_init(cfg->reader_cgroups ? "auto" : "no", ds.node_name, 0, cfg->reader_tasks_max,
-			   cfg->reader_memory_max);
+	reader_cgroup_init(cfg->reader_cgroups ? "auto" : "no", ds.node_name, cfg->state_dir,
+			   cfg->reader_tasks_max, cfg->reader_memory_max);
 
 	/* Which FUSE server user images get, for the log and `squashctl list`;
 	 * known before adopting, which keeps connections only for one that

@@ -72,14 +72,21 @@ const char *squash_compression_name(uint16_t compression)
 
 static bool fuse_supports(uint16_t compression)
 {
-	/* Debian's squashfuse is built with every squashfs compressor. */
+	/* Both FUSE readers (squash-reader, squashfuse_ll) decompress with
+	 * libsquashfuse, which has every squashfs compressor but legacy lzma
+	 * only when built with it (configure checks; Debian's is not). */
+#ifndef SQUASHFUSE_HAS_LZMA
+	if (compression == SQUASH_COMP_LZMA)
+		return false;
+#endif
 	return compression >= SQUASH_COMP_GZIP && compression <= SQUASH_COMP_ZSTD;
 }
 
 static bool kernel_supports(uint16_t compression)
 {
 	/* Linux squashfs never gained the legacy lzma (not xz) decompressor. */
-	return fuse_supports(compression) && compression != SQUASH_COMP_LZMA;
+	return compression >= SQUASH_COMP_GZIP && compression <= SQUASH_COMP_ZSTD &&
+	       compression != SQUASH_COMP_LZMA;
 }
 
 bool squash_compression_supported(uint16_t compression,
@@ -100,7 +107,7 @@ static const char *reader_name(enum squash_reader reader)
 {
 	switch (reader) {
 	case SQUASH_READER_FUSE:
-		return "squashfuse";
+		return "the FUSE reader";
 	case SQUASH_READER_KERNEL:
 		return "the kernel";
 	default:
@@ -149,6 +156,14 @@ static int check_compression(const uint8_t *buf, enum squash_reader reader,
 	if (compression < SQUASH_COMP_GZIP || compression > SQUASH_COMP_ZSTD) {
 		squash_errf(err, errlen, "unknown compression (id %u)",
 			    compression);
+		return -1;
+	}
+	if (!squash_compression_supported(compression, reader) &&
+	    compression == SQUASH_COMP_LZMA) {
+		squash_errf(err, errlen,
+			    "legacy lzma compression (mksquashfs -comp lzma) is not supported by %s: "
+			    "repack the image with -comp xz",
+			    reader_name(reader));
 		return -1;
 	}
 	if (!squash_compression_supported(compression, reader)) {

@@ -16,6 +16,7 @@
 #include "core/sessions.h"
 #include "core/sharing.h"
 #include "process/child_process.h"
+#include "process/reader_process.h"
 #include "mount/fuse_keep_adopt.h"
 #include "mount/mount_fuse.h"
 #include "mount/reader_pool.h"
@@ -33,33 +34,27 @@ static bool known_mount_point(struct daemon_state *ds, const char *path)
 	return false;
 }
 
-/* The process name of pid ("" when it cannot be read). */
-static void process_name(pid_t pid, char *comm, size_t len)
+/* Whether an adopted FUSE server still runs, as a reader squashd could
+ * have started for the mount's user before this squashd started (the pid
+ * may have been reused, by anyone, even by a process of the user's named
+ * squash-reader: reader_process.h); opens its pidfd. */
+static bool adopt_server(struct mount_entry *m, enum reader_kind *kind)
 {
-	char path[64];
-	FILE *f;
-
-	comm[0] = '\0';
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	f = fopen(path, "re");
-	if (f) {
-		if (!fgets(comm, (int)len, f))
-			comm[0] = '\0';
-		fclose(f);
-	}
-}
-
-/* Whether an adopted FUSE server still runs; opens its pidfd. */
-static bool adopt_server(struct mount_entry *m)
-{
-	char comm[64];
+	char why[128];
 
 	m->server_pidfd = child_pidfd(m->server_pid);
 	if (m->server_pidfd < 0)
 		return false;
-	/* After a reboot-less restart the pid may belong to something else. */
-	process_name(m->server_pid, comm, sizeof(comm));
-	return strncmp(comm, "squashfuse", 10) == 0 || strncmp(comm, "squash-reader", 13) == 0;
+	*kind = reader_process_kind(m->server_pidfd, m->server_pid, m->key.owner_uid, true, why,
+				    sizeof(why));
+	if (*kind == READER_NONE) {
+		log_warning("not adopting pid %d as the FUSE server of %s: %s", (int)m->server_pid,
+			    m->mount_point, why);
+		close(m->server_pidfd);
+		m->server_pidfd = -1;
+		return false;
+	}
+	return true;
 }
 
 /* A kept connection for an adopted mount, so that its reader can be
@@ -67,14 +62,14 @@ static bool adopt_server(struct mount_entry *m)
  * (fuse_keep.h): copied out of the running reader. Only from
  * squash-reader (another server's node ids would not fit a new reader)
  * and only when a new one could resume. */
-static void adopt_connection_locked(struct daemon_state *ds, struct mount_entry *m)
+static void adopt_connection_locked(struct daemon_state *ds, struct mount_entry *m,
+				    enum reader_kind kind)
 {
 	struct identity *owner = malloc(sizeof(*owner));
-	char comm[64], err[PATH_MAX + 256];
+	char err[PATH_MAX + 256];
 
-	process_name(m->server_pid, comm, sizeof(comm));
 	if (!owner || m->keep || !ds->fuse_reader_resumes || !fuse_kernel_resends() ||
-	    strncmp(comm, "squash-reader", 13) != 0) {
+	    kind != READER_SQUASH_READER) {
 		free(owner);
 		return;
 	}
@@ -169,11 +164,13 @@ static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
 			continue;
 		}
 		log_info("adopted mount of %s at %s", m->image, m->mount_point);
-		if (m->key.mode == SQUASH__MOUNT_MODE__FUSE && (m->server_pid <= 0 || !adopt_server(m)))
+		enum reader_kind kind = READER_NONE;
+		if (m->key.mode == SQUASH__MOUNT_MODE__FUSE &&
+		    (m->server_pid <= 0 || !adopt_server(m, &kind)))
 			fuse_servers_mark_dead_locked(ds, m, "was gone when squashd restarted");
 		else if (m->server_pid > 0) {
 			if (m->key.mode == SQUASH__MOUNT_MODE__FUSE) {
-				adopt_connection_locked(ds, m);
+				adopt_connection_locked(ds, m, kind);
 				/* A reader may serve several (reader_pool.h). */
 				reader_pool_adopt(m->server_pid);
 			}
@@ -224,7 +221,7 @@ static void remove_leftovers(struct daemon_state *ds, int timeout_ms)
 		log_warning("cleaning up unknown leftover %s", path);
 		if (overlay_dir_name(de->d_name))
 			overlay_remove_dir(path, timeout_ms);
-		else if (unmount_image(path, 0, -1, timeout_ms, err, sizeof(err)) != RESULT_OK)
+		else if (unmount_image(path, 0, -1, 0, timeout_ms, err, sizeof(err)) != RESULT_OK)
 			log_error("cannot clean up %s: %s", path, err);
 	}
 	closedir(dir);
@@ -261,6 +258,8 @@ void adopt_registry(struct daemon_state *ds, const struct squashd_config *cfg)
 {
 	struct teardown td = TEARDOWN_INIT(cfg);
 
+	/* Both servers: the previous squashd may have used the other. */
+	reader_process_init(cfg->squash_reader, cfg->squashfuse);
 	adopt_mounts(ds, &td);
 	sharing_teardown(ds, &td);
 	remove_leftovers(ds, (int)cfg->request_timeout_s * 1000);

@@ -26,11 +26,16 @@ static bool any_writable(const struct job_entry *job)
 
 /* Upper directory for image i, looking like the image's root: overlayfs
  * shows the upper root's owner and mode, and a user must be able to write
- * where the image lets them. */
-static int make_upper(const char *dir, size_t i, const char *lower, char *err, size_t errlen)
+ * where the image lets them. The root's attributes are read as the user
+ * (the lower layer may be their reader's FUSE mount), without set-uid and
+ * set-gid bits (overlay_lower_root). */
+static int make_upper(const char *dir, size_t i, const char *lower, const struct identity *id,
+		      int timeout_ms, char *err, size_t errlen)
 {
 	char upper[PATH_MAX], work[PATH_MAX], point[PATH_MAX];
-	struct stat st;
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
 
 	if (registry_overlay_path(upper, sizeof(upper), dir, 'u', i) ||
 	    registry_overlay_path(work, sizeof(work), dir, 'w', i) ||
@@ -45,12 +50,10 @@ static int make_upper(const char *dir, size_t i, const char *lower, char *err, s
 			 "',', ':' or '\\'", dir);
 		return -1;
 	}
-	if (stat(lower, &st) < 0) {
-		snprintf(err, errlen, "cannot read the root of %s: %s", lower, strerror(errno));
+	if (overlay_lower_root(lower, id, timeout_ms, &uid, &gid, &mode, err, errlen) != RESULT_OK)
 		return -1;
-	}
 	if (mkdir(upper, 0700) < 0 || mkdir(work, 0700) < 0 || mkdir(point, 0755) < 0 ||
-	    chown(upper, st.st_uid, st.st_gid) < 0 || chmod(upper, st.st_mode & 07777) < 0) {
+	    chown(upper, uid, gid) < 0 || chmod(upper, mode) < 0) {
 		snprintf(err, errlen, "cannot prepare the overlay in %s: %s", dir, strerror(errno));
 		return -1;
 	}
@@ -85,7 +88,7 @@ static const struct job_entry *upper_in_use(struct daemon_state *ds, const struc
 /* The overlay of image i with the user's own upper directory. */
 static enum result mount_named(struct daemon_state *ds, const struct squashd_config *cfg,
 			       struct job_entry *job, size_t i,
-			       const char *dir, struct identity **id, char *err, size_t errlen)
+			       const char *dir, const struct identity *id, char *err, size_t errlen)
 {
 	char point[PATH_MAX];
 	const char *upper = job->images[i].upper;
@@ -103,28 +106,18 @@ static enum result mount_named(struct daemon_state *ds, const struct squashd_con
 			 "one job at a time may keep its changes there", upper, other_id);
 		return RESULT_USER_ERROR;
 	}
-	if (!*id) {
-		enum result res;
-		*id = malloc(sizeof(**id));
-		if (!*id) {
-			snprintf(err, errlen, "out of memory");
-			return RESULT_NODE_ERROR;
-		}
-		if ((res = identity_lookup(job->uid, *id, err, errlen)) != RESULT_OK)
-			return res;
-	}
 	if (registry_overlay_path(point, sizeof(point), dir, 'o', i) || mkdir(point, 0755) < 0) {
 		snprintf(err, errlen, "cannot prepare the overlay in %s: %s", dir, strerror(errno));
 		return RESULT_NODE_ERROR;
 	}
-	return overlay_mount_named_upper(upper, *id, job->images[i].mount->mount_point, point,
+	return overlay_mount_named_upper(upper, id, job->images[i].mount->mount_point, point,
 					 (int)cfg->request_timeout_s * 1000, err, errlen);
 }
 
 enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_config *cfg,
 			      struct job_entry *job, char *err, size_t errlen)
 {
-	struct identity *id = NULL; /* looked up for the first :rw=DIR */
+	struct identity *id = NULL;
 	char dir[PATH_MAX], opts[64], *points[SQUASH_MAX_IMAGES] = { NULL };
 
 	unsigned long long size = cfg->overlay_size;
@@ -136,25 +129,36 @@ enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_conf
 			 "(overlay_size = 0 in squashd.conf); ask your site or drop :rw");
 		return RESULT_USER_ERROR;
 	}
+	/* The job's user reads the lower roots and opens :rw=DIR. */
+	enum result res = (id = malloc(sizeof(*id))) ? identity_lookup(job->uid, id, err, errlen)
+						      : RESULT_NODE_ERROR;
+	if (res != RESULT_OK) {
+		if (!id)
+			snprintf(err, errlen, "out of memory");
+		free(id);
+		return res;
+	}
 	pthread_mutex_lock(&ds->lock);
 	unsigned dir_id = ++ds->registry.next_mount_id; /* unique among mN and jN */
 	pthread_mutex_unlock(&ds->lock);
 	if (snprintf(dir, sizeof(dir), "%s/j%u", ds->mount_dir, dir_id) >= (int)sizeof(dir)) {
 		snprintf(err, errlen, "overlay directory path too long");
+		free(id);
 		return RESULT_NODE_ERROR;
 	}
 	snprintf(opts, sizeof(opts), "size=%llu,mode=0700", size);
 	if (mkdir(dir, 0700) < 0) {
 		snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+		free(id);
 		return RESULT_NODE_ERROR;
 	}
 	/* No noexec: jobs run what they install in their overlay. */
 	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
 		snprintf(err, errlen, "cannot mount the overlay tmpfs on %s: %s", dir, strerror(errno));
 		rmdir(dir);
+		free(id);
 		return RESULT_NODE_ERROR;
 	}
-	enum result res = RESULT_OK;
 	for (size_t i = 0; i < job->count && res == RESULT_OK; i++) {
 		char point[PATH_MAX];
 		if (!job->images[i].writable)
@@ -166,10 +170,11 @@ enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_conf
 			continue;
 		}
 		if (job->images[i].upper) {
-			res = mount_named(ds, cfg, job, i, dir, &id, err, errlen);
+			res = mount_named(ds, cfg, job, i, dir, id, err, errlen);
 			if (res != RESULT_OK)
 				continue;
-		} else if (make_upper(dir, i, job->images[i].mount->mount_point, err, errlen) < 0) {
+		} else if (make_upper(dir, i, job->images[i].mount->mount_point, id,
+				      (int)cfg->request_timeout_s * 1000, err, errlen) < 0) {
 			res = RESULT_NODE_ERROR;
 			continue;
 		}
@@ -236,12 +241,12 @@ void overlay_remove_dir(const char *dir, int timeout_ms)
 			if (de->d_name[0] != 'o' ||
 			    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
 				continue;
-			if (unmount_image(path, 0, -1, timeout_ms, err, sizeof(err)) != RESULT_OK)
+			if (unmount_image(path, 0, -1, 0, timeout_ms, err, sizeof(err)) != RESULT_OK)
 				log_error("removing overlay %s: %s", path, err);
 		}
 		closedir(d);
 	}
-	if (unmount_image(dir, 0, -1, timeout_ms, err, sizeof(err)) != RESULT_OK)
+	if (unmount_image(dir, 0, -1, 0, timeout_ms, err, sizeof(err)) != RESULT_OK)
 		log_error("removing overlay tmpfs %s: %s", dir, err);
 	else
 		log_info("removed overlay directory %s", dir);

@@ -78,6 +78,10 @@ static int walk_as_root(const char *path, char *why, size_t whylen)
 			snprintf(why, whylen, "%s: statx: %s", name, strerror(errno));
 			goto fail;
 		}
+		if (S_ISLNK(st.st_mode)) {
+			snprintf(why, whylen, "%s: a symbolic link on the way (squashd follows none)", name);
+			goto fail;
+		}
 		if (next) {
 			/* In a sticky directory (/tmp) others cannot rename root's entries. */
 			bool sticky_ok = (st.st_mode & S_ISVTX) && st.st_uid == 0;
@@ -98,6 +102,8 @@ static int walk_as_root(const char *path, char *why, size_t whylen)
 		snprintf(why, whylen, "not a file");
 		goto fail;
 	}
+	/* O_NONBLOCK only kept a FIFO from blocking the open. */
+	fcntl(dirfd, F_SETFL, fcntl(dirfd, F_GETFL) & ~O_NONBLOCK);
 	return dirfd;
 fail:
 	if (dirfd >= 0)

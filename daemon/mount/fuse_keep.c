@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "mount/mount_fuse.h"
+#include "util/close_detached.h"
 
 struct fuse_keep *fuse_keep_new(int conn_fd, int image_fd, const struct identity *owner)
 {
@@ -36,8 +37,10 @@ void fuse_keep_free(struct fuse_keep *k)
 {
 	if (!k)
 		return;
-	close(k->conn_fd);
-	close(k->image_fd);
+	close(k->conn_fd); /* /dev/fuse: no flush */
+	/* The user's image may lie on a FUSE mount of theirs, and this runs
+	 * under squashd's lock (a mount marked dead). */
+	close_detached(k->image_fd);
 	free(k);
 }
 

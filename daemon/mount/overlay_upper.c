@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -67,6 +68,102 @@ static int become_user_with_sys_admin(const struct identity *id)
 	return 0;
 }
 
+/* Becomes the user with every capability set empty (effective,
+ * permitted, inheritable; ambient goes with the uid change): the part of
+ * the work that touches user paths runs with exactly the user's rights,
+ * so no root-only directory on the way to DIR can be passed, and a user's
+ * file system is never asked anything as root. */
+static int become_user_without_capabilities(const struct identity *id)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct data[2];
+
+	if (identity_become(id) < 0)
+		return -1;
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capset, &hdr, data) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) < 0)
+		return -1;
+	return 0;
+}
+
+/* Runs fn in a child that has become the user without capabilities; fn
+ * fills answer (len bytes) and up to 2 descriptors (-1: none), which come
+ * back over a socket pair (SCM_RIGHTS). Waits until deadline_ms. Returns
+ * 1 with answer and fds filled, 0 on timeout, -1 when the child died
+ * without an answer (or squashd is stopping). */
+static int as_user(const struct identity *id, long long deadline_ms,
+		   void (*fn)(void *arg, void *answer, int fds[2]), void *arg, void *answer, size_t len,
+		   int fds[2])
+{
+	int sv[2], pidfd, ready;
+
+	fds[0] = fds[1] = -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	pid_t pid = child_fork(&pidfd);
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int out[2] = { -1, -1 }, n = 0;
+		char control[CMSG_SPACE(2 * sizeof(int))] = { 0 };
+		struct iovec iov = { .iov_base = answer, .iov_len = len };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+		close(sv[0]);
+		if (become_user_without_capabilities(id) < 0)
+			_exit(1);
+		fn(arg, answer, out);
+		for (int i = 0; i < 2; i++)
+			if (out[i] >= 0)
+				n++;
+		if (n) {
+			msg.msg_control = control;
+			msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
+			struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(n * sizeof(int));
+			memcpy(CMSG_DATA(c), out, n * sizeof(int));
+		}
+		_exit(sendmsg(sv[1], &msg, 0) == (ssize_t)len ? 0 : 1);
+	}
+	close(sv[1]);
+	ready = child_wait_readable(sv[0], deadline_ms);
+	if (ready == 1) {
+		char control[CMSG_SPACE(2 * sizeof(int))];
+		struct iovec iov = { .iov_base = answer, .iov_len = len };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+				      .msg_controllen = sizeof(control) };
+		ssize_t got = recvmsg(sv[0], &msg, MSG_CMSG_CLOEXEC);
+		size_t kept = 0;
+		ready = got == (ssize_t)len && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? 1 : -1;
+		for (struct cmsghdr *c = got >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				if (kept < 2 && ready == 1)
+					fds[kept++] = fd;
+				else
+					close(fd);
+			}
+		}
+		if (ready != 1)
+			for (int i = 0; i < 2; i++)
+				if (fds[i] >= 0) {
+					close(fds[i]);
+					fds[i] = -1;
+				}
+	}
+	close(sv[0]);
+	child_abandon(pidfd);
+	return ready;
+}
+
 /* Opens (creating it when missing) the subdirectory name of dirfd as the
  * user; it must be a directory of the user's. */
 static int open_subdir(int dirfd, const char *name, mode_t mode, uid_t uid,
@@ -95,39 +192,60 @@ static int open_subdir(int dirfd, const char *name, mode_t mode, uid_t uid,
 	return fd;
 }
 
-static void child_mount(int out, const char *dir, const struct identity *id, int lowerfd,
-			int pointfd)
+struct open_args {
+	const char *dir;
+	uid_t uid;
+};
+
+/* As the user without capabilities: DIR and its upper/ and work/,
+ * checked to be the user's; the two descriptors go back to squashd. */
+static void open_dirs(void *arg, void *answer, int fds[2])
+{
+	const struct open_args *a = arg;
+	struct upper_status *st = answer;
+	struct stat sb;
+	int dfd;
+
+	*st = (struct upper_status){ .step = STEP_OK };
+	dfd = open(a->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		st->step = errno == ENOTDIR ? STEP_NOT_DIR : STEP_OPEN;
+		st->err = errno;
+		return;
+	}
+	if (fstat(dfd, &sb) < 0) {
+		st->step = STEP_OPEN;
+		st->err = errno;
+		return;
+	}
+	if (sb.st_uid != a->uid) {
+		st->step = STEP_NOT_OWNER;
+		st->owner = (unsigned)sb.st_uid;
+		return;
+	}
+	if ((fds[0] = open_subdir(dfd, "upper", 0755, a->uid, st)) < 0 ||
+	    (fds[1] = open_subdir(dfd, "work", 0700, a->uid, st)) < 0) {
+		fds[0] = fds[1] = -1; /* (the child exits: nothing to close) */
+		return;
+	}
+	st->which[0] = '\0';
+}
+
+/* The mount, from descriptors only: the user's two directories opened
+ * without capabilities (open_dirs), the lower layer and the mount point
+ * opened by root. The only user-facing step with CAP_SYS_ADMIN and
+ * CAP_DAC_OVERRIDE, and it resolves no name the user chose. */
+static void child_mount(int out, const struct identity *id, int lowerfd, int pointfd, int ufd,
+			int wfd)
 {
 	struct upper_status st = { .step = STEP_OK };
-	struct stat sb;
 	char opts[256], target[64];
-	int dfd, ufd, wfd;
 
 	if (become_user_with_sys_admin(id) < 0) {
 		st.step = STEP_BECOME;
 		st.err = errno;
 		goto out;
 	}
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0) {
-		st.step = errno == ENOTDIR ? STEP_NOT_DIR : STEP_OPEN;
-		st.err = errno;
-		goto out;
-	}
-	if (fstat(dfd, &sb) < 0) {
-		st.step = STEP_OPEN;
-		st.err = errno;
-		goto out;
-	}
-	if (sb.st_uid != id->uid) {
-		st.step = STEP_NOT_OWNER;
-		st.owner = (unsigned)sb.st_uid;
-		goto out;
-	}
-	if ((ufd = open_subdir(dfd, "upper", 0755, id->uid, &st)) < 0 ||
-	    (wfd = open_subdir(dfd, "work", 0700, id->uid, &st)) < 0)
-		goto out;
-	st.which[0] = '\0';
 	/* Descriptors, not paths: what was checked is what gets mounted. The
 	 * upper layer's content is the user's: redirects and metacopy
 	 * attributes found there are not followed. */
@@ -143,6 +261,55 @@ out:
 	if (write(out, &st, sizeof(st)) != (ssize_t)sizeof(st))
 		_exit(1);
 	_exit(0);
+}
+
+struct root_attrs {
+	int err;
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+};
+
+static void stat_lower(void *arg, void *answer, int fds[2])
+{
+	struct root_attrs *a = answer;
+	struct stat st;
+
+	(void)fds;
+	*a = (struct root_attrs){ 0 };
+	if (fstat(*(const int *)arg, &st) < 0)
+		a->err = errno;
+	else
+		*a = (struct root_attrs){ 0, st.st_uid, st.st_gid, st.st_mode };
+}
+
+enum result overlay_lower_root(const char *lower, const struct identity *id, int timeout_ms,
+			       uid_t *uid, gid_t *gid, mode_t *mode, char *err, size_t errlen)
+{
+	struct root_attrs a;
+	int fds[2];
+	/* O_PATH: reaching the mount's root asks its server nothing. */
+	int lowerfd = open(lower, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (lowerfd < 0) {
+		snprintf(err, errlen, "cannot open the root of %s: %s", lower, strerror(errno));
+		return RESULT_NODE_ERROR;
+	}
+	int r = as_user(id, squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0), stat_lower, &lowerfd,
+			&a, sizeof(a), fds);
+	close(lowerfd);
+	if (r != 1 || a.err) {
+		snprintf(err, errlen, "cannot read the root of %s as user %s: %s", lower, id->name,
+			 r == 0 ? "timed out (is its FUSE server stopped?)"
+			 : r < 0 ? "the process asking died without an answer" : strerror(a.err));
+		return RESULT_NODE_ERROR;
+	}
+	*uid = a.uid;
+	*gid = a.gid;
+	/* Never set-uid or set-gid: a set-gid upper root would give files
+	 * the user creates there a group the image named. */
+	*mode = a.mode & (S_IRWXU | S_IRWXG | S_IRWXO | S_ISVTX);
+	return RESULT_OK;
 }
 
 static enum result describe(const struct upper_status *st, const char *dir,
@@ -196,29 +363,50 @@ enum result overlay_mount_named_upper(const char *dir, const struct identity *id
 				      char *err, size_t errlen)
 {
 	struct upper_status st;
+	struct open_args args = { dir, id->uid };
 	long long deadline = squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
-	int pipefd[2], pidfd;
+	int pipefd[2] = { -1, -1 }, dirs[2] = { -1, -1 }, pidfd;
 	/* Opened as root: the user cannot reach squashd's mount directory. */
 	int lowerfd = open(lower, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int pointfd = open(point, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	enum result res = RESULT_NODE_ERROR;
 
-	if (lowerfd < 0 || pointfd < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
+	if (lowerfd < 0 || pointfd < 0) {
+		snprintf(err, errlen, "cannot prepare the overlay on %s: %s", point, strerror(errno));
+		goto out;
+	}
+	/* First DIR, as the user and nothing more (open_dirs). */
+	int r = as_user(id, deadline, open_dirs, &args, &st, sizeof(st), dirs);
+	if (r == 0) {
+		snprintf(err, errlen, "upper directory %s: opening it as user %s timed out "
+			 "(is its file system hung?)", dir, id->name);
+		goto out;
+	} else if (r < 0) {
+		snprintf(err, errlen, "upper directory %s: the process opening it as user %s "
+			 "died without an answer", dir, id->name);
+		goto out;
+	} else if (st.step != STEP_OK || dirs[0] < 0 || dirs[1] < 0) {
+		res = st.step != STEP_OK ? describe(&st, dir, id, err, errlen) : RESULT_NODE_ERROR;
+		if (st.step == STEP_OK)
+			snprintf(err, errlen, "upper directory %s: its descriptors did not arrive", dir);
+		goto out;
+	}
+	/* Then the mount, from those descriptors (child_mount). */
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
 		snprintf(err, errlen, "cannot prepare the overlay on %s: %s", point, strerror(errno));
 		goto out;
 	}
 	pid_t pid = child_fork(&pidfd);
 	if (pid < 0) {
 		snprintf(err, errlen, "cannot prepare the overlay on %s: fork: %s", point, strerror(errno));
-		close(pipefd[0]);
-		close(pipefd[1]);
 		goto out;
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
-		child_mount(pipefd[1], dir, id, lowerfd, pointfd);
+		child_mount(pipefd[1], id, lowerfd, pointfd, dirs[0], dirs[1]);
 	}
 	close(pipefd[1]);
+	pipefd[1] = -1;
 	int ready = child_wait_readable(pipefd[0], deadline);
 	if (ready == 1) {
 		ssize_t n = read(pipefd[0], &st, sizeof(st));
@@ -230,12 +418,17 @@ enum result overlay_mount_named_upper(const char *dir, const struct identity *id
 	} else if (ready < 0) {
 		snprintf(err, errlen, "upper directory %s: squashd is stopping", dir);
 	} else {
-		snprintf(err, errlen, "upper directory %s: opening it as user %s timed out "
+		snprintf(err, errlen, "upper directory %s: mounting the overlay as user %s timed out "
 			 "(is its file system hung?)", dir, id->name);
 	}
-	close(pipefd[0]);
 	child_abandon(pidfd);
 out:
+	for (int i = 0; i < 2; i++) {
+		if (pipefd[i] >= 0)
+			close(pipefd[i]);
+		if (dirs[i] >= 0)
+			close(dirs[i]);
+	}
 	if (lowerfd >= 0)
 		close(lowerfd);
 	if (pointfd >= 0)

@@ -1,8 +1,9 @@
 /* A writable overlay whose changes are kept in a directory the user named
  * (IMAGE:TARGET:rw=DIR). DIR, DIR/upper and DIR/work are opened and
- * created by a child that has become the job user, keeping only
- * CAP_SYS_ADMIN and CAP_DAC_OVERRIDE (overlay_upper.c says why); the
- * child mounts the overlay, so
+ * created by a child that has become the job user with no capability at
+ * all; a second child, the job user keeping only CAP_SYS_ADMIN and
+ * CAP_DAC_OVERRIDE (overlay_upper.c says why), mounts the overlay from
+ * those descriptors and root's, resolving no name the user chose, so
  * overlayfs records the user (not root) as its mounter and does all its
  * later work in DIR (copy-up, whiteouts, renames) with the user's rights.
  * A user-controlled tree is never written with root's. */
@@ -10,6 +11,7 @@
 #define SQUASHD_OVERLAY_UPPER_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "process/identity.h"
 #include "util/result.h"
@@ -23,5 +25,13 @@
 enum result overlay_mount_named_upper(const char *dir, const struct identity *id,
 				      const char *lower, const char *point, int timeout_ms,
 				      char *err, size_t errlen);
+
+/* The owner and mode of the root of lower (an image's mount: for a user's
+ * image their reader's FUSE mount), asked by a child that has become the
+ * user without capabilities, so root never asks a user's reader anything
+ * and a stopped reader costs only this request its timeout. The mode
+ * never carries set-uid or set-gid bits. */
+enum result overlay_lower_root(const char *lower, const struct identity *id, int timeout_ms,
+			       uid_t *uid, gid_t *gid, mode_t *mode, char *err, size_t errlen);
 
 #endif

@@ -83,7 +83,9 @@ static struct pool *find_pid_locked(pid_t pid)
 }
 
 /* Starts id's reader (pools_lock held: a burst of one user's first mounts
- * starts one reader, not one each). */
+ * starts one reader, not one each). That waits only for the spawner's
+ * pidfd message, never for the reader (process/server_spawn.h): nothing
+ * the user does to the starting reader holds the lock. */
 static struct pool *start_locked(const struct identity *id, const char *reader_path, char *err,
 				 size_t errlen)
 {

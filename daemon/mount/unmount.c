@@ -15,6 +15,7 @@
 
 #include "mountinfo.h"
 #include "process/child_process.h"
+#include "process/reader_process.h"
 #include "clock.h"
 #include "util/log.h"
 
@@ -90,28 +91,17 @@ static int unmount_all(const char *path, long long busy_deadline, char *err,
 	return 0;
 }
 
-/* Only ever signal a pid that is not our child when it still looks like a
- * FUSE server (after a daemon restart the pid may have been reused). */
-static bool looks_like_server(pid_t pid)
-{
-	char path[64], comm[64] = "";
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	f = fopen(path, "re");
-	if (f == NULL)
-		return false;
-	if (fgets(comm, sizeof(comm), f) == NULL)
-		comm[0] = '\0';
-	fclose(f);
-	return strncmp(comm, "squashfuse", 10) == 0 || strncmp(comm, "squash-reader", 13) == 0;
-}
-
 /* Waits (woken by its exit) for the server to end after its mount went
- * away, and kills it when it does not. pidfd may be -1 (then one is made;
- * an adopted server is signalled only while it still looks like one). */
-static void stop_server(pid_t pid, int pidfd, long long deadline)
+ * away, and kills it when it does not. pidfd may be -1 (then one is made
+ * from the pid, which may have been reused meanwhile). Only a process
+ * that is still a FUSE server squashd could have started for uid is
+ * signalled (reader_process.h); one given by pidfd is the very process
+ * squashd started or adopted, one found by pid must be adopted, i.e.
+ * older than this squashd. */
+static void stop_server(pid_t pid, int pidfd, uid_t uid, long long deadline)
 {
+	char why[128];
+	bool given = pidfd >= 0;
 	long long total = deadline - squash_now_ms();
 	/* Keep a slice of the time for SIGKILL to take effect. */
 	long long kill_slice = total / 4 < 500 ? total / 4 : 500;
@@ -124,9 +114,8 @@ static void stop_server(pid_t pid, int pidfd, long long deadline)
 	}
 	if (child_wait(pidfd, deadline - kill_slice, &status) == 1)
 		goto out;
-	if (!looks_like_server(pid)) {
-		log_warning("pid %d is not a FUSE server any more; not signalling it",
-			    (int)pid);
+	if (reader_process_kind(pidfd, pid, uid, !given, why, sizeof(why)) == READER_NONE) {
+		log_warning("not signalling pid %d: %s", (int)pid, why);
 		goto out;
 	}
 	log_warning("FUSE server %d did not exit after unmount; killing it",
@@ -140,8 +129,8 @@ out:
 		close(own_fd);
 }
 
-enum result unmount_image(const char *mountpoint, pid_t server_pid,
-			  int server_pidfd, int timeout_ms, char *err, size_t errlen)
+enum result unmount_image(const char *mountpoint, pid_t server_pid, int server_pidfd,
+			  uid_t server_uid, int timeout_ms, char *err, size_t errlen)
 {
 	long long start = squash_now_ms();
 	long long deadline = start + (timeout_ms > 0 ? timeout_ms : 0);
@@ -157,7 +146,7 @@ enum result unmount_image(const char *mountpoint, pid_t server_pid,
 		return RESULT_NODE_ERROR;
 	}
 	if (server_pid > 0)
-		stop_server(server_pid, server_pidfd, deadline);
+		stop_server(server_pid, server_pidfd, server_uid, deadline);
 	if (rmdir(mountpoint) < 0 && errno != ENOENT)
 		log_warning("cannot remove mount point %s: %s", mountpoint,
 			    strerror(errno));

@@ -10,12 +10,14 @@
 #include "util/result.h"
 
 /* server_pid: the FUSE server to wait for, 0 for kernel mounts;
- * server_pidfd: a pidfd for it, or -1 (one is made). Returns
+ * server_pidfd: a pidfd for it, or -1 (one is made); server_uid: its
+ * user (a process not running as that user alone, or not a FUSE server
+ * binary, is never signalled: reader_process.h). Returns
  * RESULT_OK once the mount point is no longer mounted (the directory is
  * then removed), RESULT_NODE_ERROR with err otherwise. Unmounting a path
  * that is not mounted is success (idempotent). */
-enum result unmount_image(const char *mountpoint, pid_t server_pid,
-			  int server_pidfd, int timeout_ms, char *err, size_t errlen);
+enum result unmount_image(const char *mountpoint, pid_t server_pid, int server_pidfd,
+			  uid_t server_uid, int timeout_ms, char *err, size_t errlen);
 
 /* True when path is a mount point in this mount namespace (mountinfo). */
 int is_mount_point(const char *path);

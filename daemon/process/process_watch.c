@@ -74,16 +74,6 @@ int process_watch_add(int pidfd, pid_t pid, process_exit_fn fn, void *arg)
 	return rc;
 }
 
-unsigned process_watch_count(void)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&lock);
-	n = (unsigned)count;
-	pthread_mutex_unlock(&lock);
-	return n;
-}
-
 static void *watch_loop(void *unused)
 {
 	struct pollfd *pfd = NULL;

@@ -14,7 +14,4 @@ typedef void (*process_exit_fn)(void *arg, pid_t pid, int status);
  * callback). Returns 0, or -1 (out of memory, no thread). */
 int process_watch_add(int pidfd, pid_t pid, process_exit_fn fn, void *arg);
 
-/* How many processes are watched (for status). */
-unsigned process_watch_count(void);
-
 #endif

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,13 +169,29 @@ static int init_v1(const char *node_name, char *why, size_t whylen)
 	return 0;
 }
 
-int reader_cgroup_init(const char *mode, const char *node_name, pid_t spawner_pid,
+/* The instance's name below a shared parent: the node's, and for a
+ * squashd with a state_dir of its own (several on one host: Slurm's
+ * multiple-slurmd mode, test clusters) a hash of that too, so that one
+ * squashd's cleanup never removes another's cgroups. */
+static void instance_name(const char *node_name, const char *state_dir, char *out, size_t len)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	if (!strcmp(state_dir, "/run/squashd")) {
+		snprintf(out, len, "%.64s", node_name);
+		return;
+	}
+	for (const char *c = state_dir; *c; c++)
+		h = (h ^ (unsigned char)*c) * 16777619u;
+	snprintf(out, len, "%.64s-%08x", node_name, (unsigned)h);
+}
+
+int reader_cgroup_init(const char *mode, const char *node_name, const char *state_dir,
 		       unsigned tasks_max, unsigned long long memory_max)
 {
-	char own[BASE_MAX], why[PATH_MAX + 256] = "";
+	char own[BASE_MAX], why[PATH_MAX + 256] = "", name[80];
 	int rc;
 
-	(void)spawner_pid; /* moved with every process of squashd's cgroup (v2) */
 	memset(bases, 0, sizeof(bases));
 	tasks_limit = tasks_max;
 	memory_limit = memory_max;
@@ -183,7 +200,8 @@ int reader_cgroup_init(const char *mode, const char *node_name, pid_t spawner_pi
 		return 0;
 	}
 	v2 = is_cgroup2(CGROUP_ROOT) && own_cgroup(NULL, own, sizeof(own)) == 0;
-	rc = v2 ? init_v2(own, node_name, why, sizeof(why)) : init_v1(node_name, why, sizeof(why));
+	instance_name(node_name, state_dir, name, sizeof(name));
+	rc = v2 ? init_v2(own, name, why, sizeof(why)) : init_v1(name, why, sizeof(why));
 	if (rc < 0) {
 		memset(bases, 0, sizeof(bases));
 		log_error("users' FUSE servers run without cgroups of their own (no reader_tasks_max or "
@@ -221,6 +239,11 @@ int reader_cgroup_prepare(uid_t uid, struct reader_cgroup_join *join)
 
 		if (!bases[i][0])
 			continue;
+		/* The base again first: an admin may have removed it. */
+		if (mkdir(bases[i], 0755) < 0 && errno != EEXIST) {
+			log_error("cannot make the reader cgroup %s: %s", bases[i], strerror(errno));
+			return -1;
+		}
 		if ((size_t)snprintf(dir, sizeof(dir), "%s/uid-%u", bases[i], (unsigned)uid) >= sizeof(dir) ||
 		    (mkdir(dir, 0755) < 0 && errno != EEXIST)) {
 			log_error("cannot make the reader cgroup %s: %s", dir, strerror(errno));

@@ -7,7 +7,8 @@
  * delegates (squashd.service: Delegate=yes): squashd moves itself to
  * <own>/daemon and makes <own>/readers/uid-<uid> (the v2 rule: no process
  * in a cgroup that hands controllers down). In the root cgroup (squashd
- * started by hand) it makes /squashd-readers.<node>/uid-<uid>. Under
+ * started by hand) it makes /squashd-readers.<node>/uid-<uid> (with a hash
+ * of state_dir after <node> when that is not /run/squashd). Under
  * cgroup v1 (hybrid hosts) the same below its own cgroup of the pids and
  * memory hierarchies. The server joins while still root, before it drops
  * to the user (process/server_spawn.c). */
@@ -27,10 +28,11 @@ struct reader_cgroup_join {
 };
 
 /* Decides where (mode "auto" or "no"), once at start, before squashd's
- * threads (it may move squashd and its spawner, spawner_pid, between
- * cgroups). tasks_max 0 and memory_max 0: no limit. Logs what it chose;
- * returns 0, or -1 when readers run without cgroups of their own. */
-int reader_cgroup_init(const char *mode, const char *node_name, pid_t spawner_pid,
+ * threads (under a delegated cgroup v2 it moves every process of squashd's
+ * cgroup, the spawner included, to daemon/). tasks_max 0 and memory_max
+ * 0: no limit. Logs what it chose; returns 0, or -1 when readers run
+ * without cgroups of their own. */
+int reader_cgroup_init(const char *mode, const char *node_name, const char *state_dir,
 		       unsigned tasks_max, unsigned long long memory_max);
 
 /* The cgroup of uid's servers, made (with its limits) when missing.

@@ -29,10 +29,29 @@ struct stream {
 	unsigned tokens;
 	long long refilled_ms;
 	unsigned long suppressed;
+	struct stream *next;
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int epfd = -1;
+/* Every stream, also for the servers that outlive squashd (a restart
+ * keeps them): listed, not only known to epoll. */
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct stream *streams;
+
+static void stream_free(struct stream *s)
+{
+	pthread_mutex_lock(&streams_lock);
+	for (struct stream **ps = &streams; *ps; ps = &(*ps)->next)
+		if (*ps == s) {
+			*ps = s->next;
+			break;
+		}
+	pthread_mutex_unlock(&streams_lock);
+	epoll_ctl(epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	close(s->fd);
+	free(s);
+}
 
 static void emit(struct stream *s, const char *line, size_t len)
 {
@@ -105,11 +124,8 @@ static void *output_loop(void *unused)
 		for (int i = 0; i < n; i++) {
 			struct stream *s = ev[i].data.ptr;
 
-			if (!drain(s)) {
-				epoll_ctl(epfd, EPOLL_CTL_DEL, s->fd, NULL);
-				close(s->fd);
-				free(s);
-			}
+			if (!drain(s))
+				stream_free(s);
 		}
 	}
 	return NULL;
@@ -151,8 +167,10 @@ void server_output_watch(int fd, pid_t pid, uid_t uid, const char *path)
 	s->refilled_ms = squash_now_ms();
 	snprintf(s->name, sizeof(s->name), "%s", base ? base + 1 : path);
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
-	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		close(fd);
-		free(s);
-	}
+	pthread_mutex_lock(&streams_lock);
+	s->next = streams;
+	streams = s;
+	pthread_mutex_unlock(&streams_lock);
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		stream_free(s);
 }

@@ -50,8 +50,12 @@ struct inode {
 	uint32_t frag_off;
 	uint16_t dir_offset;
 	uint32_t parent;   /* directory: its parent's inode number */
-	struct md_cursor tail; /* block list (files) or target (symlinks) */
+	uint32_t xattr;    /* index in the xattr id table, or INODE_NO_XATTR */
+	uint16_t dir_index; /* large directory: entries of its index (at tail) */
+	struct md_cursor tail; /* block list (files), target (symlinks), index (large directories) */
 };
+
+#define INODE_NO_XATTR 0xffffffffu
 
 /* Directory entries. A cookie names the position after an entry; it is
  * what READDIR offsets carry (0, 1 and 2 are the start, "." and ".."). */
@@ -89,8 +93,6 @@ void image_close(struct image *img);
 
 uint64_t image_root(const struct image *img);
 void image_statfs(const struct image *img, struct statvfs *st);
-void image_cache_stats(struct image *img, unsigned long *md_hits, unsigned long *md_misses,
-		       unsigned long *data_hits, unsigned long *data_misses);
 
 /* All return 0 or -errno (-EIO for anything the image gets wrong). */
 int inode_get(struct image *img, uint64_t id, struct inode *out);
@@ -102,6 +104,19 @@ int dir_open(struct image *img, const struct inode *dir, uint64_t cookie, struct
 int dir_next(struct image *img, struct dir_iter *it, struct dir_entry *out);
 /* 0 and *id, -ENOENT, or -errno. */
 int dir_lookup(struct image *img, const struct inode *dir, const char *name, uint64_t *id);
+
+/* Extended attributes, with the kernel's squashfs semantics: the names
+ * "user.", "trusted." and "security." plus the stored name, in the image's
+ * order. xattr_list writes the NUL-terminated names (trusted.* only when
+ * with_trusted) into buf when size > 0 and returns their total length;
+ * -ERANGE when size > 0 is too small, -E2BIG past XATTR_LIST_MAX.
+ * xattr_get returns the value's length and copies it into buf when size >
+ * 0; -ERANGE when it does not fit, -ENODATA when the inode has no such
+ * attribute, -EOPNOTSUPP for a name of another namespace. */
+int xattr_list(struct image *img, const struct inode *in, bool with_trusted, char *buf,
+	       size_t size);
+int xattr_get(struct image *img, const struct inode *in, const char *name, void *buf,
+	      size_t size);
 
 /* Fills r with up to size bytes of the file from off (fewer at its end). */
 int file_read(struct image *img, const struct inode *in, uint64_t off, size_t size,

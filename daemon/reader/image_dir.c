@@ -4,6 +4,7 @@
 #include "reader/image.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -112,6 +113,58 @@ int dir_next(struct image *img, struct dir_iter *it, struct dir_entry *out)
 	return 1;
 }
 
+/* A large directory's index (after its inode, dir->dir_index entries):
+ * for each metadata block of the listing after the first, the listing
+ * position of the header that starts in it, the block (from the
+ * directory table's start) and that header's first name. Moves the
+ * iterator to the last header whose first name sorts before or at name,
+ * as the kernel does (squashfs_lookup); the scan goes on from there. An
+ * index that cannot be right (out of order, past the listing or the
+ * table) is EIO; one with more entries than the listing has blocks is
+ * ignored (the scan then starts at the beginning, as without one). */
+static int dir_index_seek(struct image *img, const struct inode *dir, const char *name,
+			  struct dir_iter *it)
+{
+	struct md_cursor cur = dir->tail;
+	uint64_t pos = 0;
+	uint32_t block = 0;
+	bool found = false;
+	int r;
+
+	if (dir->dir_index > it->end / MD_SIZE + 1)
+		return 0;
+	for (unsigned i = 0; i < dir->dir_index; i++) {
+		unsigned char h[12];
+		char iname[NAME_MAX_LEN + 1];
+		uint32_t size, at;
+
+		if ((r = md_read(img, &cur, h, 12)) < 0)
+			return r;
+		at = le32(h);
+		size = le32(h + 8) + 1;
+		if (size == 0 || size > NAME_MAX_LEN)
+			return -EIO;
+		if ((r = md_read(img, &cur, iname, size)) < 0)
+			return r;
+		iname[size] = '\0';
+		if (strcmp(iname, name) > 0)
+			break;
+		if (at >= it->end || (found && at <= pos) ||
+		    le32(h + 4) >= img->bytes_used - img->dir_start)
+			return -EIO;
+		pos = at;
+		block = le32(h + 4);
+		found = true;
+	}
+	if (!found)
+		return 0;
+	it->cur.block = img->dir_start + block;
+	it->cur.offset = (uint32_t)((dir->dir_offset + pos) % MD_SIZE);
+	it->pos = pos;
+	it->left = 0;
+	return 0;
+}
+
 int dir_lookup(struct image *img, const struct inode *dir, const char *name, uint64_t *id)
 {
 	struct dir_iter it;
@@ -121,6 +174,8 @@ int dir_lookup(struct image *img, const struct inode *dir, const char *name, uin
 	if (strlen(name) > NAME_MAX_LEN)
 		return -ENAMETOOLONG;
 	if ((r = dir_open(img, dir, 0, &it)) < 0)
+		return r;
+	if (dir->dir_index > 0 && (r = dir_index_seek(img, dir, name, &it)) < 0)
 		return r;
 	while ((r = dir_next(img, &it, &e)) > 0) {
 		int c = strcmp(name, e.name);

@@ -48,8 +48,13 @@ struct image {
 	uint32_t inodes, block_size, fragments;
 	uint16_t compression, no_ids;
 	uint64_t root, id_start, inode_start, dir_start, frag_start;
+	/* xattrs (image_xattr.c): the table of names and values, the index
+	 * of the id table's blocks and its entries; xattr_ids 0: none. */
+	uint64_t xattr_start, xattr_index;
+	uint32_t xattr_ids;
 	uint32_t *ids;
-	sqfs_decompressor decompress;
+	sqfs_decompressor decompress; /* (not for xz with liblzma: xz_block.h) */
+	uint64_t xz_memlimit;
 	struct block_cache md, data;
 	pthread_mutex_t bidx_lock;
 	struct block_index bidx[BIDX_SLOTS];
@@ -61,11 +66,20 @@ static inline uint16_t le16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 
 static inline uint32_t le32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
 static inline uint64_t le64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
 
+/* Reads the xattr id table's header at the superblock's xattr_id_start
+ * (TABLE_ABSENT: no xattrs). 0, or -EIO for a table the image gets wrong
+ * (the kernel refuses to mount those). */
+#define TABLE_ABSENT UINT64_MAX
+int xattr_open(struct image *img, uint64_t xattr_id_start);
+
 /* The part of an image to read ahead at open: its tables, from the inode
  * table to the end of the used bytes, at most cap bytes from the start of
  * the inode table. *len 0: nothing (a range the values do not make). */
 void md_prefetch_range(uint64_t inode_start, uint64_t bytes_used, uint64_t cap,
 		       uint64_t *off, uint64_t *len);
+/* Decompresses one block of the image's compression into out (at most
+ * *outsz bytes; *outsz set to the bytes written). 0 or -1. */
+int image_decompress(struct image *img, void *in, size_t insz, void *out, size_t *outsz);
 /* Reads len bytes at pos, all within the image's used bytes. */
 int read_at(struct image *img, uint64_t pos, void *buf, size_t len);
 /* Copies len bytes from the cursor (buf NULL: skips them) and advances it. */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 #include "reader/block_cache.h"
 #include "reader/image_format.h"
+#include "reader/xz_block.h"
 #include "reader/zstd_block.h"
 
 /* Reads len bytes at pos, all within the image's used bytes. */
@@ -74,7 +76,7 @@ static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 	if (le16(hdr) & 0x8000) {
 		memcpy(b->data, raw, size);
 		outlen = size;
-	} else if (img->decompress(raw, size, b->data, &outlen) != SQFS_OK || outlen > MD_SIZE) {
+	} else if (image_decompress(img, raw, size, b->data, &outlen) < 0 || outlen > MD_SIZE) {
 		free(b);
 		return -EIO;
 	}
@@ -168,17 +170,38 @@ static void md_prefetch(struct image *img)
 				    POSIX_FADV_WILLNEED);
 }
 
+#define LZMA_COMPRESSION 2
+#define XZ_COMPRESSION 4
 #define ZSTD_COMPRESSION 6
 
 /* libsquashfuse's decompressor for the image's compression, but for zstd
- * the reader's own, which keeps a context per thread (zstd_block.h). */
-static sqfs_decompressor decompressor_for(uint16_t compression)
+ * and xz the reader's own: zstd keeps a context per thread
+ * (zstd_block.h), xz decodes under a memory limit (xz_block.h). */
+static bool decompressor_set(struct image *img)
 {
 #ifdef HAVE_LIBZSTD
-	if (compression == ZSTD_COMPRESSION)
-		return zstd_block_decompress;
+	if (img->compression == ZSTD_COMPRESSION) {
+		img->decompress = zstd_block_decompress;
+		return true;
+	}
 #endif
-	return sqfs_decompressor_get(compression);
+#ifdef HAVE_LIBLZMA
+	if (img->compression == XZ_COMPRESSION) {
+		img->xz_memlimit = xz_block_memlimit(img->block_size);
+		return true;
+	}
+#endif
+	img->decompress = sqfs_decompressor_get(img->compression);
+	return img->decompress != NULL;
+}
+
+int image_decompress(struct image *img, void *in, size_t insz, void *out, size_t *outsz)
+{
+#ifdef HAVE_LIBLZMA
+	if (img->compression == XZ_COMPRESSION)
+		return xz_block_decompress(in, insz, out, outsz, img->xz_memlimit);
+#endif
+	return img->decompress(in, insz, out, outsz) == SQFS_OK ? 0 : -1;
 }
 
 int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **out,
@@ -233,7 +256,10 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 		 (img->root >> 16) >= img->dir_start - img->inode_start ||
 		 (img->root & 0xffff) >= MD_SIZE)
 		snprintf(err, errlen, "damaged superblock (table positions)");
-	else if (!(img->decompress = decompressor_for(img->compression)))
+	else if (img->compression == LZMA_COMPRESSION && !decompressor_set(img))
+		snprintf(err, errlen, "legacy lzma compression is not supported by this build "
+			 "(libsquashfuse without it): repack the image with -comp xz");
+	else if (!decompressor_set(img))
 		snprintf(err, errlen, "compression %u not supported", img->compression);
 	else
 		r = 0;
@@ -261,6 +287,11 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 			return -EIO;
 		}
 		img->ids[i] = le32(v);
+	}
+	if (xattr_open(img, le64(sb + 56)) < 0) {
+		snprintf(err, errlen, "damaged xattr table");
+		image_close(img);
+		return -EIO;
 	}
 	*out = img;
 	return 0;
@@ -293,15 +324,6 @@ void image_statfs(const struct image *img, struct statvfs *st)
 	st->f_flag = ST_RDONLY;
 }
 
-void image_cache_stats(struct image *img, unsigned long *md_hits, unsigned long *md_misses,
-		       unsigned long *data_hits, unsigned long *data_misses)
-{
-	*md_hits = img->md.hits;
-	*md_misses = img->md.misses;
-	*data_hits = img->data.hits;
-	*data_misses = img->data.misses;
-}
-
 /* ------------------------------------------------------------ inodes */
 
 int inode_get(struct image *img, uint64_t id, struct inode *in)
@@ -329,6 +351,7 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 	in->uid = img->ids[uid_idx];
 	in->gid = img->ids[gid_idx];
 	in->frag = INVALID_FRAG;
+	in->xattr = INODE_NO_XATTR;
 	in->nlink = 1;
 
 	switch (in->type) {
@@ -350,7 +373,9 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 		in->size = le32(b + 4);
 		in->start = le32(b + 8);
 		in->parent = le32(b + 12);
+		in->dir_index = le16(b + 16);
 		in->dir_offset = le16(b + 18);
+		in->xattr = le32(b + 20);
 		break;
 	case SQUASHFS_REG_TYPE:
 		if ((r = md_read(img, &in->tail, b, 16)) < 0)
@@ -370,6 +395,7 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 		in->nlink = le32(b + 24);
 		in->frag = le32(b + 28);
 		in->frag_off = le32(b + 32);
+		in->xattr = le32(b + 36);
 		break;
 	case SQUASHFS_SYMLINK_TYPE:
 	case SQUASHFS_LSYMLINK_TYPE:
@@ -380,13 +406,24 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 		in->size = le32(b + 4);
 		if (in->size > SYMLINK_MAX)
 			return -EIO;
+		if (in->type == SQUASHFS_LSYMLINK_TYPE) {
+			/* Its xattr index follows the target. */
+			struct md_cursor after = in->tail;
+
+			if ((r = md_read(img, &after, NULL, in->size)) < 0 ||
+			    (r = md_read(img, &after, b, 4)) < 0)
+				return r;
+			in->xattr = le32(b);
+		}
 		break;
 	case SQUASHFS_BLKDEV_TYPE:
 	case SQUASHFS_CHRDEV_TYPE:
 	case SQUASHFS_LBLKDEV_TYPE:
 	case SQUASHFS_LCHRDEV_TYPE:
-		if ((r = md_read(img, &in->tail, b, 8)) < 0)
+		if ((r = md_read(img, &in->tail, b, in->type >= SQUASHFS_LBLKDEV_TYPE ? 12 : 8)) < 0)
 			return r;
+		if (in->type >= SQUASHFS_LBLKDEV_TYPE)
+			in->xattr = le32(b + 8);
 		in->mode = in->type == SQUASHFS_BLKDEV_TYPE || in->type == SQUASHFS_LBLKDEV_TYPE
 				   ? S_IFBLK : S_IFCHR;
 		in->nlink = le32(b);
@@ -396,8 +433,10 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 	case SQUASHFS_SOCKET_TYPE:
 	case SQUASHFS_LFIFO_TYPE:
 	case SQUASHFS_LSOCKET_TYPE:
-		if ((r = md_read(img, &in->tail, b, 4)) < 0)
+		if ((r = md_read(img, &in->tail, b, in->type >= SQUASHFS_LFIFO_TYPE ? 8 : 4)) < 0)
 			return r;
+		if (in->type >= SQUASHFS_LFIFO_TYPE)
+			in->xattr = le32(b + 4);
 		in->mode = in->type == SQUASHFS_FIFO_TYPE || in->type == SQUASHFS_LFIFO_TYPE
 				   ? S_IFIFO : S_IFSOCK;
 		in->nlink = le32(b);

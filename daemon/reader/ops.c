@@ -271,6 +271,63 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t node, size_t size, off_t o
 	readdir_common(req, node, size, off, true);
 }
 
+/* Values and lists are at most 64 KiB (XATTR_SIZE_MAX, XATTR_LIST_MAX):
+ * the kernel never asks for more. size 0 asks for the length only. */
+#define XATTR_REPLY_MAX 65536u
+
+/* The inode of node, and a buffer for the answer (none for a size probe:
+ * size 0). */
+static int xattr_prepare(struct image *img, fuse_ino_t node, size_t *size, struct inode *in,
+			 char **buf)
+{
+	int r = inode_of_node(img, node, in);
+
+	*buf = NULL;
+	if (*size > XATTR_REPLY_MAX)
+		*size = XATTR_REPLY_MAX;
+	if (r == 0 && *size > 0 && !(*buf = malloc(*size)))
+		r = -ENOMEM;
+	return r;
+}
+
+/* Answers with r (a length or -errno) and frees buf. */
+static void reply_xattr(fuse_req_t req, int r, char *buf, size_t size)
+{
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)r);
+	else
+		fuse_reply_buf(req, buf, (size_t)r);
+	free(buf);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t node, const char *name, size_t size)
+{
+	struct image *img = rd_of(req)->img;
+	struct inode in;
+	char *buf;
+	int r = xattr_prepare(img, node, &size, &in, &buf);
+
+	if (r == 0)
+		r = xattr_get(img, &in, name, buf, size);
+	reply_xattr(req, r, buf, size);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t node, size_t size)
+{
+	struct image *img = rd_of(req)->img;
+	struct inode in;
+	char *buf;
+	int r = xattr_prepare(img, node, &size, &in, &buf);
+
+	/* The kernel's squashfs lists trusted.* to CAP_SYS_ADMIN only; the
+	 * reader sees the caller's uid, root's the nearest. */
+	if (r == 0)
+		r = xattr_list(img, &in, fuse_req_ctx(req)->uid == 0, buf, size);
+	reply_xattr(req, r, buf, size);
+}
+
 static void op_statfs(fuse_req_t req, fuse_ino_t node)
 {
 	struct statvfs st;
@@ -290,4 +347,6 @@ const struct fuse_lowlevel_ops reader_ops = {
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
 	.statfs = op_statfs,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
 };

@@ -6,8 +6,9 @@
  * zero-message opens (no OPEN/RELEASE pair per file, and the kernel then
  * keeps the page cache and caches directory listings); entries, negative
  * entries, attributes and symlink targets are cached for ever (the image
- * never changes); extended attributes are not served, so the kernel stops
- * asking after the first ENOSYS. */
+ * never changes). Extended attributes are served as the kernel's squashfs
+ * serves them (image_xattr.c): the kernel asks for security.capability
+ * once per exec, nothing on reads. */
 #ifndef SQUASH_READER_OPS_H
 #define SQUASH_READER_OPS_H
 

@@ -33,14 +33,6 @@ struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id)
 	return NULL;
 }
 
-struct mount_entry *registry_mount_by_server(struct registry *r, pid_t pid)
-{
-	for (struct mount_entry *m = r->mounts; m; m = m->next)
-		if (pid > 0 && m->server_pid == pid)
-			return m;
-	return NULL;
-}
-
 struct mount_entry *registry_find_merged(struct registry *r, struct mount_entry *const *lowers,
 					 size_t n)
 {

@@ -108,7 +108,6 @@ struct registry {
 /* A mount that can be shared: MOUNTING, READY or LINGERING with this key. */
 struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key);
 struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id);
-struct mount_entry *registry_mount_by_server(struct registry *r, pid_t pid);
 /* A merged mount of exactly these lowers (bottom first) that can be
  * shared: MOUNTING, READY or LINGERING. */
 struct mount_entry *registry_find_merged(struct registry *r, struct mount_entry *const *lowers,

@@ -1,13 +1,69 @@
 #!/bin/sh
 # Regenerates the seed corpora under corpus/: valid request and response
 # frames (from gen_request_corpus.c), superblocks of real mksquashfs images
-# with every compressor, and option strings. Needs cc, protoc-c,
-# libprotobuf-c, libmunge and mksquashfs.
+# with every compressor, option strings, and small whole images for the
+# reader. Needs cc, protoc-c, libprotobuf-c, libmunge and mksquashfs.
+#
+#   tests/fuzz/make_corpus.sh           all of them
+#   tests/fuzz/make_corpus.sh reader    the reader's images only (mksquashfs)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# Whole images for fuzz_reader, each a few KiB (-nopad: no 4 KiB padding;
+# -b 4K: files of several blocks stay small): every compressor, fragments
+# and not, uncompressed tables (which the fuzzer can mutate into
+# meaningful variants), and the features the reader parses: xattrs inline
+# and out of line, symlinks, a hard link, a FIFO, a sparse file, a long
+# name, and a directory whose listing passes one metadata block, so it
+# has an index.
+reader_corpus() {
+	rm -rf "$here/corpus/reader"
+	mkdir -p "$here/corpus/reader" "$work/rt/d/e" "$work/rt/x" "$work/big"
+	(
+		cd "$work/rt"
+		echo hello >small
+		seq 1 1200 >text             # 5 KiB: a block and a tail
+		head -c 4500 /dev/zero | tr '\0' 'z' >zeros
+		truncate -s 40000 sparse
+		printf x | dd of=sparse bs=1 seek=20000 conv=notrunc 2>/dev/null
+		ln small hard
+		ln -s small link
+		ln -s ../../../../outside d/e/up
+		mkfifo fifo
+		echo deep >d/e/f
+		: >"$(printf 'n%.0s' $(seq 1 255))"
+		python3 -c "
+import os
+os.setxattr('small', 'user.one', b'1')
+os.setxattr('small', 'user.shared', b'v' * 100)
+os.setxattr('text', 'user.shared', b'v' * 100)
+os.setxattr('d', 'user.dir', b'on a directory')
+os.setxattr('x', 'user.empty', b'')
+"
+	)
+	for i in $(seq 1 240); do : >"$work/big/entry-with-a-rather-longish-name-$i"; done
+	reader_seed() { # NAME TREE MKSQUASHFS-OPTIONS...
+		seed=$1 tree=$2
+		shift 2
+		mksquashfs "$tree" "$here/corpus/reader/$seed" -noappend -quiet -no-progress \
+			-nopad -mkfs-time 0 -all-time 0 -b 4K "$@" >/dev/null
+	}
+	for comp in gzip xz lzo lz4 zstd; do
+		reader_seed "$comp" "$work/rt" -comp "$comp"
+	done
+	reader_seed gzip_no_fragments "$work/rt" -no-fragments
+	reader_seed uncompressed "$work/rt" -noI -noD -noF -noX
+	reader_seed uncompressed_no_xattrs_all_root "$work/rt" -noI -noD -noF -noX -no-xattrs -all-root
+	reader_seed dir_index "$work/big" -comp zstd
+	reader_seed dir_index_uncompressed "$work/big" -noI -noD -noF
+}
+if [ "${1:-}" = reader ]; then
+	reader_corpus
+	exit 0
+fi
 
 mkdir -p "$here/corpus/request" "$here/corpus/frame" \
 	"$here/corpus/superblock" "$here/corpus/imagespec"
@@ -55,3 +111,5 @@ printf '/home/alice/tools.sqfs:/squash/tools' >"$here/corpus/imagespec/target"
 printf 'a.sqfs,b.squashfs:/squash/b,/x/c.sqsh,d.sfs' >"$here/corpus/imagespec/many"
 printf 'img:' >"$here/corpus/imagespec/empty_target"
 printf 'a,,b' >"$here/corpus/imagespec/empty_item"
+
+reader_corpus

@@ -3,13 +3,15 @@
 #
 #   tests/fuzz/run.sh NAME [SECONDS]
 #
-# NAME is frame, request, imagespec or superblock; SECONDS defaults to 600.
-# The harness is compiled from the proto/ sources and a squash.pb-c.c that
-# protoc-c generates into a temporary directory, and runs on a copy of
+# NAME is frame, request, imagespec, superblock or reader; SECONDS defaults
+# to 600. The harness is compiled from the proto/ sources and a squash.pb-c.c
+# that protoc-c generates into a temporary directory (reader: from
+# daemon/reader/'s image layer, with libsquashfuse and libzstd), and runs on a copy of
 # corpus/NAME (the committed seeds stay as they are). Prints the number of
 # executions; exits non-zero on a finding, whose reproducer is kept in
 # $FUZZ_ARTIFACTS (default ./fuzz-artifacts/NAME/). FUZZ_KEEP_CORPUS=DIR
-# keeps the grown corpus.
+# keeps the grown corpus (and starts from it too when DIR exists, so that
+# runs add up).
 set -eu
 
 name=${1:?usage: run.sh NAME [SECONDS]}
@@ -20,32 +22,58 @@ clang=${CLANG:-$(command -v clang-14 || command -v clang)}
 artifacts=${FUZZ_ARTIFACTS:-$PWD/fuzz-artifacts/$name}
 
 case $name in
-frame | request | imagespec | superblock) ;;
-*) echo "run.sh: unknown harness '$name' (frame, request, imagespec, superblock)" >&2; exit 2 ;;
+frame | request | imagespec | superblock | reader) ;;
+*) echo "run.sh: unknown harness '$name' (frame, request, imagespec, superblock, reader)" >&2; exit 2 ;;
 esac
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
-protoc-c --proto_path="$top/proto" --c_out="$work" "$top/proto/squash.proto"
-# The sources include config.h; the fuzz build needs only this from it.
-printf '#define _GNU_SOURCE 1\n' >"$work/config.h"
+cflags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+	-fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter"
+if [ "$name" = reader ]; then
+	# The image layer of squash-reader, as daemon/reader/Makefile.am builds
+	# it (its own zstd and xz decoders when the libraries are there).
+	printf '#define _GNU_SOURCE 1\n' >"$work/config.h"
+	reader=$top/daemon/reader
+	srcs="$reader/image_meta.c $reader/image_dir.c $reader/image_data.c $reader/image_xattr.c $reader/block_cache.c"
+	libs="$(pkg-config --libs squashfuse) -pthread"
+	if pkg-config --exists libzstd; then
+		printf '#define HAVE_LIBZSTD 1\n' >>"$work/config.h"
+		srcs="$srcs $reader/zstd_block.c"
+		libs="$libs $(pkg-config --libs libzstd)"
+	fi
+	if [ -f "$reader/xz_block.c" ] && pkg-config --exists liblzma; then
+		printf '#define HAVE_LIBLZMA 1\n' >>"$work/config.h"
+		srcs="$srcs $reader/xz_block.c"
+		libs="$libs $(pkg-config --libs liblzma)"
+	fi
+	# shellcheck disable=SC2086
+	"$clang" $cflags -pthread -I"$work" -I"$top/daemon" -I"$top/proto" \
+		"$here/fuzz_reader.c" $srcs $libs -o "$work/fuzz_reader"
+else
+	protoc-c --proto_path="$top/proto" --c_out="$work" "$top/proto/squash.proto"
+	# The sources include config.h; the fuzz build needs only this from it.
+	printf '#define _GNU_SOURCE 1\n' >"$work/config.h"
 
-# client.c is left out: it needs munged and sockets, not parsing.
-"$clang" -g -O1 -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-	-Wall -Wextra -Wno-unused-parameter \
-	-I"$work" -I"$top/proto" $(pkg-config --cflags libprotobuf-c) \
-	"$here/fuzz_$name.c" \
-	"$top/proto/clock.c" "$top/proto/errmsg.c" "$top/proto/frame.c" "$top/proto/imagespec.c" \
-	"$top/proto/superblock.c" "$top/proto/target.c" \
-	"$top/proto/quote.c" "$top/proto/path_pattern.c" \
-	"$top/proto/request_codec.c" "$work/squash.pb-c.c" \
-	$(pkg-config --libs libprotobuf-c) -o "$work/fuzz_$name"
+	# client.c is left out: it needs munged and sockets, not parsing.
+	# shellcheck disable=SC2086
+	"$clang" $cflags \
+		-I"$work" -I"$top/proto" $(pkg-config --cflags libprotobuf-c) \
+		"$here/fuzz_$name.c" \
+		"$top/proto/clock.c" "$top/proto/errmsg.c" "$top/proto/frame.c" "$top/proto/imagespec.c" \
+		"$top/proto/superblock.c" "$top/proto/target.c" \
+		"$top/proto/quote.c" "$top/proto/path_pattern.c" \
+		"$top/proto/request_codec.c" "$work/squash.pb-c.c" \
+		$(pkg-config --libs libprotobuf-c) -o "$work/fuzz_$name"
+fi
 
 mkdir -p "$work/corpus" "$artifacts"
 cp "$here/corpus/$name"/* "$work/corpus/"
+if [ -n "${FUZZ_KEEP_CORPUS:-}" ] && [ -d "$FUZZ_KEEP_CORPUS" ]; then
+	cp -r "$FUZZ_KEEP_CORPUS"/. "$work/corpus/"
+fi
 
 status=0
 "$work/fuzz_$name" -max_total_time="$seconds" -timeout=10 \

@@ -158,3 +158,56 @@ def test_trusted_image_on_a_file_system_type_not_allowed_gets_fuse(cluster):
         img.unlink()
     # Restored: the default list again.
     assert "ext4" in setting(cluster, "kernel_fs_types")
+
+
+def test_links_swapped_while_squashd_checks_never_give_the_kernel_other_bytes(cluster):
+    """A user flips a symbolic link of theirs between a genuine trusted
+    image and a root-owned copy on their own FUSE mount (named through
+    their job's /proc/PID/root) while squashd opens and checks it, and
+    hard-links what they can. Whatever each request
+    caught, a kernel mount only ever reads the genuine file."""
+    os.chmod(cluster.trusted, 0o755)
+    genuine = cluster.make_image(cluster.trusted / "raced.sqfs", FILES, owner="root")
+    evil_src = cluster.make_image(cluster.workdir("root", "evil") / "raced.sqfs",
+                                  {"hello.txt": "bytes the user serves\n"}, owner="root")
+    outer = outer_image_holding(cluster, USER1, evil_src)
+    d = outer.parent
+    link = d / "flip"
+    # A directory link: the image itself may not be a link (refused).
+    flipper = (f"while [ ! -e {d}/stop ]; do ln -sfn {genuine.parent} {link}.a && mv -T {link}.a {link}; "
+               f"ln -sfn /proc/$$/root/squash/outer {link}.b && mv -T {link}.b {link}; done")
+    # A hard link of root's trusted image into the user's directory: the
+    # kernel refuses it (protected_hardlinks), or it is simply not below
+    # the prefix.
+    hard = run(["runuser", "-u", USER1, "--", "ln", genuine, d / "hard.sqfs"], check=False)
+    blk = BlockingJob(cluster, USER1, f"{outer}:/squash/outer", before=f"({flipper}) &\n")
+    kernel_seen = 0
+    outcomes = []
+    try:
+        blk.wait_ready()
+        wait_until(link.is_symlink, 10, what="the user's link to flip")
+        for i in range(8):
+            job = FAKE_JOB + 10 + i
+            p = cluster.rawclient("mount", job, uid_of(USER1), f"{link}/raced.sqfs:/squash/raced{i}")
+            outcomes.append(p.returncode)
+            if p.returncode == 0:
+                for row in cluster.squashctl("list").stdout.splitlines():
+                    if row.startswith("kernel "):
+                        kernel_seen += 1
+                        assert str(genuine) in loop_backing_files().values(), \
+                            (row, loop_backing_files())
+                assert not any(str(d) in f or "/squash/" in f
+                               for f in loop_backing_files().values()), loop_backing_files()
+            cluster.rawclient("release", job)
+        if hard.returncode == 0:
+            mount_as(cluster, FAKE_JOB + 30, USER1, d / "hard.sqfs", "/squash/hard")
+            assert mode_of(cluster, d / "hard.sqfs")[0] == "fuse"
+            cluster.rawclient("release", FAKE_JOB + 30)
+        print(f"8 requests through a flipping link: exit codes {outcomes}, {kernel_seen} "
+              f"kernel mounts, all of the genuine file; hard link: "
+              f"{'made' if hard.returncode == 0 else 'refused'}")
+        assert 0 in outcomes, outcomes
+    finally:
+        (d / "stop").touch()
+        blk.release()
+        genuine.unlink()

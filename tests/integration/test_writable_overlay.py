@@ -378,3 +378,45 @@ def test_rw_is_refused_for_a_steps_own_images(cluster):
     out = job.output()
     assert re.search(rf"squash: {re.escape(str(img))}: :rw is only for a job's own images", out), out
     assert re.search(r"^srun=[1-9]", out, re.M), out
+
+
+def test_rw_gets_no_set_gid_root_and_rw_dir_is_opened_with_the_users_rights_alone(cluster, overlay_limit):
+    """A user's image may claim a set-gid root directory of group root. The
+    plain :rw overlay's root takes the image root's owner and mode, read as
+    the user (root never stats the user's FUSE mount), but never its
+    set-uid or set-gid bit: files the user creates there keep the user's
+    group. And :rw=DIR is opened by a child with no capability at all: a
+    directory of the user's below one only root may enter is refused (with
+    CAP_DAC_OVERRIDE, as before, it was taken)."""
+    img = cluster.workdir(USER1, "sgidimg") / "sgid.sqfs"
+    src = Path(tempfile.mkdtemp(prefix="sgidsrc.", dir=cluster.dir))
+    try:
+        src.chmod(0o2777)
+        (src / "f.txt").write_text("x\n")
+        run(["mksquashfs", src, img, "-noappend", "-quiet", "-no-progress", "-all-root"])
+    finally:
+        shutil.rmtree(src)
+    os.chown(img, pwd.getpwnam(USER1).pw_uid, -1)
+    job = cluster.run_job(USER1, "stat -c '%a %u %g' /squash/sgid; : > /squash/sgid/new; "
+                                 "stat -c '%g' /squash/sgid/new\n", [f"--squash-image={img}::rw"])
+    assert job.state == "COMPLETED", job.output()
+    assert job.output() == f"777 0 0\n{pwd.getpwnam(USER1).pw_gid}\n", job.output()
+
+    locked = cluster.work / "root-only"
+    locked.mkdir(mode=0o700)
+    mine = locked / "mine"
+    mine.mkdir(mode=0o755)
+    os.chown(mine, pwd.getpwnam(USER1).pw_uid, pwd.getpwnam(USER1).pw_gid)
+    try:
+        # As slurmd would ask (the submit check, as the user, would not
+        # even get this far).
+        p = cluster.rawclient("mount", "3999996", pwd.getpwnam(USER1).pw_uid,
+                              f"{img}:/squash/locked:rw={mine}")
+        out = p.stdout + p.stderr
+        assert p.returncode != 0, out
+        assert f"upper directory {mine}: cannot open it as user {USER1}: Permission denied" in out, out
+        assert not any(m["mount_point"].startswith(str(cluster.state_dir / "mnt" / "j"))
+                       for m in mountinfo()), "an overlay was left"
+    finally:
+        cluster.rawclient("release", "3999996")
+        shutil.rmtree(locked)

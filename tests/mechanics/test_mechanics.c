@@ -27,6 +27,8 @@
 #include "mount/mount_loop.h"
 #include "mount/reader_pool.h"
 #include "mount/unmount.h"
+#include "process/child_process.h"
+#include "process/reader_process.h"
 
 #define SKIP 77
 #define TIMEOUT_MS 5000
@@ -505,6 +507,57 @@ static int open_or_die(const char *path, const struct identity *id)
 	return fd;
 }
 
+/* reader_process_kind tells squashd's FUSE servers by uid, executable
+ * and start time, not by name: a copy of another binary named
+ * squash-reader, running as the same user, is none. */
+static void test_reader_identity(pid_t server, int server_pidfd)
+{
+	char fake[512], cmd[1200], why[256] = "";
+	int status, pidfd;
+
+	check(reader_process_kind(server_pidfd, server, NOBODY, false, why, sizeof(why)) ==
+		      READER_SQUASHFUSE, "the FUSE server is squashfuse_ll for uid 65534 (%s)", why);
+	check(reader_process_kind(server_pidfd, server, 0, false, why, sizeof(why)) == READER_NONE,
+	      "not for uid 0: %s", why);
+	/* Started after "squashd" (this test) did: never adopted. */
+	check(reader_process_kind(server_pidfd, server, NOBODY, true, why, sizeof(why)) ==
+		      READER_NONE && strstr(why, "started after"), "not adoptable: %s", why);
+
+	path_in_tmp(fake, sizeof(fake), "squash-reader");
+	snprintf(cmd, sizeof(cmd), "install -m 0755 /bin/sleep '%s'", fake);
+	REQUIRE(system(cmd) == 0, "copy /bin/sleep");
+	pid_t pid = fork();
+	REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		if (setgid(NOBODY) == 0 && setuid(NOBODY) == 0)
+			execl(fake, "squash-reader", "30", (char *)NULL);
+		_exit(127);
+	}
+	track_server(pid);
+	pidfd = child_pidfd(pid);
+	for (int i = 0; i < 200; i++) { /* until it runs the copy */
+		char comm[64] = "", path[64];
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+		FILE *f = fopen(path, "re");
+		if (f && fgets(comm, sizeof(comm), f) && !strncmp(comm, "squash-reader", 13)) {
+			fclose(f);
+			break;
+		}
+		if (f)
+			fclose(f);
+		usleep(10000);
+	}
+	check(reader_process_kind(pidfd, pid, NOBODY, false, why, sizeof(why)) == READER_NONE,
+	      "a process of the user's named squash-reader is no reader: %s", why);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	check(reader_process_kind(pidfd, pid, NOBODY, false, why, sizeof(why)) == READER_NONE,
+	      "an ended process is none: %s", why);
+	close(pidfd);
+	untrack_server(pid);
+	unlink(fake);
+}
+
 static void test_fuse(const struct identity *nobody)
 {
 	char mnt[512], p[600], opts[1024], type[1024], super[1024];
@@ -542,7 +595,8 @@ static void test_fuse(const struct identity *nobody)
 		      has_opt(super, "user_id=65534"),
 	      "FUSE super options: %s", super);
 
-	r = unmount_image(mnt, server, server_pidfd, TIMEOUT_MS, err, sizeof(err));
+	test_reader_identity(server, server_pidfd);
+	r = unmount_image(mnt, server, server_pidfd, NOBODY, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount FUSE: %s", r == RESULT_OK ? "ok" : err);
 	untrack_server(server);
 	check(!is_mount_point(mnt) && !mountinfo_of(mnt, opts, type, super,
@@ -551,7 +605,7 @@ static void test_fuse(const struct identity *nobody)
 	check(process_gone(server), "server exited and was reaped");
 	check(access(mnt, F_OK) != 0 && errno == ENOENT,
 	      "mount point removed");
-	r = unmount_image(mnt, 0, -1, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(mnt, 0, -1, NOBODY, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmounting again is a no-op");
 }
 
@@ -591,7 +645,7 @@ static void test_loop(const struct identity *root)
 		      has_opt(opts, "nodev"),
 	      "loop mount options ro,nosuid,nodev: %s", opts);
 
-	r = unmount_image(mnt, 0, -1, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(mnt, 0, -1, NOBODY, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount loop: %s", r == RESULT_OK ? "ok" : err);
 	check(!is_mount_point(mnt), "loop mount gone");
 	check(loop_released(img, 2000),
@@ -614,7 +668,7 @@ static void test_busy_unmount(const struct identity *root)
 	REQUIRE(busy >= 0, "hold a file open in the mount");
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = unmount_image(mnt, 0, -1, 600, err, sizeof(err));
+	r = unmount_image(mnt, 0, -1, NOBODY, 600, err, sizeof(err));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	long ms = (t1.tv_sec - t0.tv_sec) * 1000 +
 		  (t1.tv_nsec - t0.tv_nsec) / 1000000;
@@ -730,6 +784,7 @@ static void test_reader_pool(const struct identity *nobody)
 	path_in_tmp(reader, sizeof(reader), "squash-reader");
 	snprintf(cmd, sizeof(cmd), "install -m 0755 '%s' '%s'", SQUASH_READER_BUILT, reader);
 	REQUIRE(system(cmd) == 0, "copy %s", SQUASH_READER_BUILT);
+	reader_process_init(reader, SQUASHFUSE_LL_PATH); /* the reader squashd would start */
 	make_mountpoint(m1, sizeof(m1), "mnt-pool-1");
 	make_mountpoint(m2, sizeof(m2), "mnt-pool-2");
 
@@ -746,14 +801,14 @@ static void test_reader_pool(const struct identity *nobody)
 	check(file_has(p, "deep file"), "read through the second pooled mount");
 
 	check(!reader_pool_put(s1), "the reader is not stopped with its first mount");
-	r = unmount_image(m1, 0, -1, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(m1, 0, -1, NOBODY, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount the first: %s", r == RESULT_OK ? "ok" : err);
 	close(fd1);
 	check(file_has(p, "deep file"), "the second mount still reads");
 	check(!process_gone(s1), "the reader still runs");
 
 	check(reader_pool_put(s2), "the last mount's put says stop the reader");
-	r = unmount_image(m2, s2, fd2, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(m2, s2, fd2, NOBODY, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount the second: %s", r == RESULT_OK ? "ok" : err);
 	close(fd2);
 	untrack_server(s1);
@@ -843,6 +898,7 @@ int main(void)
 		      strstr(err, "not a known user") != NULL,
 	      "unknown uid is a user error: %s", err);
 
+	reader_process_init(SQUASH_READER_BUILT, SQUASHFUSE_LL_PATH);
 	make_fixtures();
 	test_open(nobody, root);
 	test_open_hung_fs(nobody);

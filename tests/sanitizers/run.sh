@@ -6,9 +6,14 @@
 #      ${SQUASH_BUILD_DIR}-asan and runs `make check` there;
 #   2. runs the integration tests that drive squashd hardest (bursts,
 #      restarts, hung file systems, dead FUSE servers, a full state
-#      directory, readers shared by a user's mounts) against the sanitized squashd, with the plugin and tools
+#      directory, readers shared by a user's mounts, trusted-image checks)
+#      against the sanitized squashd, with the plugin and tools
 #      of the normal build (slurmd cannot load an ASan-built plugin);
-#   3. fails when a sanitizer wrote any report.
+#   3. fails when a sanitizer wrote any report;
+#   4. runs squash-reader's image parser under libFuzzer with ASan and UBSan
+#      (tests/fuzz/run.sh reader) for SQUASH_FUZZ_SECONDS (default 6; 0
+#      skips it) from its seed corpus: a short run that catches what a
+#      change broke, not a search (longer runs: tests/fuzz/README.md).
 #
 # In the release matrix's roots (SQUASH_MATRIX_SUITE set) only step 1
 # runs: each release's compiler still instruments and checks every unit
@@ -48,7 +53,8 @@ export ASAN_OPTIONS=detect_leaks=1:log_path=$reports/asan
 export LSAN_OPTIONS=suppressions=$repo/tests/sanitizers/lsan.supp
 export UBSAN_OPTIONS=print_stacktrace=1:log_path=$reports/ubsan
 (cd "$repo" && "$py" -m pytest -p no:cacheprovider -q tests/integration/test_load.py \
-	tests/integration/test_faults.py tests/integration/test_one_reader_per_user.py)
+	tests/integration/test_faults.py tests/integration/test_one_reader_per_user.py \
+	tests/integration/test_trusted_images.py)
 rc=$?
 
 if compgen -G "$reports/*" >/dev/null; then
@@ -57,4 +63,20 @@ if compgen -G "$reports/*" >/dev/null; then
 	exit 1
 fi
 [ $rc = 0 ] && echo "sanitizers: squashd clean under ASan, LSan and UBSan"
+
+fuzz_seconds=${SQUASH_FUZZ_SECONDS:-6}
+if [ "$fuzz_seconds" != 0 ]; then
+	fuzz_artifacts=${TMPDIR:-/tmp}/squash-fuzz-reader
+	# (the sanitizer options above are squashd's: log files, suppressions)
+	if env -u ASAN_OPTIONS -u LSAN_OPTIONS -u UBSAN_OPTIONS FUZZ_ARTIFACTS="$fuzz_artifacts" \
+		"$repo/tests/fuzz/run.sh" reader "$fuzz_seconds" \
+		>"$reports/fuzz.log" 2>&1; then
+		echo "sanitizers: $(tail -n 1 "$reports/fuzz.log"), nothing found"
+	else
+		cat "$reports/fuzz.log"
+		echo "sanitizers: the reader fuzzer found a crash, leak or hang (reproducer in $fuzz_artifacts)" >&2
+		rc=1
+	fi
+	rm -f "$reports/fuzz.log"
+fi
 exit $rc

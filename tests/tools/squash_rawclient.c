@@ -2,7 +2,7 @@
  *
  *   squash_rawclient --socket PATH [--munge-socket PATH] [--no-munge] CMD
  *
- *   mount JOBID UID IMAGE:TARGET[:rw]...  MountJobRequest; prints "STATUS: message",
+ *   mount JOBID UID IMAGE:TARGET[:rw[=DIR]]...  MountJobRequest; prints "STATUS: message",
  *                                    exit 0 when OK, 1 otherwise
  *   stepinfo JOBID                   StepInfoRequest, same output
  *   release JOBID                    ReleaseJobRequest, same output
@@ -51,7 +51,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: squash_rawclient --socket PATH [--munge-socket PATH] [--no-munge] CMD\n"
-		"  CMD: mount JOBID UID IMAGE:TARGET[:rw]... | stepinfo JOBID | release JOBID | list\n"
+		"  CMD: mount JOBID UID IMAGE:TARGET[:rw[=DIR]]... | stepinfo JOBID | release JOBID | list\n"
 		"  (JOBID.STEPID for a step's own images)\n"
 		"       | replay | garbage | short | badmagic | badversion | oversize | idle [SECONDS]\n");
 	exit(2);
@@ -200,7 +200,12 @@ static int cmd_mount(int argc, char **argv)
 		char *colon;
 
 		squash__image_spec__init(&specs[i]);
-		if (len > 3 && !strcmp(arg + len - 3, ":rw")) { /* a writable image */
+		char *upper = strstr(arg, ":rw=");
+		if (upper) { /* a writable image keeping its changes in DIR */
+			*upper = '\0';
+			specs[i].upper = upper + 4;
+			specs[i].has_writable = specs[i].writable = 1;
+		} else if (len > 3 && !strcmp(arg + len - 3, ":rw")) { /* a writable image */
 			arg[len - 3] = '\0';
 			specs[i].has_writable = specs[i].writable = 1;
 		}

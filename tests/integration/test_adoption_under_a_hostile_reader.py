@@ -1,0 +1,162 @@
+"""A restarted squashd adopts the readers of the previous one (core/adopt.c)
+without trusting them: a user may ptrace their own squash-reader, so
+adoption never stats or opens a descriptor the reader holds (a stopped
+reader holding a file of its own FUSE mount cannot hang squashd's start,
+mount/fuse_keep_adopt.c), and a process is taken for a reader by uid,
+executable and start time, never by its name (process/reader_process.c):
+a user's process named squash-reader is neither adopted nor killed."""
+
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, USER1, USER2, blocking_jobs, run, uid_of, wait_until
+from test_reader_killed_under_a_running_job import KERNEL_RESENDS
+
+PTRACE_SYSCALL = BUILD / "tests" / "tools" / "ptrace_syscall"
+
+
+def user_image(cluster, user, name, text):
+    d = cluster.workdir(user, "img")
+    return cluster.make_image(d / f"{name}.sqfs", {"f.txt": text}, owner=user)
+
+
+def mount_of(cluster, img):
+    ms = [m for m in cluster.list_mounts() if m["image"] == str(img)]
+    assert len(ms) == 1, cluster.list_mounts()
+    return ms[0]
+
+
+def ptrace_call(pid, *args):
+    """The user's ptrace of their own reader: pid makes one system call."""
+    if not PTRACE_SYSCALL.exists():
+        run(["make", "-C", BUILD / "tests", "tools/ptrace_syscall"], timeout=300)
+    p = run([PTRACE_SYSCALL, str(pid), *map(str, args)])
+    return int(p.stdout.strip())
+
+
+def fuse_fds(pid):
+    fds = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/fuse":
+                fds.append(int(fd))
+        except OSError:
+            pass
+    return fds
+
+
+def restart_squashd(cluster, limit):
+    """Stops squashd and starts it again; seconds until it answers (None
+    when it did not within limit)."""
+    old = cluster.squashd_pid()
+    cluster.cluster_sh("squashd-stop")
+    wait_until(lambda: not os.path.exists(f"/proc/{old}"), 10, what="squashd to exit")
+    t0 = time.monotonic()
+    cluster.cluster_sh("squashd-start", check=False)
+    while time.monotonic() - t0 < limit:
+        if cluster.squashctl("status", check=False).returncode == 0:
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    return None
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="tests/tools/ptrace_syscall is x86-64 only")
+def test_restart_with_a_stopped_reader_holding_a_file_of_its_mount(cluster):
+    """The attack: the user's ptraced reader opens the root of its own
+    mount (through their job's namespace), makes the kernel forget the
+    root's attributes (FUSE_NOTIFY_INVAL_INODE on its /dev/fuse: the next
+    stat must ask the reader) and stops. squashd restarts: it must become
+    ready at once and serve other users, and it still adopts the reader."""
+    a = user_image(cluster, USER1, "stopped", "user 1 reads on\n")
+    c = user_image(cluster, USER2, "other", "user 2 is served\n")
+    with blocking_jobs(cluster, (USER1, f"{a}:/squash/stopped", "cat /squash/stopped/f.txt")) as (blk,):
+        reader = mount_of(cluster, a)["server_pid"]
+        stdin = os.readlink(f"/proc/{reader}/fd/0")
+        fd = ptrace_call(reader, "open", f"/proc/{blk.pid}/root/squash/stopped")
+        assert fd >= 0, fd
+        # As descriptor 0, ahead of the reader's own in /proc/PID/fd.
+        assert ptrace_call(reader, "dup2", fd, 0) == 0
+        assert ptrace_call(reader, "close", fd) == 0
+        stopped = False
+        try:
+            for f in fuse_fds(reader):
+                ptrace_call(reader, "inval", f, 1)  # FUSE_ROOT_ID
+            os.kill(reader, signal.SIGSTOP)
+            stopped = True
+            took = restart_squashd(cluster, 12)
+            print(f"\nsquashd ready {took if took is None else round(took, 2)} s after its start "
+                  f"with user 1's reader (pid {reader}) stopped holding its mount's root")
+            assert took is not None and took < 5, \
+                f"squashd not ready after {took} s:\n{cluster.squashd_log()[-3000:]}"
+            # Another user's job runs meanwhile.
+            job = cluster.run_job(USER2, "cat /squash/other/f.txt\n", [f"--squash-image={c}:/squash/other"])
+            assert job.state == "COMPLETED", job.output()
+            assert job.output() == "user 2 is served\n"
+            # The stopped reader was adopted all the same, and (where the
+            # kernel names connections in fdinfo) its connection kept.
+            m = mount_of(cluster, a)
+            assert m["server_pid"] == reader
+            log = cluster.squashd_log().rsplit("stopping on signal", 1)[-1]
+            assert "not adopting" not in log, log
+            kept = f"kept the FUSE connection of {m['mount_point']}" in log
+            assert kept or not KERNEL_RESENDS or "do not name a descriptor's connection" in log, log
+        finally:
+            if stopped:
+                os.kill(reader, signal.SIGCONT)
+        fd = ptrace_call(reader, "open", stdin)
+        assert fd >= 0 and ptrace_call(reader, "dup2", fd, 0) == 0, fd
+        ptrace_call(reader, "close", fd)
+        blk.release()
+    assert blk.job.state == "COMPLETED", blk.job.output()
+    assert "user 1 reads on" in blk.job.output()
+
+
+def test_a_users_process_named_squash_reader_is_neither_adopted_nor_killed(cluster):
+    """squashd's state names the pid of a mount's reader; after a restart
+    that pid may be any process. Here it is the user's own, named
+    squash-reader, running as the user, started before squashd: under the
+    old rule (its name) it was adopted and killed with the mount."""
+    img = user_image(cluster, USER1, "impostor", "x\n")
+    d = cluster.workdir(USER1, "fake")
+    fake = d / "squash-reader"
+    shutil.copy2("/bin/sleep", fake)
+    fake.chmod(0o755)
+    pw_uid = uid_of(USER1)
+    proc = subprocess.Popen(["setpriv", f"--reuid={pw_uid}", f"--regid={pw_uid}", "--clear-groups",
+                             fake, "120"])
+    reader = None
+    try:
+        wait_until(lambda: open(f"/proc/{proc.pid}/comm").read().strip() == "squash-reader", 5,
+                   what="the user's process to run")
+        with blocking_jobs(cluster, (USER1, f"{img}:/squash/impostor", "")) as (blk,):
+            m = mount_of(cluster, img)
+            reader = m["server_pid"]
+            old = cluster.squashd_pid()
+            cluster.cluster_sh("squashd-stop")
+            wait_until(lambda: not os.path.exists(f"/proc/{old}"), 10, what="squashd to exit")
+            state = cluster.state_dir / "state"
+            # mount ID MODE DEV INO SIZE MTIME NSEC OWNER SERVER_PID ...
+            text, n = re.subn(rf"^(mount (?:-?\d+ ){{8}}){reader}\b",
+                              rf"\g<1>{proc.pid}", state.read_text(), flags=re.M)
+            assert n == 1, text
+            state.write_text(text)
+            cluster.cluster_sh("squashd-start")
+            log = cluster.squashd_log()
+            assert re.search(rf"not adopting pid {proc.pid} .*does not run squash-reader", log), log[-2000:]
+            assert mount_of(cluster, img)["state"] == "dead"
+            blk.release()
+        wait_until(lambda: str(img) not in {m["image"] for m in cluster.list_mounts()}, 20,
+                   what="the mount to go")
+        assert proc.poll() is None, "squashd killed the user's process"
+    finally:
+        proc.kill()
+        proc.wait()
+        if reader:  # serving a mount squashd gave up (detached)
+            run(["kill", "-KILL", str(reader)], check=False)
