@@ -84,10 +84,10 @@ void sharing_teardown(struct daemon_state *ds, struct teardown *td)
 		else
 			log_info("unmounted image %s from %s", m->image, m->mount_point);
 	}
-	/* One save for the whole teardown (the state file never lists
-	 * UNMOUNTING entries, so nothing is lost meanwhile). */
 	/* A merged mount's lowers go after it: they are its layers. */
 	struct teardown lowers = TEARDOWN_INIT(td->cfg);
+	/* One save for the whole teardown (the state file never lists
+	 * UNMOUNTING entries, so nothing is lost meanwhile). */
 	pthread_mutex_lock(&ds->lock);
 	for (struct mount_entry *m = td->head, *next; m; m = next) {
 		next = m->teardown_next;
