@@ -379,6 +379,8 @@ const char *squash_mode_name(Squash__MountMode mode)
 		return "fuse";
 	case SQUASH__MOUNT_MODE__KERNEL:
 		return "kernel";
+	case SQUASH__MOUNT_MODE__MODE_UNKNOWN: /* squashd's merged mounts (several images at one target) */
+		return "merged";
 	default:
 		return "unknown";
 	}

@@ -243,13 +243,14 @@ int squash_imagespec_parse(const char *text, struct squash_image_list *out,
 		return -1;
 	}
 	if (strnlen(text, SQUASH_OPTION_MAX + 1) > SQUASH_OPTION_MAX) {
-		squash_errf(err, errlen, "option is too long (at most %d bytes)",
-			    SQUASH_OPTION_MAX);
+		squash_errf(err, errlen, "the image list is too long (%zu bytes, at most %d: "
+			    "tasks get it in one environment variable)",
+			    strlen(text), SQUASH_OPTION_MAX);
 		return -1;
 	}
 	items = count_items(text);
 	if (items > SQUASH_MAX_IMAGES) {
-		squash_errf(err, errlen, "too many images (%zu, at most %d)",
+		squash_errf(err, errlen, "too many images (%zu, at most %d per job)",
 			    items, SQUASH_MAX_IMAGES);
 		return -1;
 	}

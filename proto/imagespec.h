@@ -11,7 +11,8 @@
  * ':' and '\\' for '\'; any other backslash is an error, so that text means
  * one thing only. Paths may not hold control characters. At most
  * SQUASH_MAX_IMAGES images, each path at most SQUASH_PATH_MAX-1 bytes (after
- * unescaping). A missing TARGET stays NULL; squash_default_target() derives
+ * unescaping), the whole text at most SQUASH_OPTION_MAX bytes. Items with
+ * the same TARGET are merged there (target.h). A missing TARGET stays NULL; squash_default_target() derives
  * it. squash_imagespec_format() writes the escapes back, so its text parses
  * to the same list. */
 #ifndef SQUASH_IMAGESPEC_H
@@ -20,11 +21,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SQUASH_MAX_IMAGES 16
+/* Images per job (a dataset of up to 1,024 bundles, docs/user.md
+ * "Datasets"); squashd.conf's max_images_per_job may set fewer. */
+#define SQUASH_MAX_IMAGES 1024
 #define SQUASH_PATH_MAX 4096
-/* Room for every path fully escaped (twice its length), the separators and
- * a few flag characters per item. */
-#define SQUASH_OPTION_MAX (SQUASH_MAX_IMAGES * (4 * SQUASH_PATH_MAX + 64))
+/* The option's text, and the canonical list made of it at submission
+ * (escaped, absolute paths), at most this long: tasks get the list in one
+ * environment variable, which the kernel takes up to 128 KiB
+ * (MAX_ARG_STRLEN), and a request with all of it fits one frame
+ * (request_codec.c). */
+#define SQUASH_OPTION_MAX (96 * 1024)
 /* Fields of one item, separated by ':' (IMAGE, TARGET, and room for more). */
 #define SQUASH_SPEC_MAX_FIELDS 4
 /* squashd's node-level mount points (STATE_DIR/mnt/mN) stay shorter than

@@ -9,27 +9,28 @@
 #include "imagespec.h"
 #include "request_codec.h"
 
-/* What submit accepts must fit one frame: the largest mount request (every
- * image and target at the maximum length, plus protobuf tags and lengths,
- * the signature wrapper and the MUNGE credential) and the step_info answer
- * for it (plus node-level mount points, at most SQUASH_MOUNT_DIR_MAX). */
-_Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + SQUASH_UPPER_MAX + 24) + 4096 <=
+/* What submit accepts must fit one frame. A list is at most
+ * SQUASH_OPTION_MAX bytes of text (imagespec.h), and its paths go on the
+ * wire unescaped, so the largest mount request is that text plus protobuf
+ * tags and lengths per image (at most 12 bytes for image, target and
+ * upper, 3 for the ImageSpec, 2 for the writable flag), the signature
+ * wrapper and the MUNGE credential. squashd checks the same total
+ * (check_images). */
+#define SQUASH_IMAGE_WIRE_OVERHEAD 24
+_Static_assert(SQUASH_OPTION_MAX + SQUASH_MAX_IMAGES * SQUASH_IMAGE_WIRE_OVERHEAD + 4096 <=
 		       SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE,
 	       "a mount request within the documented limits must fit one frame");
-_Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + SQUASH_MOUNT_DIR_MAX + 32) + 2 * SQUASH_PATH_MAX <=
-		       SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE,
+/* The step_info answer carries the job's and the step's images (together
+ * within the same limits: squashd refuses more) with their node-level
+ * mount points (STATE_DIR/mnt/mN; images merged at one target share one),
+ * base and mount directories. With the default state_dir a mount point is
+ * at most 32 bytes; a longer state_dir with a thousand images can exceed a
+ * frame, which squashd then answers with a message saying so
+ * (squash_response_send). */
+_Static_assert(SQUASH_OPTION_MAX + SQUASH_MAX_IMAGES * (SQUASH_IMAGE_WIRE_OVERHEAD + 32 + 8) +
+		       2 * SQUASH_PATH_MAX <= SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE,
 	       "a step_info answer within the documented limits must fit one frame");
-
-/* A step's own images and the job's together stay within SQUASH_MAX_IMAGES
- * (squashd refuses more), so the step_info answer above, which carries both,
- * still fits one frame; each mount then also carries its 2-byte step flag. */
-_Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + SQUASH_MOUNT_DIR_MAX + 32 + 2) + 2 * SQUASH_PATH_MAX <=
-		       SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE,
-	       "a step_info answer with step images must fit one frame");
 /* A session mount request is a mount request without job id and uid. */
-_Static_assert(SQUASH_MAX_IMAGES * (2 * (SQUASH_PATH_MAX - 1) + 16) + 4096 <=
-		       SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE,
-	       "a session mount request within the documented limits must fit one frame");
 
 /* A string field of a request: bounded and printable before any policy
  * code looks at it. */
@@ -69,6 +70,8 @@ static int check_images(Squash__ImageSpec *const *images, size_t n_images, char 
 {
 	size_t i;
 
+	size_t text = 0;
+
 	if (n_images > SQUASH_MAX_IMAGES) {
 		squash_errf(err, errlen, "too many images (%zu, at most %d)",
 			    n_images, SQUASH_MAX_IMAGES);
@@ -91,6 +94,14 @@ static int check_images(Squash__ImageSpec *const *images, size_t n_images, char 
 					    i + 1, SQUASH_UPPER_MAX - 1);
 			return -1;
 		}
+		/* Bounded each: at most 3 * SQUASH_PATH_MAX per image. */
+		text += strlen(spec->image) + strlen(spec->target) + 2 +
+			(spec->upper ? strlen(spec->upper) + 4 : 0);
+	}
+	if (text > SQUASH_OPTION_MAX) {
+		squash_errf(err, errlen, "the image list is too long (%zu bytes of paths, at most %d)",
+			    text, SQUASH_OPTION_MAX);
+		return -1;
 	}
 	return 0;
 }

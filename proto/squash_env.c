@@ -5,7 +5,16 @@
 
 #include "squash_env.h"
 
-/* The targets or the images of resp's mounts, joined by sep. */
+bool squash_mount_repeats_target(const Squash__Response *resp, size_t i)
+{
+	for (size_t j = 0; j < i; j++)
+		if (!strcmp(resp->job_mounts[j]->target, resp->job_mounts[i]->target))
+			return true;
+	return false;
+}
+
+/* The targets (each once: a merge group has one) or the images of resp's
+ * mounts, joined by sep. */
 static char *join(const Squash__Response *resp, int targets, char sep)
 {
 	size_t len = 1;
@@ -21,7 +30,9 @@ static char *join(const Squash__Response *resp, int targets, char sep)
 		const char *field = targets ? resp->job_mounts[i]->target : resp->job_mounts[i]->image;
 		size_t n = strlen(field);
 
-		if (i)
+		if (targets && squash_mount_repeats_target(resp, i))
+			continue;
+		if (p != out)
 			*p++ = sep;
 		memcpy(p, field, n + 1);
 		p += n;

@@ -49,6 +49,10 @@ struct squash_task_env {
 	char *value[SQUASH_TASK_ENV_VARS];
 };
 
+/* Whether mount i of resp has the target of an earlier one: images merged
+ * at one target (the same source), bound and listed once, at the first. */
+bool squash_mount_repeats_target(const Squash__Response *resp, size_t i);
+
 /* The tasks' environment for the mounts of a step_info or session_mount
  * answer (at least one). Returns 0, or -1 when out of memory. */
 int squash_task_env_build(const Squash__Response *resp, struct squash_task_env *env);

@@ -245,12 +245,8 @@ int squash_target_pair_check(const char *image_a, const char *target_a,
 {
 	if (!target_a || !target_b || !squash_targets_overlap(target_a, target_b))
 		return 0;
-	if (strcmp(target_a, target_b) == 0) {
-		squash_errf(err, errlen,
-			    "%.*s and %.*s would both be mounted on %.*s; give one of them another target (IMAGE:TARGET)",
-			    QUOTE_MAX, image_a, QUOTE_MAX, image_b, QUOTE_MAX, target_a);
-		return -1;
-	}
+	if (strcmp(target_a, target_b) == 0)
+		return 0; /* a merge group: one read-only tree, the later image on top */
 	{
 		bool a_outer = strlen(target_a) < strlen(target_b);
 		const char *outer = a_outer ? target_a : target_b;
@@ -263,6 +259,22 @@ int squash_target_pair_check(const char *image_a, const char *target_a,
 			    QUOTE_MAX, inner, QUOTE_MAX, inner_image, QUOTE_MAX, outer,
 			    QUOTE_MAX, outer_image, QUOTE_MAX, inner_image, QUOTE_MAX, outer);
 	}
+	return -1;
+}
+
+int squash_target_merge_check(const char *image_a, const char *target_a, bool writable_a,
+			      const char *image_b, const char *target_b, bool writable_b,
+			      char *err, size_t errlen)
+{
+	if (squash_target_pair_check(image_a, target_a, image_b, target_b, err, errlen) < 0)
+		return -1;
+	if (!target_a || !target_b || strcmp(target_a, target_b) != 0 || (!writable_a && !writable_b))
+		return 0;
+	squash_errf(err, errlen,
+		    "%.*s and %.*s are merged at %.*s (the same target), and merged images are read-only: "
+		    ":rw is not supported on a merge group; drop :rw, or give %.*s a target of its own",
+		    QUOTE_MAX, image_a, QUOTE_MAX, image_b, QUOTE_MAX, target_a,
+		    QUOTE_MAX, writable_a ? image_a : image_b);
 	return -1;
 }
 

@@ -43,14 +43,23 @@ int squash_target_check(const char *target, const struct squash_prefixes *allowe
 bool squash_targets_overlap(const char *a, const char *b);
 
 /* Checks two items of one job (image_a mounted on target_a, image_b on
- * target_b, in that order): the same target twice, or one target inside the
- * other, is refused with a reason naming both. Nested mounts are refused
- * because the inner mount point would have to be made inside a read-only
- * image (the step fails with EROFS) or the outer mount would hide the
- * inner one. Returns 0, or -1 with err. */
+ * target_b, in that order): one target inside the other is refused with a
+ * reason naming both. Nested mounts are refused because the inner mount
+ * point would have to be made inside a read-only image (the step fails
+ * with EROFS) or the outer mount would hide the inner one. The same target
+ * twice is fine: the images form a merge group, one read-only tree (the
+ * later image over the earlier where paths collide). Returns 0, or -1
+ * with err. */
 int squash_target_pair_check(const char *image_a, const char *target_a,
 			     const char *image_b, const char *target_b,
 			     char *err, size_t errlen);
+
+/* squash_target_pair_check, and a merge group (equal targets) may not hold
+ * a writable (:rw) image: the merged tree is read-only. What the plugin and
+ * squashd both apply to every pair of a job's items. */
+int squash_target_merge_check(const char *image_a, const char *target_a, bool writable_a,
+			      const char *image_b, const char *target_b, bool writable_b,
+			      char *err, size_t errlen);
 
 /* A step's own image (step_image at step_target) against one of its job's
  * images: a step sees the job's images and its own, so their targets may

@@ -257,7 +257,8 @@ int squash_step_bind_mounts(const Squash__Response *resp, const int *trees, char
 			return -1;
 	}
 	for (size_t i = 0; i < resp->n_job_mounts && rc == 0; i++)
-		rc = bind_one(resp->job_mounts[i], trees[i], base, basefd, err, errlen);
+		if (trees[i] >= 0) /* -1: merged with an earlier image at its target */
+			rc = bind_one(resp->job_mounts[i], trees[i], base, basefd, err, errlen);
 	if (basefd >= 0)
 		close(basefd);
 	return rc;
@@ -425,6 +426,9 @@ static int copy_mounts(const Squash__Response *resp, int *trees, char *err, size
 		return -1;
 	}
 	for (size_t i = 0; i < resp->n_job_mounts && rc == 0; i++) {
+		/* Images merged at one target share one source: bound once. */
+		if (squash_mount_repeats_target(resp, i))
+			continue;
 		trees[i] = open_tree(AT_FDCWD, resp->job_mounts[i]->source,
 				     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 		if (trees[i] < 0) {

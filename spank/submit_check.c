@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "errmsg.h"
+#include "image_glob.h"
 #include "imagespec.h"
 #include "path_pattern.h"
 #include "quote.h"
@@ -29,6 +30,7 @@
 struct item_state {
 	bool image_deferred;
 	bool target_deferred;
+	bool target_default; /* derived from the image's name, not written */
 };
 
 /* The submitter's name, for %u (the job runs as the submitter). */
@@ -273,6 +275,7 @@ static int check_target(struct squash_image_spec *item, struct item_state *st,
 			return -1;
 		}
 		st->target_deferred = st->image_deferred;
+		st->target_default = true;
 	}
 	checked = item->target;
 	if (st->target_deferred) {
@@ -314,7 +317,18 @@ static int check_item(struct squash_image_spec *item, struct item_state *st,
 	return check_target(item, st, s);
 }
 
-/* The same target twice, or one inside another (shared rule: target.c). */
+/* Globs in image paths, expanded here, as the user (image_glob.h). */
+static int expand_globs(struct squash_image_list *list)
+{
+	char why[SQUASH_PATH_MAX + 512];
+
+	if (squash_image_globs_expand(list, submit_values(), why, sizeof why) == 0)
+		return 0;
+	slurm_error("squash: %s", why);
+	return -1;
+}
+
+/* One target inside another, or :rw in a merge group (shared rule: target.c). */
 static int check_overlaps(const struct squash_image_list *list,
 			  const struct item_state *st)
 {
@@ -333,9 +347,19 @@ static int check_overlaps(const struct squash_image_list *list,
 			snprintf(sample[i], SQUASH_PATH_MAX, "%s", list->items[i].target);
 	for (size_t i = 0; i < list->count && rc == 0; i++)
 		for (size_t j = 0; j < i && rc == 0; j++)
-			if (squash_target_pair_check(list->items[j].image, sample[j],
-						     list->items[i].image, sample[i],
-						     why, sizeof why)) {
+			if ((st[i].target_default || st[j].target_default) &&
+			    !strcmp(sample[i], sample[j])) {
+				/* Merging is asked for by naming one TARGET, never by
+				 * two images that happen to share a file name. */
+				slurm_error("squash: %s and %s would both be mounted on %s (their default "
+					    "target); give one of them another target, or write the same "
+					    "TARGET for both to merge them (IMAGE:TARGET)",
+					    list->items[j].image, list->items[i].image, sample[i]);
+				rc = -1;
+			} else if (squash_target_merge_check(list->items[j].image, sample[j],
+						      list->items[j].writable,
+						      list->items[i].image, sample[i],
+						      list->items[i].writable, why, sizeof why)) {
 				slurm_error("squash: %s", why);
 				rc = -1;
 			}
@@ -422,6 +446,8 @@ int squash_submit_check(spank_t sp, const char *option,
 			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
 		return -1;
 	}
+	if (expand_globs(&list) < 0)
+		goto out;
 	memset(st, 0, sizeof st);
 	for (size_t i = 0; i < list.count; i++)
 		if (check_item(&list.items[i], &st[i],
@@ -448,6 +474,8 @@ int squash_submit_check_list(const char *option, const struct squash_settings *s
 			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
 		return -1;
 	}
+	if (expand_globs(list) < 0)
+		goto bad;
 	memset(st, 0, sizeof st);
 	for (size_t i = 0; i < list->count; i++) {
 		if (check_item(&list->items[i], &st[i], list->count > 1 || list->items[i].target, s))

@@ -34,6 +34,7 @@
 #include "imagespec.h"
 #include "quote.h"
 #include "squash_env.h"
+#include "image_glob.h"
 #include "target.h"
 
 #define DEFAULT_BASE "/squash"
@@ -135,6 +136,8 @@ static void bind_images(const Squash__Response *resp, const char *base)
 	for (size_t i = 0; i < resp->n_job_mounts; i++) {
 		const char *target = resp->job_mounts[i]->target;
 
+		if (squash_mount_repeats_target(resp, i))
+			continue; /* merged with an earlier image: bound there */
 		if (below(target, base)) {
 			/* Targets below the base are made on a tmpfs of our own. */
 			if (!base_done && mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV,
@@ -246,6 +249,9 @@ int main(int argc, char **argv)
 		die("--base %s: not an absolute, non-system directory", shown(base, b1, sizeof(b1)));
 	if (squash_imagespec_parse(argv[optind], &list, why, sizeof(why)))
 		die("%s: %s", shown(argv[optind], b1, sizeof(b1)), why);
+	/* Globs as at submission (image_glob.h); no % patterns here. */
+	if (squash_image_globs_expand(&list, NULL, b1, sizeof(b1)))
+		die("%s", b1);
 	optind++;
 	if (optind < argc && !strcmp(argv[optind], "--"))
 		optind++;

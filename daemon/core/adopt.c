@@ -10,6 +10,7 @@
 #include "core/fuse_servers.h"
 #include "core/holder_watch.h"
 #include "core/job_end_watch.h"
+#include "core/merge.h"
 #include "core/holders.h"
 #include "core/overlay.h"
 #include "core/sessions.h"
@@ -92,9 +93,17 @@ static void count_references(struct daemon_state *ds)
 
 	for (size_t l = 0; l < 2; l++)
 		for (struct job_entry *j = lists[l]; j; j = j->next)
-			for (size_t i = 0; i < j->count; i++)
+			for (size_t i = 0; i < j->count; i++) {
 				if (j->images[i].mount)
 					j->images[i].mount->refcount++;
+				if (j->images[i].merged)
+					j->images[i].merged->refcount++;
+			}
+	/* A merged mount holds each of its lowers (core/merge.h). */
+	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+		for (size_t i = 0; i < m->n_lowers; i++)
+			if (m->lowers[i])
+				m->lowers[i]->refcount++;
 }
 
 /* A mount that vanished while squashd was down: its holders lose it. */
@@ -104,16 +113,27 @@ static void forget_vanished_locked(struct daemon_state *ds, struct mount_entry *
 	for (struct job_entry *j = ds->registry.jobs; j; j = j->next) {
 		if (!registry_job_uses(j, m))
 			continue;
-		for (size_t i = 0; i < j->count; i++)
+		for (size_t i = 0; i < j->count; i++) {
 			if (j->images[i].mount == m)
 				j->images[i].mount = NULL;
+			if (j->images[i].merged == m)
+				j->images[i].merged = NULL;
+		}
 		registry_job_set_failure(j, SQUASH__STATUS__NODE_ERROR,
 					 "a mount of this job vanished while squashd was restarting");
 	}
 	for (struct job_entry *e = ds->registry.scoped; e; e = e->next)
-		for (size_t i = 0; i < e->count; i++)
+		for (size_t i = 0; i < e->count; i++) {
 			if (e->images[i].mount == m)
 				e->images[i].mount = NULL;
+			if (e->images[i].merged == m)
+				e->images[i].merged = NULL;
+		}
+	/* A merged mount keeps working on its own copy of a vanished lower. */
+	for (struct mount_entry *o = ds->registry.mounts; o; o = o->next)
+		for (size_t i = 0; i < o->n_lowers; i++)
+			if (o->lowers[i] == m)
+				o->lowers[i] = NULL;
 	rmdir(m->mount_point);
 	registry_remove_mount(&ds->registry, m);
 }
@@ -132,6 +152,8 @@ static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
 						 "the job's writable overlay vanished while squashd was restarting");
 		}
 	}
+	/* The state file records merged mounts but not who merges them. */
+	merge_relink_locked(ds);
 	/* Count references first: a mount found dead below must stay while
 	 * jobs still point at it. */
 	count_references(ds);

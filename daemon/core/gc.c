@@ -31,31 +31,42 @@ static bool timer_stop;
 static pid_t still_used(struct daemon_state *ds, uint32_t job_id, uint32_t step_id,
 			const char *mountinfo)
 {
-	char points[2 * SQUASH_MAX_IMAGES][PATH_MAX];
+	char (*points)[PATH_MAX] = NULL;
 	size_t n = 0;
+	pid_t pid = 0;
 
 	if (!mountinfo)
 		return 0;
 	pthread_mutex_lock(&ds->lock);
 	struct job_entry *job = step_id == SLURM_NO_STEP ? registry_find_job(&ds->registry, job_id)
 						   : registry_find_step(&ds->registry, job_id, step_id);
-	for (size_t i = 0; job && i < job->count; i++) {
+	if (job)
+		points = calloc(2 * job->count + 1, PATH_MAX);
+	for (size_t i = 0; points && i < job->count; i++) {
 		const struct mount_entry *m = job->images[i].mount;
 		if (m && m->refcount == 1 && m->state == MOUNT_READY)
 			snprintf(points[n++], PATH_MAX, "%s", m->mount_point);
 		/* A step binds a writable image's overlay, not the image's mount. */
 		if (job->images[i].overlay)
 			snprintf(points[n++], PATH_MAX, "%s", job->images[i].overlay);
+		/* ... and a merge group's merged mount (held once per image),
+		 * looked at once, at the group's first image. */
+		const struct mount_entry *g = job->images[i].merged;
+		size_t held = 0, first = i;
+		for (size_t k = 0; g && k < job->count; k++)
+			if (job->images[k].merged == g && (held++ == 0))
+				first = k;
+		if (g && first == i && g->refcount == held && g->state == MOUNT_READY)
+			snprintf(points[n++], PATH_MAX, "%s", g->mount_point);
 	}
 	pthread_mutex_unlock(&ds->lock);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !pid; i++) {
 		struct mount_identity id;
 		mount_users_identity(mountinfo, points[i], &id);
-		pid_t pid = id.dev[0] ? mount_users_find(&id) : 0;
-		if (pid)
-			return pid;
+		pid = id.dev[0] ? mount_users_find(&id) : 0;
 	}
-	return 0;
+	free(points);
+	return pid;
 }
 
 /* Releases what one verdict says is gone. Returns true when a job was. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/merge.h"
 #include "core/overlay.h"
 #include "core/sessions.h"
 #include "core/sharing.h"
@@ -99,8 +100,9 @@ void holders_fail_job_locked(struct daemon_state *ds, struct job_entry *job, Squ
 {
 	overlay_queue_teardown(job, td);
 	for (size_t i = 0; i < job->count; i++) {
+		sharing_put_locked(ds, job->images[i].merged, td);
 		sharing_put_locked(ds, job->images[i].mount, td);
-		job->images[i].mount = NULL;
+		job->images[i].merged = job->images[i].mount = NULL;
 	}
 	registry_job_set_failure(job, status, why);
 }
@@ -159,6 +161,9 @@ enum result holders_mount_images(struct daemon_state *ds, const struct squashd_c
 		res = add_image(ds, cfg, id, e, images[i], err, errlen, deadline_ms);
 	}
 	free(id);
+	/* Images at one target: their merged tree (core/merge.h). */
+	if (res == RESULT_OK)
+		res = merge_mount_groups(ds, cfg, e, err, errlen, deadline_ms);
 	return res;
 }
 
@@ -168,8 +173,10 @@ void holders_drop_locked(struct daemon_state *ds, struct job_entry *e, struct te
 		overlay_queue_teardown(e, td);
 	if (e->kind == HOLDER_SESSION && !e->pending)
 		sessions_unbind(ds, e->session_pid);
-	for (size_t i = 0; i < e->count; i++)
+	for (size_t i = 0; i < e->count; i++) {
+		sharing_put_locked(ds, e->images[i].merged, td);
 		sharing_put_locked(ds, e->images[i].mount, td);
+	}
 	if (e->kind == HOLDER_JOB)
 		registry_remove_job(&ds->registry, e);
 	else

@@ -163,6 +163,12 @@ enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_conf
 		char point[PATH_MAX];
 		if (!job->images[i].writable)
 			continue;
+		if (i >= 32) { /* the state file records overlays in a 32-bit mask */
+			snprintf(err, errlen, "image %s: :rw is possible on the first 32 images of a job "
+				 "only; list it earlier", job->images[i].image);
+			res = RESULT_USER_ERROR;
+			continue;
+		}
 		if (job->images[i].upper) {
 			res = mount_named(ds, cfg, job, i, dir, id, err, errlen);
 			if (res != RESULT_OK)

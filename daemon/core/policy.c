@@ -63,9 +63,11 @@ enum result policy_check_mount_request(const struct squashd_config *cfg,
 			return RESULT_USER_ERROR;
 		}
 		for (size_t j = 0; j < i; j++) {
-			/* The same target twice, or nested targets (target.c). */
-			if (squash_target_pair_check(req->images[j]->image, req->images[j]->target,
-						     spec->image, spec->target, why, sizeof(why)) < 0) {
+			/* Nested targets, or :rw in a merge group (target.c). */
+			if (squash_target_merge_check(req->images[j]->image, req->images[j]->target,
+						      req->images[j]->has_writable && req->images[j]->writable,
+						      spec->image, spec->target,
+						      spec->has_writable && spec->writable, why, sizeof(why)) < 0) {
 				snprintf(err, errlen, "%s", why);
 				return RESULT_USER_ERROR;
 			}

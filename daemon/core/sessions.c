@@ -1,6 +1,8 @@
 #include "config.h"
 #include "core/sessions.h"
 
+#include "core/merge.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -74,8 +76,15 @@ int sessions_bind(const struct daemon_state *ds, const struct job_entry *e, char
 		return -1;
 	}
 	for (size_t i = 0; i < e->count; i++) {
+		/* A merge group is bound once, at its first image (squash-shell
+		 * binds the first of each target). */
+		bool repeat = false;
+		for (size_t j = 0; j < i && !repeat; j++)
+			repeat = !strcmp(e->images[j].target, e->images[i].target);
+		if (repeat)
+			continue;
 		snprintf(p, sizeof(p), "%s/%zu", dir, i);
-		if (mkdir(p, 0755) < 0 || mount(e->images[i].mount->mount_point, p, NULL, MS_BIND, NULL) < 0 ||
+		if (mkdir(p, 0755) < 0 || mount(merge_source(e, i)->mount_point, p, NULL, MS_BIND, NULL) < 0 ||
 		    mount(NULL, p, NULL, MS_PRIVATE, NULL) < 0 ||
 		    mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0) {
 			snprintf(err, errlen, "cannot bind image %s for the session at %s: %s",

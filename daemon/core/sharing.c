@@ -23,6 +23,14 @@
 #include "superblock.h"
 #include "util/log.h"
 
+/* A merged mount's references to its lowers, once it is gone (lock held). */
+static void put_lowers_locked(struct daemon_state *ds, struct mount_entry *m, struct teardown *td)
+{
+	for (size_t i = 0; i < m->n_lowers; i++)
+		sharing_put_locked(ds, m->lowers[i], td);
+	m->n_lowers = 0;
+}
+
 void sharing_put_locked(struct daemon_state *ds, struct mount_entry *m, struct teardown *td)
 {
 	if (!m || m->refcount == 0 || --m->refcount > 0)
@@ -41,6 +49,7 @@ void sharing_put_locked(struct daemon_state *ds, struct mount_entry *m, struct t
 	case MOUNT_FAILED:
 	case MOUNT_DEAD:
 		rmdir(m->mount_point);
+		put_lowers_locked(ds, m, td);
 		registry_remove_mount(&ds->registry, m);
 		break;
 	case MOUNT_MOUNTING:    /* its mounter holds a reference */
@@ -75,16 +84,21 @@ void sharing_teardown(struct daemon_state *ds, struct teardown *td)
 		else
 			log_info("unmounted image %s from %s", m->image, m->mount_point);
 	}
+	/* A merged mount's lowers go after it: they are its layers. */
+	struct teardown lowers = TEARDOWN_INIT(td->cfg);
 	/* One save for the whole teardown (the state file never lists
 	 * UNMOUNTING entries, so nothing is lost meanwhile). */
 	pthread_mutex_lock(&ds->lock);
 	for (struct mount_entry *m = td->head, *next; m; m = next) {
 		next = m->teardown_next;
+		put_lowers_locked(ds, m, &lowers);
 		registry_remove_mount(&ds->registry, m);
 	}
 	daemon_save_locked(ds);
 	pthread_mutex_unlock(&ds->lock);
 	td->head = NULL;
+	if (lowers.head)
+		sharing_teardown(ds, &lowers);
 }
 
 /* Makes the mount for m (state MOUNTING, held by the caller), unlocked. */
@@ -172,16 +186,19 @@ static enum result open_image(const struct squashd_config *cfg, const struct ide
 	return RESULT_OK;
 }
 
-/* Shares a mount with key (lock held): 1 with *out referenced, 0 when
- * there is none to share, -1 with err (its failure, or waiting gave up). */
-static int share_existing_locked(struct daemon_state *ds, const struct squashd_config *cfg,
-				 const struct mount_key *key, const Squash__ImageSpec *spec,
-				 struct mount_entry **out, enum result *res, char *err, size_t errlen,
-				 long long deadline_ms)
+static struct mount_entry *find_by_key(struct registry *r, const void *key)
+{
+	return registry_find_mount(r, key);
+}
+
+int sharing_take_locked(struct daemon_state *ds, const struct squashd_config *cfg,
+			struct mount_entry *(*find)(struct registry *, const void *),
+			const void *what, const char *image, struct mount_entry **out,
+			enum result *res, char *err, size_t errlen, long long deadline_ms)
 {
 	struct mount_entry *m;
 
-	while ((m = registry_find_mount(&ds->registry, key))) {
+	while ((m = find(&ds->registry, what))) {
 		m->refcount++;
 		if (m->state == MOUNT_LINGERING)
 			linger_take_over(m, squash_now_ms());
@@ -195,7 +212,7 @@ static int share_existing_locked(struct daemon_state *ds, const struct squashd_c
 			m->refcount--; /* the mounter still holds it */
 			snprintf(err, errlen, ds->stopping ? "image %s: squashd is stopping"
 				 : "image %s: another job's request is still mounting it (timed out waiting)",
-				 spec->image);
+				 image);
 			*res = RESULT_NODE_ERROR;
 			return -1;
 		}
@@ -230,7 +247,8 @@ enum result sharing_get(struct daemon_state *ds, const struct squashd_config *cf
 	if (res != RESULT_OK)
 		return res;
 	pthread_mutex_lock(&ds->lock);
-	int shared = share_existing_locked(ds, cfg, &key, spec, out, &res, err, errlen, deadline_ms);
+	int shared = sharing_take_locked(ds, cfg, find_by_key, &key, spec->image, out, &res, err, errlen,
+					 deadline_ms);
 	if (shared != 0) {
 		pthread_mutex_unlock(&ds->lock);
 		close(fd);

@@ -20,9 +20,19 @@ enum result sharing_get(struct daemon_state *ds, const struct squashd_config *cf
 			const struct identity *id, const Squash__ImageSpec *spec,
 			struct mount_entry **out, char *err, size_t errlen, long long deadline_ms);
 
+/* Takes a mount that find(registry, what) names, to share it (lock held):
+ * waits while it is being mounted, takes a lingering one over. 1 with
+ * *out referenced, 0 when there is none, -1 with err and *res (its
+ * failure, or waiting gave up). image names it in messages. */
+int sharing_take_locked(struct daemon_state *ds, const struct squashd_config *cfg,
+			struct mount_entry *(*find)(struct registry *, const void *),
+			const void *what, const char *image, struct mount_entry **out,
+			enum result *res, char *err, size_t errlen, long long deadline_ms);
+
 /* Drops one reference (lock held). The last one of a ready mount makes it
  * linger (td->cfg's linger) or queues it on td; failed and dead mounts are
- * forgotten at once. m may be NULL. */
+ * forgotten at once. A merged mount lets go of its lowers when it is gone
+ * (after its unmount). m may be NULL. */
 void sharing_put_locked(struct daemon_state *ds, struct mount_entry *m, struct teardown *td);
 
 /* Unmounts what td holds (unlocked), forgets it and saves; td is empty

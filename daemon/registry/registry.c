@@ -33,6 +33,29 @@ struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id)
 	return NULL;
 }
 
+struct mount_entry *registry_find_merged(struct registry *r, struct mount_entry *const *lowers,
+					 size_t n)
+{
+	for (struct mount_entry *m = r->mounts; m; m = m->next)
+		if ((m->state == MOUNT_MOUNTING || m->state == MOUNT_READY || m->state == MOUNT_LINGERING) &&
+		    m->n_lowers == n && n > 0 && !memcmp(m->lowers, lowers, n * sizeof(*lowers)))
+			return m;
+	return NULL;
+}
+
+int registry_set_lowers(struct mount_entry *m, struct mount_entry *const *lowers, size_t n)
+{
+	struct mount_entry **copy = malloc((n ? n : 1) * sizeof(*copy));
+
+	if (!copy)
+		return -1;
+	memcpy(copy, lowers, n * sizeof(*copy));
+	free(m->lowers);
+	m->lowers = copy;
+	m->n_lowers = n;
+	return 0;
+}
+
 struct mount_entry *registry_add_mount(struct registry *r, const struct mount_key *key,
 				       const char *image, const char *mount_point)
 {
@@ -78,6 +101,7 @@ static void free_mount(struct mount_entry *m)
 	free(m->state_extra);
 	free(m->image);
 	free(m->mount_point);
+	free(m->lowers);
 	free(m);
 }
 
@@ -127,6 +151,15 @@ int registry_job_add_image(struct job_entry *job, const char *image,
 {
 	if (job->count >= SQUASH_MAX_IMAGES)
 		return -1;
+	if (job->count == job->cap) {
+		size_t cap = job->cap ? 2 * job->cap : 4;
+		struct job_image *grown = realloc(job->images, cap * sizeof(*grown));
+		if (!grown)
+			return -1;
+		memset(grown + job->count, 0, (cap - job->count) * sizeof(*grown));
+		job->images = grown;
+		job->cap = cap;
+	}
 	struct job_image *ji = &job->images[job->count];
 	ji->image = strdup(image);
 	ji->target = strdup(target);
@@ -161,6 +194,7 @@ static void free_job(struct job_entry *j)
 		free(j->images[i].overlay);
 		free(j->images[i].upper);
 	}
+	free(j->images);
 	free(j->overlay_dir);
 	free(j->state_extra);
 	free(j->message);
@@ -214,7 +248,7 @@ void registry_remove_scoped(struct registry *r, struct job_entry *e)
 bool registry_job_uses(const struct job_entry *job, const struct mount_entry *m)
 {
 	for (size_t i = 0; i < job->count; i++)
-		if (job->images[i].mount == m)
+		if (job->images[i].mount == m || job->images[i].merged == m)
 			return true;
 	return false;
 }
@@ -240,7 +274,8 @@ int registry_overlay_path(char *buf, size_t len, const char *dir, char kind, siz
 unsigned registry_overlay_mask(const struct job_entry *job)
 {
 	unsigned mask = 0;
-	for (size_t i = 0; i < job->count; i++)
+	/* Writable images are among the first 32 (core/overlay.c refuses others). */
+	for (size_t i = 0; i < job->count && i < 32; i++)
 		if (job->images[i].overlay)
 			mask |= 1u << i;
 	return mask;
@@ -250,11 +285,11 @@ int registry_overlay_restore(struct job_entry *job, const char *dir, unsigned ma
 {
 	char point[PATH_MAX];
 
-	if (job->overlay_dir || !*dir || mask == 0 || mask >> job->count)
+	if (job->overlay_dir || !*dir || mask == 0 || (job->count < 32 && mask >> job->count))
 		return -1;
 	if (!(job->overlay_dir = strdup(dir)))
 		return -1;
-	for (size_t i = 0; i < job->count; i++) {
+	for (size_t i = 0; i < job->count && i < 32; i++) {
 		if (!(mask & (1u << i)))
 			continue;
 		job->images[i].writable = true;

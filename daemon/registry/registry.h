@@ -54,7 +54,14 @@ struct mount_entry {
 	struct mount_entry *teardown_next; /* on a teardown list */
 	char *state_extra; /* state file records of a newer squashd about it, kept as read (state_file.h) */
 	struct mount_entry *next;
+	/* A merged mount (core/merge.h; key.mode MODE_UNKNOWN): the image
+	 * mounts it stacks, bottom first, each holding one reference of it. */
+	struct mount_entry **lowers;
+	size_t n_lowers;
 };
+
+/* A merged mount (several images at one target) has this mode in its key. */
+#define MOUNT_MODE_MERGED SQUASH__MOUNT_MODE__MODE_UNKNOWN
 
 struct job_image {
 	char *image;
@@ -63,6 +70,7 @@ struct job_image {
 	bool writable;  /* ":rw" */
 	char *overlay;  /* its overlay's mount point (overlay.h); NULL when none */
 	char *upper;    /* ":rw=DIR": DIR (not kept in the state file); NULL when none */
+	struct mount_entry *merged; /* its merge group's mount (core/merge.h); NULL when alone */
 };
 
 /* Who an entry's references belong to: the job (registry.jobs, its prolog
@@ -81,7 +89,8 @@ struct job_entry {
 	char *message;
 	char *overlay_dir; /* tmpfs holding the job's overlays (overlay.h); NULL when none */
 	size_t count;
-	struct job_image images[SQUASH_MAX_IMAGES];
+	struct job_image *images; /* count of them, room for cap (grown as added) */
+	size_t cap;
 	char *state_extra; /* state file records of a newer squashd about it, kept as read (state_file.h) */
 	struct job_entry *next;
 	/* Scoped entries only. */
@@ -102,6 +111,13 @@ struct registry {
 /* A mount that can be shared: MOUNTING, READY or LINGERING with this key. */
 struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key);
 struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id);
+/* A merged mount of exactly these lowers (bottom first) that can be
+ * shared: MOUNTING, READY or LINGERING. */
+struct mount_entry *registry_find_merged(struct registry *r, struct mount_entry *const *lowers,
+					 size_t n);
+/* Gives m (a merged mount) its lowers (copied; their refcounts are NOT
+ * changed). -1 when out of memory. */
+int registry_set_lowers(struct mount_entry *m, struct mount_entry *const *lowers, size_t n);
 /* Adds a mount (state MOUNTING, refcount 0, id from next_mount_id, mount
  * point mount_dir/mID); copies its strings. */
 struct mount_entry *registry_new_mount(struct registry *r, const struct mount_key *key,

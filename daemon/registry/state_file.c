@@ -62,7 +62,7 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 	/* Only finished mounts: a restarted squashd finds anything half-made
 	 * as an unknown leftover and removes it. */
 	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
-		if (m->state != MOUNT_READY && m->state != MOUNT_LINGERING)
+		if ((m->state != MOUNT_READY && m->state != MOUNT_LINGERING) || m->key.mode == MOUNT_MODE_MERGED)
 			continue;
 		fprintf(f, "mount %u %d %ju %ju %jd %" PRId64 " %ld %jd %d",
 			m->id, (int)m->key.mode, (uintmax_t)m->key.dev, (uintmax_t)m->key.ino,
@@ -73,6 +73,27 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 		put_field(f, m->mount_point);
 		put_field(f, m->image);
 		fputc('\n', f);
+		if (m->state == MOUNT_LINGERING)
+			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m, squash_now_ms(), time(NULL)));
+		put_extra(f, m->state_extra);
+	}
+	/* Merged mounts, after the mounts they stack: "merged ID MOUNTPOINT
+	 * IMAGE LOWERID,..." (bottom first; core/merge.h). Who merges them is
+	 * not recorded: a holder's images at one target. */
+	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
+		if ((m->state != MOUNT_READY && m->state != MOUNT_LINGERING) || m->key.mode != MOUNT_MODE_MERGED)
+			continue;
+		fprintf(f, "merged %u", m->id);
+		put_field(f, m->mount_point);
+		put_field(f, m->image);
+		fputc(' ', f);
+		bool any = false;
+		for (size_t i = 0; i < m->n_lowers; i++)
+			if (m->lowers[i]) {
+				fprintf(f, "%s%u", any ? "," : "", m->lowers[i]->id);
+				any = true;
+			}
+		fputs(any ? "\n" : "-\n", f);
 		if (m->state == MOUNT_LINGERING)
 			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m, squash_now_ms(), time(NULL)));
 		put_extra(f, m->state_extra);

@@ -106,6 +106,44 @@ static int parse_mount(struct registry *r, char **fv, int n)
 
 /* "linger MOUNTID EXPIRY": the mount before it lingers until EXPIRY
  * (seconds since the epoch). */
+/* "merged ID MOUNTPOINT IMAGE LOWERID,...": a merged mount of the mounts
+ * read before it ("-": none left). */
+static int parse_merged(struct registry *r, char **fv, int n)
+{
+	unsigned id;
+	if (n != 5 || sscanf(fv[1], "%u", &id) != 1 || id == 0 || registry_mount_by_id(r, id))
+		return -1;
+	char *mp = decode_field(fv[2]), *image = decode_field(fv[3]);
+	if (!mp || !image || !*mp || !*image)
+		return -1;
+	size_t count = 0, cap = 1;
+	for (const char *p = fv[4]; *p; p++)
+		cap += *p == ',';
+	if (cap > SQUASH_MAX_IMAGES)
+		return -1;
+	struct mount_entry **lowers = malloc(cap * sizeof(*lowers));
+	if (!lowers)
+		return -1;
+	for (char *save = NULL, *tok = strcmp(fv[4], "-") ? strtok_r(fv[4], ",", &save) : NULL; tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		unsigned lid;
+		char extra;
+		struct mount_entry *l = sscanf(tok, "%u%c", &lid, &extra) == 1 ? registry_mount_by_id(r, lid) : NULL;
+		if (!l || l->key.mode == MOUNT_MODE_MERGED || count == cap) {
+			free(lowers);
+			return -1;
+		}
+		lowers[count++] = l;
+	}
+	struct mount_key key = { .mode = MOUNT_MODE_MERGED, .owner_uid = MOUNT_OWNER_ANY };
+	struct mount_entry *m = registry_add_mount(r, &key, image, mp);
+	int rc = m ? registry_set_lowers(m, lowers, count) : -1;
+	free(lowers);
+	if (m)
+		m->id = id;
+	return rc;
+}
+
 static int parse_linger(struct registry *r, char **fv, int n)
 {
 	unsigned id;
@@ -317,6 +355,7 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 		}
 		static const char *const known[] = {
 			"next", "mount", "linger", "overlay", "upper", "job", "endwatch", "image", "scope", "simage",
+			"merged",
 		};
 		bool is_known = false;
 		for (size_t k = 0; k < sizeof(known) / sizeof(known[0]) && !is_known; k++)
@@ -334,6 +373,9 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 			rc = (n >= 2 && sscanf(fv[1], "%u", &r->next_mount_id) == 1) ? 0 : -1;
 		else if (!strcmp(fv[0], "mount")) {
 			rc = parse_mount(r, fv, n);
+			extra = rc == 0 ? &r->mounts->state_extra : extra;
+		} else if (!strcmp(fv[0], "merged")) {
+			rc = parse_merged(r, fv, n);
 			extra = rc == 0 ? &r->mounts->state_extra : extra;
 		} else if (!strcmp(fv[0], "linger"))
 			rc = parse_linger(r, fv, n);

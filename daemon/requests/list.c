@@ -77,6 +77,7 @@ static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct p
 	mi->refcount = m->refcount;
 	mi->state = (char *)state_name(m->state);
 	mi->reader = (char *)(m->key.mode == SQUASH__MOUNT_MODE__KERNEL ? KERNEL_READER_DESCRIPTION
+			      : m->key.mode == MOUNT_MODE_MERGED ? "overlayfs of the images' mounts"
 			      : ds->fuse_reader ? ds->fuse_reader : "squashfuse_ll");
 	mi->job_ids = calloc(m->refcount + 1, sizeof(*mi->job_ids));
 	mi->loop_device = m->loop_device[0] ? strdup(m->loop_device) : NULL;

@@ -1,6 +1,8 @@
 #include "config.h"
 #include "requests/reply.h"
 
+#include "core/merge.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +97,7 @@ int reply_add_mounts(struct reply *out, const struct job_entry *e)
 		squash__job_mount__init(jm);
 		jm->image = e->images[i].image;
 		jm->target = e->images[i].target;
-		jm->source = e->images[i].mount->mount_point;
+		jm->source = merge_source(e, i)->mount_point;
 		jm->mode = e->images[i].mount->key.mode;
 		if (e->images[i].overlay) {
 			jm->source = e->images[i].overlay;

@@ -91,8 +91,8 @@ static void add_counters(struct daemon_state *ds, struct reply *out)
 		} else if (m->state == MOUNT_READY) {
 			if (m->key.mode == SQUASH__MOUNT_MODE__KERNEL)
 				st->mounts_kernel++;
-			else
-				st->mounts_fuse++;
+			else if (m->key.mode == SQUASH__MOUNT_MODE__FUSE)
+				st->mounts_fuse++; /* merged mounts are counted by their images */
 		}
 	}
 	st->has_steps = st->has_sessions = true;

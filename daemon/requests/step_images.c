@@ -46,6 +46,18 @@ static bool fits_job(struct request *rq, const struct job_entry *job, bool *skip
 		}
 		n_new += !skip[i];
 	}
+	/* The step_info answer carries both lists (request_codec.c). */
+	size_t text = 0;
+	for (size_t k = 0; job && k < job->count; k++)
+		text += strlen(job->images[k].image) + strlen(job->images[k].target) + 2;
+	for (size_t i = 0; i < req->n_images; i++)
+		text += skip[i] ? 0 : strlen(req->images[i]->image) + strlen(req->images[i]->target) + 2;
+	if (text > SQUASH_OPTION_MAX) {
+		reply_error(rq->out, SQUASH__STATUS__USER_ERROR,
+			    "the job's and the step's image lists are too long together (%zu bytes of "
+			    "paths, at most %d)", text, SQUASH_OPTION_MAX);
+		return false;
+	}
 	if ((job ? job->count : 0) + n_new > rq->cfg->max_images_per_job) {
 		reply_error(rq->out, SQUASH__STATUS__USER_ERROR,
 			    "too many images: the job's %zu and the step's %zu (this node allows at most %u "

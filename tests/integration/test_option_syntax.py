@@ -37,17 +37,20 @@ def test_nested_targets_refused_at_submit(cluster):
     assert job.output() == "a\nb\n"
 
 
-def test_same_target_twice_refused_at_submit(cluster):
-    a, b = two_images(cluster)
-    err = refused(cluster, f"{a}:/squash/same,{b}:/squash/same")
-    assert (f"squash: {a} and {b} would both be mounted on /squash/same; "
-            "give one of them another target (IMAGE:TARGET)") in err, err
-    # Two images with the same file name get the same default target.
+def test_same_default_target_twice_refused_at_submit(cluster):
+    """The same TARGET written twice merges the images (test_merged_images);
+    two images that only share a file name (the same default target) are
+    refused."""
+    a, _ = two_images(cluster)
     d = cluster.workdir(USER1, "img")
     (d / "sub").mkdir()
     c = cluster.make_image(d / "sub" / "a.sqfs", FILES, owner=USER1)
     err = refused(cluster, f"{a},{c}")
-    assert f"squash: {a} and {c} would both be mounted on /squash/a" in err, err
+    assert (f"squash: {a} and {c} would both be mounted on /squash/a (their default target); "
+            "give one of them another target, or write the same TARGET for both to merge "
+            "them") in err, err
+    err = refused(cluster, f"{a}:/squash/a,{c}")
+    assert "(their default target)" in err, err
 
 
 def test_nested_targets_refused_by_squashd(cluster):

@@ -185,7 +185,7 @@ static void test_names(void)
 	CHECK_STR(squash_status_name((Squash__Status)42), "unknown");
 	CHECK_STR(squash_mode_name(SQUASH__MOUNT_MODE__FUSE), "fuse");
 	CHECK_STR(squash_mode_name(SQUASH__MOUNT_MODE__KERNEL), "kernel");
-	CHECK_STR(squash_mode_name(SQUASH__MOUNT_MODE__MODE_UNKNOWN), "unknown");
+	CHECK_STR(squash_mode_name(SQUASH__MOUNT_MODE__MODE_UNKNOWN), "merged");
 }
 
 /* Starts a private munged in the foreground; returns its pid, or -1 when

@@ -1,9 +1,11 @@
 /* The --squash-image syntax: parsing, canonical text, default targets. */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "image_glob.h"
 #include "imagespec.h"
 #include "unit.h"
 
@@ -213,7 +215,7 @@ static void test_split(void)
 static void test_limits(void)
 {
 	struct squash_image_list list;
-	char text[40 * 3];
+	char *text = malloc(8 * (SQUASH_MAX_IMAGES + 2));
 	char *long_path;
 	int i;
 
@@ -225,7 +227,30 @@ static void test_limits(void)
 	CHECK_INT(list.count, SQUASH_MAX_IMAGES);
 	squash_imagespec_free(&list);
 	strcat(text, ",i.sqfs");
-	CHECK_STR(parse_error(text), "too many images (17, at most 16)");
+	CHECK_STR(parse_error(text), "too many images (1025, at most 1024 per job)");
+	free(text);
+	/* 1,024 images at one target: a merge group is any number of items. */
+	text = malloc(SQUASH_MAX_IMAGES * 32);
+	text[0] = '\0';
+	for (i = 0; i < SQUASH_MAX_IMAGES; i++)
+		sprintf(text + strlen(text), "%s/d/b%04d.sqfs:/squash/data", i ? "," : "", i);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(list.count, SQUASH_MAX_IMAGES);
+	CHECK_STR(list.items[1023].image, "/d/b1023.sqfs");
+	CHECK_STR(list.items[1023].target, "/squash/data");
+	{
+		char *again = squash_imagespec_format(&list);
+		CHECK_STR(again, text);
+		free(again);
+	}
+	squash_imagespec_free(&list);
+	free(text);
+	/* The whole text is bounded too (tasks get it in one variable). */
+	text = malloc(SQUASH_OPTION_MAX + 2);
+	memset(text, 'a', SQUASH_OPTION_MAX + 1);
+	text[SQUASH_OPTION_MAX + 1] = '\0';
+	CHECK_STR(parse_error(text), "the image list is too long (98305 bytes, at most 98304: tasks get it in one environment variable)");
+	free(text);
 
 	long_path = malloc(SQUASH_PATH_MAX + 16);
 	memset(long_path, 'p', SQUASH_PATH_MAX - 1);
@@ -280,6 +305,99 @@ static void test_default_target(void)
 	}
 }
 
+static void touch(const char *dir, const char *name)
+{
+	char p[512];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	f = fopen(p, "w");
+	if (f)
+		fclose(f);
+}
+
+/* Globs in image paths expand sorted, keep the item's target and flags,
+ * refuse no match and too many, and leave an existing file's name alone. */
+static void test_globs(void)
+{
+	char dir[] = "/tmp/test_imagespec.XXXXXX", text[1024], cmd[600];
+	struct squash_image_list list;
+	struct squash_pattern_values v = { .user = "alice" };
+
+	if (!mkdtemp(dir)) {
+		CHECK(0);
+		return;
+	}
+	touch(dir, "b10.sqfs");
+	touch(dir, "b02.sqfs");
+	touch(dir, "b01.sqfs");
+	touch(dir, "notes.txt");
+	touch(dir, "run[1].sqfs");
+	CHECK(squash_image_is_glob("/d/b*.sqfs") && squash_image_is_glob("/d/b?.sqfs") &&
+	      squash_image_is_glob("/d/b[0-9].sqfs") && !squash_image_is_glob("/d/b.sqfs"));
+
+	snprintf(text, sizeof(text), "/x/a.sqfs:/squash/a,%s/b*.sqfs:/squash/data,/x/z.sqfs", dir);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(squash_image_globs_expand(&list, NULL, err, sizeof(err)), 0);
+	CHECK_INT(list.count, 5);
+	if (list.count == 5) {
+		char want[512];
+		CHECK_STR(list.items[0].image, "/x/a.sqfs");
+		snprintf(want, sizeof(want), "%s/b01.sqfs", dir);
+		CHECK_STR(list.items[1].image, want);
+		snprintf(want, sizeof(want), "%s/b02.sqfs", dir);
+		CHECK_STR(list.items[2].image, want);
+		snprintf(want, sizeof(want), "%s/b10.sqfs", dir);
+		CHECK_STR(list.items[3].image, want);
+		CHECK_STR(list.items[3].target, "/squash/data");
+		CHECK_STR(list.items[4].image, "/x/z.sqfs");
+	}
+	squash_imagespec_free(&list);
+
+	/* With pattern values, %u is expanded first and '%' doubled after. */
+	snprintf(text, sizeof(text), "%s/b?[12].sqfs::rw", dir);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(squash_image_globs_expand(&list, &v, err, sizeof(err)), 0);
+	CHECK_INT(list.count, 2);
+	CHECK(list.count == 2 && list.items[1].writable && !list.items[1].target);
+	squash_imagespec_free(&list);
+	snprintf(text, sizeof(text), "%s/b*_%%a.sqfs", dir);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(squash_image_globs_expand(&list, &v, err, sizeof(err)), -1);
+	CHECK_CONTAINS(err, "a glob cannot hold %a, %A or %j");
+	squash_imagespec_free(&list);
+
+	/* No match is an error with the count. */
+	snprintf(text, sizeof(text), "%s/c*.sqfs:/squash/data", dir);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(squash_image_globs_expand(&list, NULL, err, sizeof(err)), -1);
+	CHECK_CONTAINS(err, "/c*.sqfs: no file matches (0 images)");
+	CHECK_INT(list.count, 1); /* the list is left as it was */
+	squash_imagespec_free(&list);
+
+	/* A file whose name holds '[' is taken as it is. */
+	snprintf(text, sizeof(text), "%s/run[1].sqfs", dir);
+	CHECK_INT(squash_imagespec_parse(text, &list, err, sizeof(err)), 0);
+	CHECK_INT(squash_image_globs_expand(&list, NULL, err, sizeof(err)), 0);
+	CHECK(list.count == 1 && strstr(list.items[0].image, "run[1].sqfs"));
+	squash_imagespec_free(&list);
+
+	/* More matches than a job may have images, counted. */
+	{
+		struct squash_image_list *big = calloc(1, sizeof(*big));
+		for (size_t i = 0; i < SQUASH_MAX_IMAGES - 1; i++)
+			big->items[big->count++].image = strdup("/x/a.sqfs");
+		snprintf(text, sizeof(text), "%s/b*.sqfs", dir);
+		big->items[big->count++].image = strdup(text);
+		CHECK_INT(squash_image_globs_expand(big, NULL, err, sizeof(err)), -1);
+		CHECK_CONTAINS(err, "matches 3 files; with the other images that is 1026, more than the 1024 a job may have");
+		squash_imagespec_free(big);
+		free(big);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK_INT(system(cmd), 0);
+}
+
 int main(void)
 {
 	test_single_and_targets();
@@ -291,5 +409,6 @@ int main(void)
 	test_split();
 	test_limits();
 	test_default_target();
+	test_globs();
 	return unit_exit_code();
 }

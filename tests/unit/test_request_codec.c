@@ -192,7 +192,26 @@ static void test_limits(void)
 	squash_decoded_request_free(&d);
 	mount.n_images = SQUASH_MAX_IMAGES + 1;
 	CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
-		  "too many images (17, at most 16)");
+		  "too many images (1025, at most 1024)");
+
+	/* Every image within its own limit, the list over the text budget. */
+	{
+		char *long_image = malloc(SQUASH_PATH_MAX);
+		memset(long_image, 'i', SQUASH_PATH_MAX - 1);
+		long_image[0] = '/';
+		long_image[SQUASH_PATH_MAX - 1] = '\0';
+		const char *saved = spec.image;
+		spec.image = long_image;
+		mount.n_images = 30; /* 30 * 4,106 bytes: 123,180 > 98,304 */
+		CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
+			  "the image list is too long (123180 bytes of paths, at most 98304)");
+		mount.n_images = 20;
+		len = frame_request(&req, SQUASH_PROTOCOL_VERSION);
+		CHECK_INT(squash_request_decode(frame, len, &d, &status, err, sizeof(err)), 0);
+		squash_decoded_request_free(&d);
+		spec.image = saved;
+		free(long_image);
+	}
 
 	mount.n_images = 1;
 	spec.target = "/squash/a\nfake log line";
@@ -315,7 +334,7 @@ static void test_step_and_session_fields(void)
 	req.op_case = SQUASH__REQUEST__OP_SESSION_MOUNT;
 	req.session_mount = &session;
 	CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
-		  "too many images (17, at most 16)");
+		  "too many images (1025, at most 1024)");
 	session.n_images = 1;
 	spec.image = "/a\x1b[2J.sqfs";
 	CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),

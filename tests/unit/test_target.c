@@ -131,9 +131,29 @@ static void test_overlaps(void)
 
 	CHECK_INT(squash_target_pair_check("a.sqfs", "/squash/a", "b.sqfs", "/squash/b",
 					   err, sizeof(err)), 0);
+	/* The same target twice is a merge group. */
+	err[0] = '\0';
 	CHECK_INT(squash_target_pair_check("a.sqfs", "/squash/x", "b.sqfs", "/squash/x",
-					   err, sizeof(err)), -1);
-	CHECK_STR(err, "a.sqfs and b.sqfs would both be mounted on /squash/x; give one of them another target (IMAGE:TARGET)");
+					   err, sizeof(err)), 0);
+	CHECK_STR(err, "");
+	CHECK_INT(squash_target_merge_check("a.sqfs", "/squash/x", false, "b.sqfs", "/squash/x", false,
+					    err, sizeof(err)), 0);
+	CHECK_INT(squash_target_merge_check("a.sqfs", "/squash/x", false, "a.sqfs", "/squash/x", false,
+					    err, sizeof(err)), 0);
+	/* ... which is read-only: no :rw in it, either way round. */
+	CHECK_INT(squash_target_merge_check("a.sqfs", "/squash/x", false, "b.sqfs", "/squash/x", true,
+					    err, sizeof(err)), -1);
+	CHECK_STR(err, "a.sqfs and b.sqfs are merged at /squash/x (the same target), and merged images are read-only: :rw is not supported on a merge group; drop :rw, or give b.sqfs a target of its own");
+	CHECK_INT(squash_target_merge_check("a.sqfs", "/squash/x", true, "b.sqfs", "/squash/x", false,
+					    err, sizeof(err)), -1);
+	CHECK_CONTAINS(err, "give a.sqfs a target of its own");
+	/* :rw alone at a target of its own is fine. */
+	CHECK_INT(squash_target_merge_check("a.sqfs", "/squash/x", true, "b.sqfs", "/squash/y", false,
+					    err, sizeof(err)), 0);
+	/* Nested stays refused, with or without :rw. */
+	CHECK_INT(squash_target_merge_check("a.sqfs", "/squash/x", false, "b.sqfs", "/squash/x/y", false,
+					    err, sizeof(err)), -1);
+	CHECK_CONTAINS(err, "nested targets are not supported");
 	/* Either order names the inner one and the outer one the same way. */
 	CHECK_INT(squash_target_pair_check("a.sqfs", "/squash/x", "b.sqfs", "/squash/x/y",
 					   err, sizeof(err)), -1);

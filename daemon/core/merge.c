@@ -1,0 +1,201 @@
+#include "config.h"
+#include "core/merge.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/sharing.h"
+#include "mount/overlay_lowers.h"
+#include "util/log.h"
+
+struct lowers {
+	struct mount_entry **m;
+	size_t n;
+};
+
+/* The lowers of the group at target (bottom first, in option order): an
+ * image named twice counts where it is named last (it is on top there
+ * anyway). The indexes of the group's images go to members. */
+static size_t group_of(const struct job_entry *e, const char *target, struct lowers *out,
+		       size_t *members)
+{
+	size_t count = 0;
+
+	out->n = 0;
+	for (size_t i = 0; i < e->count; i++) {
+		if (strcmp(e->images[i].target, target))
+			continue;
+		members[count++] = i;
+		struct mount_entry *m = e->images[i].mount;
+		size_t k = 0;
+		while (k < out->n && out->m[k] != m)
+			k++;
+		if (k < out->n)
+			memmove(out->m + k, out->m + k + 1, (out->n - k - 1) * sizeof(*out->m)), out->n--;
+		out->m[out->n++] = m;
+	}
+	return count;
+}
+
+static struct mount_entry *find_merged(struct registry *r, const void *what)
+{
+	const struct lowers *l = what;
+
+	return registry_find_merged(r, l->m, l->n);
+}
+
+/* A new merged mount of l (lock held): MOUNTING, one reference for the
+ * caller, one on each lower. */
+static struct mount_entry *new_merged_locked(struct daemon_state *ds, const struct lowers *l)
+{
+	struct mount_key key = { .mode = MOUNT_MODE_MERGED, .owner_uid = MOUNT_OWNER_ANY };
+	char label[SQUASH_PATH_MAX + 64];
+
+	snprintf(label, sizeof(label), "%s (+%zu merged)", l->m[l->n - 1]->image, l->n - 1);
+	struct mount_entry *m = registry_new_mount(&ds->registry, &key, label, ds->mount_dir);
+	if (!m)
+		return NULL;
+	if (registry_set_lowers(m, l->m, l->n) < 0) {
+		registry_remove_mount(&ds->registry, m);
+		return NULL;
+	}
+	for (size_t i = 0; i < l->n; i++)
+		l->m[i]->refcount++;
+	m->refcount = 1;
+	return m;
+}
+
+/* Mounts or shares the merged mount of l; *out gets one reference. */
+static enum result get_merged(struct daemon_state *ds, const struct squashd_config *cfg,
+			      const struct lowers *l, const char *target, struct mount_entry **out,
+			      char *err, size_t errlen, long long deadline_ms)
+{
+	enum result res = RESULT_OK;
+
+	pthread_mutex_lock(&ds->lock);
+	int shared = sharing_take_locked(ds, cfg, find_merged, l, target, out, &res, err, errlen,
+					 deadline_ms);
+	struct mount_entry *m = shared == 0 ? new_merged_locked(ds, l) : NULL;
+	pthread_mutex_unlock(&ds->lock);
+	if (shared != 0)
+		return shared > 0 ? RESULT_OK : res;
+	if (!m) {
+		snprintf(err, errlen, "out of memory");
+		return RESULT_NODE_ERROR;
+	}
+
+	const char **paths = malloc(l->n * sizeof(*paths));
+	char why[1024] = "";
+	if (!paths) {
+		snprintf(why, sizeof(why), "out of memory");
+		res = RESULT_NODE_ERROR;
+	} else if (mkdir(m->mount_point, 0755) < 0 && errno != EEXIST) {
+		snprintf(why, sizeof(why), "cannot create mount point %s: %s", m->mount_point,
+			 strerror(errno));
+		res = RESULT_NODE_ERROR;
+	} else {
+		/* Unlocked: the lowers are referenced, their paths fixed. */
+		for (size_t i = 0; i < l->n; i++)
+			paths[i] = l->m[i]->mount_point;
+		res = overlay_mount_lowers(m->mount_point, paths, l->n, why, sizeof(why));
+	}
+	free(paths);
+
+	pthread_mutex_lock(&ds->lock);
+	if (res == RESULT_OK) {
+		m->state = MOUNT_READY;
+		log_info("merged %zu images at %s for %s", l->n, m->mount_point, target);
+		*out = m;
+	} else {
+		rmdir(m->mount_point);
+		snprintf(err, errlen, "merging %zu images at %s: %s", l->n, target, why);
+		m->state = MOUNT_FAILED;
+		m->failure = strdup(err);
+		m->failure_result = res;
+		struct teardown none = TEARDOWN_INIT(cfg);
+		sharing_put_locked(ds, m, &none);
+	}
+	pthread_cond_broadcast(&ds->changed);
+	pthread_mutex_unlock(&ds->lock);
+	return res;
+}
+
+enum result merge_mount_groups(struct daemon_state *ds, const struct squashd_config *cfg,
+			       struct job_entry *e, char *err, size_t errlen, long long deadline_ms)
+{
+	struct lowers l = { .m = malloc((e->count ? e->count : 1) * sizeof(*l.m)) };
+	size_t *members = malloc((e->count ? e->count : 1) * sizeof(*members));
+	enum result res = RESULT_OK;
+
+	if (!l.m || !members) {
+		snprintf(err, errlen, "out of memory");
+		res = RESULT_NODE_ERROR;
+	}
+	for (size_t i = 0; res == RESULT_OK && i < e->count; i++) {
+		/* Each group once, at its first image; alone is no group. */
+		bool first = true;
+		for (size_t j = 0; j < i && first; j++)
+			first = strcmp(e->images[j].target, e->images[i].target) != 0;
+		size_t count = first ? group_of(e, e->images[i].target, &l, members) : 0;
+		if (count < 2 || l.n < 2)
+			continue;
+		for (size_t k = 0; k < count && res == RESULT_OK; k++) {
+			if (!e->images[members[k]].writable)
+				continue;
+			snprintf(err, errlen, "image %s: :rw is not supported on images merged at one "
+				 "target", e->images[members[k]].image);
+			res = RESULT_USER_ERROR;
+		}
+		struct mount_entry *m = NULL;
+		if (res != RESULT_OK)
+			break;
+		res = get_merged(ds, cfg, &l, e->images[i].target, &m, err, errlen, deadline_ms);
+		if (res != RESULT_OK)
+			break;
+		pthread_mutex_lock(&ds->lock);
+		m->refcount += (unsigned)count - 1; /* one per image of the group */
+		for (size_t k = 0; k < count; k++)
+			e->images[members[k]].merged = m;
+		pthread_mutex_unlock(&ds->lock);
+	}
+	free(l.m);
+	free(members);
+	return res;
+}
+
+void merge_relink_locked(struct daemon_state *ds)
+{
+	struct job_entry *lists[] = { ds->registry.jobs, ds->registry.scoped };
+
+	for (size_t list = 0; list < 2; list++) {
+		for (struct job_entry *e = lists[list]; e; e = e->next) {
+			struct lowers l = { .m = malloc((e->count ? e->count : 1) * sizeof(*l.m)) };
+			size_t *members = malloc((e->count ? e->count : 1) * sizeof(*members));
+			for (size_t i = 0; l.m && members && i < e->count; i++) {
+				if (e->images[i].merged || !e->images[i].mount)
+					continue;
+				size_t count = group_of(e, e->images[i].target, &l, members);
+				if (count < 2 || l.n < 2)
+					continue;
+				struct mount_entry *m = registry_find_merged(&ds->registry, l.m, l.n);
+				for (size_t k = 0; m && k < count; k++)
+					e->images[members[k]].merged = m;
+				if (!m && e->kind == HOLDER_JOB && e->status == SQUASH__STATUS__OK)
+					registry_job_set_failure(e, SQUASH__STATUS__NODE_ERROR,
+								 "the merged mount of this job's images at one "
+								 "target vanished while squashd was restarting");
+			}
+			free(l.m);
+			free(members);
+		}
+	}
+}
+
+const struct mount_entry *merge_source(const struct job_entry *e, size_t i)
+{
+	return e->images[i].merged ? e->images[i].merged : e->images[i].mount;
+}

@@ -1,0 +1,199 @@
+"""Images merged at one target (docs/user.md, "Datasets"): several images
+given the same target form one read-only tree there, a later image over an
+earlier one where paths collide. Each image is mounted by the usual rules
+(kernel when trusted, the user's FUSE reader otherwise); the merged view is
+one overlayfs mount of those mounts (daemon/core/merge.c), shared on the
+node by the jobs that merge the same images in the same order, and gone
+with the last of them."""
+
+import os
+import time
+
+from conftest import USER1, BlockingJob, mountinfo, run, wait_until
+
+TARGET = "/squash/data"
+
+
+def overlays(cluster):
+    """squashd's merged mounts: overlayfs mounts below its mount directory
+    (a writable image's overlay lives in a job's tmpfs, mnt/jN/oI)."""
+    prefix = str(cluster.state_dir) + "/mnt/m"
+    return [m for m in mountinfo(cluster.nodes[0].ns_pid)
+            if m["fstype"] == "overlay" and m["mount_point"].startswith(prefix)]
+
+
+def bundles(cluster, user, n, name="b", per=None, where=None):
+    """n tiny images of user's, b0000.sqfs ..., each with its own file
+    (per(i): {name: text}, default only/NNNN.txt) and a shared one
+    (common.txt, NNNN). Packed 4 at a time: 1,024 take about 6 s."""
+    d = where or cluster.workdir(user, "bundles")
+    src = d / f".src-{name}"
+    src.mkdir()
+    for i in range(n):
+        s = src / f"{i:04d}"
+        files = per(i) if per else {f"only/{i:04d}.txt": f"{i}\n", "common.txt": f"{i}\n"}
+        for rel, text in files.items():
+            f = s / rel
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(text)
+    run(["chmod", "-R", "a+rX", src])
+    run(["bash", "-c", f"cd {src} && ls | xargs -P 4 -I{{}} mksquashfs {{}} {d}/{name}{{}}.sqfs "
+         "-noappend -quiet -no-progress -all-root -processors 1 >/dev/null"], timeout=300)
+    paths = [d / f"{name}{i:04d}.sqfs" for i in range(n)]
+    run(["chown", user, *paths])
+    run(["rm", "-rf", src])
+    return paths
+
+
+def test_a_job_sees_the_union_of_kernel_and_fuse_images_the_later_one_winning(cluster):
+    os.chmod(cluster.trusted, 0o755)
+    kernel = cluster.make_image(cluster.trusted / "base.sqfs", {
+        "common.txt": "base\n", "from-base.txt": "base only\n", "dir/x.txt": "base x\n",
+        "dir/y.txt": "base y\n"}, owner="root")
+    d = cluster.workdir(USER1, "own")
+    mid = cluster.make_image(d / "mid.sqfs", {
+        "common.txt": "mid\n", "from-mid.txt": "mid only\n", "dir/y.txt": "mid y\n"}, owner=USER1)
+    top = cluster.make_image(d / "top.sqfs", {
+        "common.txt": "top\n", "from-top.txt": "top only\n", "dir/x.txt": "top x\n"}, owner=USER1)
+    spec = ",".join(f"{p}:{TARGET}" for p in (kernel, mid, top))
+    job = cluster.run_job(USER1, f"""
+for f in common.txt from-base.txt from-mid.txt from-top.txt dir/x.txt dir/y.txt; do
+  printf '%s=%s\\n' "$f" "$(cat {TARGET}/$f)"
+done
+ls {TARGET}/dir | tr '\\n' ' '; echo
+echo "mounts=$SQUASH_MOUNTS"
+echo "mount=$SQUASH_MOUNT"
+touch {TARGET}/new 2>/dev/null && echo writable || echo read-only
+""", [f"--squash-image={spec}"])
+    out = job.output()
+    assert job.state == "COMPLETED", out
+    for line in ("common.txt=top", "from-base.txt=base only", "from-mid.txt=mid only",
+                 "from-top.txt=top only", "dir/x.txt=top x", "dir/y.txt=mid y",
+                 "x.txt y.txt ", f"mounts={TARGET}", f"mount={TARGET}", "read-only"):
+        assert line in out.splitlines() or line in out, (line, out)
+    log = cluster.squashd_log()
+    assert f"merged 3 images at" in log and f"for {TARGET}" in log, log[-3000:]
+
+
+def test_two_jobs_with_the_same_list_share_one_merged_mount(cluster):
+    a, b, c = bundles(cluster, USER1, 3)
+    same = ",".join(f"{p}:{TARGET}" for p in (a, b, c))
+    other_order = ",".join(f"{p}:{TARGET}" for p in (c, b, a))
+    jobs = [BlockingJob(cluster, USER1, same), BlockingJob(cluster, USER1, same)]
+    try:
+        for j in jobs:
+            j.wait_ready()
+        merged = overlays(cluster)
+        assert len(merged) == 1, merged
+        rows = [m for m in cluster.list_mounts() if m["mode"] == "merged"]
+        assert len(rows) == 1, cluster.list_mounts()
+        assert sorted(rows[0]["jobs"]) == sorted(j.job.id for j in jobs), rows
+        assert rows[0]["refcount"] == 6, rows  # one per image of each job
+        # Each image is mounted once (and held by the merged mount too).
+        images = [m for m in cluster.list_mounts() if m["mode"] == "fuse"]
+        assert len(images) == 3 and all(m["refcount"] == 3 for m in images), images
+        # Another order is another tree: a merged mount of its own.
+        third = BlockingJob(cluster, USER1, other_order, after=f"cat {TARGET}/common.txt > seen")
+        jobs.append(third)
+        third.wait_ready()
+        assert len(overlays(cluster)) == 2, overlays(cluster)
+        jobs[0].release()
+        assert len(overlays(cluster)) == 2
+        jobs[1].release()
+        wait_until(lambda: len(overlays(cluster)) == 1, 10, 0.1, "the shared merged mount to go")
+        third.release()
+        assert third.job.state == "COMPLETED", third.job.output()
+        assert (third.dir / "seen").read_text() == "0\n"  # a (listed last) on top
+    finally:
+        for j in jobs:
+            j.go.touch()
+        for j in jobs:
+            j.job.wait()
+    wait_until(lambda: not overlays(cluster), 10, 0.1, "every merged mount to go")
+    assert not [m for m in cluster.list_mounts()], cluster.list_mounts()
+
+
+def test_many_images_merged_at_one_target(cluster):
+    """The most a job may have, 1,024, at one target: more than overlayfs
+    takes in one mount (500), so the merged tree stacks overlays of
+    overlays; the job sees every file, and the end leaves nothing."""
+    n = 1024
+    t0 = time.monotonic()
+    paths = bundles(cluster, USER1, n)
+    built = time.monotonic() - t0
+    d = paths[0].parent
+    # The list in a file the job reads back; the option itself is long.
+    spec = ",".join(f"{p}:{TARGET}" for p in paths)
+    job = cluster.run_job(USER1, f"""
+ls {TARGET}/only | wc -l
+cat {TARGET}/common.txt
+cat {TARGET}/only/0000.txt {TARGET}/only/{n - 1:04d}.txt
+echo "mounts=$SQUASH_MOUNTS"
+""", [f"--squash-image={spec}"], cwd=d)
+    out = job.output()
+    assert job.state == "COMPLETED", out
+    lines = out.split()
+    assert lines[:4] == [str(n), str(n - 1), "0", str(n - 1)], out
+    assert f"mounts={TARGET}" in out, out
+    print(f"{n} images: built in {built:.1f} s, job in {time.monotonic() - t0 - built:.1f} s")
+
+
+def test_rw_in_a_merge_group_is_refused_at_submission(cluster):
+    a, b = bundles(cluster, USER1, 2)
+    err = cluster.sbatch_refuses(USER1, f"{a}:{TARGET},{b}:{TARGET}:rw")
+    assert "merged images are read-only" in err and ":rw is not supported" in err, err
+    # Nested targets stay refused.
+    err = cluster.sbatch_refuses(USER1, f"{a}:{TARGET},{b}:{TARGET}/inner")
+    assert "nested targets are not supported" in err, err
+
+
+def test_a_glob_expands_sorted_at_submission(cluster):
+    d = cluster.workdir(USER1, "glob")
+    # Made in another order than the names sort in: the sort decides.
+    for i in (2, 0, 1):
+        bundles(cluster, USER1, 1, name=f"bundle_{i}_", where=d,
+                per=lambda _, i=i: {"common.txt": f"{i}\n", f"only{i}.txt": "x\n"})
+    cluster.make_image(d / "other.sqfs", {"common.txt": "other\n"}, owner=USER1)
+    job = cluster.run_job(USER1, f"""
+cat {TARGET}/common.txt
+ls {TARGET}
+echo "images=$SQUASH_IMAGES"
+""", [f"--squash-image={d}/bundle_*.sqfs:{TARGET}"], cwd=d)
+    out = job.output()
+    assert job.state == "COMPLETED", out
+    lines = out.splitlines()
+    assert lines[0] == "2", out  # bundle_2 is last in name order: on top
+    assert "only0.txt" in lines and "only2.txt" in lines and "other.sqfs" not in out, out
+    assert lines[-1] == "images=" + ",".join(
+        f"{d}/bundle_{i}_0000.sqfs" for i in range(3)), out
+    # Nothing matches: refused before the job is queued, with the count.
+    err = cluster.sbatch_refuses(USER1, f"{d}/nothing_*.sqfs:{TARGET}")
+    assert "nothing_*.sqfs: no file matches (0 images)" in err, err
+
+
+def test_a_merged_mount_outlives_a_squashd_restart(cluster):
+    """The state file records the merged mount after the images it stacks;
+    a restarted squashd adopts it, links the job's images at one target to
+    it again, serves the job's next step from it and releases it at the
+    job's end."""
+    a, b = bundles(cluster, USER1, 2)
+    blk = BlockingJob(cluster, USER1, f"{a}:{TARGET},{b}:{TARGET}",
+                      after=f"srun cat {TARGET}/common.txt > after\nls {TARGET}/only >> after")
+    try:
+        blk.wait_ready()
+        before = overlays(cluster)
+        assert len(before) == 1, before
+        node = cluster.nodes[0]
+        node.squashd_stop()
+        node.squashd_start()
+        assert [m["mount_point"] for m in overlays(cluster)] == [m["mount_point"] for m in before]
+        rows = [m for m in cluster.list_mounts() if m["mode"] == "merged"]
+        assert len(rows) == 1 and rows[0]["jobs"] == [blk.job.id], rows
+        assert rows[0]["refcount"] == 2, rows
+        assert f"adopted mount of {b} (+1 merged)" in cluster.squashd_log(), cluster.squashd_log()[-2000:]
+    finally:
+        blk.go.touch()
+    blk.job.wait()
+    assert blk.job.state == "COMPLETED", blk.job.output()
+    assert (blk.dir / "after").read_text() == "1\n0000.txt\n0001.txt\n"
+    wait_until(lambda: not overlays(cluster), 10, 0.1, "the merged mount to go")
