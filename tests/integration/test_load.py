@@ -75,7 +75,7 @@ def test_squashd_restart_during_a_burst_fails_no_job(cluster):
 
 
 def test_sixteen_images_with_long_paths(cluster):
-    """The documented limits: 16 images, long paths; all reach the job."""
+    """Sixteen images with the longest paths; all reach the job."""
     base = cluster.workdir(USER1, "long")
     # Nested directories: each image path is about 1500 bytes long.
     deep = base

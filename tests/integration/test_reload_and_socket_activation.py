@@ -51,7 +51,7 @@ def test_reload_applies_safe_settings_and_names_the_others(cluster):
         conf.write_text(original)
         send_hup_and_wait(cluster, "setting(s) applied")
     assert setting(cluster, "request_timeout") == "10"
-    assert setting(cluster, "max_images_per_job") == "16"
+    assert setting(cluster, "max_images_per_job") == "1024"
 
 
 # Binds the socket as systemd's squashd.socket would, waits for a line on
