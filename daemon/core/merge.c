@@ -111,13 +111,8 @@ static enum result get_merged(struct daemon_state *ds, const struct squashd_conf
 		log_info("merged %zu images at %s for %s", l->n, m->mount_point, target);
 		*out = m;
 	} else {
-		rmdir(m->mount_point);
 		snprintf(err, errlen, "merging %zu images at %s: %s", l->n, target, why);
-		m->state = MOUNT_FAILED;
-		m->failure = strdup(err);
-		m->failure_result = res;
-		struct teardown none = TEARDOWN_INIT(cfg);
-		sharing_put_locked(ds, m, &none);
+		sharing_failed_locked(ds, cfg, m, res, err);
 	}
 	pthread_cond_broadcast(&ds->changed);
 	pthread_mutex_unlock(&ds->lock);

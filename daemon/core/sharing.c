@@ -286,17 +286,24 @@ enum result sharing_get(struct daemon_state *ds, const struct squashd_config *cf
 			 loop_dev[0] ? " on " : "", loop_dev, (unsigned)id->uid);
 		*out = m;
 	} else {
-		rmdir(m->mount_point);
 		snprintf(err, errlen, "image %s: %s", spec->image, why);
-		m->state = MOUNT_FAILED;
-		m->failure = strdup(err);
-		m->failure_result = res;
-		struct teardown none = TEARDOWN_INIT(cfg);
-		sharing_put_locked(ds, m, &none);
+		sharing_failed_locked(ds, cfg, m, res, err);
 	}
 	pthread_cond_broadcast(&ds->changed);
 	pthread_mutex_unlock(&ds->lock);
 	return res;
+}
+
+void sharing_failed_locked(struct daemon_state *ds, const struct squashd_config *cfg,
+			   struct mount_entry *m, enum result res, const char *err)
+{
+	struct teardown none = TEARDOWN_INIT(cfg);
+
+	rmdir(m->mount_point);
+	m->state = MOUNT_FAILED;
+	m->failure = strdup(err);
+	m->failure_result = res;
+	sharing_put_locked(ds, m, &none);
 }
 
 const struct mount_entry *sharing_next_mount_locked(const struct daemon_state *ds,

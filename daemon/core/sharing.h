@@ -29,6 +29,12 @@ int sharing_take_locked(struct daemon_state *ds, const struct squashd_config *cf
 			const void *what, const char *image, struct mount_entry **out,
 			enum result *res, char *err, size_t errlen, long long deadline_ms);
 
+/* A new mount m (MOUNTING, the caller's reference) could not be made
+ * (lock held): FAILED with err for the requests waiting on it, its mount
+ * point removed, the caller's reference dropped. The caller wakes them. */
+void sharing_failed_locked(struct daemon_state *ds, const struct squashd_config *cfg,
+			   struct mount_entry *m, enum result res, const char *err);
+
 /* Drops one reference (lock held). The last one of a ready mount makes it
  * linger (td->cfg's linger) or queues it on td; failed and dead mounts are
  * forgotten at once. A merged mount lets go of its lowers when it is gone
