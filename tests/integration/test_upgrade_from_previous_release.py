@@ -11,10 +11,15 @@ does.
 0.1.0's squashd and plugin are built once into the build directory
 (BUILD/prev-0.1.0-COMMIT: autoreconf, configure with this build's
 options, proto/, squashd and the plugin only; about 20 s on 2 cores) and
-reused by later runs. Skipped where that cannot be done: no git history
-(a release tarball), or a Slurm 0.1.0 does not build against (24.05 and
-later: the matrix's Debian 13 and sid roots; a failed build is remembered
-next to it and shown)."""
+reused by later runs. 0.1.0 predates the checks for newer libslurm and C
+libraries, so its source gets the smallest patches that let it build on
+the matrix's newer releases, each touching only a call or a name the newer
+headers changed, never what squashd does (release_0.1.0_on_*.patch here):
+c23 everywhere (GCC 15's C23 <stdlib.h> declares call_once), slurm_23.11
+from Slurm 23.11 (hostlist_t, slurm_get_errno), slurm_26.05 from 26.05
+(slurm_load_job takes a step id). Skipped where it cannot be built: no git
+history (a release tarball); a failed build is remembered next to it and
+shown."""
 
 import os
 import re
@@ -27,6 +32,9 @@ import pytest
 from conftest import BUILD, CLUSTER_SH, REPO, USER1, BlockingJob, blocking_jobs, run, wait_until
 
 PREV = "7b2afcc"  # 0.1.0 (NEWS.md)
+HERE = Path(__file__).resolve().parent
+# release_0.1.0_on_NAME.patch, applied from this Slurm release on.
+PATCHES = [("c23", (0, 0)), ("slurm_23.11", (23, 11)), ("slurm_26.05", (26, 5))]
 FILES = {"hello.txt": "hello from the image\n"}
 
 
@@ -45,12 +53,8 @@ def _build_previous():
     cannot be."""
     built_for = re.search(r'^#define SQUASH_SLURM_BUILD_VERSION "(\d+)\.(\d+)',
                           (BUILD / "config.h").read_text(), re.M)
-    if built_for and (int(built_for.group(1)), int(built_for.group(2))) >= (24, 5):
-        # Checked against the 24.05.8 and 26.05.3 headers: slurm_load_job's
-        # arguments and hostlist_t changed; 0.2.0's configure checks handle
-        # them (proto/slurm_compat.h), 0.1.0 had none.
-        pytest.skip(f"0.1.0's squashd does not compile against Slurm {built_for.group(1)}."
-                    f"{built_for.group(2)} (it predates the libslurm compatibility checks)")
+    slurm = (int(built_for.group(1)), int(built_for.group(2))) if built_for else (0, 0)
+    patches = [name for name, since in PATCHES if slurm >= since]
     git = shutil.which("git")
     if not git:
         pytest.skip("no git: cannot build 0.1.0 from the history")
@@ -58,7 +62,7 @@ def _build_previous():
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.strip()
     if not commit:
         pytest.skip(f"no commit {PREV} (0.1.0) in {REPO}: not a git checkout with history")
-    top = BUILD / f"prev-0.1.0-{commit[:12]}"
+    top = BUILD / f"prev-0.1.0-{commit[:12]}-{'-'.join(patches)}"
     squashd, plugin = top / "b" / "daemon" / "squashd", top / "b" / "spank" / ".libs" / "spank_squash.so"
     failed = top / "FAILED"
     if failed.exists():
@@ -70,6 +74,9 @@ def _build_previous():
     log = top / "build.log"
     steps = [
         f"{git} -C {REPO} archive {commit} | tar -x -C {top / 'src'}",
+        # git apply as a plain patch(1): no repository above src/ for it.
+        *(f"cd {top / 'src'} && GIT_CEILING_DIRECTORIES={top} {git} apply -v "
+          f"{HERE / f'release_0.1.0_on_{p}.patch'}" for p in patches),
         f"cd {top / 'src'} && autoreconf -fi",
         "mkdir -p {b} && cd {b} && {src}/configure {args}".format(
             b=top / "b", src=top / "src", args=" ".join(f"'{a}'" for a in _configure_args())),
