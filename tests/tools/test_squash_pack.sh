@@ -300,6 +300,13 @@ pk --bundle-files 1 "$tmp/wide" "$tmp/empty"
 expect_error '1025 bundles, more than the 1024 images a job may have' "too many bundles"
 pk --bundle-size
 expect_error 'needs a value' "--bundle-size without a value"
+# Hard links at the top: du names the file once unless told to count links.
+mkdir "$tmp/hl" "$tmp/hlout"
+echo linked >"$tmp/hl/a" && ln "$tmp/hl/a" "$tmp/hl/b"
+pk --bundle-files 1 "$tmp/hl" "$tmp/hlout"
+expect_ok "hard-linked entries"
+[ "$(manifest "$tmp/hlout")" = "$(printf '%s\n' 'bundle_000.sqfs a' 'bundle_001.sqfs b')" ] ||
+	fail "hard-linked entries: $(manifest "$tmp/hlout")"
 [ -z "$(ls -A "$tmp/empty")" ] || fail "a refused run wrote: $(ls -A "$tmp/empty")"
 
 if [ "$failures" -gt 0 ]; then
