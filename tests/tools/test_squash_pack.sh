@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# contrib/squash-pack: the images it makes (read back with unsquashfs), what
-# it refuses, and its Lustre handling. Needs mksquashfs and unsquashfs
+# contrib/squash-pack: the images and bundles it makes (read back with
+# unsquashfs), what it refuses, and its Lustre handling. Needs mksquashfs and unsquashfs
 # (skipped, exit 77, without them); a few seconds; run by make check.
 set -uo pipefail
 
@@ -138,6 +138,176 @@ if ! command -v lfs >/dev/null; then
 	expect_ok "Lustre without lfs"
 	grep -q 'on Lustre, but lfs is not installed' "$tmp/out" || fail "missing lfs not reported"
 fi
+
+# --- bundles: a dataset split by top-level entries, with a manifest
+# Subjects of about 100 KiB each (a directory's own size varies with the
+# file system, up to 4 KiB each here: the limits leave room for it).
+ds=$tmp/ds
+mkdir "$ds"
+for s in sub-01 sub-02 sub-03 sub-04 sub-05; do
+	mkdir -p "$ds/$s/anat" "$ds/$s/func"
+	head -c 102400 /dev/urandom >"$ds/$s/anat/T1w.bin"
+	echo "$s" >"$ds/$s/func/info.txt"
+done
+wst=$'with space\tand tab' # written with space\tand tab in the manifest
+mkdir "$ds/big" "$ds/many" "$ds/$wst"
+head -c 307200 /dev/urandom >"$ds/big/huge.bin"                        # over 250K: alone
+for i in 01 02 03 04 05 06 07 08 09 10 11 12; do echo "$i" >"$ds/many/f$i"; done  # 13 files: over 10
+echo notes >"$ds/notes.txt"
+echo hidden >"$ds/.hidden"
+echo 'back\slash' >"$ds/$wst/a\b"
+ln -s sub-05 "$ds/latest"
+chmod -R a+rX "$ds"
+# Fixed times: every bundle's creation time is its newest file's.
+find "$ds" -exec touch -h -d @1600000000 {} +
+touch -h -d @1650000000 "$ds/sub-03/func/info.txt"
+touch -d @1600000000 "$ds"
+
+# manifest DIR: "bundle entry" per line, from DIR/bundle.manifest.tsv.
+manifest() { grep -v '^#' "$1/bundle.manifest.tsv" | awk -F'\t' 'NR > 1 { print $1 " " $2 }'; }
+# union_ok DIR: every file of $ds in exactly one bundle of DIR, with its
+# type, mode, size, time and content.
+union_ok() {
+	local b list=$tmp/list
+	: >"$list"
+	for b in "$1"/bundle_*.sqfs; do
+		unsquashfs -l -d R "$b" | sed -n 's|^R/||p' >>"$list"
+	done
+	[ -z "$(sort "$list" | uniq -d)" ] || fail "$1: in more than one bundle: $(sort "$list" | uniq -d)"
+	[ "$(sort "$list")" = "$(cd "$ds" && find . -mindepth 1 -printf '%P\n' | sort)" ] ||
+		fail "$1: the bundles do not hold the tree: $(diff <(sort "$list") <(cd "$ds" && find . -mindepth 1 -printf '%P\n' | sort))"
+	rm -rf "$tmp/union"
+	for b in "$1"/bundle_*.sqfs; do
+		unsquashfs -q -no-progress -f -d "$tmp/union" "$b" >/dev/null || fail "unsquashfs $b failed"
+	done
+	diff -r --no-dereference "$ds" "$tmp/union" >/dev/null || fail "$1: contents differ: $(diff -r --no-dereference "$ds" "$tmp/union" 2>&1 | head -5)"
+	attrs() { (cd "$1" && find . -printf '%P %y %m %Ts\n' && find . -type f -printf '%P %s\n') | sort; }
+	[ "$(attrs "$ds")" = "$(attrs "$tmp/union")" ] ||
+		fail "$1: types, modes, sizes or times differ: $(diff <(attrs "$ds") <(attrs "$tmp/union"))"
+}
+
+# By size: in name order (byte order: ".hidden" first), a bundle takes
+# entries while they fit; "big" is over the size by itself and alone.
+mkdir "$tmp/bs"
+pk --bundle-size 250K "$ds" "$tmp/bs"
+expect_ok "--bundle-size"
+want=$(printf '%s\n' 'bundle_000.sqfs .hidden' 'bundle_001.sqfs big' 'bundle_002.sqfs latest' \
+	'bundle_002.sqfs many' 'bundle_002.sqfs notes.txt' 'bundle_002.sqfs sub-01' 'bundle_002.sqfs sub-02' \
+	'bundle_003.sqfs sub-03' 'bundle_003.sqfs sub-04' 'bundle_004.sqfs sub-05' 'bundle_004.sqfs with space\tand tab')
+[ "$(manifest "$tmp/bs")" = "$want" ] || fail "--bundle-size 250K assignment: $(manifest "$tmp/bs")"
+[ "$(ls "$tmp/bs")" = "$(printf '%s\n' bundle.manifest.tsv bundle_00{0,1,2,3,4}.sqfs)" ] ||
+	fail "--bundle-size 250K wrote: $(ls -A "$tmp/bs")"
+grep -q '^squash-pack: bundle_001.sqfs: 1 entry (big), .*alone in its bundle: larger than --bundle-size 250K' "$tmp/out" ||
+	fail "oversize entry not reported: $(cat "$tmp/out")"
+grep -qx "squash-pack: use them with: sbatch --squash-image='$tmp/bs/bundle_\*.sqfs:/squash/ds' ..." "$tmp/out" ||
+	fail "no --squash-image line: $(cat "$tmp/out")"
+grep -qP '^bundle_001\.sqfs\tbig\t3[0-9]{5}\t2\tlarger than --bundle-size 250K$' "$tmp/bs/bundle.manifest.tsv" ||
+	fail "manifest row of big: $(cat "$tmp/bs/bundle.manifest.tsv")"
+grep -qP '^bundle_004\.sqfs\twith space\\tand tab\t[0-9]+\t2\t$' "$tmp/bs/bundle.manifest.tsv" ||
+	fail "manifest row of the name with a tab: $(cat "$tmp/bs/bundle.manifest.tsv")"
+grep -qP "^# source\t$tmp/ds$" "$tmp/bs/bundle.manifest.tsv" || fail "manifest names no source"
+union_ok "$tmp/bs"
+super "$tmp/bs/bundle_003.sqfs" | grep -q '^Compression zstd' || fail "bundles are not zstd"
+unsquashfs -lln "$tmp/bs/bundle_001.sqfs" | grep -Eq '^drwxr-xr-x 0/0 .*squashfs-root/big$' ||
+	fail "a directory alone in its bundle is not kept as a directory: $(unsquashfs -lln "$tmp/bs/bundle_001.sqfs")"
+ctime() { TZ=UTC unsquashfs -s "$1" | sed -n 's/^Creation or last append time //p'; }
+[ "$(ctime "$tmp/bs/bundle_003.sqfs")" = "$(TZ=UTC date -d @1650000000 '+%a %b %e %T %Y')" ] ||
+	fail "bundle_003's creation time is not its newest file's: $(ctime "$tmp/bs/bundle_003.sqfs")"
+[ "$(ctime "$tmp/bs/bundle_004.sqfs")" = "$(TZ=UTC date -d @1600000000 '+%a %b %e %T %Y')" ] ||
+	fail "bundle_004's creation time is not its newest file's: $(ctime "$tmp/bs/bundle_004.sqfs")"
+
+# Reproducible: the same tree and options, the same bytes.
+mkdir "$tmp/bs2"
+pk -q --bundle-size 250K "$ds" "$tmp/bs2"
+expect_ok "--bundle-size again"
+[ -s "$tmp/out" ] && fail "-q printed: $(cat "$tmp/out")"
+for f in "$tmp"/bs/*; do
+	cmp -s "$f" "$tmp/bs2/${f##*/}" || fail "packed twice, ${f##*/} differs"
+done
+
+# By file count: "many" (13 files) is over 10 and alone.
+mkdir "$tmp/bf"
+pk --bundle-files 10 --bundle-name hcp --target /data/hcp "$ds" "$tmp/bf"
+expect_ok "--bundle-files"
+want=$(printf '%s\n' 'hcp_000.sqfs .hidden' 'hcp_000.sqfs big' 'hcp_000.sqfs latest' 'hcp_001.sqfs many' \
+	'hcp_002.sqfs notes.txt' 'hcp_002.sqfs sub-01' 'hcp_003.sqfs sub-02' 'hcp_003.sqfs sub-03' \
+	'hcp_004.sqfs sub-04' 'hcp_004.sqfs sub-05' 'hcp_005.sqfs with space\tand tab')
+got=$(grep -v '^#' "$tmp/bf/hcp.manifest.tsv" | awk -F'\t' 'NR > 1 { print $1 " " $2 }')
+[ "$got" = "$want" ] || fail "--bundle-files 10 assignment: $got"
+grep -q "hcp_001.sqfs: 1 entry (many), .*alone in its bundle: more files than --bundle-files 10" "$tmp/out" ||
+	fail "entry over --bundle-files not reported: $(cat "$tmp/out")"
+grep -q "use them with: sbatch --squash-image='$tmp/bf/hcp_\*.sqfs:/data/hcp'" "$tmp/out" ||
+	fail "--bundle-name/--target not in the printed line: $(cat "$tmp/out")"
+
+# An earlier run's bundles (here one more than the new run makes) are kept
+# without --force; with it the new set replaces them and the extra old
+# bundle goes, so that the glob finds exactly the new set.
+mkdir "$tmp/bx"
+cp "$tmp"/bs/* "$tmp/bx" && echo old >"$tmp/bx/bundle_005.sqfs"
+sum=$(cat "$tmp"/bx/* | md5sum)
+pk --bundle-size 250K "$ds" "$tmp/bx"
+expect_error 'already holds bundles \(bundle_000.sqfs and 5 more\): use --force' "bundles exist"
+[ "$(cat "$tmp"/bx/* | md5sum)" = "$sum" ] || fail "existing bundles changed without --force"
+touch "$tmp/bx/bundle_old.sqfs"
+pk --force --bundle-size 250K "$ds" "$tmp/bx"
+expect_ok "bundles --force"
+grep -q 'removed bundle_005.sqfs of the earlier run' "$tmp/out" || fail "stale bundle removal not reported"
+grep -q 'bundle_old.sqfs matches the glob bundle_\*.sqfs too' "$tmp/out" || fail "stray bundle_old.sqfs not reported"
+for f in "$tmp"/bs/*; do
+	cmp -s "$f" "$tmp/bx/${f##*/}" || fail "--force: ${f##*/} differs from a fresh pack"
+done
+[ "$(ls -A "$tmp/bx")" = "$(ls -A "$tmp/bs"; echo bundle_old.sqfs)" ] || fail "--force left: $(ls -A "$tmp/bx")"
+
+# SOURCE_DATE_EPOCH: mksquashfs's own; the bundles' creation time.
+mkdir "$tmp/be"
+SOURCE_DATE_EPOCH=1700000000 pk --bundle-files 100 "$ds" "$tmp/be"
+expect_ok "SOURCE_DATE_EPOCH"
+[ "$(ctime "$tmp/be/bundle_000.sqfs")" = "$(TZ=UTC date -d @1700000000 '+%a %b %e %T %Y')" ] ||
+	fail "SOURCE_DATE_EPOCH not the creation time: $(ctime "$tmp/be/bundle_000.sqfs")"
+
+# Escaped for --squash-image: , : \ % and glob characters of the directory.
+odd="$tmp/o,1:[x]%"
+mkdir "$odd"
+pk -n --bundle-files 100 "$ds" "$odd"
+expect_ok "dry run of bundles"
+grep -qF "sbatch --squash-image='$tmp/o\\,1\\:[[]x]%%/bundle_*.sqfs:/squash/ds'" "$tmp/out" ||
+	fail "directory not escaped for --squash-image: $(cat "$tmp/out")"
+[ -z "$(ls -A "$odd")" ] || fail "--dry-run wrote bundles: $(ls -A "$odd")"
+
+# Refusals.
+mkdir "$tmp/empty" "$tmp/wide"
+(cd "$tmp/wide" && touch f{0000..1024})
+for bad in "--bundle-size 0|bundle size must be a size above 0" \
+	"--bundle-size 1.5X|bundle size must be" "--bundle-size -5|bundle size must be" \
+	"--bundle-files 0|bundle file count must be a number above 0" "--bundle-files ten|bundle file count" \
+	"--bundle-files 10 --bundle-name a/b|bundle name must be" \
+	"--bundle-files 10 --target data|target must be an absolute path" \
+	"--bundle-files 10 --target /squash/a:b|target must be" \
+	"--bundle-name x|--bundle-name and --target go with --bundle-size"; do
+	# shellcheck disable=SC2086
+	pk ${bad%%|*} "$ds" "$tmp/bf"
+	expect_error "${bad#*|}" "${bad%%|*}"
+done
+pk --bundle-files 10 "$ds" "$tmp/nodir"
+expect_error 'nodir does not exist: create it first' "bundles into a missing directory"
+pk --bundle-files 10 "$ds" "$tmp/ds/notes.txt"
+expect_error 'is not a directory: with --bundle-size or --bundle-files' "bundles into a file"
+pk --bundle-files 10 "$ds" "$ds/many"
+expect_error 'inside' "bundles inside the tree"
+pk --bundle-files 10 "$tmp/empty" "$tmp/bf"
+expect_error 'empty: nothing to bundle' "empty tree"
+pk --bundle-files 1 "$tmp/wide" "$tmp/empty"
+expect_error '1025 bundles, more than the 1024 images a job may have' "too many bundles"
+pk --bundle-size
+expect_error 'needs a value' "--bundle-size without a value"
+# Hard links at the top: du names the file once unless told to count links.
+mkdir "$tmp/hl" "$tmp/hlout"
+echo linked >"$tmp/hl/a" && ln "$tmp/hl/a" "$tmp/hl/b"
+pk --bundle-files 1 "$tmp/hl" "$tmp/hlout"
+expect_ok "hard-linked entries"
+[ "$(manifest "$tmp/hlout")" = "$(printf '%s\n' 'bundle_000.sqfs a' 'bundle_001.sqfs b')" ] ||
+	fail "hard-linked entries: $(manifest "$tmp/hlout")"
+[ -z "$(ls -A "$tmp/empty")" ] || fail "a refused run wrote: $(ls -A "$tmp/empty")"
 
 if [ "$failures" -gt 0 ]; then
 	echo "$failures check(s) failed" >&2
