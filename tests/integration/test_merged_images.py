@@ -6,10 +6,12 @@ one overlayfs mount of those mounts (daemon/core/merge.c), shared on the
 node by the jobs that merge the same images in the same order, and gone
 with the last of them."""
 
+import hashlib
 import os
+import re
 import time
 
-from conftest import USER1, BlockingJob, mountinfo, run, wait_until
+from conftest import REPO, USER1, BlockingJob, mountinfo, run, wait_until
 
 TARGET = "/squash/data"
 
@@ -197,3 +199,50 @@ def test_a_merged_mount_outlives_a_squashd_restart(cluster):
     assert blk.job.state == "COMPLETED", blk.job.output()
     assert (blk.dir / "after").read_text() == "1\n0000.txt\n0001.txt\n"
     wait_until(lambda: not overlays(cluster), 10, 0.1, "the merged mount to go")
+
+
+def _tree_digest(files):
+    """What `find . -type f | LC_ALL=C sort | xargs md5sum | md5sum` prints
+    in a tree of these {relative path: bytes}."""
+    lines = "".join(f"{hashlib.md5(files[p]).hexdigest()}  ./{p}\n" for p in sorted(files))
+    return hashlib.md5(lines.encode()).hexdigest()
+
+
+def test_a_dataset_of_56_bundles_reads_the_same_on_every_node(cluster3):
+    """The HCP layout (docs/user.md, "A dataset end to end") on three nodes:
+    112 subjects packed by squash-pack into 56 bundles, submitted with the
+    glob it prints, and a corrections image after it that shadows two
+    subjects' files. Every node's tasks see every file of every bundle with
+    its content, the corrections winning."""
+    c = cluster3
+    d = c.workdir(USER1, "hcp")
+    src, out = d / "src", d / "bundles"
+    files = {}
+    for i in range(112):
+        files[f"sub_{i:03d}/info.txt"] = f"subject {i}\n".encode()
+        files[f"sub_{i:03d}/T1w/T1w.nii"] = bytes([i]) * (1000 + i)
+    for rel, data in files.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(data)
+    out.mkdir()
+    run(["chmod", "-R", "a+rX", d])
+    # Four files, directories included, per subject: two subjects a bundle.
+    p = run([REPO / "contrib" / "squash-pack", "--bundle-files", "8", "--target", "/squash/hcp", src, out],
+            timeout=300)
+    assert len(list(out.glob("bundle_*.sqfs"))) == 56, sorted(f.name for f in out.iterdir())
+    printed = re.search(r"--squash-image='([^']+)'", p.stdout + p.stderr)
+    assert printed and printed.group(1) == f"{out}/bundle_*.sqfs:/squash/hcp", p.stdout + p.stderr
+    fixes = {"sub_007/info.txt": b"subject 7, corrected\n", "sub_100/T1w/T1w.nii": b"rescanned\n"}
+    fix = c.make_image(d / "fixes.sqfs", {k: v.decode() for k, v in fixes.items()}, owner=USER1)
+    run(["chown", "-R", USER1, out])
+    spec = printed.group(1)
+    job = c.run_job(USER1, "srun -N3 --ntasks-per-node=1 bash -c 'cd /squash/hcp && echo \"$(hostname) "
+                    "$(find . -type f | wc -l) $(find . -type f | LC_ALL=C sort | xargs md5sum | md5sum)\"'\n",
+                    [f"--squash-image={spec},{fix}:/squash/hcp", "-N3"])
+    out_text = job.output()
+    assert job.state == "COMPLETED", out_text
+    want = _tree_digest({**files, **fixes})
+    seen = re.findall(r"^(n\d) (\d+) ([0-9a-f]{32})  -$", out_text, re.M)
+    assert sorted(seen) == [(n, str(len(files)), want) for n in ("n1", "n2", "n3")], out_text
+    for n in c.nodes:
+        wait_until(lambda: not n.list_mounts(), 20, what=f"{n.name}'s epilog to release the mounts")
