@@ -15,7 +15,7 @@
 #include "reader/image_format.h"
 
 /* Never written: the data of sparse blocks. */
-static unsigned char zeros[MAX_BLOCK_SIZE];
+static unsigned char zeros[SQUASH_BLOCK_SIZE_MAX];
 
 /* Reads and caches the data block at pos with on-disk header word hdr;
  * want: the bytes it must decompress to. */

@@ -49,13 +49,15 @@ if [ "$name" = reader ]; then
 		srcs="$srcs $reader/xz_block.c"
 		libs="$libs $(pkg-config --libs liblzma)"
 	fi
+	srcs="$srcs $top/proto/squashfs_format.c $top/proto/read_full.c $top/proto/errmsg.c"
 	# shellcheck disable=SC2086
 	"$clang" $cflags -pthread -I"$work" -I"$top/daemon" -I"$top/proto" \
 		"$here/fuzz_reader.c" $srcs $libs -o "$work/fuzz_reader"
 else
 	protoc-c --proto_path="$top/proto" --c_out="$work" "$top/proto/squash.proto"
-	# The sources include config.h; the fuzz build needs only this from it.
-	printf '#define _GNU_SOURCE 1\n' >"$work/config.h"
+	# The sources include config.h; the fuzz build needs only this from it
+	# (frame.c names the version in its mismatch message).
+	printf '#define _GNU_SOURCE 1\n#define PACKAGE_VERSION "fuzz"\n' >"$work/config.h"
 
 	# client.c is left out: it needs munged and sockets, not parsing.
 	# shellcheck disable=SC2086
@@ -63,7 +65,8 @@ else
 		-I"$work" -I"$top/proto" $(pkg-config --cflags libprotobuf-c) \
 		"$here/fuzz_$name.c" \
 		"$top/proto/clock.c" "$top/proto/errmsg.c" "$top/proto/frame.c" "$top/proto/imagespec.c" \
-		"$top/proto/superblock.c" "$top/proto/target.c" \
+		"$top/proto/superblock.c" "$top/proto/squashfs_format.c" "$top/proto/read_full.c" \
+		"$top/proto/target.c" \
 		"$top/proto/quote.c" "$top/proto/path_pattern.c" \
 		"$top/proto/request_codec.c" "$work/squash.pb-c.c" \
 		$(pkg-config --libs libprotobuf-c) -o "$work/fuzz_$name"
