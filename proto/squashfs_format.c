@@ -36,22 +36,14 @@ enum {
 
 const char *squash_compression_name(uint16_t compression)
 {
-	switch (compression) {
-	case SQUASH_COMP_GZIP:
-		return "gzip";
-	case SQUASH_COMP_LZMA:
-		return "lzma";
-	case SQUASH_COMP_LZO:
-		return "lzo";
-	case SQUASH_COMP_XZ:
-		return "xz";
-	case SQUASH_COMP_LZ4:
-		return "lz4";
-	case SQUASH_COMP_ZSTD:
-		return "zstd";
-	default:
+	static const char *const names[] = {
+		[SQUASH_COMP_GZIP] = "gzip", [SQUASH_COMP_LZMA] = "lzma", [SQUASH_COMP_LZO] = "lzo",
+		[SQUASH_COMP_XZ] = "xz",     [SQUASH_COMP_LZ4] = "lz4",   [SQUASH_COMP_ZSTD] = "zstd",
+	};
+
+	if (compression >= sizeof(names) / sizeof(names[0]) || !names[compression])
 		return "unknown";
-	}
+	return names[compression];
 }
 
 static void decode(const uint8_t *buf, struct squash_superblock *sb)

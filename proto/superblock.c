@@ -10,9 +10,10 @@
 
 static bool fuse_supports(uint16_t compression)
 {
-	/* Both FUSE readers (squash-reader, squashfuse_ll) decompress with
-	 * libsquashfuse, which has every squashfs compressor but legacy lzma
-	 * only when built with it (configure checks; Debian's is not). */
+	/* Every squashfs compressor, but legacy lzma only where libsquashfuse
+	 * has it (configure checks; Debian 12's has not): squash-reader
+	 * decodes it itself, squashfuse_ll (fuse_reader = squashfuse_ll) only
+	 * through libsquashfuse. */
 #ifndef SQUASHFUSE_HAS_LZMA
 	if (compression == SQUASH_COMP_LZMA)
 		return false;

@@ -15,7 +15,7 @@
 /* Who will read the image; each supports a set of compressions. */
 enum squash_reader {
 	SQUASH_READER_ANY = 0,    /* at least one of the two below */
-	SQUASH_READER_FUSE = 1,   /* squash-reader or squashfuse_ll (libsquashfuse's codecs) */
+	SQUASH_READER_FUSE = 1,   /* squash-reader or squashfuse_ll, whichever squashd runs */
 	SQUASH_READER_KERNEL = 2, /* Linux squashfs */
 };
 

@@ -48,7 +48,7 @@ static int data_block(struct image *img, uint64_t pos, uint32_t hdr, size_t want
 		r = -ENOMEM;
 	} else {
 		r = read_at(img, pos, raw, size);
-		if (r == 0 && (image_decompress(img, raw, size, b->data, &outlen) < 0 ||
+		if (r == 0 && (block_codec_decompress(&img->codec, raw, size, b->data, &outlen) < 0 ||
 			       outlen > img->block_size))
 			r = -EIO;
 		free(raw);

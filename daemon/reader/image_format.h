@@ -12,15 +12,9 @@
 #include <stdint.h>
 
 #include "reader/block_cache.h"
+#include "reader/block_codec.h"
 #include "reader/image.h"
 #include "squashfs_format.h"
-
-/* libsquashfuse's decompressors (gzip, xz, lzo, lz4, zstd as built), by
- * the superblock's compression id. Declared here: its headers pull in its
- * own config.h, which clashes with ours. */
-typedef int (*sqfs_decompressor)(void *in, size_t insz, void *out, size_t *outsz);
-extern sqfs_decompressor sqfs_decompressor_get(int compression);
-#define SQFS_OK 0
 
 #define NAME_MAX_LEN 256u
 #define DIR_MAX_ENTRIES 256u     /* per directory header */
@@ -52,8 +46,7 @@ struct image {
 	uint64_t xattr_start, xattr_index;
 	uint32_t xattr_ids;
 	uint32_t *ids;
-	sqfs_decompressor decompress; /* (not for xz with liblzma: xz_block.h) */
-	uint64_t xz_memlimit;
+	struct block_codec codec;
 	struct block_cache md, data;
 	pthread_mutex_t bidx_lock;
 	struct block_index bidx[BIDX_SLOTS];
@@ -71,9 +64,6 @@ int xattr_open(struct image *img, uint64_t xattr_id_start);
  * the inode table. *len 0: nothing (a range the values do not make). */
 void md_prefetch_range(uint64_t inode_start, uint64_t bytes_used, uint64_t cap,
 		       uint64_t *off, uint64_t *len);
-/* Decompresses one block of the image's compression into out (at most
- * *outsz bytes; *outsz set to the bytes written). 0 or -1. */
-int image_decompress(struct image *img, void *in, size_t insz, void *out, size_t *outsz);
 /* Reads len bytes at pos, all within the image's used bytes. */
 int read_at(struct image *img, uint64_t pos, void *buf, size_t len);
 /* Copies len bytes from the cursor (buf NULL: skips them) and advances it. */

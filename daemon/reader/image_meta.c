@@ -4,7 +4,6 @@
 
 #include "reader/image.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -19,8 +18,6 @@
 #include "reader/block_cache.h"
 #include "reader/image_format.h"
 #include "read_full.h"
-#include "reader/xz_block.h"
-#include "reader/zstd_block.h"
 
 /* Reads len bytes at pos, all within the image's used bytes. */
 int read_at(struct image *img, uint64_t pos, void *buf, size_t len)
@@ -66,7 +63,7 @@ static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 	if (le16(hdr) & 0x8000) {
 		memcpy(b->data, raw, size);
 		outlen = size;
-	} else if (image_decompress(img, raw, size, b->data, &outlen) < 0 || outlen > SQUASH_METADATA_SIZE) {
+	} else if (block_codec_decompress(&img->codec, raw, size, b->data, &outlen) < 0 || outlen > SQUASH_METADATA_SIZE) {
 		free(b);
 		return -EIO;
 	}
@@ -160,36 +157,6 @@ static void md_prefetch(struct image *img)
 				    POSIX_FADV_WILLNEED);
 }
 
-/* libsquashfuse's decompressor for the image's compression, but for zstd
- * and xz the reader's own: zstd keeps a context per thread
- * (zstd_block.h), xz decodes under a memory limit (xz_block.h). */
-static bool decompressor_set(struct image *img)
-{
-#ifdef HAVE_LIBZSTD
-	if (img->compression == SQUASH_COMP_ZSTD) {
-		img->decompress = zstd_block_decompress;
-		return true;
-	}
-#endif
-#ifdef HAVE_LIBLZMA
-	if (img->compression == SQUASH_COMP_XZ) {
-		img->xz_memlimit = xz_block_memlimit(img->block_size);
-		return true;
-	}
-#endif
-	img->decompress = sqfs_decompressor_get(img->compression);
-	return img->decompress != NULL;
-}
-
-int image_decompress(struct image *img, void *in, size_t insz, void *out, size_t *outsz)
-{
-#ifdef HAVE_LIBLZMA
-	if (img->compression == SQUASH_COMP_XZ)
-		return xz_block_decompress(in, insz, out, outsz, img->xz_memlimit);
-#endif
-	return img->decompress(in, insz, out, outsz) == SQFS_OK ? 0 : -1;
-}
-
 /* The superblock's fields the reader keeps, once squash_superblock_read
  * has checked them. */
 static void image_take_superblock(struct image *img, const struct squash_superblock *sb)
@@ -235,13 +202,9 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 	}
 	img->fd = fd;
 	image_take_superblock(img, &sb);
-	if (!decompressor_set(img)) {
-		if (img->compression == SQUASH_COMP_LZMA)
-			snprintf(err, errlen, "legacy lzma compression is not supported by this build "
-				 "(libsquashfuse without it): repack the image with -comp xz");
-		else
-			snprintf(err, errlen, "%s compression is not supported by this build",
-				 squash_compression_name(img->compression));
+	if (block_codec_init(&img->codec, img->compression, img->block_size) < 0) {
+		snprintf(err, errlen, "%s compression is not supported by this build",
+			 squash_compression_name(img->compression));
 		free(img);
 		return -EINVAL;
 	}
