@@ -22,6 +22,7 @@
 #include "process/spawner.h"
 #include "clock.h"
 #include "imagespec.h"
+#include "read_full.h"
 #include "util/file_identity.h"
 #include "util/log.h"
 
@@ -94,6 +95,7 @@ child_open(int sock, const char *path, const struct identity *id)
 	struct stat st;
 	char proc_path[64];
 	int pfd, fd = -1;
+	ssize_t got;
 
 	/* The user's process has no business holding squashd's sockets and
 	 * mounts' descriptors, even briefly. */
@@ -137,19 +139,11 @@ child_open(int sock, const char *path, const struct identity *id)
 		status.err = errno;
 		goto out;
 	}
-	while (status.header_len < sizeof(status.header)) {
-		ssize_t n = pread(fd, status.header + status.header_len,
-				  sizeof(status.header) - status.header_len,
-				  (off_t)status.header_len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			status.header_err = errno;
-		if (n <= 0)
-			break;
-		status.header_len += (uint32_t)n;
-	}
+	got = squash_read_full(fd, status.header, sizeof(status.header), 0);
+	if (got < 0)
+		status.header_err = errno;
+	else
+		status.header_len = (uint32_t)got;
 out:
 	child_send(sock, &status, fd);
 	_exit(0);

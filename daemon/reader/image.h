@@ -6,7 +6,8 @@
  * read from it is checked before use, and anything inconsistent is -EIO
  * for that request only. libsquashfuse 0.1.x trusts such values (its
  * sqfs_md_read underflows on a metadata offset past the block, its tables
- * index without bounds), so only its decompressors are used here. */
+ * index without bounds), so only some of its decoders are used here
+ * (block_codec.h). */
 #ifndef SQUASH_READER_IMAGE_H
 #define SQUASH_READER_IMAGE_H
 

@@ -15,7 +15,7 @@
 #include "reader/image_format.h"
 
 /* Never written: the data of sparse blocks. */
-static unsigned char zeros[MAX_BLOCK_SIZE];
+static unsigned char zeros[SQUASH_BLOCK_SIZE_MAX];
 
 /* Reads and caches the data block at pos with on-disk header word hdr;
  * want: the bytes it must decompress to. */
@@ -48,7 +48,7 @@ static int data_block(struct image *img, uint64_t pos, uint32_t hdr, size_t want
 		r = -ENOMEM;
 	} else {
 		r = read_at(img, pos, raw, size);
-		if (r == 0 && (image_decompress(img, raw, size, b->data, &outlen) < 0 ||
+		if (r == 0 && (block_codec_decompress(&img->codec, raw, size, b->data, &outlen) < 0 ||
 			       outlen > img->block_size))
 			r = -EIO;
 		free(raw);

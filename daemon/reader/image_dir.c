@@ -131,7 +131,7 @@ static int dir_index_seek(struct image *img, const struct inode *dir, const char
 	bool found = false;
 	int r;
 
-	if (dir->dir_index > it->end / MD_SIZE + 1)
+	if (dir->dir_index > it->end / SQUASH_METADATA_SIZE + 1)
 		return 0;
 	for (unsigned i = 0; i < dir->dir_index; i++) {
 		unsigned char h[12];
@@ -159,7 +159,7 @@ static int dir_index_seek(struct image *img, const struct inode *dir, const char
 	if (!found)
 		return 0;
 	it->cur.block = img->dir_start + block;
-	it->cur.offset = (uint32_t)((dir->dir_offset + pos) % MD_SIZE);
+	it->cur.offset = (uint32_t)((dir->dir_offset + pos) % SQUASH_METADATA_SIZE);
 	it->pos = pos;
 	it->left = 0;
 	return 0;

@@ -1,33 +1,26 @@
 /* What the parts of squash-reader's image layer (image.h) share
  * (image_meta.c: the superblock, metadata and inodes; image_dir.c:
- * directories; image_data.c: file data): the open image, the format's limits and the
- * checked readers. Not for the rest of the reader, which uses image.h. */
+ * directories; image_data.c: file data): the open image, the reader's
+ * limits and the checked readers. The format itself (byte order, the
+ * superblock, its limits) is proto/squashfs_format.h, shared with squashd
+ * and the plugin. Not for the rest of the reader, which uses image.h. */
 #ifndef SQUASH_READER_IMAGE_FORMAT_H
 #define SQUASH_READER_IMAGE_FORMAT_H
 
-#include <endian.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "reader/block_cache.h"
+#include "reader/block_codec.h"
 #include "reader/image.h"
+#include "squashfs_format.h"
 
-/* libsquashfuse's decompressors (gzip, xz, lzo, lz4, zstd as built), by
- * the superblock's compression id. Declared here: its headers pull in its
- * own config.h, which clashes with ours. */
-typedef int (*sqfs_decompressor)(void *in, size_t insz, void *out, size_t *outsz);
-extern sqfs_decompressor sqfs_decompressor_get(int compression);
-#define SQFS_OK 0
-
-#define MD_SIZE 8192u            /* decompressed metadata block */
 #define NAME_MAX_LEN 256u
 #define DIR_MAX_ENTRIES 256u     /* per directory header */
 #define SYMLINK_MAX 4095u
 #define INVALID_FRAG 0xffffffffu
 #define DATA_UNCOMPRESSED (1u << 24)
-#define MAX_BLOCK_SIZE (1u << 20)
 #define BIDX_SLOTS 16
 /* The most of the metadata region (image_meta.c, md_prefetch_range) the
  * reader asks the kernel to read ahead when it opens an image. */
@@ -53,8 +46,7 @@ struct image {
 	uint64_t xattr_start, xattr_index;
 	uint32_t xattr_ids;
 	uint32_t *ids;
-	sqfs_decompressor decompress; /* (not for xz with liblzma: xz_block.h) */
-	uint64_t xz_memlimit;
+	struct block_codec codec;
 	struct block_cache md, data;
 	pthread_mutex_t bidx_lock;
 	struct block_index bidx[BIDX_SLOTS];
@@ -62,14 +54,9 @@ struct image {
 	uint64_t prefetch_off, prefetch_len; /* what image_open asked to read ahead */
 };
 
-static inline uint16_t le16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
-static inline uint32_t le32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
-static inline uint64_t le64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
-
 /* Reads the xattr id table's header at the superblock's xattr_id_start
- * (TABLE_ABSENT: no xattrs). 0, or -EIO for a table the image gets wrong
+ * (SQUASH_TABLE_ABSENT: no xattrs). 0, or -EIO for a table the image gets wrong
  * (the kernel refuses to mount those). */
-#define TABLE_ABSENT UINT64_MAX
 int xattr_open(struct image *img, uint64_t xattr_id_start);
 
 /* The part of an image to read ahead at open: its tables, from the inode
@@ -77,9 +64,6 @@ int xattr_open(struct image *img, uint64_t xattr_id_start);
  * the inode table. *len 0: nothing (a range the values do not make). */
 void md_prefetch_range(uint64_t inode_start, uint64_t bytes_used, uint64_t cap,
 		       uint64_t *off, uint64_t *len);
-/* Decompresses one block of the image's compression into out (at most
- * *outsz bytes; *outsz set to the bytes written). 0 or -1. */
-int image_decompress(struct image *img, void *in, size_t insz, void *out, size_t *outsz);
 /* Reads len bytes at pos, all within the image's used bytes. */
 int read_at(struct image *img, uint64_t pos, void *buf, size_t len);
 /* Copies len bytes from the cursor (buf NULL: skips them) and advances it. */

@@ -4,7 +4,6 @@
 
 #include "reader/image.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -18,35 +17,23 @@
 
 #include "reader/block_cache.h"
 #include "reader/image_format.h"
-#include "reader/xz_block.h"
-#include "reader/zstd_block.h"
+#include "read_full.h"
 
 /* Reads len bytes at pos, all within the image's used bytes. */
 int read_at(struct image *img, uint64_t pos, void *buf, size_t len)
 {
-	size_t got = 0;
-
 	if (pos > img->bytes_used || len > img->bytes_used - pos)
 		return -EIO;
-	while (got < len) {
-		ssize_t k = pread(img->fd, (char *)buf + got, len - got, (off_t)(pos + got));
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -EIO;
-		got += (size_t)k;
-	}
-	return 0;
+	return squash_read_full(img->fd, buf, len, pos) == (ssize_t)len ? 0 : -EIO;
 }
 
 /* ------------------------------------------------------------ metadata */
 
 static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 {
-	unsigned char hdr[2 + MD_SIZE], *raw = hdr + 2;
+	unsigned char hdr[2 + SQUASH_METADATA_SIZE], *raw = hdr + 2;
 	struct cached_block *b = block_cache_get(&img->md, pos);
-	size_t size, want, outlen = MD_SIZE;
+	size_t size, want, outlen = SQUASH_METADATA_SIZE;
 	int r;
 
 	if (b) {
@@ -65,9 +52,9 @@ static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 		return r;
 	size = le16(hdr) & 0x7fff;
 	/* 0 would mean 32 KiB: more than any metadata block holds. */
-	if (size == 0 || size > MD_SIZE || size > want - 2)
+	if (size == 0 || size > SQUASH_METADATA_SIZE || size > want - 2)
 		return -EIO;
-	b = malloc(sizeof(*b) + MD_SIZE);
+	b = malloc(sizeof(*b) + SQUASH_METADATA_SIZE);
 	if (!b)
 		return -ENOMEM;
 	b->key = pos;
@@ -76,7 +63,7 @@ static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 	if (le16(hdr) & 0x8000) {
 		memcpy(b->data, raw, size);
 		outlen = size;
-	} else if (image_decompress(img, raw, size, b->data, &outlen) < 0 || outlen > MD_SIZE) {
+	} else if (block_codec_decompress(&img->codec, raw, size, b->data, &outlen) < 0 || outlen > SQUASH_METADATA_SIZE) {
 		free(b);
 		return -EIO;
 	}
@@ -131,10 +118,10 @@ int table_entry(struct image *img, uint64_t table_start, uint64_t idx, size_t ea
 	struct md_cursor cur;
 	int r;
 
-	if ((r = read_at(img, table_start + 8 * (byte / MD_SIZE), p, 8)) < 0)
+	if ((r = read_at(img, table_start + 8 * (byte / SQUASH_METADATA_SIZE), p, 8)) < 0)
 		return r;
 	cur.block = le64(p);
-	cur.offset = (uint32_t)(byte % MD_SIZE);
+	cur.offset = (uint32_t)(byte % SQUASH_METADATA_SIZE);
 	return md_read(img, &cur, out, each);
 }
 
@@ -170,102 +157,56 @@ static void md_prefetch(struct image *img)
 				    POSIX_FADV_WILLNEED);
 }
 
-#define LZMA_COMPRESSION 2
-#define XZ_COMPRESSION 4
-#define ZSTD_COMPRESSION 6
-
-/* libsquashfuse's decompressor for the image's compression, but for zstd
- * and xz the reader's own: zstd keeps a context per thread
- * (zstd_block.h), xz decodes under a memory limit (xz_block.h). */
-static bool decompressor_set(struct image *img)
+/* The superblock's fields the reader keeps, once squash_superblock_read
+ * has checked them. */
+static void image_take_superblock(struct image *img, const struct squash_superblock *sb)
 {
-#ifdef HAVE_LIBZSTD
-	if (img->compression == ZSTD_COMPRESSION) {
-		img->decompress = zstd_block_decompress;
-		return true;
-	}
-#endif
-#ifdef HAVE_LIBLZMA
-	if (img->compression == XZ_COMPRESSION) {
-		img->xz_memlimit = xz_block_memlimit(img->block_size);
-		return true;
-	}
-#endif
-	img->decompress = sqfs_decompressor_get(img->compression);
-	return img->decompress != NULL;
-}
-
-int image_decompress(struct image *img, void *in, size_t insz, void *out, size_t *outsz)
-{
-#ifdef HAVE_LIBLZMA
-	if (img->compression == XZ_COMPRESSION)
-		return xz_block_decompress(in, insz, out, outsz, img->xz_memlimit);
-#endif
-	return img->decompress(in, insz, out, outsz) == SQFS_OK ? 0 : -1;
+	img->inodes = sb->inodes;
+	img->block_size = sb->block_size;
+	img->fragments = sb->fragments;
+	img->compression = sb->compression;
+	img->no_ids = sb->no_ids;
+	img->root = sb->root_inode;
+	img->bytes_used = sb->bytes_used;
+	img->id_start = sb->id_table;
+	img->inode_start = sb->inode_table;
+	img->dir_start = sb->directory_table;
+	img->frag_start = sb->fragment_table;
 }
 
 int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **out,
 	       char *err, size_t errlen)
 {
-	unsigned char sb[96];
+	uint8_t buf[SQUASH_SUPERBLOCK_SIZE];
+	struct squash_superblock sb;
 	struct image *img;
 	struct stat st;
-	int r;
+	ssize_t got;
 
 	*out = NULL;
 	if (fstat(fd, &st) < 0) {
 		snprintf(err, errlen, "cannot stat the image: %s", strerror(errno));
 		return -errno;
 	}
+	got = squash_read_full(fd, buf, sizeof(buf), 0);
+	if (got < 0) {
+		snprintf(err, errlen, "cannot read the image: %s", strerror(errno));
+		return -EIO;
+	}
+	if (squash_superblock_read(buf, (size_t)got, (uint64_t)st.st_size, &sb, err, errlen) < 0)
+		return -EINVAL;
 	img = calloc(1, sizeof(*img));
 	if (!img) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	img->fd = fd;
-	img->bytes_used = sizeof(sb);
-	if ((uint64_t)st.st_size < sizeof(sb) || read_at(img, 0, sb, sizeof(sb)) < 0) {
-		snprintf(err, errlen, "not a squashfs image: too short");
+	image_take_superblock(img, &sb);
+	if (block_codec_init(&img->codec, img->compression, img->block_size) < 0) {
+		snprintf(err, errlen, "%s compression is not supported by this build",
+			 squash_compression_name(img->compression));
 		free(img);
 		return -EINVAL;
-	}
-	img->inodes = le32(sb + 4);
-	img->block_size = le32(sb + 12);
-	img->fragments = le32(sb + 16);
-	img->compression = le16(sb + 20);
-	img->no_ids = le16(sb + 26);
-	img->root = le64(sb + 32);
-	img->bytes_used = le64(sb + 40);
-	img->id_start = le64(sb + 48);
-	img->inode_start = le64(sb + 64);
-	img->dir_start = le64(sb + 72);
-	img->frag_start = le64(sb + 80);
-	r = -EINVAL;
-	if (le32(sb) != 0x73717368 || le16(sb + 28) != 4 || le16(sb + 30) != 0)
-		snprintf(err, errlen, "not a squashfs 4.0 image");
-	else if (img->block_size < 4096 || img->block_size > MAX_BLOCK_SIZE ||
-		 (img->block_size & (img->block_size - 1)) ||
-		 le16(sb + 22) > 20 || (1u << le16(sb + 22)) != img->block_size)
-		snprintf(err, errlen, "bad block size %u", img->block_size);
-	else if (img->bytes_used > (uint64_t)st.st_size)
-		snprintf(err, errlen, "truncated image: %llu of %llu bytes",
-			 (unsigned long long)st.st_size, (unsigned long long)img->bytes_used);
-	else if (img->inode_start >= img->dir_start || img->dir_start > img->bytes_used ||
-		 img->id_start >= img->bytes_used || img->no_ids == 0 ||
-		 (img->fragments && img->frag_start >= img->bytes_used) ||
-		 (img->root >> 16) >= img->dir_start - img->inode_start ||
-		 (img->root & 0xffff) >= MD_SIZE)
-		snprintf(err, errlen, "damaged superblock (table positions)");
-	else if (img->compression == LZMA_COMPRESSION && !decompressor_set(img))
-		snprintf(err, errlen, "legacy lzma compression is not supported by this build "
-			 "(libsquashfuse without it): repack the image with -comp xz");
-	else if (!decompressor_set(img))
-		snprintf(err, errlen, "compression %u not supported", img->compression);
-	else
-		r = 0;
-	if (r < 0) {
-		free(img);
-		return r;
 	}
 	md_prefetch(img);
 	block_cache_init(&img->md, md_slots ? md_slots : 32);
@@ -288,7 +229,7 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 		}
 		img->ids[i] = le32(v);
 	}
-	if (xattr_open(img, le64(sb + 56)) < 0) {
+	if (xattr_open(img, sb.xattr_table) < 0) {
 		snprintf(err, errlen, "damaged xattr table");
 		image_close(img);
 		return -EIO;
@@ -333,7 +274,7 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 	int r;
 
 	memset(in, 0, sizeof(*in));
-	if ((id & 0xffff) >= MD_SIZE || (id >> 16) >= img->dir_start - img->inode_start)
+	if ((id & 0xffff) >= SQUASH_METADATA_SIZE || (id >> 16) >= img->dir_start - img->inode_start)
 		return -EIO;
 	in->id = id;
 	in->tail.block = img->inode_start + (id >> 16);
@@ -446,7 +387,7 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 	}
 	in->mode |= perm;
 	if (S_ISDIR(in->mode)) {
-		if (in->dir_offset >= MD_SIZE || in->start >= img->bytes_used - img->dir_start)
+		if (in->dir_offset >= SQUASH_METADATA_SIZE || in->start >= img->bytes_used - img->dir_start)
 			return -EIO;
 		in->start += img->dir_start;
 	}

@@ -43,17 +43,17 @@ int xattr_open(struct image *img, uint64_t id_start)
 	int r;
 
 	img->xattr_ids = 0;
-	if (id_start == TABLE_ABSENT)
+	if (id_start == SQUASH_TABLE_ABSENT)
 		return 0;
 	if (id_start < 96 || id_start >= img->bytes_used)
 		return -EIO;
 	if ((r = read_at(img, id_start, h, sizeof(h))) < 0)
 		return r;
 	ids = le32(h + 8);
-	blocks = ((uint64_t)ids * XATTR_ID_SIZE + MD_SIZE - 1) / MD_SIZE;
+	blocks = ((uint64_t)ids * XATTR_ID_SIZE + SQUASH_METADATA_SIZE - 1) / SQUASH_METADATA_SIZE;
 	/* The xattr table lies before its id table; the index of the id
 	 * table's blocks fits in the image. */
-	if (ids == 0 || le64(h) < 96 || le64(h) >= id_start ||
+	if (ids == 0 || le64(h) < SQUASH_SUPERBLOCK_SIZE || le64(h) >= id_start ||
 	    8 * blocks > img->bytes_used - id_start - 16)
 		return -EIO;
 	img->xattr_start = le64(h);
@@ -66,7 +66,7 @@ int xattr_open(struct image *img, uint64_t id_start)
 static int xattr_ref(const struct image *img, uint64_t ref, struct md_cursor *cur)
 {
 	/* The table ends where the id table's header begins. */
-	if ((ref & 0xffff) >= MD_SIZE || (ref >> 16) >= img->xattr_index - 16 - img->xattr_start)
+	if ((ref & 0xffff) >= SQUASH_METADATA_SIZE || (ref >> 16) >= img->xattr_index - 16 - img->xattr_start)
 		return -EIO;
 	cur->block = img->xattr_start + (ref >> 16);
 	cur->offset = (uint32_t)(ref & 0xffff);

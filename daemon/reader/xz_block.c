@@ -1,4 +1,5 @@
-/* squash-reader's xz decompressor, under a memory limit (xz_block.h). */
+/* squash-reader's xz and legacy lzma decoders, under a memory limit
+ * (xz_block.h). */
 #include "config.h"
 
 #include "reader/xz_block.h"
@@ -21,4 +22,29 @@ int xz_block_decompress(void *in, size_t insz, void *out, size_t *outsz, uint64_
 		return -1;
 	*outsz = out_pos;
 	return 0;
+}
+
+int lzma_block_decompress(void *in, size_t insz, void *out, size_t *outsz, uint64_t memlimit)
+{
+	lzma_stream strm = LZMA_STREAM_INIT;
+	lzma_ret ret;
+
+	/* The decoder checks the header's dictionary against memlimit
+	 * before it allocates anything (LZMA_MEMLIMIT_ERROR). */
+	if (lzma_alone_decoder(&strm, memlimit) != LZMA_OK)
+		return -1;
+	strm.next_in = in;
+	strm.avail_in = insz;
+	strm.next_out = out;
+	strm.avail_out = *outsz;
+	ret = lzma_code(&strm, LZMA_FINISH);
+	/* A stream that names its size ends there; one with an unknown size
+	 * (-1) ends at its end marker. Either way, all of it must fit. */
+	if (ret == LZMA_STREAM_END && strm.total_out > 0) {
+		*outsz = (size_t)strm.total_out;
+		lzma_end(&strm);
+		return 0;
+	}
+	lzma_end(&strm);
+	return -1;
 }

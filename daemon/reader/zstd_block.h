@@ -12,7 +12,7 @@
  * writing at most *outsz bytes; on success *outsz is the bytes written.
  * The input is the image's, hostile: anything wrong, a frame that would
  * not fit in *outsz and one that holds no data included, is an error
- * with nothing beyond *outsz touched. 0 (libsquashfuse's SQFS_OK) or -1. Thread-safe: the calling
+ * with nothing beyond *outsz touched. 0 or -1. Thread-safe: the calling
  * thread's context, made on first use and freed when the thread exits. */
 int zstd_block_decompress(void *in, size_t insz, void *out, size_t *outsz);
 

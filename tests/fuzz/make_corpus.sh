@@ -51,7 +51,7 @@ os.setxattr('x', 'user.empty', b'')
 		mksquashfs "$tree" "$here/corpus/reader/$seed" -noappend -quiet -no-progress \
 			-nopad -mkfs-time 0 -all-time 0 -b 4K "$@" >/dev/null
 	}
-	for comp in gzip xz lzo lz4 zstd; do
+	for comp in gzip lzma xz lzo lz4 zstd; do
 		reader_seed "$comp" "$work/rt" -comp "$comp"
 	done
 	reader_seed gzip_no_fragments "$work/rt" -no-fragments

@@ -34,28 +34,26 @@ cflags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefin
 	-fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter"
 if [ "$name" = reader ]; then
 	# The image layer of squash-reader, as daemon/reader/Makefile.am builds
-	# it (its own zstd and xz decoders when the libraries are there).
+	# it (its own xz and legacy lzma decoders; its zstd one with libzstd).
 	printf '#define _GNU_SOURCE 1\n' >"$work/config.h"
 	reader=$top/daemon/reader
-	srcs="$reader/image_meta.c $reader/image_dir.c $reader/image_data.c $reader/image_xattr.c $reader/block_cache.c"
-	libs="$(pkg-config --libs squashfuse) -pthread"
+	srcs="$reader/image_meta.c $reader/image_dir.c $reader/image_data.c $reader/image_xattr.c $reader/block_cache.c
+		$reader/block_codec.c $reader/squashfuse_block.c $reader/xz_block.c"
+	libs="$(pkg-config --libs squashfuse liblzma) -pthread"
 	if pkg-config --exists libzstd; then
 		printf '#define HAVE_LIBZSTD 1\n' >>"$work/config.h"
 		srcs="$srcs $reader/zstd_block.c"
 		libs="$libs $(pkg-config --libs libzstd)"
 	fi
-	if [ -f "$reader/xz_block.c" ] && pkg-config --exists liblzma; then
-		printf '#define HAVE_LIBLZMA 1\n' >>"$work/config.h"
-		srcs="$srcs $reader/xz_block.c"
-		libs="$libs $(pkg-config --libs liblzma)"
-	fi
+	srcs="$srcs $top/proto/squashfs_format.c $top/proto/read_full.c $top/proto/errmsg.c"
 	# shellcheck disable=SC2086
-	"$clang" $cflags -pthread -I"$work" -I"$top/daemon" -I"$top/proto" \
+	"$clang" $cflags -pthread -I"$work" -I"$top/daemon" -I"$top/proto" $(pkg-config --cflags squashfuse) \
 		"$here/fuzz_reader.c" $srcs $libs -o "$work/fuzz_reader"
 else
 	protoc-c --proto_path="$top/proto" --c_out="$work" "$top/proto/squash.proto"
-	# The sources include config.h; the fuzz build needs only this from it.
-	printf '#define _GNU_SOURCE 1\n' >"$work/config.h"
+	# The sources include config.h; the fuzz build needs only this from it
+	# (frame.c names the version in its mismatch message).
+	printf '#define _GNU_SOURCE 1\n#define PACKAGE_VERSION "fuzz"\n' >"$work/config.h"
 
 	# client.c is left out: it needs munged and sockets, not parsing.
 	# shellcheck disable=SC2086
@@ -63,7 +61,8 @@ else
 		-I"$work" -I"$top/proto" $(pkg-config --cflags libprotobuf-c) \
 		"$here/fuzz_$name.c" \
 		"$top/proto/clock.c" "$top/proto/errmsg.c" "$top/proto/frame.c" "$top/proto/imagespec.c" \
-		"$top/proto/superblock.c" "$top/proto/target.c" \
+		"$top/proto/superblock.c" "$top/proto/squashfs_format.c" "$top/proto/read_full.c" \
+		"$top/proto/target.c" \
 		"$top/proto/quote.c" "$top/proto/path_pattern.c" \
 		"$top/proto/request_codec.c" "$work/squash.pb-c.c" \
 		$(pkg-config --libs libprotobuf-c) -o "$work/fuzz_$name"

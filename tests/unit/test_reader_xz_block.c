@@ -1,8 +1,9 @@
-/* squash-reader's xz decompressor (daemon/reader/xz_block.h): a block
- * whose stream claims a dictionary far beyond the image's block size is
- * refused before liblzma allocates it; blocks as mksquashfs writes them
- * (dictionary at most the block size, with or without a BCJ filter)
- * decode; too small an output, damage and emptiness fail cleanly. */
+/* squash-reader's xz and legacy lzma decoders (daemon/reader/xz_block.h):
+ * a block whose stream claims a dictionary far beyond the image's block
+ * size is refused before liblzma allocates it; blocks as mksquashfs writes
+ * them (dictionary at most the block size, with or without a BCJ filter;
+ * lzma with its size in the header) decode; too small an output, damage
+ * and emptiness fail cleanly. */
 #include "config.h"
 
 #include <lzma.h>
@@ -33,6 +34,78 @@ static size_t encode(const unsigned char *data, size_t len, uint32_t dict, int b
 	    LZMA_OK)
 		return 0;
 	return pos;
+}
+
+/* A legacy lzma block as mksquashfs -comp lzma writes it: an .lzma stream
+ * whose header carries the uncompressed size (-1, unknown, when not
+ * size_in_header). */
+static size_t encode_lzma(const unsigned char *data, size_t len, uint32_t dict, int size_in_header,
+			  unsigned char *out, size_t cap)
+{
+	lzma_stream strm = LZMA_STREAM_INIT;
+	lzma_options_lzma opt;
+	size_t n = 0;
+
+	lzma_lzma_preset(&opt, 6);
+	opt.dict_size = dict;
+	if (lzma_alone_encoder(&strm, &opt) != LZMA_OK)
+		return 0;
+	strm.next_in = data;
+	strm.avail_in = len;
+	strm.next_out = out;
+	strm.avail_out = cap;
+	if (lzma_code(&strm, LZMA_FINISH) == LZMA_STREAM_END)
+		n = (size_t)strm.total_out;
+	lzma_end(&strm);
+	for (int i = 0; size_in_header && n > 13 && i < 8; i++)
+		out[5 + i] = (unsigned char)((uint64_t)len >> (8 * i));
+	return n;
+}
+
+static void test_legacy_lzma(const unsigned char *data, size_t block)
+{
+	static unsigned char packed[(1u << 17) + 4096], out[(1u << 17) + 16];
+	uint64_t limit = xz_block_memlimit((uint32_t)block);
+	size_t n, outsz;
+
+	/* As mksquashfs writes them, and with the size unknown: exact. */
+	for (int sized = 0; sized < 2; sized++) {
+		n = encode_lzma(data, block, (uint32_t)block, sized, packed, sizeof(packed));
+		CHECK(n > 0);
+		outsz = block;
+		CHECK_INT(lzma_block_decompress(packed, n, out, &outsz, limit), 0);
+		CHECK_INT(outsz, block);
+		CHECK(!memcmp(out, data, block));
+		/* One byte short: refused, nothing written past it. */
+		memset(out, 0, block);
+		out[block - 1] = 0x5a;
+		outsz = block - 1;
+		CHECK_INT(lzma_block_decompress(packed, n, out, &outsz, limit), -1);
+		CHECK_INT(out[block - 1], 0x5a);
+	}
+	/* A dictionary of 64 MiB in an image of 128 KiB blocks: refused
+	 * before it is allocated (libsquashfuse 0.5 allows 32 MiB whatever
+	 * the block size); decodes under a limit that allows it. */
+	n = encode_lzma(data, 1000, 64u << 20, 1, packed, sizeof(packed));
+	CHECK(n > 0);
+	outsz = block;
+	CHECK_INT(lzma_block_decompress(packed, n, out, &outsz, limit), -1);
+	outsz = block;
+	CHECK_INT(lzma_block_decompress(packed, n, out, &outsz, 128u << 20), 0);
+	CHECK_INT(outsz, 1000);
+	/* Damage, truncation, nothing, and a stream of no data. */
+	n = encode_lzma(data, block, (uint32_t)block, 1, packed, sizeof(packed));
+	packed[n / 2] ^= 0x40;
+	outsz = block;
+	CHECK_INT(lzma_block_decompress(packed, n, out, &outsz, limit), -1);
+	n = encode_lzma(data, block, (uint32_t)block, 1, packed, sizeof(packed));
+	outsz = block;
+	CHECK_INT(lzma_block_decompress(packed, n - 1, out, &outsz, limit), -1);
+	outsz = block;
+	CHECK_INT(lzma_block_decompress(packed, 0, out, &outsz, limit), -1);
+	n = encode_lzma(data, 0, (uint32_t)block, 1, packed, sizeof(packed));
+	outsz = block;
+	CHECK_INT(lzma_block_decompress(packed, n, out, &outsz, limit), -1);
 }
 
 int main(void)
@@ -94,5 +167,6 @@ int main(void)
 	n = encode(data, 0, BLOCK, 0, packed, sizeof(packed));
 	outsz = BLOCK;
 	CHECK_INT(xz_block_decompress(packed, n, out, &outsz, xz_block_memlimit(BLOCK)), -1);
+	test_legacy_lzma(data, BLOCK);
 	return unit_exit_code();
 }

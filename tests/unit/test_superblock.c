@@ -68,7 +68,7 @@ static int open_image(const char *name)
 }
 
 static int check_image(const char *name, enum squash_reader reader,
-		       struct squash_superblock_info *info)
+		       struct squash_superblock *info)
 {
 	int fd = open_image(name);
 	int rc;
@@ -114,7 +114,7 @@ static void put_le64(uint8_t *p, uint64_t v)
 static void test_real_images(void)
 {
 	static const char *const comps[] = { "gzip", "lzo", "xz", "lz4", "zstd" };
-	struct squash_superblock_info info;
+	struct squash_superblock info;
 	size_t i;
 
 	for (i = 0; i < sizeof(comps) / sizeof(comps[0]); i++) {
