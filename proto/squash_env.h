@@ -1,6 +1,6 @@
 /* The environment variables the plugin, squashd's clients and jobs share:
  * one name each, defined here, and the tasks' environment built once for
- * steps (spank/step_bind.c) and squash-shell (daemon/cli/squash_shell.c). */
+ * steps (spank/task_env_export.c) and squash-shell (daemon/cli/squash_shell.c). */
 #ifndef SQUASH_ENV_H
 #define SQUASH_ENV_H
 

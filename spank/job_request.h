@@ -2,7 +2,7 @@
  * ask squashd to mount the job's images, and to release them. Both always
  * succeed as far as Slurm is concerned: a failing prolog or epilog drains
  * the node, which a user's mistake must never do. Failures are logged and
- * the job's steps report them (step_bind.c). */
+ * the job's steps report them (step_failure.h). */
 #ifndef SPANK_SQUASH_JOB_REQUEST_H
 #define SPANK_SQUASH_JOB_REQUEST_H
 

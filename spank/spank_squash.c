@@ -3,8 +3,8 @@
  * Entry points only: each one dispatches on the context it runs in.
  *   sbatch/salloc/srun (as the user)   submit_check.c, env_default.c
  *   slurmd prolog/epilog (root)        job_request.c
- *   slurmstepd, every step (root)      step_bind.c, step_images.c (srun's own images)
- *   each task (root, then the user)    step_bind.c
+ *   slurmstepd, every step (root)      step_setup.c, step_images.c (srun's own images)
+ *   each task (root, then the user)    task_hooks.c
  * See docs/architecture.md and spank_squash(8). */
 #include "config.h"
 
@@ -21,9 +21,11 @@
 #include "frame.h"
 #include "job_request.h"
 #include "plugin_settings.h"
-#include "step_bind.h"
+#include "step_failure.h"
 #include "step_images.h"
+#include "step_setup.h"
 #include "submit_check.h"
+#include "task_hooks.h"
 
 SPANK_PLUGIN(squash, 1);
 
@@ -246,7 +248,8 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
 	if (spank_context() == S_CTX_REMOTE && settings_loaded)
 		squash_step_images_release(&settings);
-	squash_step_cleanup();
+	squash_step_setup_cleanup();
+	squash_step_failure_clear();
 	free(image_option);
 	image_option = NULL;
 	unload_settings();

@@ -167,15 +167,33 @@ static void export_env(const Squash__Response *resp)
 	squash_task_env_free(&env);
 }
 
-static Squash__Response *ask_squashd(const struct squash_client_options *opts,
-				     struct squash_image_list *list, const char *base)
+/* Two images on one default target: refused. The paths are shown whole
+ * (their file names are the point), so the buffers are the heap's. */
+static void refuse_default_collision(const struct squash_image_spec *earlier,
+				     const struct squash_image_spec *later)
 {
-	Squash__ImageSpec specs[SQUASH_MAX_IMAGES], *ptrs[SQUASH_MAX_IMAGES];
-	Squash__SessionMountRequest session = SQUASH__SESSION_MOUNT_REQUEST__INIT;
-	Squash__Request req = SQUASH__REQUEST__INIT;
-	Squash__Response *resp = NULL;
-	char err[1024], target[SQUASH_PATH_MAX], why[512], b1[SQUASH_PATH_MAX * 4];
+	size_t len = SQUASH_PATH_MAX * 4;
+	char *b1 = malloc(len), *b2 = malloc(len), *b3 = malloc(len);
 
+	if (!b1 || !b2 || !b3)
+		die("out of memory");
+	die("%s and %s would both be mounted on %s (their default target); give one of them "
+	    "another target, or write the same TARGET for both to merge them (IMAGE:TARGET)",
+	    shown(earlier->image, b1, len), shown(later->image, b2, len),
+	    shown(later->target, b3, len));
+}
+
+/* Resolves each image and fills in the default targets, as at submission
+ * (spank/submit_check.c), which also refuses two images whose default
+ * targets are the same: merging is asked for by naming one TARGET, never
+ * by two images that happen to share a file name. */
+static void resolve_images(struct squash_image_list *list, const char *base)
+{
+	char target[SQUASH_PATH_MAX], why[512], b1[SQUASH_PATH_MAX * 4];
+	bool *defaulted = calloc(list->count ? list->count : 1, sizeof(*defaulted));
+
+	if (!defaulted)
+		die("out of memory");
 	for (size_t i = 0; i < list->count; i++) {
 		struct squash_image_spec *item = &list->items[i];
 		char *abs = realpath(item->image, NULL);
@@ -184,16 +202,40 @@ static Squash__Response *ask_squashd(const struct squash_client_options *opts,
 			die("%s: %s", shown(item->image, b1, sizeof(b1)), strerror(errno));
 		free(item->image);
 		item->image = abs;
-		if (!item->target) {
-			if (squash_default_target(abs, base, target, sizeof(target), why, sizeof(why)))
-				die("%s: %s", shown(abs, b1, sizeof(b1)), why);
-			item->target = strdup(target);
-			if (!item->target)
-				die("out of memory");
-		}
+		if (item->target)
+			continue;
+		if (squash_default_target(abs, base, target, sizeof(target), why, sizeof(why)))
+			die("%s: %s", shown(abs, b1, sizeof(b1)), why);
+		item->target = strdup(target);
+		if (!item->target)
+			die("out of memory");
+		defaulted[i] = true;
+	}
+	for (size_t i = 0; i < list->count; i++)
+		for (size_t j = 0; j < i; j++)
+			if ((defaulted[i] || defaulted[j]) &&
+			    !strcmp(list->items[i].target, list->items[j].target))
+				refuse_default_collision(&list->items[j], &list->items[i]);
+	free(defaulted);
+}
+
+static Squash__Response *ask_squashd(const struct squash_client_options *opts,
+				     const struct squash_image_list *list)
+{
+	/* Heap, not stack: up to SQUASH_MAX_IMAGES of each. */
+	Squash__ImageSpec *specs = calloc(list->count ? list->count : 1, sizeof(*specs));
+	Squash__ImageSpec **ptrs = calloc(list->count ? list->count : 1, sizeof(*ptrs));
+	Squash__SessionMountRequest session = SQUASH__SESSION_MOUNT_REQUEST__INIT;
+	Squash__Request req = SQUASH__REQUEST__INIT;
+	Squash__Response *resp = NULL;
+	char err[1024], b1[SQUASH_PATH_MAX * 4];
+
+	if (!specs || !ptrs)
+		die("out of memory");
+	for (size_t i = 0; i < list->count; i++) {
 		squash__image_spec__init(&specs[i]);
-		specs[i].image = item->image;
-		specs[i].target = item->target;
+		specs[i].image = list->items[i].image;
+		specs[i].target = list->items[i].target;
 		ptrs[i] = &specs[i];
 	}
 	session.n_images = list->count;
@@ -202,6 +244,8 @@ static Squash__Response *ask_squashd(const struct squash_client_options *opts,
 	req.session_mount = &session;
 	if (squash_client_call(opts, &req, &resp, err, sizeof(err)) < 0)
 		die("%s", err);
+	free(ptrs);
+	free(specs);
 	if (resp->status != SQUASH__STATUS__OK)
 		die("%s", resp->message ? shown(resp->message, b1, sizeof(b1))
 					: squash_status_name(resp->status));
@@ -227,7 +271,8 @@ int main(int argc, char **argv)
 		.timeout_ms = 60000,
 	};
 	const char *base = DEFAULT_BASE;
-	struct squash_image_list list;
+	/* Heap, not stack: room for SQUASH_MAX_IMAGES items. */
+	struct squash_image_list *list = malloc(sizeof(*list));
 	char why[512], b1[SQUASH_OPTION_MAX / 16];
 	int opt, status;
 
@@ -245,18 +290,21 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 125;
 	}
+	if (!list)
+		die("out of memory");
 	if (base[0] != '/' || squash_is_system_path(base))
 		die("--base %s: not an absolute, non-system directory", shown(base, b1, sizeof(b1)));
-	if (squash_imagespec_parse(argv[optind], &list, why, sizeof(why)))
+	if (squash_imagespec_parse(argv[optind], list, why, sizeof(why)))
 		die("%s: %s", shown(argv[optind], b1, sizeof(b1)), why);
 	/* Globs as at submission (image_glob.h); no % patterns here. */
-	if (squash_image_globs_expand(&list, NULL, b1, sizeof(b1)))
+	if (squash_image_globs_expand(list, NULL, b1, sizeof(b1)))
 		die("%s", b1);
 	optind++;
 	if (optind < argc && !strcmp(argv[optind], "--"))
 		optind++;
 
-	Squash__Response *resp = ask_squashd(&opts, &list, base);
+	resolve_images(list, base);
+	Squash__Response *resp = ask_squashd(&opts, list);
 	uid_t uid = getuid();
 	gid_t gid = getgid();
 	pid_t parent = getpid();
@@ -287,7 +335,8 @@ int main(int argc, char **argv)
 	signal(SIGINT, SIG_IGN);
 	signal(SIGQUIT, SIG_IGN);
 	squash__response__free_unpacked(resp, NULL);
-	squash_imagespec_free(&list);
+	squash_imagespec_free(list);
+	free(list);
 	while (waitpid(child, &status, 0) < 0)
 		if (errno != EINTR)
 			die("waitpid: %s", strerror(errno));

@@ -8,7 +8,7 @@ what its prolog did not (under RunInJob every job: then squashd releases
 the job when its extern step ends); the job's private /tmp still works; the tasks are
 in the job's cgroups and the FUSE servers are not (a job's end must not
 take a mount other jobs share); nothing is left behind
-(spank/step_bind.c)."""
+(spank/task_hooks.c)."""
 
 import os
 import pwd

@@ -113,6 +113,26 @@ def test_target_outside_allowed_prefixes_is_refused(cluster):
     assert c.list_mounts() == []
 
 
+def test_two_images_on_one_default_target_are_refused_as_at_submission(cluster):
+    """As sbatch (test_option_syntax.py): images that only share a file name
+    are not merged; naming one TARGET for both is how a merge is asked for."""
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    a = c.make_image(d / "tools.sqfs", {"a.txt": "a\n"}, owner=USER1, mode=0o600)
+    b = c.make_image(d / "tools.squashfs", {"b.txt": "b\n"}, owner=USER1, mode=0o600)
+    a, b = os.path.realpath(a), os.path.realpath(b)
+    for spec in (f"{a},{b}", f"{a}:/squash/tools,{b}"):
+        p = c.as_user(USER1, shell_cmd(c, spec, "--", "true"), cwd=d)
+        assert p.returncode == 125, (spec, p.stdout, p.stderr)
+        assert (f"squash-shell: {a} and {b} would both be mounted on /squash/tools "
+                "(their default target); ") in p.stderr, p.stderr
+        assert c.list_mounts() == []
+    p = c.as_user(USER1, shell_cmd(c, f"{a}:/squash/tools,{b}:/squash/tools", "--",
+                                   "cat", "/squash/tools/a.txt", "/squash/tools/b.txt"), cwd=d)
+    assert p.returncode == 0 and p.stdout == "a\nb\n", (p.stdout, p.stderr)
+    wait_clean(c)
+
+
 def test_session_survives_a_squashd_restart_and_still_ends_with_its_process(cluster):
     c = cluster
     d = c.workdir(USER1, "sh")

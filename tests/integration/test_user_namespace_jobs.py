@@ -3,7 +3,7 @@ namespace/linux with CLONE_NEWUSER, Slurm 25.11 on). Their slurmstepd may
 not enter squashd's mount namespace, so the node's mounts cannot be bound
 into their tasks: a job with an image fails, saying why, instead of running
 on with empty directories where its images should be; jobs without images
-run, and the node stays up (spank/step_bind.c)."""
+run, and the node stays up (spank/node_mounts.c)."""
 
 import os
 

@@ -10,9 +10,10 @@ import os
 import re
 import sys
 
+from source_layout import INCLUDE, c_sources, include_circles, module_of, report, too_long
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DAEMON = os.path.normpath(os.path.join(HERE, "..", "..", "daemon"))
-MAX_LINES = 520
 
 # Layers, top first: a folder may include its own and those below it.
 LAYERS = ["main", "server", "requests", "core", "registry", "settings",
@@ -22,15 +23,9 @@ LAYERS = ["main", "server", "requests", "core", "registry", "settings",
 # server squashd starts) only its own folder.
 APART = {"cli": {"cli", "util"}, "reader": {"reader"}}
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # The registry's owners, and what reaching into it looks like elsewhere.
 REGISTRY_OWNERS = {"core", "registry"}
 REGISTRY_USE = re.compile(r'\bregistry_\w+\s*\(|(?:->|\.)registry\b')
-
-
-def module_of(path):
-    rel = os.path.relpath(path, DAEMON)
-    return os.path.splitext(rel)[0]
 
 
 def folder_of(module):
@@ -39,62 +34,32 @@ def folder_of(module):
 
 def main():
     edges, problems = {}, []
-    for root, _, files in os.walk(DAEMON):
-        for name in files:
-            if not name.endswith((".c", ".h")):
-                continue
-            path = os.path.join(root, name)
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-            lines = text.count("\n")
-            rel = os.path.relpath(path, DAEMON)
-            if lines > MAX_LINES:
-                problems.append(f"{rel}: {lines} lines (at most about 500)")
-            mod = module_of(path)
-            if folder_of(mod) not in REGISTRY_OWNERS:
-                for n, line in enumerate(text.splitlines(), 1):
-                    if REGISTRY_USE.search(line.split("//")[0]):
-                        problems.append(f"{rel}:{n}: uses the registry directly "
-                                        f"(only core/ may): {line.strip()}")
-            for inc in INCLUDE.findall(text):
-                target = os.path.join(DAEMON, inc)
-                if "/" not in inc or not os.path.exists(target):
-                    continue  # proto/, generated or system headers
-                dep = module_of(target)
-                if dep != mod:
-                    edges.setdefault(mod, set()).add(dep)
-                src, dst = folder_of(mod), folder_of(dep)
-                unplaced = [f for f in (src, dst) if f not in LAYERS and f not in APART]
-                if unplaced:
-                    problems.append(f"{rel}: folder {unplaced[0]}/ has no layer "
-                                    "(add it to LAYERS in this script)")
-                elif src in APART:
-                    if dst not in APART[src]:
-                        problems.append(f"{rel}: {src}/ includes {inc}")
-                elif dst in APART or LAYERS.index(dst) < LAYERS.index(src):
-                    problems.append(f"{rel}: includes {inc}, a layer above {src}/")
-    # Circles: depth-first search over modules.
-    state, stack = {}, []
-
-    def visit(m):
-        state[m] = 1
-        stack.append(m)
-        for d in sorted(edges.get(m, ())):
-            if state.get(d) == 1:
-                circle = stack[stack.index(d):] + [d]
-                problems.append("include circle: " + " -> ".join(circle))
-            elif d not in state:
-                visit(d)
-        stack.pop()
-        state[m] = 2
-
-    for m in sorted(edges):
-        if m not in state:
-            visit(m)
-    for p in problems:
-        print(p)
-    print(f"{len(edges)} modules with includes, {len(problems)} problem(s)")
-    return 1 if problems else 0
+    for rel, text in c_sources(DAEMON):
+        problems += too_long(rel, text)
+        mod = module_of(rel)
+        if folder_of(mod) not in REGISTRY_OWNERS:
+            for n, line in enumerate(text.splitlines(), 1):
+                if REGISTRY_USE.search(line.split("//")[0]):
+                    problems.append(f"{rel}:{n}: uses the registry directly "
+                                    f"(only core/ may): {line.strip()}")
+        for inc in INCLUDE.findall(text):
+            if "/" not in inc or not os.path.exists(os.path.join(DAEMON, inc)):
+                continue  # proto/, generated or system headers
+            dep = module_of(inc)
+            if dep != mod:
+                edges.setdefault(mod, set()).add(dep)
+            src, dst = folder_of(mod), folder_of(dep)
+            unplaced = [f for f in (src, dst) if f not in LAYERS and f not in APART]
+            if unplaced:
+                problems.append(f"{rel}: folder {unplaced[0]}/ has no layer "
+                                "(add it to LAYERS in this script)")
+            elif src in APART:
+                if dst not in APART[src]:
+                    problems.append(f"{rel}: {src}/ includes {inc}")
+            elif dst in APART or LAYERS.index(dst) < LAYERS.index(src):
+                problems.append(f"{rel}: includes {inc}, a layer above {src}/")
+    problems += include_circles(edges)
+    return report(edges, problems)
 
 
 if __name__ == "__main__":
