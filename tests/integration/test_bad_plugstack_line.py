@@ -7,7 +7,7 @@ and fail every job on it from 25.05 on)."""
 
 import re
 
-from conftest import USER1, Job
+from conftest import USER1, Job, run
 
 
 def test_bad_plugstack_line_fails_only_image_jobs_and_not_the_node(cluster):
@@ -17,12 +17,13 @@ def test_bad_plugstack_line_fails_only_image_jobs_and_not_the_node(cluster):
     conf = c.dir / "plugstack.conf"
     original = conf.read_text()
     with_image = c.sbatch(USER1, c.write_script(d, "cat /squash/badconf/x\n", "with.sh"),
-                          [f"--squash-image={img}", "--begin=now+5"])
-    without = c.sbatch(USER1, c.write_script(d, "echo plain job ran\n", "without.sh"),
-                       ["--begin=now+5"])
+                          [f"--squash-image={img}", "--hold"])
+    without = c.sbatch(USER1, c.write_script(d, "echo plain job ran\n", "without.sh"), ["--hold"])
     try:
-        # The node reads plugstack.conf again for the prolog and each step.
+        # The node reads plugstack.conf again for the prolog and each step:
+        # both jobs start only after the bad line is in place.
         conf.write_text(re.sub(r"\btimeout=\d+", "timeout=forever", original))
+        run(["scontrol", "release", f"{with_image.id},{without.id}"], env=c.env)
         with_image.wait()
         without.wait()
         refused = c.as_user(USER1, ["sbatch", f"--squash-image={img}", d / "with.sh"], cwd=d)
