@@ -223,7 +223,7 @@ if __name__ == "__main__":
 
 
 @pytest.mark.skipif(bool(os.environ.get("SQUASH_MATRIX_SUITE")),
-                    reason="an image over 4 GiB takes 16-50 s to make: host release only")
+                    reason="an image over 4 GiB takes 14-50 s to make: host release only")
 def test_an_image_over_4_gib_reads_as_through_the_kernel(cluster):
     d = cluster.workdir("root", "over4g-image")
     free = shutil.disk_usage(d).free
