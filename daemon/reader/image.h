@@ -45,6 +45,7 @@ struct inode {
 	uint32_t ino;      /* inode number */
 	uint32_t nlink;
 	uint64_t size;     /* file: bytes; directory: listing bytes; symlink: target bytes */
+	uint64_t sparse;   /* file (extended inode): bytes of its sparse blocks */
 	uint32_t rdev;     /* devices: squashfs encoding */
 	uint64_t start;    /* file: first data block; directory: listing's metadata block */
 	uint32_t frag;     /* file: fragment index or SQUASHFS_INVALID_FRAG */

@@ -333,6 +333,7 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 		in->mode = S_IFREG;
 		in->start = le64(b);
 		in->size = le64(b + 8);
+		in->sparse = le64(b + 16);
 		in->nlink = le32(b + 24);
 		in->frag = le32(b + 28);
 		in->frag_off = le32(b + 32);
@@ -405,7 +406,10 @@ void inode_stat(const struct inode *in, struct stat *st)
 	st->st_uid = in->uid;
 	st->st_gid = in->gid;
 	st->st_size = (off_t)in->size;
-	st->st_blocks = (blkcnt_t)((in->size + 511) / 512);
+	/* As the kernel's squashfs counts them: the bytes a file stores (its
+	 * sparse blocks left out, unsigned arithmetic like fs/squashfs/inode.c);
+	 * none for the other types. */
+	st->st_blocks = S_ISREG(in->mode) ? (blkcnt_t)((in->size - in->sparse + 511) >> 9) : 0;
 	st->st_blksize = 4096;
 	st->st_mtim.tv_sec = in->mtime;
 	st->st_atim = st->st_ctim = st->st_mtim;

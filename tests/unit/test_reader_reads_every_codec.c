@@ -4,8 +4,9 @@
  * with an index, xattrs: user.*, an out-of-line value shared by two files,
  * and, as root, trusted.* and security.capability) is packed with every
  * compressor and option set below, and every file is found by lookup,
- * listed, stat'ed, read and its xattrs listed and fetched through the
- * functions the FUSE operations call; all of it must equal the source.
+ * listed, stat'ed (st_blocks as the kernel's squashfs counts them), read
+ * and its xattrs listed and fetched through the functions the FUSE
+ * operations call; all of it must equal the source.
  * A compressor mksquashfs cannot use here FAILS the test (install-deps.sh
  * installs them all). Under ASan (the sanitizer build runs the same
  * tests; it looks for the reader's memory errors, not the codecs') the
@@ -255,6 +256,14 @@ static void compare(struct cmp *c, const char *path, uint64_t id, const char *na
 			(long long)got.st_mtime, (long long)st.st_mtime);
 		CHECK(0);
 	}
+	/* st_blocks as the kernel's squashfs counts them: none but for
+	 * files, and a file's sparse blocks left out. */
+	if (!S_ISREG(st.st_mode))
+		CHECK_INT(got.st_blocks, 0);
+	else if (!strcmp(name, "sparse"))
+		CHECK(got.st_blocks > 0 && got.st_blocks * 512 < got.st_size / 2);
+	else
+		CHECK_INT(got.st_blocks, (got.st_size + 511) / 512);
 	compare_xattrs(c, path, &in);
 	if (S_ISDIR(st.st_mode)) {
 		compare_dir(c, path, &in);
@@ -270,7 +279,6 @@ static void compare(struct cmp *c, const char *path, uint64_t id, const char *na
 		CHECK_INT(inode_readlink(c->img, &in, target, sizeof(target)), 0);
 		CHECK_STR(target, want);
 	}
-	(void)name;
 }
 
 int main(void)
