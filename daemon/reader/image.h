@@ -53,6 +53,7 @@ struct inode {
 	uint16_t dir_offset;
 	uint32_t parent;   /* directory: its parent's inode number */
 	uint32_t xattr;    /* index in the xattr id table, or INODE_NO_XATTR */
+	uint32_t xattr_size; /* bytes of its xattr list (the id table's), 0 without */
 	uint16_t dir_index; /* large directory: entries of its index (at tail) */
 	struct md_cursor tail; /* block list (files), target (symlinks), index (large directories) */
 };
@@ -115,6 +116,9 @@ int dir_lookup(struct image *img, const struct inode *dir, const char *name, uin
  * xattr_get returns the value's length and copies it into buf when size >
  * 0; -ERANGE when it does not fit, -ENODATA when the inode has no such
  * attribute, -EOPNOTSUPP for a name of another namespace. */
+/* The size the xattr id table gives in's list (0 without xattrs), which
+ * the kernel counts into st_blocks; -EIO for a bad index. */
+int xattr_size_of(struct image *img, const struct inode *in, uint32_t *size);
 int xattr_list(struct image *img, const struct inode *in, bool with_trusted, char *buf,
 	       size_t size);
 int xattr_get(struct image *img, const struct inode *in, const char *name, void *buf,

@@ -394,7 +394,9 @@ int inode_get(struct image *img, uint64_t id, struct inode *in)
 	}
 	if (S_ISREG(in->mode) && in->frag != INVALID_FRAG && in->frag >= img->fragments)
 		return -EIO;
-	return 0;
+	/* Looked up now, as the kernel does when it reads an inode: a bad
+	 * index fails the inode there too. */
+	return xattr_size_of(img, in, &in->xattr_size);
 }
 
 void inode_stat(const struct inode *in, struct stat *st)
@@ -407,9 +409,12 @@ void inode_stat(const struct inode *in, struct stat *st)
 	st->st_gid = in->gid;
 	st->st_size = (off_t)in->size;
 	/* As the kernel's squashfs counts them: the bytes a file stores (its
-	 * sparse blocks left out, unsigned arithmetic like fs/squashfs/inode.c);
-	 * none for the other types. */
+	 * sparse blocks left out, unsigned arithmetic like fs/squashfs/inode.c),
+	 * none for the other types, and for every type its xattr list's size
+	 * rounded up to 512-byte blocks. */
 	st->st_blocks = S_ISREG(in->mode) ? (blkcnt_t)((in->size - in->sparse + 511) >> 9) : 0;
+	if (in->xattr_size > 0)
+		st->st_blocks += (blkcnt_t)((in->xattr_size - 1) >> 9) + 1;
 	st->st_blksize = 4096;
 	st->st_mtim.tv_sec = in->mtime;
 	st->st_atim = st->st_ctim = st->st_mtim;

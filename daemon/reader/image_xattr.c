@@ -86,6 +86,22 @@ struct xattr_entry {
 	uint32_t vsize;     /* the stored value's size (8 for an out-of-line one) */
 };
 
+int xattr_size_of(struct image *img, const struct inode *in, uint32_t *size)
+{
+	unsigned char e[XATTR_ID_SIZE];
+	int r;
+
+	*size = 0;
+	if (in->xattr == INODE_NO_XATTR || img->xattr_ids == 0)
+		return 0;
+	if (in->xattr >= img->xattr_ids)
+		return -EIO;
+	if ((r = table_entry(img, img->xattr_index, in->xattr, XATTR_ID_SIZE, e)) < 0)
+		return r;
+	*size = le32(e + 12);
+	return 0;
+}
+
 /* 1: a walk of in's list; 0: in has no attributes; -errno. */
 static int walk_begin(struct image *img, const struct inode *in, struct xattr_walk *w)
 {

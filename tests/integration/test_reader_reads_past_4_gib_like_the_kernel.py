@@ -21,13 +21,10 @@ the kernel, 4096 for the reader) and statvfs.
   is). It needs 6 GiB free beside the cluster's directory (fails
   otherwise) and deletes the image whatever happens."""
 
-import contextlib
-import hashlib
 import os
 import random
 import shutil
 import struct
-import subprocess
 import tempfile
 import time
 import zlib
@@ -35,78 +32,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, mountinfo, run, wait_until
+from conftest import run
+from reader_and_kernel import digest, kernel_and_reader, pread, stats, statvfs
 
-READER = BUILD / "daemon" / "reader" / "squash-reader"
 G4 = 1 << 32
 BS = 128 * 1024  # mksquashfs's default block size
-
-
-@contextlib.contextmanager
-def kernel_and_reader(img, where):
-    """Yields (kernel mount, squash-reader mount) of img under where.
-    Unmounts both (the loop device goes with the kernel's: autoclear) and
-    stops the reader whatever the test did; when it passed, the reader
-    must have exited 0 on its unmount."""
-    kdir, fdir = where / "kernel", where / "reader"
-    kdir.mkdir()
-    fdir.mkdir()
-    log = where / "reader.log"
-    reader = None
-    rc = None
-
-    def mounted(d):
-        return any(m["mount_point"] == str(d) for m in mountinfo())
-
-    try:
-        run(["mount", "-t", "squashfs", "-o", "loop,ro", img, kdir])
-        with open(log, "wb") as out:
-            reader = subprocess.Popen([READER, img, fdir], stdout=out, stderr=subprocess.STDOUT)
-        wait_until(lambda: reader.poll() is not None or mounted(fdir), 10,
-                   what="squash-reader's mount")
-        assert reader.poll() is None, log.read_text()
-        yield kdir, fdir
-    finally:
-        for d in (fdir, kdir):
-            if mounted(d) and run(["umount", d], check=False).returncode != 0:
-                run(["umount", "-l", d], check=False)
-        if reader:
-            try:
-                rc = reader.wait(10)
-            except subprocess.TimeoutExpired:
-                reader.kill()
-                reader.wait(10)
-    assert rc == 0, f"squash-reader exited {rc} on its unmount: {log.read_text()}"
-    assert not mounted(kdir) and not mounted(fdir), mountinfo()
-
-
-def stats(root):
-    """{relative path: lstat fields} of every entry under root; st_dev
-    differs by nature, st_blksize by choice (see the docstring)."""
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        for n in [""] + sorted(dns + fns):
-            p = os.path.join(dp, n) if n else dp
-            st = os.lstat(p)
-            out[os.path.relpath(p, root)] = (
-                st.st_mode, st.st_ino, st.st_nlink, st.st_uid, st.st_gid, st.st_size,
-                st.st_blocks, st.st_mtime_ns, st.st_ctime_ns)
-    return out
-
-
-def statvfs(root):
-    v = os.statvfs(root)
-    return (v.f_bsize, v.f_frsize, v.f_blocks, v.f_bfree, v.f_bavail, v.f_files, v.f_ffree,
-            v.f_namemax)
-
-
-def pread(path, off, n):
-    with open(path, "rb") as f:
-        return os.pread(f.fileno(), n, off)
-
-
-def digest(b):
-    return f"{len(b)} bytes sha256 {hashlib.sha256(b).hexdigest()[:16]}"
 
 
 def compare_regions(kdir, fdir, name, regions, expect):
