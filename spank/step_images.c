@@ -19,9 +19,8 @@
 static bool step_mounted;
 static uint32_t mounted_job, mounted_step;
 
-/* An empty list on the heap (room for SQUASH_MAX_IMAGES items: too much
- * for the stack of srun's or slurmstepd's threads), or NULL after saying
- * so. */
+/* An empty list on the heap (room for SQUASH_MAX_IMAGES items, 32 KiB),
+ * or NULL after telling the user so. */
 static struct squash_image_list *new_list(void)
 {
 	struct squash_image_list *list = calloc(1, sizeof(*list));
