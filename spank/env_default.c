@@ -13,39 +13,32 @@
 static const char *used_name;
 static char *used_value;
 
-/* This command's variable: by program in allocator context (sbatch and
- * salloc share it), srun in local context. */
-static const char *variable_name(void)
+/* The command's variable: sbatch and salloc share the allocator context
+ * and are told apart by program name. */
+static const char *variable_name(enum squash_env_default_command command)
 {
-	switch (spank_context()) {
-	case S_CTX_ALLOCATOR:
-		if (!strcmp(program_invocation_short_name, "sbatch"))
-			return "SBATCH_SQUASH_IMAGE";
-		if (!strcmp(program_invocation_short_name, "salloc"))
-			return "SALLOC_SQUASH_IMAGE";
-		return NULL;
-	case S_CTX_LOCAL:
-		/* Inside an allocation srun runs steps; the job's images were
-		 * fixed at allocation and a default must not re-request them. */
-		if (getenv("SLURM_JOB_ID"))
-			return NULL;
+	if (command == SQUASH_DEFAULT_SRUN)
 		return "SLURM_SQUASH_IMAGE";
-	default:
-		return NULL;
-	}
+	if (!strcmp(program_invocation_short_name, "sbatch"))
+		return "SBATCH_SQUASH_IMAGE";
+	if (!strcmp(program_invocation_short_name, "salloc"))
+		return "SALLOC_SQUASH_IMAGE";
+	return NULL;
 }
 
-void squash_env_default_apply(void)
+void squash_env_default_apply(enum squash_env_default_command command)
 {
-	const char *name = variable_name();
+	const char *name = variable_name(command);
 	const char *value = name ? getenv(name) : NULL;
 
 	if (!value || !*value)
 		return;
 	free(used_value);
 	used_value = strdup(value);
-	if (!used_value)
+	if (!used_value) {
+		slurm_error("squash: cannot apply %s: out of memory", name);
 		return;
+	}
 	if (setenv(SQUASH_ENV_OPTION, value, 1) != 0) {
 		slurm_error("squash: cannot apply %s: %s", name, strerror(errno));
 		free(used_value);

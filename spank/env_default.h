@@ -8,12 +8,17 @@
 #ifndef SPANK_SQUASH_ENV_DEFAULT_H
 #define SPANK_SQUASH_ENV_DEFAULT_H
 
+/* The command that makes the allocation, as the dispatch tells it. */
+enum squash_env_default_command {
+	SQUASH_DEFAULT_ALLOCATOR, /* allocator context: sbatch or salloc (by program name) */
+	SQUASH_DEFAULT_SRUN,      /* local context: srun creating its own allocation */
+};
 
-/* In slurm_spank_init (allocator and local context, before Slurm reads
- * options): copies this command's variable, when set and not empty, into
- * SQUASH_ENV_OPTION (squash_env.h). srun inside an allocation ignores its
- * variable: a default must not turn into a request for step images. */
-void squash_env_default_apply(void);
+/* In slurm_spank_init (before Slurm reads options): copies the command's
+ * variable, when set and not empty, into SQUASH_ENV_OPTION (squash_env.h).
+ * Not for srun inside an allocation: a default must not turn into a
+ * request for step images. */
+void squash_env_default_apply(enum squash_env_default_command command);
 
 /* The name of the variable the option text came from, or NULL when it did
  * not come from one (given on the command line or in the script). */

@@ -177,17 +177,35 @@ static int expand_patterns(const struct squash_settings *s,
 	return 0;
 }
 
+/* Out of memory before squashd was asked: logged, and left for the job's
+ * steps, which print it (as when squashd could not be reached). */
+static void out_of_memory(const struct squash_settings *s, uint32_t job_id, const char *what)
+{
+	char note[256];
+
+	slurm_error("spank_squash: job %u: out of memory for %s", job_id, what);
+	snprintf(note, sizeof note, "out of memory for %s on this node", what);
+	prolog_note_write(s, job_id, note);
+}
+
 /* Builds the MountJobRequest from the complete list and sends it (from a
  * step: from_step). Returns squashd's status, or -1 when it could not be
  * asked. */
 static int mount_job(const struct squash_settings *s, uint32_t job_id,
 		     uint32_t uid, const struct squash_image_list *list, bool from_step)
 {
-	Squash__ImageSpec specs[SQUASH_MAX_IMAGES];
-	Squash__ImageSpec *ptrs[SQUASH_MAX_IMAGES];
+	/* Heap, not stack (up to SQUASH_MAX_IMAGES of each, in slurmd). */
+	Squash__ImageSpec *specs = calloc(list->count ? list->count : 1, sizeof(*specs));
+	Squash__ImageSpec **ptrs = calloc(list->count ? list->count : 1, sizeof(*ptrs));
 	Squash__MountJobRequest mount = SQUASH__MOUNT_JOB_REQUEST__INIT;
 	Squash__Request req = SQUASH__REQUEST__INIT;
+	char why[768], note[1024];
+	int status = -1;
 
+	if (!specs || !ptrs) {
+		out_of_memory(s, job_id, "the request to mount the job's images");
+		goto out;
+	}
 	for (size_t i = 0; i < list->count; i++) {
 		squash__image_spec__init(&specs[i]);
 		specs[i].image = list->items[i].image;
@@ -203,8 +221,7 @@ static int mount_job(const struct squash_settings *s, uint32_t job_id,
 	mount.has_from_step = mount.from_step = from_step;
 	req.op_case = SQUASH__REQUEST__OP_MOUNT_JOB;
 	req.mount_job = &mount;
-	char why[768], note[1024];
-	int status = ask(s, &req, job_id, "mount the job's images", why, sizeof why);
+	status = ask(s, &req, job_id, "mount the job's images", why, sizeof why);
 	if (status == SQUASH__STATUS__OK) {
 		slurm_verbose("spank_squash: job %u: %zu image(s) mounted", job_id,
 			      list->count);
@@ -213,6 +230,9 @@ static int mount_job(const struct squash_settings *s, uint32_t job_id,
 		snprintf(note, sizeof note, "the job prolog could not reach squashd: %s", why);
 		prolog_note_write(s, job_id, note);
 	}
+out:
+	free(ptrs);
+	free(specs);
 	return status;
 }
 
@@ -222,18 +242,25 @@ static int mount_job(const struct squash_settings *s, uint32_t job_id,
 static int mount_listed_images(const struct squash_settings *s, uint32_t job_id,
 			       uint32_t uid, const char *text, bool from_step)
 {
-	struct squash_image_list list;
+	/* Heap, not stack: room for SQUASH_MAX_IMAGES items. */
+	struct squash_image_list *list = malloc(sizeof(*list));
 	char why[512];
 	int status = -1;
 
-	if (squash_imagespec_parse(text, &list, why, sizeof why)) {
-		slurm_info("spank_squash: job %u: bad list of images: %s", job_id, why);
+	if (!list) {
+		out_of_memory(s, job_id, "the job's list of images");
 		return -1;
 	}
-	if (expand_patterns(s, job_id, uid, &list) == 0 &&
-	    fill_targets(s, job_id, &list) == 0)
-		status = mount_job(s, job_id, uid, &list, from_step);
-	squash_imagespec_free(&list);
+	if (squash_imagespec_parse(text, list, why, sizeof why)) {
+		slurm_info("spank_squash: job %u: bad list of images: %s", job_id, why);
+		free(list);
+		return -1;
+	}
+	if (expand_patterns(s, job_id, uid, list) == 0 &&
+	    fill_targets(s, job_id, list) == 0)
+		status = mount_job(s, job_id, uid, list, from_step);
+	squash_imagespec_free(list);
+	free(list);
 	return status;
 }
 

@@ -111,6 +111,14 @@ static void unload_settings(void)
 	settings_loaded = false;
 }
 
+/* srun (local context) inside an allocation runs a step: the job's images
+ * were fixed when the allocation was made, and its steps get those; srun
+ * may add a step's own (step_images.h). */
+static bool srun_in_allocation(void)
+{
+	return getenv("SLURM_JOB_ID") != NULL;
+}
+
 /* Which Slurm this build is for, once per process: in slurmd's and
  * slurmstepd's logs; only at debug level in sbatch/srun/salloc, where info
  * would reach the user's terminal. */
@@ -142,9 +150,13 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	load_settings(ac, av);
 	switch (spank_context()) {
 	case S_CTX_ALLOCATOR:
-	case S_CTX_LOCAL:
 		/* Before Slurm reads options from the environment. */
-		squash_env_default_apply();
+		squash_env_default_apply(SQUASH_DEFAULT_ALLOCATOR);
+		return register_option(sp);
+	case S_CTX_LOCAL:
+		/* A default must not turn into a request for step images. */
+		if (!srun_in_allocation())
+			squash_env_default_apply(SQUASH_DEFAULT_SRUN);
 		return register_option(sp);
 	case S_CTX_REMOTE:
 		return register_option(sp);
@@ -170,6 +182,17 @@ static int refuse_misconfigured(void)
 	return -1;
 }
 
+/* sbatch, salloc (srun false) or srun making its own allocation. */
+static int submit_check(spank_t sp, bool srun)
+{
+	if (squash_submit_check(sp, image_option, &settings, srun) == 0)
+		return 0;
+	if (squash_env_default_source(image_option))
+		slurm_error("squash: the images came from %s in the environment; correct or unset it, or give --squash-image on the command line",
+			    squash_env_default_source(image_option));
+	return -1;
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
 	if (!settings_loaded && image_option)
@@ -178,15 +201,11 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		return 0;
 	switch (spank_context()) {
 	case S_CTX_ALLOCATOR:
+		return submit_check(sp, false);
 	case S_CTX_LOCAL:
-		if (spank_context() == S_CTX_LOCAL && getenv("SLURM_JOB_ID"))
+		if (srun_in_allocation())
 			return squash_step_images_check(sp, image_option, &settings);
-		if (squash_submit_check(sp, image_option, &settings) == 0)
-			return 0;
-		if (squash_env_default_source(image_option))
-			slurm_error("squash: the images came from %s in the environment; correct or unset it, or give --squash-image on the command line",
-				    squash_env_default_source(image_option));
-		return -1;
+		return submit_check(sp, true);
 	case S_CTX_REMOTE:
 		return squash_step_setup(sp, image_option, &settings);
 	default:

@@ -19,21 +19,39 @@
 static bool step_mounted;
 static uint32_t mounted_job, mounted_step;
 
+/* An empty list on the heap (room for SQUASH_MAX_IMAGES items, 32 KiB),
+ * or NULL after telling the user so. */
+static struct squash_image_list *new_list(void)
+{
+	struct squash_image_list *list = calloc(1, sizeof(*list));
+
+	if (!list)
+		slurm_error("squash: out of memory for a list of images");
+	return list;
+}
+
 /* A step image on a job image's target (or inside or above it) cannot be
  * mounted: say so now. squashd checks again with the job's record. */
 static int check_clashes(const struct squash_image_list *step)
 {
 	const char *text = squash_env_job_images(false);
-	struct squash_image_list job;
+	struct squash_image_list *job;
 	char why[256], clash[SQUASH_PATH_MAX * 4 + 256];
 	int rc = 0;
 
-	if (!text || squash_imagespec_parse(text, &job, why, sizeof why))
+	if (!text)
 		return 0; /* squashd decides */
+	job = new_list();
+	if (!job)
+		return -1;
+	if (squash_imagespec_parse(text, job, why, sizeof why)) {
+		free(job);
+		return 0; /* squashd decides */
+	}
 	for (size_t i = 0; i < step->count && !rc; i++) {
 		const struct squash_image_spec *s = &step->items[i];
-		for (size_t k = 0; k < job.count && !rc; k++) {
-			const struct squash_image_spec *j = &job.items[k];
+		for (size_t k = 0; k < job->count && !rc; k++) {
+			const struct squash_image_spec *j = &job->items[k];
 			/* The same image at the same place is the job's own (1). */
 			if (j->target && squash_step_target_clash(j->image, j->target, s->image, s->target,
 								  clash, sizeof clash) < 0) {
@@ -42,14 +60,15 @@ static int check_clashes(const struct squash_image_list *step)
 			}
 		}
 	}
-	squash_imagespec_free(&job);
+	squash_imagespec_free(job);
+	free(job);
 	return rc;
 }
 
 int squash_step_images_check(spank_t sp, const char *option, const struct squash_settings *s)
 {
 	const char *inherited = getenv(SQUASH_ENV_OPTION);
-	struct squash_image_list list;
+	struct squash_image_list *list;
 	char *text;
 	int rc = -1;
 
@@ -58,20 +77,25 @@ int squash_step_images_check(spank_t sp, const char *option, const struct squash
 	unsetenv(SQUASH_ENV_STEP_IMAGES);
 	if (!option || (inherited && !strcmp(option, inherited)))
 		return 0; /* the allocation's own images: its steps get them anyway */
-	if (squash_submit_check_list(option, s, &list))
+	list = new_list();
+	if (!list)
 		return -1;
-	for (size_t i = 0; i < list.count; i++) {
-		if (list.items[i].writable) {
+	if (squash_submit_check_list(option, s, list)) {
+		free(list);
+		return -1;
+	}
+	for (size_t i = 0; i < list->count; i++) {
+		if (list->items[i].writable) {
 			/* An overlay lives and goes with the job (squashd refuses too). */
 			slurm_error("squash: %s: :rw is only for a job's own images (sbatch, salloc, or an "
 				    "srun that creates the job); a step's own images are read-only",
-				    list.items[i].image);
+				    list->items[i].image);
 			goto out;
 		}
 	}
-	if (check_clashes(&list))
+	if (check_clashes(list))
 		goto out;
-	text = squash_imagespec_format(&list);
+	text = squash_imagespec_format(list);
 	if (!text) {
 		slurm_error("squash: out of memory");
 		goto out;
@@ -83,7 +107,8 @@ int squash_step_images_check(spank_t sp, const char *option, const struct squash
 		slurm_error("squash: cannot pass the step's images to the step: %s", strerror(errno));
 	free(text);
 out:
-	squash_imagespec_free(&list);
+	squash_imagespec_free(list);
+	free(list);
 	return rc;
 }
 
@@ -102,11 +127,11 @@ int squash_step_images_mount(spank_t sp, const struct squash_settings *s, uint32
 			     uid_t uid, Squash__StepInfoRequest *info, char *err, size_t errlen)
 {
 	struct squash_client_options opts = squash_settings_client(s);
-	Squash__ImageSpec specs[SQUASH_MAX_IMAGES], *ptrs[SQUASH_MAX_IMAGES];
+	Squash__ImageSpec *specs = NULL, **ptrs = NULL;
 	Squash__MountJobRequest mount = SQUASH__MOUNT_JOB_REQUEST__INIT;
 	Squash__Request req = SQUASH__REQUEST__INIT;
 	Squash__Response *resp = NULL;
-	struct squash_image_list list;
+	struct squash_image_list *list;
 	uint32_t step_id;
 	char why[768], *text, *inherited;
 	int rc = -1;
@@ -118,23 +143,38 @@ int squash_step_images_mount(spank_t sp, const struct squash_settings *s, uint32
 	if (!text)
 		return 0;
 	spank_unsetenv(sp, SQUASH_ENV_STEP_IMAGES); /* the tasks get SQUASH_IMAGES instead */
-	if (squash_imagespec_parse(text, &list, why, sizeof why)) {
-		snprintf(err, errlen, "cannot read the step's images: %s", why);
+	list = calloc(1, sizeof(*list));
+	if (!list) {
+		snprintf(err, errlen, "cannot read the step's images: out of memory");
 		free(text);
 		return -1;
 	}
+	if (squash_imagespec_parse(text, list, why, sizeof why)) {
+		snprintf(err, errlen, "cannot read the step's images: %s", why);
+		free(text);
+		free(list);
+		return -1;
+	}
 	free(text);
-	for (size_t i = 0; i < list.count; i++) {
+	/* Heap, not stack: up to SQUASH_MAX_IMAGES of each. */
+	specs = calloc(list->count ? list->count : 1, sizeof(*specs));
+	ptrs = calloc(list->count ? list->count : 1, sizeof(*ptrs));
+	if (!specs || !ptrs) {
+		snprintf(err, errlen, "cannot mount the step's %zu image(s): out of memory",
+			 list->count);
+		goto out;
+	}
+	for (size_t i = 0; i < list->count; i++) {
 		squash__image_spec__init(&specs[i]);
-		specs[i].image = list.items[i].image;
-		specs[i].target = list.items[i].target ? list.items[i].target : "";
+		specs[i].image = list->items[i].image;
+		specs[i].target = list->items[i].target ? list->items[i].target : "";
 		ptrs[i] = &specs[i];
 	}
 	mount.job_id = job_id;
 	mount.uid = (uint32_t)uid;
 	mount.has_step_id = true;
 	mount.step_id = step_id;
-	mount.n_images = list.count;
+	mount.n_images = list->count;
 	mount.images = ptrs;
 	req.op_case = SQUASH__REQUEST__OP_MOUNT_JOB;
 	req.mount_job = &mount;
@@ -157,9 +197,13 @@ int squash_step_images_mount(spank_t sp, const struct squash_settings *s, uint32
 		free(inherited);
 		rc = 0;
 	}
+out:
 	if (resp)
 		squash__response__free_unpacked(resp, NULL);
-	squash_imagespec_free(&list);
+	free(ptrs);
+	free(specs);
+	squash_imagespec_free(list);
+	free(list);
 	return rc;
 }
 

@@ -367,49 +367,62 @@ static int check_overlaps(const struct squash_image_list *list,
 	return rc;
 }
 
-/* Hands the list to the prolog, which sees SPANK_SQUASH_JOB_IMAGES. The prolog
- * expands every path as a pattern, so plain paths go with '%' doubled. */
-static int hand_to_prolog(spank_t sp, const struct squash_image_list *list,
-			  const struct item_state *st)
+/* What the check learns about each of the list's items, zeroed, or NULL
+ * after saying so. */
+static struct item_state *new_states(const struct squash_image_list *list)
 {
-	struct squash_image_list out, again;
+	struct item_state *st = calloc(list->count ? list->count : 1, sizeof(*st));
+
+	if (!st)
+		slurm_error("squash: out of memory for checking %zu image(s)", list->count);
+	return st;
+}
+
+/* Hands the list to the prolog, which sees SPANK_SQUASH_JOB_IMAGES. The prolog
+ * expands every path as a pattern, so plain paths go with '%' doubled.
+ * srun: srun creating its own allocation, whose step must find the list
+ * where no prolog ran (PrologFlags=RunInJob), as a batch step and salloc's
+ * sruns do, which Slurm gives SLURM_SPANK_<name>. srun's own environment
+ * is what its tasks get. */
+static int hand_to_prolog(spank_t sp, const struct squash_image_list *list,
+			  const struct item_state *st, bool srun)
+{
+	/* Heap, not stack: room for SQUASH_MAX_IMAGES items. */
+	struct squash_image_list *out = calloc(1, sizeof(*out));
 	char why[512];
 	char *text = NULL;
 	spank_err_t rc = ESPANK_ERROR;
 
-	memset(&out, 0, sizeof out);
+	if (!out)
+		goto oom;
 	for (size_t i = 0; i < list->count; i++) {
 		const struct squash_image_spec *item = &list->items[i];
+		struct squash_image_spec *copy = &out->items[i];
 
-		out.items[i].image = st[i].image_deferred ? strdup(item->image)
-							  : squash_pattern_escape(item->image);
-		out.items[i].target = st[i].target_deferred ? strdup(item->target)
-							    : squash_pattern_escape(item->target);
-		out.items[i].writable = item->writable;
-		out.items[i].upper = item->upper ? strdup(item->upper) : NULL; /* not a pattern */
-		out.count++;
-		if (!out.items[i].image || !out.items[i].target || (item->upper && !out.items[i].upper))
+		copy->image = st[i].image_deferred ? strdup(item->image)
+						   : squash_pattern_escape(item->image);
+		copy->target = st[i].target_deferred ? strdup(item->target)
+						     : squash_pattern_escape(item->target);
+		copy->writable = item->writable;
+		copy->upper = item->upper ? strdup(item->upper) : NULL; /* not a pattern */
+		out->count++;
+		if (!copy->image || !copy->target || (item->upper && !copy->upper))
 			goto oom;
 	}
-	text = squash_imagespec_format(&out);
+	text = squash_imagespec_format(out);
 	if (!text)
 		goto oom;
 	/* What the prolog parses must be what was checked here. */
-	if (squash_imagespec_parse(text, &again, why, sizeof why)) {
+	squash_imagespec_free(out);
+	if (squash_imagespec_parse(text, out, why, sizeof why)) {
 		slurm_error("squash: cannot pass the image list to the job: %s", why);
 		goto out;
 	}
-	squash_imagespec_free(&again);
 	rc = spank_job_control_setenv(sp, SQUASH_ENV_JOB_IMAGES, text, 1);
 	if (rc != ESPANK_SUCCESS)
 		slurm_error("squash: cannot pass the image list to the job: %s",
 			    spank_strerror(rc));
-	/* srun making its own allocation: its step must find the list where
-	 * no prolog ran (PrologFlags=RunInJob), as a batch step and salloc's
-	 * sruns do, which Slurm gives SLURM_SPANK_<name>. srun's own
-	 * environment is what its tasks get. */
-	else if (spank_context() == S_CTX_LOCAL &&
-		 setenv(SQUASH_ENV_JOB_IMAGES_STEP, text, 1) != 0) {
+	else if (srun && setenv(SQUASH_ENV_JOB_IMAGES_STEP, text, 1) != 0) {
 		slurm_error("squash: cannot pass the image list to the job's step: %s",
 			    strerror(errno));
 		rc = ESPANK_ERROR;
@@ -419,52 +432,56 @@ oom:
 	slurm_error("squash: out of memory");
 out:
 	free(text);
-	squash_imagespec_free(&out);
+	if (out)
+		squash_imagespec_free(out);
+	free(out);
 	return rc == ESPANK_SUCCESS ? 0 : -1;
 }
 
 int squash_submit_check(spank_t sp, const char *option,
-			const struct squash_settings *s)
+			const struct squash_settings *s, bool srun)
 {
-	struct squash_image_list list;
-	struct item_state st[SQUASH_MAX_IMAGES];
+	struct squash_image_list *list;
+	struct item_state *st = NULL;
 	char why[1024];
 	int rc = -1;
 
 	if (!option)
 		return 0;
-	/* srun inside sbatch/salloc inherits the option; the job's images were
-	 * fixed when the allocation was made, and its steps get those. */
-	if (spank_context() == S_CTX_LOCAL && getenv("SLURM_JOB_ID"))
-		return 0;
-
-	if (squash_imagespec_parse(option, &list, why, sizeof why)) {
+	list = calloc(1, sizeof(*list)); /* heap: room for SQUASH_MAX_IMAGES items */
+	if (!list) {
+		slurm_error("squash: out of memory");
+		return -1;
+	}
+	if (squash_imagespec_parse(option, list, why, sizeof why)) {
 		char shown[SQUASH_QUOTE_BUF];
 
 		/* The option may hold control characters: never echo it raw. */
 		slurm_error("squash: --squash-image=%s: %s",
 			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
+		free(list);
 		return -1;
 	}
-	if (expand_globs(&list) < 0)
+	if (expand_globs(list) < 0 || !(st = new_states(list)))
 		goto out;
-	memset(st, 0, sizeof st);
-	for (size_t i = 0; i < list.count; i++)
-		if (check_item(&list.items[i], &st[i],
-			       list.count > 1 || list.items[i].target, s) ||
-		    (list.items[i].upper && resolve_upper(&list.items[i])))
+	for (size_t i = 0; i < list->count; i++)
+		if (check_item(&list->items[i], &st[i],
+			       list->count > 1 || list->items[i].target, s) ||
+		    (list->items[i].upper && resolve_upper(&list->items[i])))
 			goto out;
-	if (check_overlaps(&list, st) == 0)
-		rc = hand_to_prolog(sp, &list, st);
+	if (check_overlaps(list, st) == 0)
+		rc = hand_to_prolog(sp, list, st, srun);
 out:
-	squash_imagespec_free(&list);
+	free(st);
+	squash_imagespec_free(list);
+	free(list);
 	return rc;
 }
 
 int squash_submit_check_list(const char *option, const struct squash_settings *s,
 			     struct squash_image_list *list)
 {
-	struct item_state st[SQUASH_MAX_IMAGES];
+	struct item_state *st = NULL;
 	char why[1024];
 
 	if (squash_imagespec_parse(option, list, why, sizeof why)) {
@@ -474,9 +491,8 @@ int squash_submit_check_list(const char *option, const struct squash_settings *s
 			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
 		return -1;
 	}
-	if (expand_globs(list) < 0)
+	if (expand_globs(list) < 0 || !(st = new_states(list)))
 		goto bad;
-	memset(st, 0, sizeof st);
 	for (size_t i = 0; i < list->count; i++) {
 		if (check_item(&list->items[i], &st[i], list->count > 1 || list->items[i].target, s))
 			goto bad;
@@ -487,9 +503,12 @@ int squash_submit_check_list(const char *option, const struct squash_settings *s
 			goto bad;
 		}
 	}
-	if (check_overlaps(list, st) == 0)
+	if (check_overlaps(list, st) == 0) {
+		free(st);
 		return 0;
+	}
 bad:
+	free(st);
 	squash_imagespec_free(list);
 	return -1;
 }

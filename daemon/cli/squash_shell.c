@@ -183,6 +183,21 @@ static void refuse_default_collision(const struct squash_image_spec *earlier,
 	    shown(later->target, b3, len));
 }
 
+/* IMAGE:TARGET:rw and :rw=DIR: a writable overlay lives and goes with a
+ * job, and a session mounts read-only (squashd's session mount has no
+ * overlay), so they are refused rather than quietly mounted read-only. */
+static void refuse_writable(const struct squash_image_list *list)
+{
+	char b1[SQUASH_PATH_MAX * 4];
+
+	for (size_t i = 0; i < list->count; i++)
+		if (list->items[i].writable || list->items[i].upper)
+			die("%s: cannot use %s here: writable images are for jobs only (sbatch, salloc, "
+			    "or an srun that creates the job); squash-shell mounts images read-only",
+			    shown(list->items[i].image, b1, sizeof(b1)),
+			    list->items[i].upper ? ":rw=DIR" : ":rw");
+}
+
 /* Resolves each image and fills in the default targets, as at submission
  * (spank/submit_check.c), which also refuses two images whose default
  * targets are the same: merging is asked for by naming one TARGET, never
@@ -296,6 +311,7 @@ int main(int argc, char **argv)
 		die("--base %s: not an absolute, non-system directory", shown(base, b1, sizeof(b1)));
 	if (squash_imagespec_parse(argv[optind], list, why, sizeof(why)))
 		die("%s: %s", shown(argv[optind], b1, sizeof(b1)), why);
+	refuse_writable(list);
 	/* Globs as at submission (image_glob.h); no % patterns here. */
 	if (squash_image_globs_expand(list, NULL, b1, sizeof(b1)))
 		die("%s", b1);

@@ -113,6 +113,35 @@ def test_target_outside_allowed_prefixes_is_refused(cluster):
     assert c.list_mounts() == []
 
 
+def test_writable_images_are_refused_and_nothing_is_mounted(cluster):
+    """:rw and :rw=DIR are for jobs: squash-shell refuses them rather than
+    mount the image read-only behind the user's back."""
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "w.sqfs", FILES, owner=USER1)
+    upper = d / "upper"
+    c.as_user(USER1, ["mkdir", upper], check=True)
+    ran = d / "ran"
+    sessions_logged = c.squashd_log().count("session of pid")
+    for spec, flag in ((f"{img}:/squash/w:rw", ":rw"), (f"{img}::rw", ":rw"),
+                       (f"{img}:/squash/w:rw={upper}", ":rw=DIR")):
+        p = c.as_user(USER1, shell_cmd(c, spec, "--", "touch", ran), cwd=d)
+        assert p.returncode == 125, (spec, p.stdout, p.stderr)
+        assert p.stderr == (f"squash-shell: {img}: cannot use {flag} here: writable images are "
+                            "for jobs only (sbatch, salloc, or an srun that creates the job); "
+                            "squash-shell mounts images read-only\n"), p.stderr
+        assert not ran.exists(), spec  # the command never ran
+        assert c.list_mounts() == [] and c.node_mounts() == [], spec
+        assert os.listdir(c.state_dir / "sessions") == [], spec
+        assert os.listdir(upper) == [], spec
+    assert c.squashd_log().count("session of pid") == sessions_logged  # squashd never asked
+    # The same image without :rw is fine.
+    p = c.as_user(USER1, shell_cmd(c, f"{img}:/squash/w", "--", "cat", "/squash/w/hello.txt"),
+                  cwd=d)
+    assert p.returncode == 0 and p.stdout == "hello from the image\n", (p.stdout, p.stderr)
+    wait_clean(c)
+
+
 def test_two_images_on_one_default_target_are_refused_as_at_submission(cluster):
     """As sbatch (test_option_syntax.py): images that only share a file name
     are not merged; naming one TARGET for both is how a merge is asked for."""
