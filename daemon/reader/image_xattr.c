@@ -86,20 +86,28 @@ struct xattr_entry {
 	uint32_t vsize;     /* the stored value's size (8 for an out-of-line one) */
 };
 
-int xattr_size_of(struct image *img, const struct inode *in, uint32_t *size)
+/* 1 and in's entry of the xattr id table (reference, count, size); 0: in
+ * has no xattrs; -EIO for an index past the table. */
+static int id_entry(struct image *img, const struct inode *in, unsigned char e[XATTR_ID_SIZE])
 {
-	unsigned char e[XATTR_ID_SIZE];
 	int r;
 
-	*size = 0;
 	if (in->xattr == INODE_NO_XATTR || img->xattr_ids == 0)
 		return 0;
 	if (in->xattr >= img->xattr_ids)
 		return -EIO;
 	if ((r = table_entry(img, img->xattr_index, in->xattr, XATTR_ID_SIZE, e)) < 0)
 		return r;
-	*size = le32(e + 12);
-	return 0;
+	return 1;
+}
+
+int xattr_size_of(struct image *img, const struct inode *in, uint32_t *size)
+{
+	unsigned char e[XATTR_ID_SIZE];
+	int r = id_entry(img, in, e);
+
+	*size = r > 0 ? le32(e + 12) : 0;
+	return r < 0 ? r : 0;
 }
 
 /* 1: a walk of in's list; 0: in has no attributes; -errno. */
@@ -108,11 +116,7 @@ static int walk_begin(struct image *img, const struct inode *in, struct xattr_wa
 	unsigned char e[XATTR_ID_SIZE];
 	int r;
 
-	if (in->xattr == INODE_NO_XATTR || img->xattr_ids == 0)
-		return 0;
-	if (in->xattr >= img->xattr_ids)
-		return -EIO;
-	if ((r = table_entry(img, img->xattr_index, in->xattr, XATTR_ID_SIZE, e)) < 0)
+	if ((r = id_entry(img, in, e)) <= 0)
 		return r;
 	if ((r = xattr_ref(img, le64(e), &w->cur)) < 0)
 		return r;
