@@ -1168,6 +1168,11 @@ class Bench:
                     self.ds_outside(ds, m, rep)
         finally:
             c.stop()
+            # squashd's debug log (every mount, merge and release, timed)
+            logs = self.out / "logs"
+            logs.mkdir(exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.copy(c.dir / "log" / "squashd.log", logs / f"{ds.name}-rep{rep + 1}-squashd.log")
             c.remove()
             self.clusters.remove(c)
             self.cluster = None
@@ -1211,7 +1216,8 @@ class Bench:
         log(f"  {ds.name:4} {mode:10} find: " + ", ".join(f"{r['seconds']:.2f} s ({r.get('files')})"
                                                        for r in recs) + (f" {extra}" if extra else ""))
 
-    SHOW = 'test -e "$1" || { echo "not visible: $1" >&2; exit 3; }; date +%s.%N; shift; exec "$@"'
+    # The task prints the time once PROBE is there (stat says why not).
+    SHOW = 'stat -c %n "$1" >/dev/null || exit 3; date +%s.%N; shift; exec "$@"'
 
     def ds_cmd(self, spec, probe, rest=()):
         img = [f"--squash-image={spec}"] if spec else []
@@ -1231,7 +1237,7 @@ class Bench:
         if p.returncode != 0 or seen is None:
             log(f"  {ds.name} {label}: FAILED ({p.returncode}): {p.stderr[-500:]}")
             self.add("ds_visible", dataset=ds.name, rep=rep, mode=label, seconds="",
-                     note=f"failed: {p.stderr[-200:]}")
+                     note="failed: " + " ".join(p.stderr[-300:].split()))
             return
         self.add("ds_visible", dataset=ds.name, rep=rep, mode=label, seconds=round(seen, 4),
                  wall_s=round(wall, 4))
@@ -1256,8 +1262,13 @@ class Bench:
         pid = c.squashd_pid()
         if pid:
             m["squashd_rss_kib"], m["squashd_pss_kib"] = pss_kb(pid)
-        readers = [pss_kb(p) for p in c.fuse_servers()]
+        servers = c.fuse_servers()
+        readers = [pss_kb(p) for p in servers]
         m["readers"] = len(readers)
+        m["readers_threads"] = 0
+        for p in servers:
+            with contextlib.suppress(OSError):
+                m["readers_threads"] += len(os.listdir(f"/proc/{p}/task"))
         m["readers_rss_kib"] = sum(r for r, _ in readers)
         m["readers_pss_kib"] = sum(p for _, p in readers)
         with contextlib.suppress(Exception):
@@ -1315,7 +1326,7 @@ class Bench:
         if not ok or a.returncode != 0 or seen is None:
             log(f"  {ds.name} {kind} first job: FAILED ({a.returncode}): {err[-800:]}")
             self.add("ds_visible", dataset=ds.name, rep=rep, mode=f"{label}, first job", seconds="",
-                     note=f"failed: {err[-200:]}")
+                     note="failed: " + " ".join(err[-300:].split()))
             return
         self.add("ds_visible", dataset=ds.name, rep=rep, mode=f"{label}, first job",
                  seconds=round(seen, 4))

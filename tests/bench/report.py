@@ -659,18 +659,19 @@ def datasets_tables(d):
                                  mib(delta(ds, kind, state, "slab_fuse_inode_kib")),
                                  mib(delta(ds, kind, state, "slab_dentry_kib")),
                                  mib(delta(ds, kind, state, "kernelstack_kib") or 0) + " / " +
-                                 mib(delta(ds, kind, state, "percpu_kib") or 0)])
+                                 mib(delta(ds, kind, state, "percpu_kib") or 0) + " / " +
+                                 mib(delta(ds, kind, state, "vmallocused_kib") or 0)])
         md.append("### Node memory with the bundles mounted\n")
         md.append("squashd's RSS / PSS and the FUSE readers' PSS (sum), then the kernel's: "
                   "differences to the same node just before the first job, caches dropped "
                   "(/proc/meminfo Slab and SUnreclaim; /proc/slabinfo caches, objects x size; "
-                  "KernelStack / Percpu), median over repetitions. Mounted: the job sees the "
+                  "KernelStack / Percpu / VmallocUsed), median over repetitions. Mounted: the job sees the "
                   "tree; after find: the job has listed it twice. Machine-wide numbers: other "
                   "work moves them by a few MiB.\n")
         md.append(table(["dataset", "bundles", "state", "bundle mounts", "squashd RSS / PSS",
                          "readers PSS", "Δ slab", "Δ unreclaimable", "Δ squashfs inodes",
                          "Δ overlay inodes", "Δ FUSE inodes", "Δ dentries",
-                         "Δ kernel stacks / percpu"], rows))
+                         "Δ kernel stacks / percpu / vmalloc"], rows))
         md.append("")
     return md
 
@@ -839,7 +840,8 @@ def write(out, rows, meta):
         md.append("## Failures")
         md.append("")
         for r in failed:
-            md.append(f"- {r.get('section')} {r.get('mode')} {r.get('workload', '')}: {r['note']}")
+            what = " ".join(str(r.get(k)) for k in ("section", "dataset", "mode", "workload") if r.get(k))
+            md.append(f"- {what}: {' '.join(str(r['note']).split())}")
         md.append("")
     (out / "report.md").write_text("\n".join(md) + "\n")
 
