@@ -42,6 +42,7 @@ import argparse
 import contextlib
 import csv
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
@@ -337,14 +338,16 @@ class MountedMode(Mode):
 class SlowFSMode(MountedMode):
     kind = "slowfs"
 
-    def __init__(self, bench):
-        super().__init__(bench, "slowfs")
-        self.stats = bench.cache / "mnt" / "slowfs.stats"
+    def __init__(self, bench, name="slowfs", source=None):
+        super().__init__(bench, name)
+        self.stats = bench.cache / "mnt" / f"{name}.stats"
         self.requests = None
+        self.source = source  # default: the stack's tree
 
     def mount(self):
         self.stats.unlink(missing_ok=True)
-        self.start_server([self.b.build / "tests" / "bench" / "slowfs", self.b.stack.tree, self.mnt, "-f",
+        self.start_server([self.b.build / "tests" / "bench" / "slowfs", self.source or self.b.stack.tree,
+                           self.mnt, "-f",
                            "-o", f"ro,allow_other,delay_us={self.b.args.delay_us},stats={self.stats}",
                            "-o", "entry_timeout={0},attr_timeout={0},negative_timeout={0}".format(
                                self.b.args.slowfs_cache_s)])
@@ -580,6 +583,22 @@ class Cluster:
                 *[str(c) for c in cmd]]
         return subprocess.run(full, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=timeout, env=self.env, cwd=self.work)
+
+    def popen_user(self, cmd, user=USER):
+        full = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={self.dir / 'slurm.conf'}",
+                *[str(c) for c in cmd]]
+        return subprocess.Popen(full, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=self.env, cwd=self.work, start_new_session=True)
+
+    def link_dataset(self, ds, kind):
+        """Hard links of a dataset's bundles under trusted/NAME (kernel) or
+        work/img/NAME (FUSE, the user's)."""
+        d = (self.dir / "trusted" if kind == "kernel" else self.imgdir) / ds.name
+        d.mkdir(exist_ok=True)
+        os.chmod(d, 0o755)
+        for b in sorted(ds.bundles_dir.glob("b*.sqfs")):
+            self.link_image(b, kind, f"{ds.name}/{b.name}")
+        return d
 
     def squashctl(self, *args):
         return run([self.b.build / "daemon" / "squashctl", "--socket", self.dir / "squashd.sock",
@@ -1081,6 +1100,248 @@ class Bench:
         c.stop()
         c.remove()
 
+    # ---------------------------------------------------------------- datasets
+    # --datasets: a dataset of many small files packed into bundles
+    # (tests/bench/dataset.py), listed with `find . -print | wc -l` from the
+    # tree on local disk, the same tree behind slowfs, and the bundles merged
+    # at one target in a job (kernel bundles: trusted; FUSE: the user's);
+    # the time until a job sees the merged tree (first job on the node and a
+    # second one while the first holds the mounts) and the node's memory
+    # with the bundles mounted. One phase per dataset and repetition: a
+    # fresh cluster, the four modes in an order rotated every repetition,
+    # then the cluster is stopped (and --lock released, if given).
+
+    DS_MODES = ["local", "slowfs", "job-kernel", "job-fuse"]
+
+    @contextlib.contextmanager
+    def locked(self, what):
+        lock = self.args.lock
+        if not lock:
+            yield
+            return
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        t0 = time.monotonic()
+        log(f"{what}: waiting for the lock {lock}")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            log(f"{what}: lock taken after {time.monotonic() - t0:.0f} s")
+            t1 = time.monotonic()
+            yield
+            log(f"{what}: lock held {time.monotonic() - t1:.0f} s")
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def datasets_main(self):
+        import dataset as dsmod  # noqa: E402 - tests/bench on sys.path (main)
+        dss = []
+        for name in [n for n in self.args.datasets.split(",") if n]:
+            ds = dsmod.Dataset(self.cache, name)
+            info = ds.ensure(log)
+            dss.append((ds, info))
+            self.meta.setdefault("datasets", {})[name] = {k: v for k, v in info.items() if k != "want"}
+        self.meta["dataset_mksquashfs"] = " ".join(dsmod.MKSQUASHFS_ARGS)
+        self.save()
+        self.elapsed_note("datasets ready")
+        for ds, info in dss:
+            for rep in range(self.args.reps):
+                with self.locked(f"dataset {ds.name}, repetition {rep + 1}"):
+                    self.dataset_phase(ds, info, rep)
+                self.save()
+                self.elapsed_note(f"dataset {ds.name} repetition {rep + 1} done")
+
+    def dataset_phase(self, ds, info, rep):
+        c = Cluster(self)
+        self.clusters.append(c)
+        self.cluster = c
+        try:
+            c.start()
+            dirs = {kind: c.link_dataset(ds, kind) for kind in ("kernel", "fuse")}
+            k = rep % len(self.DS_MODES)
+            order = self.DS_MODES[k:] + self.DS_MODES[:k]
+            log(f"dataset {ds.name}, rep {rep + 1}: {' '.join(order)}")
+            for m in order:
+                if m.startswith("job-"):
+                    self.ds_visible(c, ds, None, None, rep, "no image")
+                    self.ds_job(c, ds, info, m[4:], dirs[m[4:]], rep)
+                else:
+                    self.ds_outside(ds, m, rep)
+        finally:
+            c.stop()
+            # squashd's debug log (every mount, merge and release, timed)
+            logs = self.out / "logs"
+            logs.mkdir(exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.copy(c.dir / "log" / "squashd.log", logs / f"{ds.name}-rep{rep + 1}-squashd.log")
+            c.remove()
+            self.clusters.remove(c)
+            self.cluster = None
+
+    def ds_outside(self, ds, mode, rep):
+        """find over the tree on local disk or behind slowfs, cold then warm."""
+        sm = None
+        if mode == "slowfs":
+            sm = SlowFSMode(self, f"ds-{ds.name}-slowfs", ds.tree)
+            self.modes.append(sm)
+            sm.prepare_cold()
+            root = sm.mnt
+        else:
+            drop_caches()
+            root = ds.tree
+        try:
+            p = run([PYTHON, self.workload_py, "find", root, "--times", "2"], timeout=3600,
+                    env=self.workload_env())
+            recs = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        except Exception as e:  # noqa: BLE001 - keep going, record the failure
+            log(f"  {ds.name} {mode}: FAILED: {e}")
+            self.add("ds_scan", dataset=ds.name, rep=rep, mode=mode, cache="cold", seconds="",
+                     note=f"failed: {str(e)[:200]}")
+            recs = []
+        finally:
+            if sm:
+                sm.stop()
+                self.modes.remove(sm)
+        extra = {"slowfs_requests": sm.requests} if sm and sm.requests is not None else {}
+        self.ds_add_scans(ds, mode, rep, recs, extra)
+
+    def ds_add_scans(self, ds, mode, rep, recs, extra=None):
+        for r in recs:
+            others = ""
+            if r["seconds"] > 0:
+                others = round(max(0.0, r["busy_cpu_s"] - r["own_cpu_s"]) /
+                               (r["seconds"] * os.cpu_count()), 2)
+            self.add("ds_scan", dataset=ds.name, rep=rep, mode=mode,
+                     cache="cold" if r["run"] == 0 else "warm", seconds=r["seconds"],
+                     files=r.get("files", ""), others_cpu_share=others, **(extra or {}))
+        log(f"  {ds.name:4} {mode:10} find: " + ", ".join(f"{r['seconds']:.2f} s ({r.get('files')})"
+                                                       for r in recs) + (f" {extra}" if extra else ""))
+
+    # The task prints the time once PROBE is there (stat says why not).
+    SHOW = 'stat -c %n "$1" >/dev/null || exit 3; date +%s.%N; shift; exec "$@"'
+
+    def ds_cmd(self, spec, probe, rest=()):
+        img = [f"--squash-image={spec}"] if spec else []
+        return ["srun", "-Q", "-n1", *img, "/bin/sh", "-c", self.SHOW, "sh", probe, *(rest or ["true"])]
+
+    def ds_visible(self, c, ds, spec, probe, rep, label):
+        """One srun whose task prints the time as soon as PROBE exists: the
+        time from before srun until the job sees the tree (no image: the
+        task's start)."""
+        t0 = time.time()
+        p = c.as_user(self.ds_cmd(spec, probe or "/", []), timeout=900)
+        wall = time.time() - t0
+        try:
+            seen = float(p.stdout.split()[0]) - t0
+        except (IndexError, ValueError):
+            seen = None
+        if p.returncode != 0 or seen is None:
+            log(f"  {ds.name} {label}: FAILED ({p.returncode}): {p.stderr[-500:]}")
+            self.add("ds_visible", dataset=ds.name, rep=rep, mode=label, seconds="",
+                     note="failed: " + " ".join(p.stderr[-300:].split()))
+            return
+        self.add("ds_visible", dataset=ds.name, rep=rep, mode=label, seconds=round(seen, 4),
+                 wall_s=round(wall, 4))
+        log(f"  {ds.name:4} {label:22} visible after {seen:.3f} s (srun {wall:.3f} s)")
+
+    def node_memory(self, c):
+        """squashd's and the FUSE readers' memory, the kernel's slab and a
+        few of its caches (the whole machine's: read them as differences)."""
+        m = {}
+        with open("/proc/meminfo") as f:
+            for line in f:
+                k, v = line.split(":", 1)
+                if k in ("Slab", "SReclaimable", "SUnreclaim", "KernelStack", "PageTables",
+                         "Percpu", "VmallocUsed", "Cached", "MemAvailable"):
+                    m[k.lower() + "_kib"] = int(v.split()[0])
+        with open("/proc/slabinfo") as f:
+            for line in f:
+                parts = line.split()
+                if parts and parts[0] in ("squashfs_inode_cache", "ovl_inode", "fuse_inode",
+                                          "dentry", "inode_cache", "ext4_inode_cache"):
+                    m[f"slab_{parts[0]}_kib"] = int(parts[2]) * int(parts[3]) // 1024
+        pid = c.squashd_pid()
+        if pid:
+            m["squashd_rss_kib"], m["squashd_pss_kib"] = pss_kb(pid)
+        servers = c.fuse_servers()
+        readers = [pss_kb(p) for p in servers]
+        m["readers"] = len(readers)
+        m["readers_threads"] = 0
+        for p in servers:
+            with contextlib.suppress(OSError):
+                m["readers_threads"] += len(os.listdir(f"/proc/{p}/task"))
+        m["readers_rss_kib"] = sum(r for r, _ in readers)
+        m["readers_pss_kib"] = sum(p for _, p in readers)
+        with contextlib.suppress(Exception):
+            rows = c.list_mounts()
+            for mode in ("kernel", "fuse", "merged"):
+                m[f"mounts_{mode}"] = sum(1 for r in rows if r.get("mode") == mode)
+        return m
+
+    def ds_job(self, c, ds, info, kind, d, rep):
+        """The first job on the node (nothing mounted, caches dropped): the
+        time until it sees the merged tree, the node's memory once mounted,
+        find cold and warm in the job, the memory after; meanwhile a second
+        job with the same bundles (the mounts shared)."""
+        c.wait_no_mounts(900)
+        wait_for(lambda: not c.fuse_servers(), 120, "FUSE readers to exit", 0.1)
+        target = f"/squash/{ds.name}"
+        spec = f"{d}/b*.sqfs:{target}"
+        probe = f"{target}/{info['probe']}"
+        sync = c.work / f"sync-{ds.name}-{kind}-{rep}"
+        sync.mkdir()
+        os.chmod(sync, 0o777)
+        label = {"kernel": "kernel", "fuse": "FUSE"}[kind]
+        drop_caches()
+        mems = {"before": self.node_memory(c)}
+        t0 = time.time()
+        a = c.popen_user(self.ds_cmd(spec, probe, [PYTHON, c.workload_py, "find", target,
+                                                   "--times", "2", "--sync", sync]))
+        self.children.append(a)
+        ok = False
+        try:
+            wait_for(lambda: (sync / "mounted").exists() or a.poll() is not None, 1200,
+                     f"the first {kind} job to see {target}", 0.02)
+            if a.poll() is None:
+                mems["mounted"] = self.node_memory(c)
+                (sync / "go-scan").touch()
+                wait_for(lambda: (sync / "scanned").exists() or a.poll() is not None, 3600,
+                         f"the first {kind} job's find", 0.05)
+            if a.poll() is None:
+                mems["after find"] = self.node_memory(c)
+                self.ds_visible(c, ds, spec, probe, rep, f"{label}, second job")
+                ok = True
+        finally:
+            (sync / "go-scan").touch()
+            (sync / "go-end").touch()
+            try:
+                out, err = a.communicate(timeout=600)
+            except subprocess.TimeoutExpired:
+                os.killpg(a.pid, signal.SIGKILL)
+                out, err = a.communicate()
+        lines = out.split("\n")
+        try:
+            seen = float(lines[0]) - t0
+        except ValueError:
+            seen = None
+        if not ok or a.returncode != 0 or seen is None:
+            log(f"  {ds.name} {kind} first job: FAILED ({a.returncode}): {err[-800:]}")
+            self.add("ds_visible", dataset=ds.name, rep=rep, mode=f"{label}, first job", seconds="",
+                     note="failed: " + " ".join(err[-300:].split()))
+            return
+        self.add("ds_visible", dataset=ds.name, rep=rep, mode=f"{label}, first job",
+                 seconds=round(seen, 4))
+        log(f"  {ds.name:4} {label + ', first job':22} visible after {seen:.3f} s")
+        recs = [json.loads(line) for line in lines if line.startswith("{")]
+        self.ds_add_scans(ds, f"job-{kind}", rep, recs)
+        for state, m in mems.items():
+            self.add("ds_memory", dataset=ds.name, rep=rep, mode=kind, state=state, **m)
+        base = mems["before"]
+        after = mems["after find"]
+        log(f"  {ds.name:4} {kind} memory after find: squashd {after.get('squashd_pss_kib')} KiB PSS, "
+            f"{after['readers']} readers {after['readers_pss_kib']} KiB PSS, slab "
+            f"+{(after['slab_kib'] - base['slab_kib']) / 1024:.0f} MiB; mounts "
+            f"{ {k: v for k, v in after.items() if k.startswith('mounts_')} }")
+
     # ---------------------------------------------------------------- main
     def main(self):
         a = self.args
@@ -1097,6 +1358,11 @@ class Bench:
             "git": run(["git", "-C", REPO, "describe", "--always", "--dirty"], check=False).stdout.strip(),
             "release": os_release(), "matrix_suite": os.environ.get("SQUASH_MATRIX_SUITE", ""),
         })
+        if a.datasets:
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.cache / "mnt").mkdir(parents=True, exist_ok=True)
+            self.datasets_main()
+            return self.finish()
         self.setup()
         self.elapsed_note("setup done")
         need_cluster = (not a.no_product and any(m.startswith("job-") for m in a.modes.split(","))) \
@@ -1118,6 +1384,9 @@ class Bench:
             self.cluster = None
             self.baseline()
             self.elapsed_note("part 2 done")
+        self.finish()
+
+    def finish(self):
         self.meta["seconds"] = round(time.monotonic() - self.t_start)
         self.meta["loadavg_end"] = os.getloadavg()
         self.save()
@@ -1249,6 +1518,16 @@ def parse_args(argv):
                     help="keep squashd's state_dir on the cluster's disk (/tmp) instead of a tmpfs")
     ap.add_argument("--burst-reps", type=int, help="repetitions of each burst (default 2; quick 1)")
     ap.add_argument("--mem-images", type=int, help="images mounted for the memory numbers (default 256; quick 64)")
+    ap.add_argument("--datasets", nargs="?", const="hcp,1m", metavar="LIST",
+                    help="instead of parts 1 and 2: the dataset benchmark (docs/performance.md, "
+                         "section 12) on the synthetic datasets LIST (default hcp,1m; "
+                         "tests/bench/dataset.py): find over the tree on local disk, behind "
+                         "slowfs and through the bundles merged in a job (kernel, FUSE), the "
+                         "time until a job sees the merged tree, node memory; --reps "
+                         "repetitions, one cluster per dataset and repetition")
+    ap.add_argument("--lock", default=os.environ.get("BENCH_LOCK"), metavar="FILE",
+                    help="with --datasets: hold flock(FILE) during each dataset's repetition "
+                         "(the machine's cluster lock; default $BENCH_LOCK), released between")
     ap.add_argument("--cleanup-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     q = a.quick
@@ -1269,7 +1548,8 @@ def parse_args(argv):
         a.modes = ",".join(m for m in a.modes.split(",") if not m.startswith("job-"))
     if not a.out:
         a.out = str(Path(a.cache) / "results" /
-                    (dt.datetime.now().strftime("%Y%m%d-%H%M%S") + ("-quick" if q else "")))
+                    (dt.datetime.now().strftime("%Y%m%d-%H%M%S") + ("-quick" if q else "") +
+                     ("-datasets" if a.datasets else "")))
     return a
 
 

@@ -518,6 +518,235 @@ def plots(d, out):
     return made
 
 
+# ====================================================================== datasets
+
+DS_TITLE = {"local": "tree on local disk", "slowfs": "tree on slow FS",
+            "job-kernel": "merged, kernel bundles (job)", "job-fuse": "merged, FUSE bundles (job)"}
+DS_MODES = ["local", "slowfs", "job-kernel", "job-fuse"]
+
+
+def ds_names(d):
+    names = []
+    for r in d.rows:
+        if r.get("section", "").startswith("ds_") and r.get("dataset") not in names:
+            names.append(r["dataset"])
+    return names
+
+
+def ds_vals(d, section, ds, mode, cache=None, key="seconds"):
+    return [num(r.get(key)) for r in d.rows if r.get("section") == section and r.get("dataset") == ds
+            and r.get("mode") == mode and (cache is None or r.get("cache") == cache)
+            and num(r.get(key)) is not None]
+
+
+def ds_cell(vals, unit=fmt_s):
+    if not vals:
+        return "–"
+    s = unit(med(vals))
+    if len(vals) > 1:
+        s += f" ({unit(min(vals))})"
+    return s
+
+
+def ds_label(d, ds):
+    info = d.meta.get("datasets", {}).get(ds, {})
+    if not info:
+        return ds
+    return (f"{ds}: {info['entries']:,} files and directories ({info['files']:,} files), "
+            f"{info['tops']:,} top-level directories in {info['bundles']:,} bundles")
+
+
+def datasets_tables(d):
+    md = []
+    names = ds_names(d)
+    if not names:
+        return md
+    info = d.meta.get("datasets", {})
+    rows = []
+    for ds in names:
+        i = info.get(ds, {})
+        if i:
+            rows.append([ds, f"{i['entries']:,}", f"{i['files']:,}", f"{i['dirs']:,}", f"{i['tops']:,}",
+                         f"{i['bundles']:,}", f"{i['bundle_bytes'] / 2**20:.0f} MiB",
+                         f"{i['tree_disk_bytes'] / 2**20:.0f} MiB",
+                         f"{i['generate_seconds']:.0f} s, {i['pack_seconds']:.0f} s"])
+    if rows:
+        md.append("### The datasets\n")
+        md.append(table(["dataset", "entries", "files", "directories", "top-level dirs", "bundles",
+                         "bundles' size", "tree on disk", "generate, pack"], rows))
+        md.append("")
+    # listing
+    rows = []
+    for ds in names:
+        for cache in ("cold", "warm"):
+            row = [f"{ds}, {cache}"]
+            for m in DS_MODES:
+                v = ds_vals(d, "ds_scan", ds, m, cache)
+                cell = ds_cell(v)
+                loc = med(ds_vals(d, "ds_scan", ds, "local", cache))
+                if v and loc and m != "local":
+                    cell += f"; {med(v) / loc:.2f}x local"
+                row.append(cell)
+            rows.append(row)
+    if rows:
+        md.append("### `find . -print | wc -l` (median (min) over repetitions; ratio of the medians "
+                  "to local disk)\n")
+        md.append("Cold: page cache, dentries and inodes dropped, the mounts fresh (the job is the "
+                  "first on the node; slowfs remounted); warm: at once again.\n")
+        md.append(table(["dataset"] + [DS_TITLE[m] for m in DS_MODES], rows))
+        md.append("")
+    req = [r for r in d.rows if r.get("section") == "ds_scan" and num(r.get("slowfs_requests"))]
+    if req:
+        rows = [[ds, f"{med([num(r['slowfs_requests']) for r in req if r['dataset'] == ds]):.0f}"]
+                for ds in names if any(r["dataset"] == ds for r in req)]
+        md.append("Metadata requests that reached slowfs (cold + warm run): " +
+                  ", ".join(f"{a} {b}" for a, b in rows) + ".\n")
+    # visible
+    rows = []
+    for ds in names:
+        base = med(ds_vals(d, "ds_visible", ds, "no image"))
+        for m in ("no image", "kernel, first job", "kernel, second job", "FUSE, first job",
+                  "FUSE, second job"):
+            v = ds_vals(d, "ds_visible", ds, m)
+            if not v:
+                continue
+            extra = f"{(med(v) - base) * 1000:+.0f} ms" if base is not None and m != "no image" else ""
+            rows.append([ds, m, ds_cell(v), extra, len(v)])
+    if rows:
+        md.append("### Time until the job sees the merged tree\n")
+        md.append("From just before `srun` until the task has found the last top-level directory "
+                  "of the merged tree (no image: until the task runs); the first job mounts every "
+                  "bundle and the overlay (nothing mounted, caches dropped), the second job runs "
+                  "while the first holds them. Median (min); the difference to no image of the "
+                  "medians.\n")
+        md.append(table(["dataset", "job", "visible after", "vs no image", "runs"], rows))
+        md.append("")
+    # memory
+    mem = [r for r in d.rows if r.get("section") == "ds_memory"]
+    if mem:
+        def delta(ds, kind, state, key):
+            out = []
+            for rep in {r["rep"] for r in mem}:
+                a = [r for r in mem if r["dataset"] == ds and r["mode"] == kind and r["rep"] == rep
+                     and r["state"] == "before"]
+                b = [r for r in mem if r["dataset"] == ds and r["mode"] == kind and r["rep"] == rep
+                     and r["state"] == state]
+                if a and b and num(a[0].get(key)) is not None and num(b[0].get(key)) is not None:
+                    out.append(num(b[0][key]) - num(a[0][key]))
+            return med(out)
+
+        def absval(ds, kind, state, key):
+            return med([num(r.get(key)) for r in mem if r["dataset"] == ds and r["mode"] == kind
+                        and r["state"] == state])
+
+        def mib(v):
+            return "–" if v is None else (f"{v / 1024:.1f} MiB" if abs(v) >= 1024 else f"{v:.0f} KiB")
+        rows = []
+        for ds in names:
+            for kind in ("kernel", "fuse"):
+                for state in ("mounted", "after find"):
+                    if absval(ds, kind, state, "squashd_pss_kib") is None:
+                        continue
+                    mounts = absval(ds, kind, state, f"mounts_{kind}")
+                    rows.append([ds, kind, state, f"{mounts:.0f}" if mounts is not None else "–",
+                                 f"{mib(absval(ds, kind, state, 'squashd_rss_kib'))} / "
+                                 f"{mib(absval(ds, kind, state, 'squashd_pss_kib'))}",
+                                 mib(absval(ds, kind, state, "readers_pss_kib")) if kind == "fuse" else "–",
+                                 mib(delta(ds, kind, state, "slab_kib")),
+                                 mib(delta(ds, kind, state, "sunreclaim_kib")),
+                                 mib(delta(ds, kind, state, f"slab_squashfs_inode_cache_kib")),
+                                 mib(delta(ds, kind, state, "slab_ovl_inode_kib")),
+                                 mib(delta(ds, kind, state, "slab_fuse_inode_kib")),
+                                 mib(delta(ds, kind, state, "slab_dentry_kib")),
+                                 mib(delta(ds, kind, state, "kernelstack_kib") or 0) + " / " +
+                                 mib(delta(ds, kind, state, "percpu_kib") or 0) + " / " +
+                                 mib(delta(ds, kind, state, "vmallocused_kib") or 0)])
+        md.append("### Node memory with the bundles mounted\n")
+        md.append("squashd's RSS / PSS and the FUSE readers' PSS (sum), then the kernel's: "
+                  "differences to the same node just before the first job, caches dropped "
+                  "(/proc/meminfo Slab and SUnreclaim; /proc/slabinfo caches, objects x size; "
+                  "KernelStack / Percpu / VmallocUsed), median over repetitions. Mounted: the job sees the "
+                  "tree; after find: the job has listed it twice. Machine-wide numbers: other "
+                  "work moves them by a few MiB.\n")
+        md.append(table(["dataset", "bundles", "state", "bundle mounts", "squashd RSS / PSS",
+                         "readers PSS", "Δ slab", "Δ unreclaimable", "Δ squashfs inodes",
+                         "Δ overlay inodes", "Δ FUSE inodes", "Δ dentries",
+                         "Δ kernel stacks / percpu / vmalloc"], rows))
+        md.append("")
+    return md
+
+
+def datasets_goals(d):
+    rows = []
+    for ds in ds_names(d):
+        base = ds_vals(d, "ds_visible", ds, "no image")
+        for kind in ("kernel", "FUSE"):
+            v = ds_vals(d, "ds_visible", ds, f"{kind}, first job")
+            if v:
+                goal = "≤ 1 s" if ds == "hcp" else "(≤ 1 s for 56 bundles)"
+                rows.append([f"{ds}: merged tree visible, first job, {kind} bundles",
+                             f"{fmt_s(med(v))} ({fmt_s(min(v))})", goal,
+                             ("met" if med(v) <= 1.0 else "not met") if ds == "hcp" else
+                             ("within" if med(v) <= 1.0 else "beyond")])
+        for m in ("job-kernel", "job-fuse"):
+            a = ds_vals(d, "ds_scan", ds, m, "cold")
+            loc = ds_vals(d, "ds_scan", ds, "local", "cold")
+            slow = ds_vals(d, "ds_scan", ds, "slowfs", "cold")
+            if a and loc:
+                r, rmin = med(a) / med(loc), min(a) / min(loc)
+                rows.append([f"{ds}: first scan, {DS_TITLE[m]} / local disk", f"{r:.2f} ({rmin:.2f})",
+                             "≤ 1.5", "met" if r <= 1.5 else "not met"])
+            if a and slow:
+                r, rmin = med(slow) / med(a), min(slow) / min(a)
+                rows.append([f"{ds}: first scan, slow FS / {DS_TITLE[m]}", f"{r:.1f} ({rmin:.1f})",
+                             "≥ 6", "met" if r >= 6 else "not met"])
+            w = ds_vals(d, "ds_scan", ds, m, "warm")
+            sw = ds_vals(d, "ds_scan", ds, "slowfs", "warm")
+            if w and sw:
+                r = med(sw) / med(w)
+                rows.append([f"{ds}: second scan, slow FS / {DS_TITLE[m]}", f"{r:.1f} "
+                             f"({min(sw) / min(w):.1f})", "≥ 6", "met" if r >= 6 else "not met"])
+    return rows
+
+
+def datasets_plot(d, out):
+    import matplotlib.pyplot as plt
+    names = ds_names(d)
+    if not names:
+        return None
+    fig, axes = plt.subplots(1, len(names) + 1, figsize=(4.2 * (len(names) + 1), 3.8), dpi=80)
+    colors = ["#2ca02c", "#d62728", "#1f77b4", "#ff7f0e"]
+    for ax, ds in zip(axes, names):
+        width = 0.2
+        for i, m in enumerate(DS_MODES):
+            vals = [med(ds_vals(d, "ds_scan", ds, m, c)) or 0 for c in ("cold", "warm")]
+            ax.bar([x + i * width for x in range(2)], vals, width, label=DS_TITLE[m], color=colors[i])
+        ax.set_xticks([x + 1.5 * width for x in range(2)])
+        ax.set_xticklabels(["cold", "warm"])
+        ax.set_yscale("log")
+        ax.set_ylabel("seconds (log)")
+        ax.set_title(f"find . | wc -l, {ds}", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=7)
+    ax = axes[-1]
+    labels = ["no image", "kernel, first job", "kernel, second job", "FUSE, first job",
+              "FUSE, second job"]
+    width = 0.8 / len(names)
+    for j, ds in enumerate(names):
+        vals = [med(ds_vals(d, "ds_visible", ds, m)) or 0 for m in labels]
+        ax.bar([x + j * width for x in range(len(labels))], vals, width, label=ds)
+    ax.set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(labels))])
+    ax.set_xticklabels(labels, fontsize=7, rotation=20)
+    ax.axhline(1.0, color="k", lw=0.8, ls=":")
+    ax.set_ylabel("seconds")
+    ax.set_title("until the job sees the merged tree", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "datasets.png")
+    plt.close(fig)
+    return "datasets.png"
+
+
 # ====================================================================== main
 
 def write(out, rows, meta):
@@ -529,9 +758,13 @@ def write(out, rows, meta):
     md.append(f"- started {m.get('started')}, took {m.get('seconds', '?')} s; host {m.get('host')}, "
               f"kernel {m.get('kernel')}, {m.get('cpus')} CPUs, {m.get('mem_gib')} GiB; "
               f"load average at start {m.get('loadavg_start')}, at end {m.get('loadavg_end')}")
-    md.append(f"- stack: {m.get('stack')} ({m.get('stack_files')} files, "
-              f"{(m.get('stack_bytes') or 0) / 2**20:.0f} MiB): {', '.join(m.get('pins', []))}; "
-              f"import: `{m.get('imports')}`; large file {m.get('bigfile_mib')} MiB")
+    if m.get("datasets"):
+        for name in m["datasets"]:
+            md.append(f"- dataset {ds_label(d, name)}; bundles: `mksquashfs {m.get('dataset_mksquashfs', '')}`")
+    else:
+        md.append(f"- stack: {m.get('stack')} ({m.get('stack_files')} files, "
+                  f"{(m.get('stack_bytes') or 0) / 2**20:.0f} MiB): {', '.join(m.get('pins', []))}; "
+                  f"import: `{m.get('imports')}`; large file {m.get('bigfile_mib')} MiB")
     a = m.get("args", {})
     md.append(f"- slowfs delay {a.get('delay_us')} µs per metadata request, kernel cache of its "
               f"metadata {a.get('slowfs_cache_s')} s; repetitions {a.get('reps')} "
@@ -560,13 +793,32 @@ def write(out, rows, meta):
         md.append("")
     else:
         made = plots(d, out)
-    md.append("## Part 1: workloads")
-    md.append("")
-    md += part1_tables(d, out)
-    for p in made:
-        if p != "burst.png":
-            md.append(f"![{p}]({p})")
-    md.append("")
+    if d.wl:
+        md.append("## Part 1: workloads")
+        md.append("")
+        md += part1_tables(d, out)
+        for p in made:
+            if p != "burst.png":
+                md.append(f"![{p}]({p})")
+        md.append("")
+    dsm = datasets_tables(d)
+    if dsm:
+        md.append("## Datasets: many bundles merged at one target")
+        md.append("")
+        md += dsm
+        if not os.environ.get("BENCH_NO_PLOTS"):
+            p = datasets_plot(d, out)
+            if p:
+                md.append(f"![{p}]({p})")
+                md.append("")
+        g = datasets_goals(d)
+        if g:
+            md.append("### Goals of issue 24 in this run")
+            md.append("")
+            md.append("Ratios of the medians (verdict) and, in brackets, of the minima.")
+            md.append("")
+            md.append(table(["goal", "measured", "goal", ""], g))
+            md.append("")
     p2 = part2_tables(d)
     if p2:
         md.append("## Part 2: the product's own cost")
@@ -588,7 +840,8 @@ def write(out, rows, meta):
         md.append("## Failures")
         md.append("")
         for r in failed:
-            md.append(f"- {r.get('section')} {r.get('mode')} {r.get('workload', '')}: {r['note']}")
+            what = " ".join(str(r.get(k)) for k in ("section", "dataset", "mode", "workload") if r.get(k))
+            md.append(f"- {what}: {' '.join(str(r['note']).split())}")
         md.append("")
     (out / "report.md").write_text("\n".join(md) + "\n")
 

@@ -2,6 +2,7 @@
 # The slurm-squash benchmark: one command, as root, on a Debian 12 machine.
 #
 #   tests/bench/run.sh [--quick] [bench.py options]
+#   tests/bench/run.sh --datasets [hcp,1m] [--reps N] [--lock FILE]
 #
 # Builds what it needs (the project, if SQUASH_BUILD_DIR holds no build, and
 # with it the slow-filesystem stand-in tests/bench/slowfs.c and the squashd
@@ -12,7 +13,14 @@
 # PNG plots into the output directory (default
 # $BENCH_CACHE/results/<date>). `--quick` takes a few minutes (small stack,
 # one repetition); the full run about half an hour on 2 cores.
-# `tests/bench/bench.py --help` lists every option.
+# `--datasets` instead
+# lists synthetic datasets of many small files (tests/bench/dataset.py: an
+# HCP-like one of 186,432 entries in 56 bundles, one of 1,015,808 files in
+# 1,024 bundles; made once into $BENCH_CACHE/datasets) from local disk,
+# slowfs and bundles merged in a job, and measures the job's start and the
+# node's memory with the bundles mounted; `--lock FILE` holds flock(FILE)
+# during each dataset's repetition only (a machine shared with other
+# cluster users). `tests/bench/bench.py --help` lists every option.
 #
 # Environment:
 #   BENCH_CACHE       downloads, venv, trees, images, mount points
@@ -84,7 +92,11 @@ if [ ! -x "$venv/bin/python" ]; then
 	/usr/bin/python3 -m venv "$venv"
 fi
 pip_quiet=(--quiet --disable-pip-version-check)
-for req in stack-full.txt stack-quick.txt plot-requirements.txt; do
+reqs=(stack-full.txt stack-quick.txt plot-requirements.txt)
+case " $* " in
+*" --datasets"*) reqs=(plot-requirements.txt) ;;  # no Python stack in the dataset mode
+esac
+for req in "${reqs[@]}"; do
 	stamp=$cache/wheels/.$req.stamp
 	if [ ! -f "$stamp" ] || [ "$here/$req" -nt "$stamp" ]; then
 		log "downloading the wheels of $req into $cache/wheels"

@@ -14,6 +14,13 @@ file). WORKLOAD is one of:
   stat    lstat() of every entry below ROOT/site-packages
   md5     md5sum of every file below ROOT/site-packages (find | xargs)
   read    one sequential read of ROOT/big/data.bin in 1 MiB pieces
+  find    `find . -print | wc -l` in ROOT (a dataset tree: the --datasets
+          mode); files is the count it printed
+
+For the --datasets mode, in a job: --sync DIR makes the job wait at two
+points for the caller (a file DIR/mounted, then DIR/go-scan before the runs; DIR/scanned,
+then DIR/go-end after them), so that the node's memory can be read while
+the job holds its mounts.
 
 Runs the workload K times in a row (the caller makes the first one cold)
 and prints one JSON object per run on stdout: {"workload", "run",
@@ -118,6 +125,27 @@ def run_read(root):
     return dt, {"bytes": total}
 
 
+def run_find(root):
+    t0 = time.perf_counter()
+    p = subprocess.run("find . -print | wc -l", shell=True, cwd=root, stdout=subprocess.PIPE,
+                       text=True)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"find | wc exited {p.returncode}")
+    return dt, {"files": int(p.stdout.strip())}
+
+
+def sync_point(d, mine, theirs, timeout=1800):
+    if not d:
+        return
+    open(os.path.join(d, mine), "w").close()
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(os.path.join(d, theirs)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no {theirs} in {d} after {timeout} s")
+        time.sleep(0.05)
+
+
 def machine_busy_s():
     """CPU seconds the machine has been busy (all CPUs, not idle/iowait)."""
     with open("/proc/stat") as f:
@@ -134,12 +162,14 @@ def own_cpu_s():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("workload", choices=["import", "start", "stat", "md5", "read"])
+    ap.add_argument("workload", choices=["import", "start", "stat", "md5", "read", "find"])
     ap.add_argument("root")
     ap.add_argument("--times", type=int, default=1)
     ap.add_argument("--n", type=int, default=1)
     ap.add_argument("--imports", default="numpy")
+    ap.add_argument("--sync")
     a = ap.parse_args()
+    sync_point(a.sync, "mounted", "go-scan")
     imports = [m for m in a.imports.split(",") if m]
     if a.workload == "import":
         a.n = 1
@@ -151,6 +181,8 @@ def main():
             dt, extra = run_stat(a.root)
         elif a.workload == "md5":
             dt, extra = run_md5(a.root)
+        elif a.workload == "find":
+            dt, extra = run_find(a.root)
         else:
             dt, extra = run_read(a.root)
         rec = {"workload": a.workload, "run": i, "seconds": round(dt, 6), "n": a.n}
@@ -158,6 +190,7 @@ def main():
         rec["busy_cpu_s"] = round(machine_busy_s() - busy0, 2)
         rec["own_cpu_s"] = round(own_cpu_s() - own0, 2)
         print(json.dumps(rec), flush=True)
+    sync_point(a.sync, "scanned", "go-end")
     return 0
 
 
