@@ -16,6 +16,17 @@
  * and have the kernel resend what it left unanswered (session.h). */
 #define SERVE_RESUME 1u
 
+/* The most mounts squashd hands one reader; a user's mounts past that
+ * many go to another reader of the user. libfuse makes a thread-specific
+ * key per session (pthread_key_create) and a process has PTHREAD_KEYS_MAX
+ * of them (1,024 with glibc), the reader's zstd decompressor's among
+ * them: one reader serving the 1,024 images a job may have ran out, and
+ * its zstd blocks all failed (EIO). The reader itself refuses a mount past
+ * SERVE_MOUNTS_REFUSE (its keys nearly gone), with a reason squashd logs
+ * and passes on to the job. */
+#define SERVE_MOUNTS_MAX 512
+#define SERVE_MOUNTS_REFUSE 1000
+
 struct serve_request {
 	uint32_t magic;
 	uint32_t id;

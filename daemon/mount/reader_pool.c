@@ -232,9 +232,11 @@ enum result reader_pool_serve(const struct identity *id, const char *reader_path
 	uint32_t req_id;
 
 	pthread_mutex_lock(&pools_lock);
+	/* A reader serves SERVE_MOUNTS_MAX mounts at most (reader_wire.h):
+	 * past that the user's next mounts start another. */
 	for (p = pools; p; p = p->next)
 		if (p->uid == id->uid && !p->retired && p->sock >= 0 && p->path &&
-		    strcmp(p->path, reader_path) == 0)
+		    p->mounts < SERVE_MOUNTS_MAX && strcmp(p->path, reader_path) == 0)
 			break;
 	if (!p && !(p = start_locked(id, reader_path, err, errlen))) {
 		pthread_mutex_unlock(&pools_lock);

@@ -6,6 +6,10 @@
  * user"). squashd still opens the image as the user and mounts /dev/fuse
  * itself; the reader only ever gets the two descriptors.
  *
+ * A reader takes SERVE_MOUNTS_MAX (512) mounts at most (proto/reader_wire.h:
+ * libfuse spends a thread key per session, and a process has 1,024): a
+ * user's mounts past that start a second reader, and so on.
+ *
  * The module counts the mounts each reader serves. A reader is let go
  * (its socket closed) when the last of them goes; it then exits, and the
  * caller stops it like any other server. A reader that fails to answer

@@ -19,6 +19,9 @@
 #include "reader/ops.h"
 #include "reader/serve.h"
 #include "reader/session.h"
+#ifdef HAVE_LIBZSTD
+#include "reader/zstd_block.h"
+#endif
 
 #define DEFAULT_THREADS 8
 
@@ -113,6 +116,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+#ifdef HAVE_LIBZSTD
+	/* Before any FUSE session takes a thread key (zstd_block.h). */
+	if ((c = zstd_block_init()) != 0) {
+		fprintf(stderr, "squash-reader: cannot set up the zstd decompressor: %s\n", strerror(c));
+		return 1;
+	}
+#endif
 	if (serve_socket) {
 		if (argc != optind || opt.resume || opt.mount_opts) {
 			usage(stderr);

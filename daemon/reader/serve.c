@@ -102,12 +102,39 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 	}
 	sm->image_fd = image_fd;
 	sm->fuse_fd = fuse_fd;
+	pthread_mutex_lock(&live_lock);
+	bool full = live_mounts >= SERVE_MOUNTS_REFUSE;
+	pthread_mutex_unlock(&live_lock);
+	if (full) {
+		/* libfuse would fail to make the session's thread key, or take
+		 * the last ones (reader_wire.h). */
+		snprintf(err, sizeof(err), "this reader serves %u mounts, the most one process can",
+			 SERVE_MOUNTS_REFUSE);
+		r = EMFILE;
+		goto fail;
+	}
 	if (image_open(image_fd, 0, 0, &sm->rd.img, err, sizeof(err)) < 0)
 		goto fail;
 	/* What squashd would otherwise ask over the mount before using it:
 	 * the root directory reads. Answering only now spares it that. */
 	if (inode_get(sm->rd.img, image_root(sm->rd.img), &root) < 0 || !S_ISDIR(root.mode)) {
 		why = "cannot read the image's root directory (damaged image?)";
+		goto fail;
+	}
+	/* And its first entry: a metadata block through the decompressor
+	 * (the root inode's block is often stored uncompressed), so that a
+	 * reader that cannot decompress says so here, to squashd and the job,
+	 * instead of answering EIO to every request of a mount squashd
+	 * merged and handed out. */
+	struct dir_iter it;
+	struct dir_entry first;
+	int d = dir_open(sm->rd.img, &root, 0, &it);
+
+	if (d == 0)
+		d = dir_next(sm->rd.img, &it, &first);
+	if (d < 0) {
+		snprintf(err, sizeof(err), "cannot list the image's root directory: %s%s",
+			 strerror(-d), d == -EIO ? " (damaged image, or its compression unreadable here)" : "");
 		goto fail;
 	}
 	snprintf(fuse_path, sizeof(fuse_path), "/dev/fd/%d", fuse_fd);

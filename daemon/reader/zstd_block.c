@@ -3,6 +3,7 @@
 
 #include "reader/zstd_block.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <zstd.h>
 
@@ -22,11 +23,18 @@ static void make_ctx_key(void)
 	ctx_key_error = pthread_key_create(&ctx_key, free_ctx);
 }
 
+int zstd_block_init(void)
+{
+	if (pthread_once(&ctx_key_once, make_ctx_key) != 0)
+		return EINVAL;
+	return ctx_key_error;
+}
+
 static ZSTD_DCtx *thread_ctx(void)
 {
 	ZSTD_DCtx *ctx;
 
-	if (pthread_once(&ctx_key_once, make_ctx_key) != 0 || ctx_key_error != 0)
+	if (zstd_block_init() != 0)
 		return NULL;
 	ctx = pthread_getspecific(ctx_key);
 	if (ctx)

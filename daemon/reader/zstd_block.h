@@ -16,4 +16,11 @@
  * thread's context, made on first use and freed when the thread exits. */
 int zstd_block_decompress(void *in, size_t insz, void *out, size_t *outsz);
 
+/* Makes the thread-specific key the contexts hang on; 0 or an errno
+ * (EAGAIN: the process has PTHREAD_KEYS_MAX keys already). Done on the
+ * first decompression otherwise, and a key that cannot be made then fails
+ * every zstd block for good: the reader calls this before it opens any
+ * FUSE session, since libfuse takes one key per session (serve.c). */
+int zstd_block_init(void);
+
 #endif
