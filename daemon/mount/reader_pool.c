@@ -194,12 +194,18 @@ static enum result await_reply(struct pool *p, uint32_t id, long long deadline_m
 		if (r.error == 0)
 			return RESULT_OK;
 		r.message[sizeof(r.message) - 1] = '\0';
-		snprintf(err, errlen, "squash-reader could not read the image: %s",
-			 r.message[0] ? r.message : "error");
+		/* Full (reader_wire.h): the reader's limit, not the image's
+		 * fault; a node error retires it, later mounts get a new one. */
+		if (r.error == EMFILE)
+			snprintf(err, errlen, "squash-reader pid %d takes no more mounts: %s", (int)p->pid,
+				 r.message[0] ? r.message : "full");
+		else
+			snprintf(err, errlen, "squash-reader could not read the image: %s",
+				 r.message[0] ? r.message : "error");
 		for (char *c = err; *c; c++)
 			if ((unsigned char)*c < 0x20 || *c == 0x7f)
 				*c = '?';
-		return RESULT_USER_ERROR;
+		return r.error == EMFILE ? RESULT_NODE_ERROR : RESULT_USER_ERROR;
 	}
 }
 
