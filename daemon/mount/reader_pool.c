@@ -194,9 +194,12 @@ static enum result await_reply(struct pool *p, uint32_t id, long long deadline_m
 		if (r.error == 0)
 			return RESULT_OK;
 		r.message[sizeof(r.message) - 1] = '\0';
-		/* Full (reader_wire.h): the reader's limit, not the image's
-		 * fault; a node error retires it, later mounts get a new one. */
-		if (r.error == EMFILE)
+		/* Full (reader_wire.h), or out of threads: the reader's limits,
+		 * not the image's fault; a node error retires it, later mounts
+		 * get a new one. */
+		bool limit = r.error == EMFILE || r.error == EAGAIN;
+
+		if (limit)
 			snprintf(err, errlen, "squash-reader pid %d takes no more mounts: %s", (int)p->pid,
 				 r.message[0] ? r.message : "full");
 		else
@@ -205,7 +208,7 @@ static enum result await_reply(struct pool *p, uint32_t id, long long deadline_m
 		for (char *c = err; *c; c++)
 			if ((unsigned char)*c < 0x20 || *c == 0x7f)
 				*c = '?';
-		return r.error == EMFILE ? RESULT_NODE_ERROR : RESULT_USER_ERROR;
+		return limit ? RESULT_NODE_ERROR : RESULT_USER_ERROR;
 	}
 }
 

@@ -162,7 +162,11 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 	pthread_mutex_lock(&live_lock);
 	live_mounts--;
 	pthread_mutex_unlock(&live_lock);
-	why = "cannot start a thread";
+	/* EAGAIN: most likely the pids limit of the user's reader cgroup
+	 * (squashd's reader_tasks_max; each mount holds 3 threads at rest). */
+	snprintf(err, sizeof(err), "cannot start a thread: %s%s", strerror(r),
+		 r == EAGAIN ? " (the user's FUSE readers at squashd's reader_tasks_max?)" : "");
+	why = err;
 fail:
 	served_mount_free(sm);
 	reply(sock, req, r, why);
