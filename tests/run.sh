@@ -16,7 +16,8 @@
 #                                (tests/matrix: roots made with mmdebstrap
 #                                on first use, then reused), where the
 #                                header builds and distcheck, which do not
-#                                depend on the release, are left out
+#                                depend on the release, are left out (and
+#                                the RPM: tests/packaging)
 #   ./tests/run.sh --build-only  deps and build only (used by contrib/demo.sh)
 #
 # Environment: SQUASH_BUILD_DIR (default <repo>/build), PYTEST_ARGS (extra

@@ -23,6 +23,13 @@ WL_TITLE = {
 }
 
 
+
+def goals_section(md, title, rows, how, first):
+    """A table of goals met or not, under its title, when there are rows."""
+    if not rows:
+        return
+    md += [title, "", how, "", table([first, "measured", "goal", ""], rows), ""]
+
 def num(v):
     try:
         return float(v)
@@ -811,14 +818,8 @@ def write(out, rows, meta):
             if p:
                 md.append(f"![{p}]({p})")
                 md.append("")
-        g = datasets_goals(d)
-        if g:
-            md.append("### Goals of issue 24 in this run")
-            md.append("")
-            md.append("Ratios of the medians (verdict) and, in brackets, of the minima.")
-            md.append("")
-            md.append(table(["goal", "measured", "goal", ""], g))
-            md.append("")
+        goals_section(md, "### Goals of issue 24 in this run", datasets_goals(d),
+                      "Ratios of the medians (verdict) and, in brackets, of the minima.", "goal")
     p2 = part2_tables(d)
     if p2:
         md.append("## Part 2: the product's own cost")
@@ -827,14 +828,8 @@ def write(out, rows, meta):
     if "burst.png" in made:
         md.append("![burst.png](burst.png)")
         md.append("")
-    t = targets(d)
-    if t:
-        md.append("## Targets of issue 7 in this run")
-        md.append("")
-        md.append("Ratios from the medians (verdict) and, in brackets, from the minima.")
-        md.append("")
-        md.append(table(["target", "measured", "goal", ""], t))
-        md.append("")
+    goals_section(md, "## Targets of issue 7 in this run", targets(d),
+                  "Ratios from the medians (verdict) and, in brackets, from the minima.", "target")
     failed = [r for r in rows if str(r.get("note", "")).startswith("failed")]
     if failed:
         md.append("## Failures")
