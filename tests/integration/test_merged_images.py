@@ -185,6 +185,14 @@ echo "images=$SQUASH_IMAGES"
     # Nothing matches: refused before the job is queued, with the count.
     err = cluster.sbatch_refuses(USER1, f"{d}/nothing_*.sqfs:{TARGET}")
     assert "nothing_*.sqfs: no file matches (0 images)" in err, err
+    # Too many matches: refused with the count, before any file is read.
+    many = d / "many"
+    many.mkdir()
+    for i in range(1025):
+        (many / f"b{i:04d}.sqfs").touch()
+    run(["chown", "-R", USER1, many])
+    err = cluster.sbatch_refuses(USER1, f"{many}/b*.sqfs:{TARGET}")
+    assert "b*.sqfs matches 1025 files; with the other images that is 1025, more than the 1024" in err, err
 
 
 def test_a_merged_mount_outlives_a_squashd_restart(cluster):
