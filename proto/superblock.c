@@ -57,22 +57,17 @@ static const char *reader_name(enum squash_reader reader)
 static int check_compression(uint16_t compression, enum squash_reader reader,
 			     char *err, size_t errlen)
 {
-	if (!squash_compression_supported(compression, reader) &&
-	    compression == SQUASH_COMP_LZMA) {
+	if (squash_compression_supported(compression, reader))
+		return 0;
+	if (compression == SQUASH_COMP_LZMA)
 		squash_errf(err, errlen,
 			    "legacy lzma compression (mksquashfs -comp lzma) is not supported by %s: "
 			    "repack the image with -comp xz",
 			    reader_name(reader));
-		return -1;
-	}
-	if (!squash_compression_supported(compression, reader)) {
-		squash_errf(err, errlen,
-			    "%s compression is not supported by %s",
-			    squash_compression_name(compression),
-			    reader_name(reader));
-		return -1;
-	}
-	return 0;
+	else
+		squash_errf(err, errlen, "%s compression is not supported by %s",
+			    squash_compression_name(compression), reader_name(reader));
+	return -1;
 }
 
 int squash_superblock_check(const uint8_t *buf, size_t len, uint64_t file_size,
