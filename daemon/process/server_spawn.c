@@ -213,6 +213,11 @@ static pid_t receive_pidfd(int sock, int *pidfd)
 	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
 	    c->cmsg_len == CMSG_LEN(sizeof(int)))
 		memcpy(&got, CMSG_DATA(c), sizeof(int));
+	int failed = n > 0 ? spawner_failure_errno(&m, (size_t)n, got >= 0) : 0;
+	if (failed) {
+		errno = failed; /* the spawner's clone failed: say why */
+		return -1;
+	}
 	if (n != (ssize_t)sizeof(m) || m.magic != SPAWNER_PIDFD_MAGIC || m.pid <= 0 || got < 0 ||
 	    (msg.msg_flags & MSG_CTRUNC)) {
 		if (got >= 0)
