@@ -26,7 +26,7 @@
 #define BASE_MAX 1024
 static char bases[READER_CGROUP_FILES][BASE_MAX]; /* "" : unused */
 static bool v2;
-static bool under_systemd; /* v2 under systemd: slices and scopes */
+static bool under_systemd; /* slices and scopes made by systemd */
 static char instance[80];  /* "" for the node's one squashd */
 static char problem[PATH_MAX + 256];
 static unsigned tasks_limit;
@@ -188,10 +188,16 @@ static int init_v1(const char *mountinfo, const char *node_name, char *why, size
 	return 0;
 }
 
-/* v2 under systemd: systemd makes the cgroups (reader_scope.h); the
+/* Under systemd: systemd makes the cgroups (reader_scope.h); the
  * parent slice's directory is the base, for status and cleanup. */
-static int init_systemd(const char *node_name, bool own_instance, char *why, size_t whylen)
+static int init_systemd(enum cgroup_layout layout, const char *node_name, bool own_instance,
+			char *why, size_t whylen)
 {
+	/* Where systemd's tree shows: the unified hierarchy (v2, or hybrid's
+	 * /unified), else its named v1 one. */
+	const char *tree = layout == CGROUP_LAYOUT_V2	  ? CGROUP_ROOT
+			   : layout == CGROUP_LAYOUT_HYBRID ? CGROUP_ROOT "/unified"
+							    : CGROUP_ROOT "/systemd";
 	char probe[128];
 
 	snprintf(instance, sizeof(instance), "%s", own_instance ? node_name : "");
@@ -199,7 +205,7 @@ static int init_systemd(const char *node_name, bool own_instance, char *why, siz
 		snprintf(why, whylen, "node name %s too long for a systemd unit name", node_name);
 		return -1;
 	}
-	snprintf(bases[0], sizeof(bases[0]), CGROUP_ROOT "/squashd.slice/" READER_SCOPE_PARENT_SLICE);
+	snprintf(bases[0], sizeof(bases[0]), "%s/squashd.slice/" READER_SCOPE_PARENT_SLICE, tree);
 	under_systemd = true;
 	return 0;
 }
@@ -241,8 +247,11 @@ int reader_cgroup_init(const char *mode, const char *node_name, const char *stat
 	instance_name(node_name, state_dir, name, sizeof(name));
 	mountinfo = read_proc_text("/proc/self/mountinfo");
 	layout = mountinfo ? cgroup_layout_from_mountinfo(mountinfo) : CGROUP_LAYOUT_NONE;
-	if (layout == CGROUP_LAYOUT_V2 && reader_scope_systemd_running()) {
-		rc = init_systemd(name, strcmp(state_dir, "/run/squashd") != 0, why, sizeof(why));
+	/* Where systemd runs it owns every hierarchy, v1 ones included: it
+	 * makes the cgroups (and a v1 squashd.service's pids cgroup would
+	 * otherwise hold the readers under its TasksMax). */
+	if (layout != CGROUP_LAYOUT_NONE && reader_scope_systemd_running()) {
+		rc = init_systemd(layout, name, strcmp(state_dir, "/run/squashd") != 0, why, sizeof(why));
 	} else if (layout == CGROUP_LAYOUT_V2) {
 		v2 = true;
 		rc = own_cgroup(NULL, own, sizeof(own)) == 0 ? init_v2(own, name, why, sizeof(why)) : -1;
@@ -270,7 +279,7 @@ int reader_cgroup_init(const char *mode, const char *node_name, const char *stat
 	if (memory_limit)
 		snprintf(memory, sizeof(memory), "%llu bytes", memory_limit);
 	log_info("users' FUSE servers run in cgroups of their own below %s (%s; tasks: %s, memory: %s)",
-		 bases[0], under_systemd ? "cgroup v2, a systemd slice per user" : v2 ? "cgroup v2" : "cgroup v1",
+		 bases[0], under_systemd ? "a systemd slice per user" : v2 ? "cgroup v2" : "cgroup v1",
 		 tasks, memory);
 	return 0;
 }

@@ -5,15 +5,16 @@
  *
  * Where, decided once at start from /proc/self/mountinfo and
  * /proc/self/cgroup (process/cgroup_layout.h):
- * - cgroup v2 under systemd (every Debian node): systemd owns the tree, so
- *   systemd makes the cgroups: a slice per user with its limits and a scope
- *   per reader (process/reader_scope.h), outside squashd.service, which
- *   stays a plain service systemd can restart under running readers.
+ * - under systemd (every Debian node: cgroup v2; also hybrid hosts):
+ *   systemd owns the tree, so systemd makes the cgroups: a slice per user
+ *   with its limits and a scope per reader (process/reader_scope.h),
+ *   outside squashd.service, which stays a plain service systemd can
+ *   restart under running readers, and whose TasksMax they never count in.
  * - cgroup v2 without systemd: below squashd's own cgroup when it is
  *   delegated (squashd moves itself to <own>/daemon, readers go to
  *   <own>/readers/uid-<uid>), or /squashd-readers.<node>/uid-<uid> when
  *   squashd runs in the root cgroup.
- * - cgroup v1 or hybrid (the test clusters): the same below squashd's own
+ * - cgroup v1 or hybrid without systemd (the test clusters): the same below squashd's own
  *   cgroup of the pids and memory hierarchies.
  * (<node> has a hash of state_dir after it when that is not /run/squashd.)
  * The server joins while still root, before it drops to the user

@@ -169,24 +169,28 @@ static int start_scope(sd_bus *bus, const char *scope, const char *slice, char *
 	return r < 0 ? -1 : 0;
 }
 
-/* Whether /proc/self/cgroup's v2 line ends in /scope. */
+/* Whether a line of /proc/self/cgroup (the v2 one, or systemd's own v1
+ * hierarchy on older hosts) ends in /scope. */
 static bool in_scope(const char *scope)
 {
-	char text[4096], *line;
+	char text[8192];
 	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
 	ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-	size_t s = strlen(scope), len;
+	size_t s = strlen(scope);
 
 	if (fd >= 0)
 		close(fd);
 	if (n <= 0)
 		return false;
 	text[n] = '\0';
-	line = strstr(text, "0::/");
-	if (!line)
-		return false;
-	len = strcspn(line, "\n");
-	return len > s && line[len - s - 1] == '/' && !strncmp(line + len - s, scope, s);
+	for (char *line = text; *line;) {
+		size_t len = strcspn(line, "\n");
+
+		if (len > s && line[len - s - 1] == '/' && !strncmp(line + len - s, scope, s))
+			return true;
+		line += len + (line[len] ? 1 : 0);
+	}
+	return false;
 }
 
 int reader_scope_join(const char *slice, uint64_t tasks_max, uint64_t memory_max, char *why,
