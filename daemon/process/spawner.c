@@ -11,13 +11,19 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include "util/log.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
 
 /* A request: this header, then the op's payload. */
 struct spawner_header {
@@ -26,6 +32,7 @@ struct spawner_header {
 
 /* squashd's end; -1 when there is no spawner. */
 static atomic_int spawner_fd = -1;
+static int spawner_pidfd = -1;
 
 static void close_above(int keep)
 {
@@ -42,6 +49,7 @@ static void close_above(int keep)
 static pid_t clone_with_pidfd(bool squashd_child, int *pidfd)
 {
 	struct clone_args args;
+	pid_t pid;
 
 	memset(&args, 0, sizeof(args));
 	args.flags = CLONE_PIDFD | (squashd_child ? CLONE_PARENT : 0);
@@ -49,7 +57,29 @@ static pid_t clone_with_pidfd(bool squashd_child, int *pidfd)
 	/* With CLONE_PARENT the kernel takes the spawner's own exit signal
 	 * (SIGCHLD: squashd forked it), and refuses any other here. */
 	args.exit_signal = squashd_child ? 0 : SIGCHLD;
-	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	if (pid >= 0 || (errno != ENOSYS && errno != EPERM))
+		return pid;
+	/* systemd's RestrictNamespaces= (squashd.service) refuses clone3:
+	 * seccomp cannot read the flags behind its pointer. The old clone()
+	 * takes the same flags and CLONE_PIDFD (Linux 5.2), the pidfd going
+	 * to its parent_tid argument, the third on every architecture but
+	 * s390's. With no stack given the child runs on a copy of ours, as
+	 * after fork(). */
+#if defined(__s390__) || defined(__CRIS__)
+	return (pid_t)syscall(SYS_clone, NULL, (unsigned long)args.flags, pidfd, NULL, NULL);
+#else
+	return (pid_t)syscall(SYS_clone, (unsigned long)args.flags | (unsigned long)args.exit_signal,
+			      NULL, pidfd, NULL, NULL);
+#endif
+}
+
+/* Tells the answer socket why no child was made (best effort). */
+static void send_failure(int sock, int err)
+{
+	struct spawner_pidfd_msg m = { .magic = SPAWNER_FAILED_MAGIC, .pid = err };
+
+	(void)send(sock, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* Sends the child's pidfd to the socket it answers on (best effort: the
@@ -137,10 +167,15 @@ serve(int sock, const struct spawner_op *ops, size_t n_ops)
 			ops[h.op].run(fds[0], buf + sizeof(h), fds + 1, (size_t)nfds - 1);
 			_exit(127);
 		}
-		/* Failed: closing the answer socket tells squashd (EOF). */
 		if (pid > 0) {
 			send_pidfd(fds[0], pid, pidfd);
 			close(pidfd);
+		} else {
+			/* Failed: the reason, then EOF when the socket closes. */
+			int err = errno;
+
+			log_error("spawner: cannot make a process for squashd: clone: %s", strerror(err));
+			send_failure(fds[0], err);
 		}
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
@@ -178,6 +213,8 @@ int spawner_start(const struct spawner_op *ops, size_t n_ops)
 		serve(sv[1], ops, n_ops);
 	}
 	close(sv[1]);
+	/* Not yet waited for, so the pid cannot have been reused. */
+	spawner_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	/* A spawner that stops reading must not hold a request for ever. */
 	struct timeval tv = { .tv_sec = 5 };
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -227,4 +264,23 @@ int spawner_request_fds(uint32_t op, const void *payload, size_t len, const int 
 		log_warning("the spawner is gone (%s); squashd forks its children itself from now on",
 			    n < 0 ? strerror(errno) : "short write");
 	return -1;
+}
+
+void spawner_stop(void)
+{
+	int sock = atomic_load(&spawner_fd);
+
+	/* shutdown, not close: a late request thread may still send on it
+	 * (it then forks itself), and the number must not be reused. */
+	if (sock >= 0)
+		shutdown(sock, SHUT_RDWR);
+	if (spawner_pidfd < 0)
+		return;
+	/* It exits at EOF; wait a little, so that systemd does not find it
+	 * left in the unit when squashd stops. */
+	struct pollfd p = { .fd = spawner_pidfd, .events = POLLIN };
+	if (poll(&p, 1, 2000) == 1)
+		(void)waitid(P_PIDFD, (id_t)spawner_pidfd, NULL, WEXITED | WNOHANG);
+	close(spawner_pidfd);
+	spawner_pidfd = -1;
 }
