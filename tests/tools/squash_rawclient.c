@@ -371,9 +371,9 @@ static int cmd_hostile(const char *kind)
 		rc = send_raw(buf, total);
 		free(payload);
 	} else if (!strncmp(kind, "emptyimages=", 12)) {
-		/* SignedRequest{request: Request{mount_job: {uid 1000, N x images {}}}},
+		/* SignedRequest{request: Request{mount_job: {job 1, uid 1, N x images {}}}},
 		 * unsigned: the decoder must refuse it before anything else. */
-		size_t n = parse_u32(kind + 12), body = 2 + 2 * n, off = 8;
+		size_t n = parse_u32(kind + 12), body = 4 + 2 * n, off = 8;
 		uint8_t *p = buf + off;
 		size_t req_len = 1 + 3 + body;
 		if (n > 96000) {
@@ -393,6 +393,8 @@ static int cmd_hostile(const char *kind)
 		*p++ = (uint8_t)(0x80 | (body & 0x7f));
 		*p++ = (uint8_t)(0x80 | ((body >> 7) & 0x7f));
 		*p++ = (uint8_t)(body >> 14);
+		*p++ = 0x08; /* job_id */
+		*p++ = 0x01;
 		*p++ = 0x10; /* uid */
 		*p++ = 0x01;
 		for (i = 0; i < n; i++) {
