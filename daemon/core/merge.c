@@ -5,17 +5,101 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/sharing.h"
 #include "mount/overlay_lowers.h"
+#include "util/deadline_call.h"
 #include "util/log.h"
 
 struct lowers {
 	struct mount_entry **m;
 	size_t n;
 };
+
+/* The overlay of a merge, made where the request can give up on it: over
+ * FUSE lowers the mount asks each user's reader (STATFS, LOOKUP), and a
+ * stopped reader would hold the request, and its worker, for ever. */
+struct merge_mount {
+	char *point;
+	char **paths;
+	size_t n;
+	enum result res;
+	char why[1024];
+};
+
+static void merge_mount_free(void *arg)
+{
+	struct merge_mount *mm = arg;
+
+	if (!mm)
+		return;
+	for (size_t i = 0; mm->paths && i < mm->n; i++)
+		free(mm->paths[i]);
+	free(mm->paths);
+	free(mm->point);
+	free(mm);
+}
+
+static struct merge_mount *merge_mount_new(const struct mount_entry *m, const struct lowers *l)
+{
+	struct merge_mount *mm = calloc(1, sizeof(*mm));
+	bool ok = mm && (mm->point = strdup(m->mount_point)) &&
+		  (mm->paths = calloc(l->n, sizeof(*mm->paths)));
+
+	for (size_t i = 0; ok && i < l->n; i++, mm->n++)
+		ok = (mm->paths[i] = strdup(l->m[i]->mount_point)) != NULL;
+	if (!ok) {
+		merge_mount_free(mm);
+		return NULL;
+	}
+	return mm;
+}
+
+static void merge_mount_call(void *arg)
+{
+	struct merge_mount *mm = arg;
+
+	mm->res = overlay_mount_lowers(mm->point, (const char *const *)mm->paths, mm->n, mm->why,
+				       sizeof(mm->why));
+}
+
+/* The request gave up: what the call made after all goes again (its
+ * mount point's name, mN, is never given out twice). */
+static void merge_mount_late(void *arg)
+{
+	struct merge_mount *mm = arg;
+
+	if (mm->res == RESULT_OK && umount2(mm->point, MNT_DETACH) < 0)
+		log_warning("cannot detach the merged overlay %s its request gave up on: %s", mm->point,
+			    strerror(errno));
+	rmdir(mm->point);
+	log_info("the merged overlay %s that a request gave up on has %s", mm->point,
+		 mm->res == RESULT_OK ? "been made and detached again" : "failed");
+}
+
+/* Kills the FUSE servers of l's lowers (lock held): one did not answer.
+ * Their mounts then recover as after any reader's death (a new reader on
+ * the kept connection, or a dead mount that the next job mounts again). */
+static unsigned kill_lower_servers_locked(const struct lowers *l)
+{
+	unsigned killed = 0;
+
+	for (size_t i = 0; i < l->n; i++) {
+		int pidfd = l->m[i]->server_pidfd;
+
+		if (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0) {
+			log_warning("killed FUSE server pid %d of image %s: it did not answer the merge's "
+				    "overlay mount in time", (int)l->m[i]->server_pid, l->m[i]->image);
+			killed++;
+		}
+	}
+	return killed;
+}
 
 /* The lowers of the group at target (bottom first, in option order): an
  * image named twice counts where it is named last (it is on top there
@@ -88,24 +172,40 @@ static enum result get_merged(struct daemon_state *ds, const struct squashd_conf
 		return RESULT_NODE_ERROR;
 	}
 
-	const char **paths = malloc(l->n * sizeof(*paths));
+	/* Unlocked: the lowers are referenced, their paths fixed. */
+	struct merge_mount *mm = merge_mount_new(m, l);
 	char why[1024] = "";
-	if (!paths) {
+	int done = 1;
+	if (!mm) {
 		snprintf(why, sizeof(why), "out of memory");
 		res = RESULT_NODE_ERROR;
 	} else if (mkdir(m->mount_point, 0755) < 0 && errno != EEXIST) {
 		snprintf(why, sizeof(why), "cannot create mount point %s: %s", m->mount_point,
 			 strerror(errno));
 		res = RESULT_NODE_ERROR;
+	} else if ((done = deadline_call(merge_mount_call, merge_mount_late, merge_mount_free, mm,
+					 deadline_ms)) < 0) {
+		snprintf(why, sizeof(why), "cannot start a thread for the overlay mount: %s",
+			 strerror(errno));
+		res = RESULT_NODE_ERROR;
+		done = 1;
+	} else if (done) {
+		res = mm->res;
+		snprintf(why, sizeof(why), "%s", mm->why);
 	} else {
-		/* Unlocked: the lowers are referenced, their paths fixed. */
-		for (size_t i = 0; i < l->n; i++)
-			paths[i] = l->m[i]->mount_point;
-		res = overlay_mount_lowers(m->mount_point, paths, l->n, why, sizeof(why));
+		mm = NULL; /* the call's thread has it now */
+		res = RESULT_NODE_ERROR;
 	}
-	free(paths);
+	merge_mount_free(mm);
 
 	pthread_mutex_lock(&ds->lock);
+	if (!done) {
+		unsigned killed = kill_lower_servers_locked(l);
+
+		snprintf(why, sizeof(why), "the overlay mount did not finish within the request's "
+			 "deadline: a FUSE server of its images did not answer (stopped or hung); "
+			 "squashd killed %u of them, and their mounts restart", killed);
+	}
 	if (res == RESULT_OK) {
 		m->state = MOUNT_READY;
 		log_info("merged %zu images at %s for %s", l->n, m->mount_point, target);

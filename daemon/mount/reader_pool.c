@@ -157,7 +157,7 @@ static int send_request(int sock, uint32_t id, bool resume, int image_fd, int fu
  * requests whose waiter gave up are skipped; the reader runs as the user,
  * so anything malformed is its failure, not squashd's. */
 static enum result await_reply(struct pool *p, uint32_t id, long long deadline_ms, char *err,
-			       size_t errlen)
+			       size_t errlen, bool *timed_out)
 {
 	struct serve_reply r;
 
@@ -171,6 +171,7 @@ static enum result await_reply(struct pool *p, uint32_t id, long long deadline_m
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0) {
+			*timed_out = true;
 			snprintf(err, errlen, "squash-reader pid %d did not answer in time", (int)p->pid);
 			return RESULT_NODE_ERROR;
 		}
@@ -239,6 +240,7 @@ enum result reader_pool_serve(const struct identity *id, const char *reader_path
 	struct pool *p;
 	enum result res = RESULT_OK;
 	uint32_t req_id;
+	bool timed_out = false;
 
 	pthread_mutex_lock(&pools_lock);
 	/* A reader serves SERVE_MOUNTS_MAX mounts at most (reader_wire.h):
@@ -271,7 +273,7 @@ enum result reader_pool_serve(const struct identity *id, const char *reader_path
 			 strerror(errno));
 		res = RESULT_NODE_ERROR;
 	} else if (!resume) {
-		res = await_reply(p, req_id, deadline_ms, err, errlen);
+		res = await_reply(p, req_id, deadline_ms, err, errlen, &timed_out);
 	}
 	if (!resume)
 		pthread_mutex_unlock(&p->io);
@@ -284,6 +286,14 @@ enum result reader_pool_serve(const struct identity *id, const char *reader_path
 			log_warning("%s; retiring it: later mounts of uid %u get a new reader", err,
 				    (unsigned)p->uid);
 			retire_locked(p);
+		}
+		/* Silent (stopped by its user, or hung): killed, so that
+		 * nothing of squashd's waits on it; its mounts recover as
+		 * after any reader's death (docs/security.md). */
+		if (timed_out && p->pidfd >= 0) {
+			child_kill(p->pidfd);
+			log_warning("killed squash-reader pid %d of uid %u: it did not answer in time",
+				    (int)p->pid, (unsigned)p->uid);
 		}
 		p->mounts--;
 		if (listed && p->mounts == 0) {

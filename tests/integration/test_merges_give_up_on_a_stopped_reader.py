@@ -1,0 +1,98 @@
+"""A merge of a user's images at one target is an overlayfs mount over the
+user's FUSE mounts, and mounting it asks each of their readers (STATFS,
+LOOKUP). A user who stops their own reader (SIGSTOP, as anyone may) must
+not hold squashd: the overlay mount runs on a thread the request gives up
+on at its deadline (daemon/util/deadline_call.c, daemon/core/merge.c); the
+request fails with the reason, the silent reader is killed, and its mounts
+recover as after any reader's death. Issue 30, item 2."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+from conftest import RAWCLIENT, USER1, USER2, BlockingJob, proc_uids, uid_of, wait_until
+
+FILES = {"hello.txt": "hello from the image\n"}
+FAKE_JOB = 990401
+REQUEST_TIMEOUT = 10  # tests/cluster/cluster.sh's squashd.conf
+
+
+def in_progress(cluster):
+    return int(re.search(r"(\d+) in progress", cluster.squashctl("status").stdout).group(1))
+
+
+def readers_of(cluster, uid):
+    return [p for p in cluster.instance_fuse_servers() if proc_uids(p)[0] == uid]
+
+
+def test_new_merges_over_a_stopped_readers_mounts_end_by_their_deadline(cluster):
+    d = cluster.workdir(USER1, "merge-stop")
+    a = cluster.make_image(d / "a.sqfs", {"a.txt": "a\n"}, owner=USER1)
+    b = cluster.make_image(d / "b.sqfs", {"b.txt": "b\n"}, owner=USER1)
+    other = cluster.make_image(cluster.workdir(USER2, "img") / "fine.sqfs", FILES, owner=USER2)
+    idle = in_progress(cluster)
+    holder = BlockingJob(cluster, USER1, f"{a}:/squash/a,{b}:/squash/b")
+    fake, stopped = [], []
+    try:
+        holder.wait_ready()
+        uid = uid_of(USER1)
+        readers = readers_of(cluster, uid)
+        assert readers, "no squash-reader serves the user's mounts"
+        for pid in readers:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+
+        # Three prolog-shaped requests merge the two shared mounts at one
+        # target (root asks for the user, as slurmd's prolog does).
+        t = time.monotonic()
+        merges = []
+        for i in range(3):
+            fake.append(FAKE_JOB + i)
+            merges.append(subprocess.Popen(
+                [RAWCLIENT, "--socket", cluster.socket, "--munge-socket", cluster.munge_socket,
+                 "mount", str(FAKE_JOB + i), str(uid), f"{a}:/squash/ds", f"{b}:/squash/ds"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+
+        # Another user's job runs meanwhile.
+        t2 = time.monotonic()
+        job = cluster.run_job(USER2, "cat /squash/fine/hello.txt\n", [f"--squash-image={other}"])
+        assert job.state == "COMPLETED" and job.output() == FILES["hello.txt"], job.output()
+        print(f"another user's job meanwhile: {time.monotonic() - t2:.1f} s")
+
+        outs = []
+        for m in merges:
+            out, err = m.communicate(timeout=REQUEST_TIMEOUT + 30)
+            assert out.startswith("node-error") and "/squash/ds" in out, (out, err)
+            outs.append(out)
+        # The one that mounted says why; the others waited for it.
+        assert any("the overlay mount did not finish within the request's deadline: a FUSE "
+                   "server of its images did not answer" in o for o in outs), outs
+        took = time.monotonic() - t
+        print(f"3 merges over a stopped reader's mounts: all ended after {took:.1f} s")
+        assert took < REQUEST_TIMEOUT + 5
+        assert "killed FUSE server pid" in cluster.squashd_log()
+        # The silent reader is gone; nothing stays in progress.
+        wait_until(lambda: not any(os.path.exists(f"/proc/{p}") and
+                                   open(f"/proc/{p}/stat").read().split()[2] != "Z"
+                                   for p in stopped), 10, what="the stopped reader to be killed")
+        wait_until(lambda: in_progress(cluster) == idle, 10, what="no request in progress")
+
+        # squashd stops and starts at once.
+        node = cluster.nodes[0]
+        t = time.monotonic()
+        node.squashd_stop()
+        node.squashd_start()
+        print(f"squashd stop and start afterwards: {time.monotonic() - t:.1f} s")
+        assert time.monotonic() - t < 10
+    finally:
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        for j in fake:
+            cluster.rawclient("release", j)
+        holder.release()
+        wait_until(lambda: not cluster.list_mounts(), 30, what="the mounts to go")
