@@ -169,11 +169,17 @@ case_boot() {
 
 case_user_image_fuse() {
 	local o
-	o=$(job $U1 "$data/data.sqfs:/squash/data" 'cat /squash/data/data.txt; grep " /squash/data " /proc/self/mountinfo') ||
+	# The job also says which process serves its mount (the FUSE server
+	# is squashd's squash-reader, running as the user).
+	o=$(job $U1 "$data/data.sqfs:/squash/data" 'cat /squash/data/data.txt; grep " /squash/data " /proc/self/mountinfo; echo "readers: $(pgrep -x -u $(id -u) squash-reader | xargs)"') ||
 		{ echo "$o"; journalctl -u squashd -n 30 --no-pager; fail "job with a user image failed"; }
 	echo "$o"
 	grep -qx "data from the user image" <<<"$o" || fail "the job did not read the user image"
-	grep -q ' /squash/data .* - fuse\.squash-reader ' <<<"$o" || fail "no fuse.squash-reader mount at /squash/data in the job"
+	# squashd mounts it as fuse.squashfuse (source "squashfuse") whichever
+	# reader serves it; squash-reader mounting by itself says
+	# fuse.squash-reader... (fsname=squash-reader): both are FUSE.
+	grep -qE ' /squash/data .* - fuse\.squash(fuse|-reader|fs) ' <<<"$o" || fail "no FUSE mount at /squash/data in the job"
+	grep -qE '^readers: [0-9]' <<<"$o" || fail "no squash-reader of $U1 while its job ran"
 }
 
 case_trusted_image_kernel() {
@@ -414,7 +420,9 @@ case_remove_purge() {
 	o=$(systemctl list-units --all --no-legend 'squashd*' | grep -v ' inactive ' || true)
 	echo "units after remove: ${o:-none active}"
 	[ -z "$o" ] || fail "squashd units still loaded/active after remove: $o"
-	! pgrep -x squashd || fail "a squashd process is left after remove"
+	# No process of the package: squashd, its spawner, readers.
+	o=$(pgrep -a 'squashd|squash-reader' || true)
+	[ -z "$o" ] || fail "processes of slurm-squash left after remove: $(tr '\n' ';' <<<"$o")"
 	! squash_mounts || fail "image mounts left after remove"
 	DEBIAN_FRONTEND=noninteractive tmo 120 apt-get purge -y -q slurm-squash || fail "apt-get purge failed"
 	[ ! -e /etc/squashd.conf ] || fail "/etc/squashd.conf left after purge"

@@ -147,7 +147,7 @@ run_suite() {
 		-no-user-config -nodefaults -display none -nic none \
 		-serial "file:$art/console.log" \
 		-kernel "$g/vmlinuz" -initrd "$g/initrd.img" \
-		-append "root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 quiet" \
+		-append "root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1" \
 		-drive "file=$g/disk.img,format=raw,if=virtio,snapshot=on" \
 		-virtfs "local,path=$share,mount_tag=shared,security_model=none,id=shared" \
 		>"$art/qemu.log" 2>&1 &
