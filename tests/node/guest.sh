@@ -22,6 +22,7 @@ self=$shared/guest.sh
 U1=squser1
 U2=squser2
 TASKS_MAX=64      # reader_tasks_max in squashd.conf
+MEMORY_MAX_MB=256 # reader_memory_max in squashd.conf
 BOMB_CAP=400      # the fork bomb gives up here: far above TASKS_MAX
 data=/home/$U1/data
 apps=/apps/images
@@ -117,7 +118,7 @@ EOF
 # tests/node: admin-built images get kernel mounts; readers' limits.
 trusted_prefixes = $apps
 reader_tasks_max = $TASKS_MAX
-reader_memory_max = 256M
+reader_memory_max = ${MEMORY_MAX_MB}M
 EOF
 	# Diagnosis only (tests/node/run.sh's SQUASH_NODE_DROPIN): a drop-in for
 	# squashd.service, to see which cases a unit change would let pass.
@@ -128,6 +129,10 @@ EOF
 		cat /etc/systemd/system/squashd.service.d/tests-node.conf
 		systemctl daemon-reload
 	fi
+	# A persistent journal: the shutdown of the reboot case is read back
+	# after it (journalctl -b -1).
+	mkdir -p /var/log/journal
+	tmo 30 journalctl --flush
 	tmo 60 systemctl restart munge || fail "munge did not start"
 	tmo 60 systemctl restart squashd || fail "squashd did not restart with the site's squashd.conf"
 	tmo 60 systemctl restart slurmctld slurmd || fail "slurmctld/slurmd did not start"
@@ -280,20 +285,23 @@ case_reload() {
 
 # cgroup_of PID: its cgroup v2 path ("0::PATH" in /proc/PID/cgroup).
 cgroup_of() { sed -n 's/^0:://p' "/proc/$1/cgroup"; }
-# finite_pids_max PATH: the first pids.max below the root, from PATH up, that
-# is not "max"; prints "CGROUP=VALUE", fails when there is none.
-finite_pids_max() {
-	local p=$1 v
+# cg_limit FILE PATH: the smallest FILE (pids.max, memory.max) of cgroup
+# PATH and its ancestors below the root (the limit its processes meet: a
+# slice's counts everything below it); prints "VALUE (CGROUP)", fails when
+# every one is "max".
+cg_limit() {
+	local f=$1 p=$2 v best="" at=""
 	while [ -n "$p" ] && [ "$p" != / ]; do
-		v=$(cat "/sys/fs/cgroup$p/pids.max" 2>/dev/null || echo absent)
-		if [ "$v" != max ] && [ "$v" != absent ]; then echo "$p=$v"; return 0; fi
+		v=$(cat "/sys/fs/cgroup$p/$f" 2>/dev/null || echo max)
+		if [ "$v" != max ] && { [ -z "$best" ] || [ "$v" -lt "$best" ]; }; then best=$v at=$p; fi
 		p=${p%/*}
 	done
-	return 1
+	[ -n "$best" ] && echo "$best ($at)"
 }
+tasks_limit() { cg_limit pids.max "$1"; }
 
 case_reader_cgroup() {
-	local id pids p cg lim squashd_cg dir=/home/$U1/jobs
+	local id pids p cg lim mem squashd_cg dir=/home/$U1/jobs
 	id=$(start_reader_job $U1 "$data/data.sqfs" 60) || fail "sbatch failed: $id"
 	wait_reading $U1 "$id" || exit 1
 	squashd_cg=$(cgroup_of "$(unit_pid squashd)")
@@ -303,13 +311,21 @@ case_reader_cgroup() {
 	local bad=""
 	for p in $pids; do
 		cg=$(cgroup_of "$p")
-		lim=$(finite_pids_max "$cg") || lim="none"
-		echo "squash-reader $p (uid $(stat -c %u /proc/$p)): $cg; pids.max: $lim; memory.max: $(cat /sys/fs/cgroup$cg/memory.max 2>/dev/null || echo absent)"
+		lim=$(tasks_limit "$cg") || lim="none"
+		mem=$(cg_limit memory.max "$cg") || mem="none"
+		echo "squash-reader $p (uid $(stat -c %u /proc/$p)): $cg; tasks limit: $lim; memory limit: $mem"
 		case "$cg" in
 		*/squashd.service | */squashd.service/*) bad="$bad; reader $p is in squashd.service's cgroup ($cg)" ;;
 		*slurmstepd* | */job_[0-9]* | */step_*) bad="$bad; reader $p is in a job's cgroup ($cg)" ;;
 		esac
-		[ "$lim" != none ] || bad="$bad; reader $p has no tasks limit (pids.max is max up to the root)"
+		if [ "$lim" = none ]; then
+			bad="$bad; reader $p has no tasks limit (pids.max is max up to the root)"
+		elif [ "${lim%% *}" -gt "$TASKS_MAX" ]; then
+			bad="$bad; reader $p's tasks limit $lim is above reader_tasks_max ($TASKS_MAX)"
+		fi
+		if [ "$mem" = none ] || [ "${mem%% *}" -gt $((MEMORY_MAX_MB * 1024 * 1024)) ]; then
+			bad="$bad; reader $p's memory limit ($mem) is not reader_memory_max (${MEMORY_MAX_MB}M)"
+		fi
 	done
 	# The job's own processes: none of them is a reader.
 	local step
@@ -326,7 +342,7 @@ case_fork_bomb() {
 	rpid=$(reader_pids -u $U1 | head -n 1)
 	[ -n "$rpid" ] || fail "no reader of $U1"
 	cg=$(cgroup_of "$rpid")
-	echo "reader $rpid in $cg (pids.max $(cat /sys/fs/cgroup$cg/pids.max 2>/dev/null))"
+	echo "reader $rpid in $cg (tasks limit $(tasks_limit "$cg" || echo none))"
 	# A process of the user in the reader's cgroup forks until it cannot
 	# (at most BOMB_CAP), holds its children while a new job of another
 	# user is served, then lets them go.
@@ -405,13 +421,37 @@ case_after_reboot() {
 	tmo 60 systemctl is-system-running --wait
 	systemctl is-active squashd.socket squashd || { journalctl -u squashd -b --no-pager | tail -n 20; fail "squashd not active after the reboot"; }
 	tmo 30 squashctl health || fail "squashctl health failed after the reboot"
-	wait_for 120 "job $id to be gone" bash -c '[ -z "$(squeue -h -j '"$id"' 2>/dev/null)" ]' ||
-		{ squeue; fail "job $id from before the reboot still in the queue"; }
+	! squash_mounts || fail "images mounted after the reboot"
+	# Slurm's side (case reboot_job_gone): the job from before the reboot
+	# is gone, or it is cancelled here so that the node can be idle.
+	if ! wait_for 120 "job $id to be gone" bash -c '[ -z "$(squeue -h -j '"$id"' 2>/dev/null)" ]'; then
+		squeue
+		echo "job $id still listed after the reboot: cancelled" | tee "$out/reboot-job-left"
+		tmo 30 scancel "$id"
+		wait_for 60 "job $id to be gone" bash -c '[ -z "$(squeue -h -j '"$id"' 2>/dev/null)" ]'
+	fi
 	! squash_mounts || fail "images mounted after the reboot with no job"
 	tmo 30 squashctl list
 	wait_for 90 "the node to be idle" bash -c '[ "$(sinfo -h -n '"$node"' -o %T)" = idle ]' || { sinfo; fail "node not idle after the reboot"; }
 	o=$(job $U1 "$data/data.sqfs:/squash/data" 'cat /squash/data/data.txt') || { echo "$o"; fail "a job after the reboot failed"; }
 	grep -qx "data from the user image" <<<"$o" || fail "a job after the reboot did not read its image"
+}
+
+case_reboot_job_gone() {
+	[ ! -e "$out/reboot-job-left" ] || fail "$(cat "$out/reboot-job-left") (slurmctld kept it as running for 120 s after the node rebooted)"
+}
+
+# The shutdown of the reboot (a job reading a FUSE image at the time):
+# no unit may hang it until systemd's stop timeout.
+case_reboot_shutdown() {
+	local o
+	o=$(tmo 30 journalctl -b -1 --no-pager -o short-monotonic)
+	[ -n "$o" ] || fail "no journal of the boot before the reboot"
+	grep -E 'systemd-shutdown|Reached target.*Reboot|reboot' <<<"$o" | tail -n 3
+	grep -E 'timed out' <<<"$o" &&
+		fail "a unit hung the shutdown until its stop timeout: $(grep -m1 -E 'timed out' <<<"$o")"
+	grep -E 'squashd|squash-reader|slurmstepd' <<<"$o" | tail -n 15
+	return 0
 }
 
 case_remove_purge() {
@@ -495,6 +535,10 @@ if [ "$boot" = 1 ]; then
 	tmo 60 journalctl -b --no-pager >"$out/journal-boot1.txt"
 else
 	run_case after_reboot 300
+	run_case reboot_job_gone 10
+	run_case reboot_shutdown 60
+	# The whole journal of boot 1, its shutdown included.
+	tmo 60 journalctl -b -1 --no-pager >"$out/journal-boot1.txt"
 	run_case remove_purge 180
 	tmo 60 journalctl -b --no-pager >"$out/journal-boot$boot.txt"
 fi
