@@ -88,6 +88,9 @@ WantedBy=multi-user.target'
 #   guest has no network card at all (-nic none);
 # - serial-getty@ttyS0 masked: it hangs up the serial console the harness
 #   reads;
+# - slurmd and slurmctld disabled until the test configures them (as on a
+#   node being set up): Debian 13's slurmd without slurm.conf retries a
+#   configless fetch and holds the boot for its 90 s start timeout;
 # - /mnt/shared: the harness's 9p share (files in, results out).
 mmdebstrap --mode=root --variant=minbase \
 	--aptopt='APT::Install-Recommends "false"' \
@@ -101,6 +104,7 @@ mmdebstrap --mode=root --variant=minbase \
 	--customize-hook="printf '%s\n' '$test_unit' >\"\$1/etc/systemd/system/squash-node-test.service\"" \
 	--customize-hook='chroot "$1" systemctl enable squash-node-addr.service squash-node-test.service' \
 	--customize-hook='chroot "$1" systemctl mask serial-getty@ttyS0.service' \
+	--customize-hook='chroot "$1" systemctl disable slurmd.service slurmctld.service' \
 	--customize-hook='chroot "$1" passwd -d root >/dev/null' \
 	"$suite" "$tree" "$mirror" >&2
 

@@ -101,7 +101,7 @@ SlurmdSpoolDir=/var/lib/slurm/slurmd
 SlurmctldPidFile=/run/slurmctld.pid
 SlurmdPidFile=/run/slurmd.pid
 SlurmUser=slurm
-NodeName=$node CPUs=2 RealMemory=600 State=UNKNOWN
+NodeName=$node CPUs=$(nproc) RealMemory=600 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 	cat >/etc/slurm/cgroup.conf <<EOF
@@ -135,6 +135,8 @@ EOF
 	tmo 30 journalctl --flush
 	tmo 60 systemctl restart munge || fail "munge did not start"
 	tmo 60 systemctl restart squashd || fail "squashd did not restart with the site's squashd.conf"
+	# (The image has them disabled until now: a node being set up.)
+	tmo 60 systemctl enable slurmctld slurmd 2>&1
 	tmo 60 systemctl restart slurmctld slurmd || fail "slurmctld/slurmd did not start"
 	wait_for 90 "the node to be idle" bash -c '[ "$(sinfo -h -n '"$node"' -o %T)" = idle ]' ||
 		{ sinfo; fail "node not idle"; }
