@@ -443,17 +443,18 @@ case_reboot_job_gone() {
 	[ ! -e "$out/reboot-job-left" ] || fail "$(cat "$out/reboot-job-left") (slurmctld kept it as running for 120 s after the node rebooted)"
 }
 
-# The shutdown of the reboot (a job reading a FUSE image at the time):
-# no unit may hang it until systemd's stop timeout.
+# The shutdown of the reboot (a job reading a FUSE image at the time): no
+# unit of slurm-squash (squashd, its socket, the readers' slices and
+# scopes) may hang it until systemd's stop timeout. Other units' timeouts
+# (Slurm's slurmstepd scope) are shown, not failed on.
 case_reboot_shutdown() {
-	local o
+	local o t
 	o=$(tmo 30 journalctl -b -1 --no-pager -o short-monotonic)
 	[ -n "$o" ] || fail "no journal of the boot before the reboot"
-	grep -E 'systemd-shutdown|Reached target.*Reboot|reboot' <<<"$o" | tail -n 3
-	grep -E 'timed out' <<<"$o" &&
-		fail "a unit hung the shutdown until its stop timeout: $(grep -m1 -E 'timed out' <<<"$o")"
-	grep -E 'squashd|squash-reader|slurmstepd' <<<"$o" | tail -n 15
-	return 0
+	t=$(grep -E 'timed out' <<<"$o")
+	echo "stop timeouts in the shutdown: ${t:-none}"
+	grep -E 'squashd|squash-reader|slurmstepd' <<<"$o" | tail -n 25
+	! grep -E 'squashd|squash-reader' <<<"$t" || fail "a unit of slurm-squash hung the shutdown: $(grep -m1 -E 'squashd|squash-reader' <<<"$t")"
 }
 
 case_remove_purge() {
