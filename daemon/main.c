@@ -219,6 +219,7 @@ int main(int argc, char **argv)
 	pthread_mutex_lock(&ds.lock);
 	daemon_save_locked(&ds);
 	pthread_mutex_unlock(&ds.lock);
+	spawner_stop();
 	reader_cgroup_cleanup();
 	settings_drop(cfg);
 	return rc == 0 ? 0 : 1;
