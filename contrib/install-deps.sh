@@ -39,6 +39,10 @@ packages=(
 	debhelper dpkg-dev fakeroot rpm
 )
 # (bash keeps the comment lines out of the array: they are comments.)
+# QEMU for tests/node's guests, which boot on the host only: not in the
+# package lists of the matrix roots (SQUASH_DEPS_RELEASE, build-root.sh).
+# (e2fsprogs' mkfs.ext4 -d makes their disks; it is in every Debian.)
+[ -n "${SQUASH_DEPS_RELEASE:-}" ] || packages+=(qemu-system-x86)
 
 case "$release" in
 bookworm | trixie | forky | sid | "") ;;

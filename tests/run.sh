@@ -17,7 +17,11 @@
 #                                on first use, then reused), where the
 #                                header builds and distcheck, which do not
 #                                depend on the release, are left out (and
-#                                the RPM: tests/packaging)
+#                                the RPM: tests/packaging); then real nodes
+#                                (tests/node): the .deb of Debian 12 and of
+#                                13, built there with its checks, installed
+#                                with apt in a Debian 12 and a 13 guest
+#                                booted by QEMU (systemd, cgroup v2)
 #   ./tests/run.sh --build-only  deps and build only (used by contrib/demo.sh)
 #
 # Environment: SQUASH_BUILD_DIR (default <repo>/build), PYTEST_ARGS (extra
@@ -25,7 +29,9 @@
 # releases run, default "host trixie sid": "host" is this machine, every
 # other word a Debian suite run in a root; e.g. SQUASH_RELEASES=host for
 # local work), SQUASH_ROOTS_DIR (where the roots live, default
-# /var/cache/slurm-squash/roots). Exits non-zero when any step fails; the
+# /var/cache/slurm-squash/roots), SQUASH_NODES (the releases booted as
+# guests, default "bookworm trixie" as far as they run above: the host
+# release and the roots; "" for none). Exits non-zero when any step fails; the
 # steps after the build run even when one of them fails, and every release
 # runs even when one fails. Inside a root (tests/matrix/run-in-root.sh sets
 # SQUASH_MATRIX_SUITE) only that root's release runs.
@@ -104,7 +110,27 @@ describe() {
 # The whole suite inside the root of Debian suite $1, each line of its
 # output marked with the suite.
 in_root() {
-	"$repo/tests/matrix/run-in-root.sh" "$1" ./tests/run.sh 2>&1 | sed -u "s/^/[$1] /"
+	local env=()
+	# A release booted as a guest later (tests/node) gets its .deb built
+	# with its checks by the root's packaging step, into $build/debs/SUITE.
+	if [[ " $nodes " == *" $1 "* ]]; then
+		mkdir -p "$build/debs/$1"
+		env=(SQUASH_MATRIX_OUTPUT="$build/debs/$1" SQUASH_TEST_DEB_OUTPUT="$build/debs/$1" SQUASH_TEST_DEB_CHECK=1)
+	fi
+	env "${env[@]}" "$repo/tests/matrix/run-in-root.sh" "$1" ./tests/run.sh 2>&1 | sed -u "s/^/[$1] /"
+}
+
+# The releases booted as guests: those of SQUASH_NODES that run above.
+node_suites() {
+	local s host_suite
+	host_suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	for s in $nodes; do
+		if [ "$s" = "$host_suite" ]; then
+			[[ " $releases " == *" host "* ]] && echo "$s"
+		elif [[ " $releases " == *" $s "* ]]; then
+			echo "$s"
+		fi
+	done
 }
 
 [ "$(id -u)" = 0 ] || { echo "tests/run.sh: run as root (the tests start daemons and mount images)" >&2; exit 1; }
@@ -112,6 +138,8 @@ in_root() {
 releases=${SQUASH_RELEASES:-host trixie sid}
 [ -n "${SQUASH_MATRIX_SUITE:-}" ] && releases=host
 [ "${1:-}" = --build-only ] && releases=host
+nodes=${SQUASH_NODES-bookworm trixie}
+[ -n "${SQUASH_MATRIX_SUITE:-}" ] && nodes=""
 summary=()
 
 step "install dependencies" "$repo/contrib/install-deps.sh" || exit 1
@@ -130,7 +158,16 @@ if [[ " $releases " == *" host "* ]]; then
 	fi
 	step "integration tests" integration
 	step "sanitizers" "$repo/tests/sanitizers/run.sh"
-	step "packages" "$repo/tests/packaging/test_packages.sh"
+	# The host release's .deb, built with its checks when a guest of this
+	# release boots it later (tests/node); no stale one is left for it.
+	rm -rf "$build/debs"
+	host_suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	if [[ " $nodes " == *" $host_suite "* ]]; then
+		SQUASH_TEST_DEB_CHECK=1 SQUASH_TEST_DEB_OUTPUT=$build/debs/$host_suite \
+			step "packages" "$repo/tests/packaging/test_packages.sh"
+	else
+		step "packages" "$repo/tests/packaging/test_packages.sh"
+	fi
 	[ ${#failed[@]} = "$n_failed" ] && verdict=ok || verdict=FAILED
 	summary+=("${SQUASH_MATRIX_SUITE:-host}: $(describe ""): $verdict ($(( $(date +%s) - suite_start )) s)")
 fi
@@ -146,6 +183,20 @@ for suite in $releases; do
 	fi
 	summary+=("$suite: $(describe "${SQUASH_ROOTS_DIR:-/var/cache/slurm-squash/roots}/$suite"): $verdict ($(( $(date +%s) - t0 )) s)")
 done
+
+# Real nodes: each release's .deb (from its packaging step above) in a
+# guest with systemd and cgroup v2, one after the other.
+node_list=$(node_suites | xargs)
+if [ -n "$node_list" ] && [ "${1:-}" != --build-only ]; then
+	t0=$(date +%s)
+	if step "real nodes: $node_list (tests/node, Debian guests under QEMU)" \
+		env SQUASH_NODE_DEBS="$build/debs" "$repo/tests/node/run.sh" $node_list; then
+		verdict=ok
+	else
+		verdict=FAILED
+	fi
+	summary+=("guests $node_list: systemd, cgroup v2, the .deb installed with apt: $verdict ($(( $(date +%s) - t0 )) s)")
+fi
 
 echo
 [ ${#summary[@]} = 0 ] || printf '=== %s\n' "${summary[@]}"

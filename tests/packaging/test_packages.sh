@@ -25,7 +25,12 @@
 #
 # Everything lives in one scratch directory that is removed, and the cluster
 # stopped, on any exit. Environment: SQUASH_BUILD_DIR (default <repo>/build),
-# SQUASH_KEEP_SCRATCH=1 keeps the scratch directory.
+# SQUASH_KEEP_SCRATCH=1 keeps the scratch directory,
+# SQUASH_TEST_DEB_CHECK=1 builds the .deb with its checks (make check under
+# dpkg-buildpackage, as Debian's build daemons do; default nocheck: the
+# suite's own make check ran already), SQUASH_TEST_DEB_OUTPUT=DIR copies
+# the .deb to DIR (tests/run.sh: for tests/node, which installs it in a
+# guest).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -104,9 +109,11 @@ version=$(sed -n 's/^PACKAGE_VERSION = //p' "$build/Makefile")
 tarball=$build/slurm-squash-$version.tar.gz
 [ -f "$tarball" ] || { echo "test_packages.sh: $tarball not made" >&2; exit 1; }
 
-say "building the .deb (contrib/build-deb.sh)"
+deb_options="nocheck parallel=$(nproc)"
+[ "${SQUASH_TEST_DEB_CHECK:-0}" = 1 ] && deb_options="parallel=$(nproc)"
+say "building the .deb (contrib/build-deb.sh, DEB_BUILD_OPTIONS=\"$deb_options\")"
 mkdir -p "$scratch/deb"
-if ! DEB_BUILD_OPTIONS="nocheck parallel=$(nproc)" TMPDIR=$scratch \
+if ! DEB_BUILD_OPTIONS=$deb_options TMPDIR=$scratch \
 	nice -n 10 "$repo/contrib/build-deb.sh" "$tarball" "$scratch/deb" >"$scratch/deb.log" 2>&1; then
 	tail -n 40 "$scratch/deb.log"
 	echo "test_packages.sh: the .deb did not build" >&2
@@ -115,6 +122,16 @@ fi
 deb=$scratch/deb/slurm-squash_${version}-1+sl${slurm_tag}_$(dpkg --print-architecture).deb
 check ".deb is named for Slurm $slurm_majmin: $(basename "$deb")" test -f "$deb"
 [ -f "$deb" ] || { ls -l "$scratch/deb"; exit 1; }
+if [ "${SQUASH_TEST_DEB_CHECK:-0}" = 1 ]; then
+	check "dpkg-buildpackage ran make check: $(grep -m1 -E '^# PASS: ' "$scratch/deb.log" || echo 'no summary')" \
+		grep -qE '^# PASS: +[1-9]' "$scratch/deb.log"
+fi
+if [ -n "${SQUASH_TEST_DEB_OUTPUT:-}" ]; then
+	mkdir -p "$SQUASH_TEST_DEB_OUTPUT"
+	rm -f "$SQUASH_TEST_DEB_OUTPUT"/slurm-squash_*.deb
+	cp "$deb" "$SQUASH_TEST_DEB_OUTPUT/"
+	echo "test_packages.sh: copied the .deb to $SQUASH_TEST_DEB_OUTPUT"
+fi
 
 # The RPM is for RPM distributions: it is built and checked on the host
 # release only (Debian's rpmbuild); the matrix's Debian roots build and
