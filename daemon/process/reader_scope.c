@@ -150,6 +150,11 @@ static int start_scope(sd_bus *bus, const char *scope, const char *slice, char *
 		r = sd_bus_message_append(m, "(sv)", "Slice", "s", slice);
 	if (r >= 0)
 		r = sd_bus_message_append(m, "(sv)", "PIDs", "au", 1, (uint32_t)getpid());
+	/* At shutdown the jobs (slurmstepd's scope, slurmd) stop first and
+	 * their readers after them: the reverse of this start order. */
+	if (r >= 0)
+		r = sd_bus_message_append(m, "(sv)", "Before", "as", 2, "slurmd.service",
+					  "slurmstepd.scope");
 	/* Gone when the reader is, even when it failed. */
 	if (r >= 0)
 		r = sd_bus_message_append(m, "(sv)", "CollectMode", "s", "inactive-or-failed");
