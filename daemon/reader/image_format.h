@@ -8,6 +8,7 @@
 #define SQUASH_READER_IMAGE_FORMAT_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,7 @@ struct image {
 	 * of the id table's blocks and its entries; xattr_ids 0: none. */
 	uint64_t xattr_start, xattr_index;
 	uint32_t xattr_ids;
+	bool xattr_table;    /* the image has an xattr table at all */
 	uint32_t *ids;
 	struct block_codec codec;
 	struct block_cache md, data;
