@@ -191,8 +191,8 @@ static bool spawn_opener(const char *path, const struct identity *id, int answer
 
 /* Receives one message: the status and, on success, exactly one
  * descriptor (returns 0), or the spawner's pidfd of the child (returns 1,
- * *fd the pidfd). Returns -1 when the child died or sent something
- * malformed. */
+ * *fd the pidfd). Returns 2 (errno set) when the spawner could not make
+ * the child, -1 when the child died or sent something malformed. */
 static int receive_status(int sock, struct open_status *status, int *fd)
 {
 	union {
@@ -226,6 +226,11 @@ static int receive_status(int sock, struct open_status *status, int *fd)
 			else
 				close(got);
 		}
+	}
+	int failed = spawner_failure_errno(status, (size_t)n, nfds);
+	if (failed) {
+		errno = failed;
+		return 2;
 	}
 	if (n == (ssize_t)sizeof(struct spawner_pidfd_msg) && nfds == 1 &&
 	    !(msg.msg_flags & MSG_CTRUNC) &&
@@ -378,9 +383,14 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 					close(got);
 				continue;
 			}
-			snprintf(err, errlen,
-				 "image %s: the process opening it as user %s died without an answer",
-				 path, id->name);
+			if (r == 2)
+				snprintf(err, errlen,
+					 "image %s: squashd could not start the process that opens it as user %s: %s",
+					 path, id->name, strerror(errno));
+			else
+				snprintf(err, errlen,
+					 "image %s: the process opening it as user %s died without an answer",
+					 path, id->name);
 		} else if (r < 0 && errno == EINTR) {
 			continue;
 		} else if (r < 0) {

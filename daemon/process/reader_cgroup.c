@@ -13,29 +13,29 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "process/cgroup_layout.h"
+#include "process/reader_scope.h"
 #include "util/log.h"
 
-#define CGROUP2_MAGIC 0x63677270
 #define CGROUP_ROOT "/sys/fs/cgroup"
+/* mountinfo of a node with thousands of mounts (jobs' binds) */
+#define PROC_TEXT_MAX (4 * 1024 * 1024)
 
 /* Set once at start, read-only afterwards. */
 /* Short enough that every file below fits PATH_MAX. */
 #define BASE_MAX 1024
 static char bases[READER_CGROUP_FILES][BASE_MAX]; /* "" : unused */
 static bool v2;
+static bool under_systemd; /* slices and scopes made by systemd */
+static char instance[80];  /* "" for the node's one squashd */
+static char problem[PATH_MAX + 256];
 static unsigned tasks_limit;
 static unsigned long long memory_limit;
 
-static int write_text(const char *dir, const char *file, const char *text)
+static int write_text_path(const char *path, const char *text)
 {
-	char path[PATH_MAX];
-	int fd, rc = 0;
+	int fd = open(path, O_WRONLY | O_CLOEXEC), rc = 0;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	if (write(fd, text, strlen(text)) < 0)
@@ -46,38 +46,57 @@ static int write_text(const char *dir, const char *file, const char *text)
 	return rc;
 }
 
-/* squashd's own cgroup in a hierarchy: the path after "0::" (v2) or after
- * the v1 line naming controller, from /proc/self/cgroup. */
-static int own_cgroup(const char *controller, char *out, size_t len)
+static int write_text(const char *dir, const char *file, const char *text)
 {
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	char line[PATH_MAX + 64];
-	int rc = -1;
+	char path[PATH_MAX];
 
-	if (!f)
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path)) {
+		errno = ENAMETOOLONG;
 		return -1;
-	while (rc < 0 && fgets(line, sizeof(line), f)) {
-		char *first = strchr(line, ':'), *second = first ? strchr(first + 1, ':') : NULL;
-
-		if (!second)
-			continue;
-		*second = '\0';
-		line[strcspn(line, "\n")] = '\0';
-		second[1 + strcspn(second + 1, "\n")] = '\0';
-		bool match = controller ? strstr(first + 1, controller) != NULL
-					: (first[1] == '\0' && !strcmp(line, "0"));
-		if (match && (size_t)snprintf(out, len, "%s", second + 1) < len)
-			rc = 0;
 	}
-	fclose(f);
-	return rc;
+	return write_text_path(path, text);
 }
 
-static bool is_cgroup2(const char *path)
+/* The whole of a /proc text file, NUL-terminated (malloc'd), or NULL. */
+static char *read_proc_text(const char *path)
 {
-	struct statfs s;
+	FILE *f = fopen(path, "re");
+	size_t cap = 0, used = 0;
+	char *text = NULL;
 
-	return statfs(path, &s) == 0 && (unsigned long)s.f_type == CGROUP2_MAGIC;
+	if (!f)
+		return NULL;
+	for (;;) {
+		if (cap - used < 4096) {
+			size_t bigger = cap ? cap * 2 : 64 * 1024;
+			char *t = bigger <= PROC_TEXT_MAX ? realloc(text, bigger) : NULL;
+
+			if (!t) {
+				free(text);
+				fclose(f);
+				return NULL;
+			}
+			text = t;
+			cap = bigger;
+		}
+		size_t n = fread(text + used, 1, cap - used - 1, f);
+		if (n == 0)
+			break;
+		used += n;
+	}
+	fclose(f);
+	text[used] = '\0';
+	return text;
+}
+
+/* squashd's own cgroup in a hierarchy (controller NULL: v2). */
+static int own_cgroup(const char *controller, char *out, size_t len)
+{
+	char *text = read_proc_text("/proc/self/cgroup");
+	int rc = text ? cgroup_own_path(text, controller, out, len) : -1;
+
+	free(text);
+	return rc;
 }
 
 /* Moves every process of dir's cgroup.procs to to/cgroup.procs. */
@@ -147,16 +166,16 @@ static int init_v2(const char *own, const char *node_name, char *why, size_t why
 }
 
 /* v1: the pids and memory hierarchies, below squashd's own cgroup there. */
-static int init_v1(const char *node_name, char *why, size_t whylen)
+static int init_v1(const char *mountinfo, const char *node_name, char *why, size_t whylen)
 {
 	static const char *const controllers[READER_CGROUP_FILES] = { "pids", "memory" };
 
 	for (size_t i = 0; i < READER_CGROUP_FILES; i++) {
-		char own[BASE_MAX], mnt[64];
+		char own[BASE_MAX], mnt[BASE_MAX / 2];
 
-		snprintf(mnt, sizeof(mnt), CGROUP_ROOT "/%s", controllers[i]);
-		if (own_cgroup(controllers[i], own, sizeof(own)) < 0 || access(mnt, W_OK) < 0) {
-			snprintf(why, whylen, "no cgroup v1 %s hierarchy at %s", controllers[i], mnt);
+		if (cgroup_v1_mount_point(mountinfo, controllers[i], mnt, sizeof(mnt)) < 0 ||
+		    own_cgroup(controllers[i], own, sizeof(own)) < 0 || access(mnt, W_OK) < 0) {
+			snprintf(why, whylen, "no writable cgroup v1 %s hierarchy", controllers[i]);
 			return -1;
 		}
 		if ((size_t)snprintf(bases[i], sizeof(bases[i]), "%s%s/squashd-readers.%s", mnt,
@@ -166,6 +185,28 @@ static int init_v1(const char *node_name, char *why, size_t whylen)
 			return -1;
 		}
 	}
+	return 0;
+}
+
+/* Under systemd: systemd makes the cgroups (reader_scope.h); the
+ * parent slice's directory is the base, for status and cleanup. */
+static int init_systemd(enum cgroup_layout layout, const char *node_name, bool own_instance,
+			char *why, size_t whylen)
+{
+	/* Where systemd's tree shows: the unified hierarchy (v2, or hybrid's
+	 * /unified), else its named v1 one. */
+	const char *tree = layout == CGROUP_LAYOUT_V2	  ? CGROUP_ROOT
+			   : layout == CGROUP_LAYOUT_HYBRID ? CGROUP_ROOT "/unified"
+							    : CGROUP_ROOT "/systemd";
+	char probe[128];
+
+	snprintf(instance, sizeof(instance), "%s", own_instance ? node_name : "");
+	if (reader_scope_slice_name(instance, 0, probe, sizeof(probe)) < 0) {
+		snprintf(why, whylen, "node name %s too long for a systemd unit name", node_name);
+		return -1;
+	}
+	snprintf(bases[0], sizeof(bases[0]), "%s/squashd.slice/" READER_SCOPE_PARENT_SLICE, tree);
+	under_systemd = true;
 	return 0;
 }
 
@@ -190,22 +231,46 @@ int reader_cgroup_init(const char *mode, const char *node_name, const char *stat
 		       unsigned tasks_max, unsigned long long memory_max)
 {
 	char own[BASE_MAX], why[PATH_MAX + 256] = "", name[80];
+	char *mountinfo;
+	enum cgroup_layout layout;
 	int rc;
 
 	memset(bases, 0, sizeof(bases));
+	problem[0] = instance[0] = '\0';
+	v2 = under_systemd = false;
 	tasks_limit = tasks_max;
 	memory_limit = memory_max;
 	if (!strcmp(mode, "no")) {
 		log_info("reader cgroups are off (reader_cgroups = no): FUSE servers run in squashd's cgroup");
 		return 0;
 	}
-	v2 = is_cgroup2(CGROUP_ROOT) && own_cgroup(NULL, own, sizeof(own)) == 0;
 	instance_name(node_name, state_dir, name, sizeof(name));
-	rc = v2 ? init_v2(own, name, why, sizeof(why)) : init_v1(name, why, sizeof(why));
+	mountinfo = read_proc_text("/proc/self/mountinfo");
+	layout = mountinfo ? cgroup_layout_from_mountinfo(mountinfo) : CGROUP_LAYOUT_NONE;
+	/* Where systemd runs it owns every hierarchy, v1 ones included: it
+	 * makes the cgroups (and a v1 squashd.service's pids cgroup would
+	 * otherwise hold the readers under its TasksMax). */
+	if (layout != CGROUP_LAYOUT_NONE && reader_scope_systemd_running()) {
+		rc = init_systemd(layout, name, strcmp(state_dir, "/run/squashd") != 0, why, sizeof(why));
+	} else if (layout == CGROUP_LAYOUT_V2) {
+		v2 = true;
+		rc = own_cgroup(NULL, own, sizeof(own)) == 0 ? init_v2(own, name, why, sizeof(why)) : -1;
+		if (rc < 0 && !why[0])
+			snprintf(why, sizeof(why), "no cgroup v2 line in /proc/self/cgroup");
+	} else if (layout == CGROUP_LAYOUT_V1 || layout == CGROUP_LAYOUT_HYBRID) {
+		rc = init_v1(mountinfo, name, why, sizeof(why));
+	} else {
+		rc = -1;
+		snprintf(why, sizeof(why), "no cgroup file system mounted");
+	}
+	free(mountinfo);
 	if (rc < 0) {
 		memset(bases, 0, sizeof(bases));
-		log_error("users' FUSE servers run without cgroups of their own (no reader_tasks_max or "
-			  "reader_memory_max): %s", why);
+		v2 = under_systemd = false;
+		snprintf(problem, sizeof(problem),
+			 "users' FUSE servers run without cgroups of their own (no reader_tasks_max or "
+			 "reader_memory_max): %s", why);
+		log_error("%s", problem);
 		return -1;
 	}
 	char tasks[32] = "no limit", memory[32] = "no limit";
@@ -213,9 +278,15 @@ int reader_cgroup_init(const char *mode, const char *node_name, const char *stat
 		snprintf(tasks, sizeof(tasks), "%u", tasks_limit);
 	if (memory_limit)
 		snprintf(memory, sizeof(memory), "%llu bytes", memory_limit);
-	log_info("users' FUSE servers run in cgroups of their own below %s (cgroup %s; tasks: %s, memory: %s)",
-		 bases[0], v2 ? "v2" : "v1", tasks, memory);
+	log_info("users' FUSE servers run in cgroups of their own below %s (%s; tasks: %s, memory: %s)",
+		 bases[0], under_systemd ? "a systemd slice per user" : v2 ? "cgroup v2" : "cgroup v1",
+		 tasks, memory);
 	return 0;
+}
+
+const char *reader_cgroup_problem(void)
+{
+	return problem;
 }
 
 /* Writes a limit unless it is already there (a reader of the user may be
@@ -234,6 +305,11 @@ static int set_limit(const char *dir, const char *file, unsigned long long value
 int reader_cgroup_prepare(uid_t uid, struct reader_cgroup_join *join)
 {
 	memset(join, 0, sizeof(*join));
+	if (under_systemd) {
+		join->tasks_max = tasks_limit;
+		join->memory_max = memory_limit;
+		return reader_scope_slice_name(instance, uid, join->slice, sizeof(join->slice));
+	}
 	for (size_t i = 0; i < READER_CGROUP_FILES; i++) {
 		char dir[PATH_MAX];
 
@@ -267,8 +343,27 @@ const char *reader_cgroup_base(void)
 	return bases[0];
 }
 
+int reader_cgroup_join(const struct reader_cgroup_join *join, char *why, size_t whylen)
+{
+	for (size_t i = 0; i < READER_CGROUP_FILES; i++) {
+		if (join->procs[i][0] && write_text_path(join->procs[i], "0") < 0) {
+			snprintf(why, whylen, "cannot join the reader cgroup (%s): %s", join->procs[i],
+				 strerror(errno));
+			return -1;
+		}
+	}
+	if (join->slice[0] &&
+	    reader_scope_join(join->slice, join->tasks_max, join->memory_max, why, whylen) < 0)
+		return -1;
+	return 0;
+}
+
 void reader_cgroup_cleanup(void)
 {
+	if (under_systemd) {
+		reader_scope_cleanup(bases[0]);
+		return;
+	}
 	for (size_t i = 0; i < READER_CGROUP_FILES; i++) {
 		DIR *d;
 		struct dirent *e;

@@ -3,28 +3,39 @@
  * forks without end or grows is held there, not in squashd's service,
  * whose TasksMax and memory squashd needs to serve everyone.
  *
- * Where: under cgroup v2, below squashd's own cgroup, which systemd
- * delegates (squashd.service: Delegate=yes): squashd moves itself to
- * <own>/daemon and makes <own>/readers/uid-<uid> (the v2 rule: no process
- * in a cgroup that hands controllers down). In the root cgroup (squashd
- * started by hand) it makes /squashd-readers.<node>/uid-<uid> (with a hash
- * of state_dir after <node> when that is not /run/squashd). Under
- * cgroup v1 (hybrid hosts) the same below its own cgroup of the pids and
- * memory hierarchies. The server joins while still root, before it drops
- * to the user (process/server_spawn.c). */
+ * Where, decided once at start from /proc/self/mountinfo and
+ * /proc/self/cgroup (process/cgroup_layout.h):
+ * - under systemd (every Debian node: cgroup v2; also hybrid hosts):
+ *   systemd owns the tree, so systemd makes the cgroups: a slice per user
+ *   with its limits and a scope per reader (process/reader_scope.h),
+ *   outside squashd.service, which stays a plain service systemd can
+ *   restart under running readers, and whose TasksMax they never count in.
+ * - cgroup v2 without systemd: below squashd's own cgroup when it is
+ *   delegated (squashd moves itself to <own>/daemon, readers go to
+ *   <own>/readers/uid-<uid>), or /squashd-readers.<node>/uid-<uid> when
+ *   squashd runs in the root cgroup.
+ * - cgroup v1 or hybrid without systemd (the test clusters): the same below squashd's own
+ *   cgroup of the pids and memory hierarchies.
+ * (<node> has a hash of state_dir after it when that is not /run/squashd.)
+ * The server joins while still root, before it drops to the user
+ * (process/server_spawn.c). */
 #ifndef SQUASHD_READER_CGROUP_H
 #define SQUASHD_READER_CGROUP_H
 
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define READER_CGROUP_FILES 2 /* v2: one; v1: the pids and the memory hierarchy */
 
-/* The cgroup.procs files a server writes "0" to ("" for none). */
+/* The cgroup.procs files a server writes "0" to ("" for none); or, under
+ * systemd, the user's slice it asks systemd for a scope in. */
 struct reader_cgroup_join {
 	char procs[READER_CGROUP_FILES][PATH_MAX];
+	char slice[128];
+	uint64_t tasks_max, memory_max; /* the slice's limits; 0: none */
 };
 
 /* Decides where (mode "auto" or "no"), once at start, before squashd's
@@ -42,6 +53,15 @@ int reader_cgroup_prepare(uid_t uid, struct reader_cgroup_join *join);
 
 /* The base directory of the readers' cgroups ("" when off), for status. */
 const char *reader_cgroup_base(void);
+
+/* Why readers run without cgroups of their own although reader_cgroups is
+ * on ("" when they have them, or the admin turned them off): a health
+ * problem. */
+const char *reader_cgroup_problem(void);
+
+/* In the reader's process, as root: joins what join names. Returns 0, or
+ * -1 with the reason in why. */
+int reader_cgroup_join(const struct reader_cgroup_join *join, char *why, size_t whylen);
 
 /* At exit: removes the users' cgroups no process is left in. */
 void reader_cgroup_cleanup(void);

@@ -110,15 +110,10 @@ run_server(const struct server_request *rq, int fd3, int fd4, int log_fd)
 		dprintf(STDERR_FILENO, "cannot reset oom_score_adj: %s\n", strerror(errno));
 	/* Into the user's reader cgroup while still root: after the drop the
 	 * user could no longer move it, nor keep it out. */
-	for (size_t i = 0; i < READER_CGROUP_FILES; i++) {
-		if (!rq->cgroup.procs[i][0])
-			continue;
-		write_file(rq->cgroup.procs[i], "0");
-		if (errno) {
-			dprintf(STDERR_FILENO, "cannot join the reader cgroup (%s): %s\n",
-				rq->cgroup.procs[i], strerror(errno));
-			_exit(SERVER_BECOME_FAILED);
-		}
+	char why[512];
+	if (reader_cgroup_join(&rq->cgroup, why, sizeof(why)) < 0) {
+		dprintf(STDERR_FILENO, "%s\n", why);
+		_exit(SERVER_BECOME_FAILED);
 	}
 
 	int e = identity_become_raw(&rq->id);
@@ -151,6 +146,7 @@ spawned_server(int sock, const void *payload, const int *fds, size_t nfds)
 	rq.args[sizeof(rq.args) - 1] = '\0';
 	for (size_t i = 0; i < READER_CGROUP_FILES; i++)
 		rq.cgroup.procs[i][sizeof(rq.cgroup.procs[i]) - 1] = '\0';
+	rq.cgroup.slice[sizeof(rq.cgroup.slice) - 1] = '\0';
 	if (nfds < 2 || rq.id.ngroups < 0 || rq.id.ngroups > IDENTITY_MAX_GROUPS ||
 	    rq.argc == 0 || rq.argc > ARGC_MAX)
 		_exit(SERVER_EXEC_FAILED);
@@ -213,6 +209,11 @@ static pid_t receive_pidfd(int sock, int *pidfd)
 	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
 	    c->cmsg_len == CMSG_LEN(sizeof(int)))
 		memcpy(&got, CMSG_DATA(c), sizeof(int));
+	int failed = n > 0 ? spawner_failure_errno(&m, (size_t)n, got >= 0) : 0;
+	if (failed) {
+		errno = failed; /* the spawner's clone failed: say why */
+		return -1;
+	}
 	if (n != (ssize_t)sizeof(m) || m.magic != SPAWNER_PIDFD_MAGIC || m.pid <= 0 || got < 0 ||
 	    (msg.msg_flags & MSG_CTRUNC)) {
 		if (got >= 0)

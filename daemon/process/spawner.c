@@ -42,6 +42,7 @@ static void close_above(int keep)
 static pid_t clone_with_pidfd(bool squashd_child, int *pidfd)
 {
 	struct clone_args args;
+	pid_t pid;
 
 	memset(&args, 0, sizeof(args));
 	args.flags = CLONE_PIDFD | (squashd_child ? CLONE_PARENT : 0);
@@ -49,7 +50,29 @@ static pid_t clone_with_pidfd(bool squashd_child, int *pidfd)
 	/* With CLONE_PARENT the kernel takes the spawner's own exit signal
 	 * (SIGCHLD: squashd forked it), and refuses any other here. */
 	args.exit_signal = squashd_child ? 0 : SIGCHLD;
-	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	if (pid >= 0 || (errno != ENOSYS && errno != EPERM))
+		return pid;
+	/* systemd's RestrictNamespaces= (squashd.service) refuses clone3:
+	 * seccomp cannot read the flags behind its pointer. The old clone()
+	 * takes the same flags and CLONE_PIDFD (Linux 5.2), the pidfd going
+	 * to its parent_tid argument, the third on every architecture but
+	 * s390's. With no stack given the child runs on a copy of ours, as
+	 * after fork(). */
+#if defined(__s390__) || defined(__CRIS__)
+	return (pid_t)syscall(SYS_clone, NULL, (unsigned long)args.flags, pidfd, NULL, NULL);
+#else
+	return (pid_t)syscall(SYS_clone, (unsigned long)args.flags | (unsigned long)args.exit_signal,
+			      NULL, pidfd, NULL, NULL);
+#endif
+}
+
+/* Tells the answer socket why no child was made (best effort). */
+static void send_failure(int sock, int err)
+{
+	struct spawner_pidfd_msg m = { .magic = SPAWNER_FAILED_MAGIC, .pid = err };
+
+	(void)send(sock, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* Sends the child's pidfd to the socket it answers on (best effort: the
@@ -137,10 +160,15 @@ serve(int sock, const struct spawner_op *ops, size_t n_ops)
 			ops[h.op].run(fds[0], buf + sizeof(h), fds + 1, (size_t)nfds - 1);
 			_exit(127);
 		}
-		/* Failed: closing the answer socket tells squashd (EOF). */
 		if (pid > 0) {
 			send_pidfd(fds[0], pid, pidfd);
 			close(pidfd);
+		} else {
+			/* Failed: the reason, then EOF when the socket closes. */
+			int err = errno;
+
+			log_error("spawner: cannot make a process for squashd: clone: %s", strerror(err));
+			send_failure(fds[0], err);
 		}
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);

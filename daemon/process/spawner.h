@@ -14,7 +14,8 @@
  * function, registered at start), with the same identity drop. A request
  * is one datagram: a header, the op's payload (fixed size per op), the
  * socket the child answers on and up to max_fds more descriptors for the
- * child. The spawner makes the child with clone3(CLONE_PIDFD), so its
+ * child. The spawner makes the child with clone3(CLONE_PIDFD) (clone()
+ * where seccomp refuses clone3, as systemd's RestrictNamespaces= does), so its
  * pidfd names it even if it has already exited, and first sends the
  * answer socket that pidfd (struct spawner_pidfd_msg), so squashd can
  * kill it on timeout; the child's own answer may come before or after it.
@@ -60,6 +61,20 @@ struct spawner_pidfd_msg {
 	uint32_t magic;
 	int32_t pid;
 };
+/* Instead, when the spawner could make no child: the same message, without
+ * a descriptor, with the errno of clone in pid; then EOF. */
+#define SPAWNER_FAILED_MAGIC 0x53504646u /* "SPFF" */
+
+/* The errno in a failure message of n bytes with nfds descriptors, or 0
+ * when it is not one. */
+static inline int spawner_failure_errno(const void *msg, size_t n, int nfds)
+{
+	const struct spawner_pidfd_msg *m = msg;
+
+	return n == sizeof(*m) && nfds == 0 && m->magic == SPAWNER_FAILED_MAGIC && m->pid > 0
+		       ? m->pid
+		       : 0;
+}
 
 /* Forks the spawner; call before any thread exists. ops stays valid for
  * good. Returns 0, or -1 (logged; callers then fork themselves). */

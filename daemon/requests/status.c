@@ -1,7 +1,8 @@
 /* status (anyone): the node's counters, settings in force, mounts by mode
  * and state, FUSE servers, loop devices, request statistics, and the
  * problems behind `squashctl health` (dead FUSE servers, a registry that
- * cannot be saved, a full state directory, no loop device; with
+ * cannot be saved, a full state directory, no loop device, readers without
+ * cgroups of their own; with
  * check_slurm from root, jobs Slurm says are gone). */
 #include "config.h"
 
@@ -22,6 +23,7 @@
 #include "requests/requests.h"
 #include "core/request_stats.h"
 #include "frame.h"
+#include "process/reader_cgroup.h"
 #include "registry/state_file.h"
 
 /* Problems beyond the counters' own (jobs gone from Slurm may be many:
@@ -248,6 +250,9 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 	st->n_mount_groups = g;
 
 	check_state_dir(ds, rq->cfg, x);
+	/* Readers without limits: one user's could take the node's tasks. */
+	if (reader_cgroup_problem()[0])
+		add_extra(x, "%s", reader_cgroup_problem());
 	if (loop_devices_exhausted(rq->cfg, in_use, problem, sizeof(problem)))
 		add_extra(x, "%s", problem);
 	if (req && req->has_check_slurm && req->check_slurm)

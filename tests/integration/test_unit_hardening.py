@@ -1,15 +1,16 @@
-"""squashd.service's CapabilityBoundingSet= and NoNewPrivileges= are enough:
-squashd started with exactly that bounding set and no_new_privs (setpriv,
-as systemd would apply them) serves a FUSE job, a kernel (loop) job and the
+"""squashd.service's CapabilityBoundingSet=, NoNewPrivileges= and
+RestrictNamespaces= are enough: squashd started with exactly that bounding
+set and no_new_privs (setpriv, as systemd would apply them), under the
+seccomp filter systemd makes for RestrictNamespaces=yes
+(tests/tools/restrict_namespaces: clone3 refused with ENOSYS), serves a FUSE job, a kernel (loop) job and the
 health check. The set is read from contrib/squashd.service.in, so the unit
-and this test cannot drift apart. (The seccomp-based options of the unit,
-RestrictAddressFamilies= and MemoryDenyWriteExecute=, need systemd and are
-not exercised here.)"""
+and this test cannot drift apart. The unit itself, under systemd, is run
+in a booted guest (tests/node)."""
 
 import os
 import re
 
-from conftest import CLUSTER_SH, REPO, SQUASHD, USER1, run, wait_until
+from conftest import BUILD, CLUSTER_SH, REPO, SQUASHD, USER1, run, wait_until
 
 FILES = {"hello.txt": "hello from the image\n"}
 
@@ -31,12 +32,21 @@ def restart_squashd(cluster, binary=None):
     run([CLUSTER_SH, "squashd-start", cluster.dir], env=env, timeout=180)
 
 
-def test_squashd_works_with_the_units_capabilities_only(cluster):
+def restrict_namespaces():
+    tool = BUILD / "tests" / "tools" / "restrict_namespaces"
+    if not tool.exists():
+        run(["make", "-C", BUILD / "tests", "tools/restrict_namespaces"], timeout=300)
+    text = (REPO / "contrib" / "squashd.service.in").read_text()
+    assert re.search(r"^RestrictNamespaces=yes$", text, re.M), "the unit no longer restricts namespaces"
+    return tool
+
+
+def test_squashd_works_under_the_units_capabilities_and_seccomp_filter(cluster):
     caps = unit_capabilities()
     wrapper = cluster.dir / "squashd-hardened"
     bounding = "-all," + ",".join("+" + c.lower().removeprefix("cap_") for c in caps)
     wrapper.write_text(f"#!/bin/sh\nexec setpriv --no-new-privs --bounding-set {bounding} "
-                       f"{SQUASHD} \"$@\"\n")
+                       f"{restrict_namespaces()} {SQUASHD} \"$@\"\n")
     wrapper.chmod(0o755)
     os.chmod(cluster.trusted, 0o755)
     try:
@@ -45,6 +55,7 @@ def test_squashd_works_with_the_units_capabilities_only(cluster):
         assert re.search(r"^NoNewPrivs:\s+1$", status, re.M), status
         bnd = int(re.search(r"^CapBnd:\s+([0-9a-f]+)$", status, re.M).group(1), 16)
         assert bin(bnd).count("1") == len(caps), (hex(bnd), caps)
+        assert re.search(r"^Seccomp:\s+2$", status, re.M), status
 
         d = cluster.workdir(USER1, "img")
         user_img = cluster.make_image(d / "hard.sqfs", FILES, owner=USER1)
