@@ -18,9 +18,9 @@ one way, drops the page cache, dentries and inodes, and times
 
 then, after dropping the caches again, opens and reads 10,000 files
 picked at random (a fixed seed: the same files in every mode), cold
-("random"); and the time from starting the union's reader until the last
-top-level directory is stat'ed ("visible"). Prints min and median per
-mode."""
+("random"); the time from starting the union's reader until the last top-level
+directory is stat'ed ("visible"); and the readers' PSS after the listings
+("pss", MiB). Prints min and median per mode."""
 
 import argparse
 import os
@@ -57,6 +57,15 @@ def random_files(tree, n=10_000, seed=31):
     """n files of the tree, relative paths, the same on every run."""
     files = sorted(os.path.relpath(os.path.join(r, f), tree) for r, _, fs in os.walk(tree) for f in fs)
     return random.Random(seed).sample(files, min(n, len(files)))
+
+
+def pss_mib(procs):
+    """The PSS of the readers, MiB."""
+    kib = 0
+    for p in procs:
+        with open(f"/proc/{p.pid}/smaps_rollup") as f:
+            kib += sum(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+    return kib / 1024
 
 
 def read_all(d, paths):
@@ -157,7 +166,7 @@ def main():
     s = ds.ensure()
     bundles = sorted(ds.bundles_dir.glob("*.sqfs"))
     modes = a.modes.split(",")
-    res = {m: {"cold": [], "warm": [], "random": [], "visible": []} for m in modes}
+    res = {m: {"cold": [], "warm": [], "random": [], "visible": [], "pss": []} for m in modes}
     picks = random_files(ds.tree)
     for rep in range(a.reps):
         order = modes[rep % len(modes):] + modes[:rep % len(modes)]
@@ -176,6 +185,8 @@ def main():
                 assert n == n2 == s["entries"] + 1, (mode, n, n2, s["entries"])
                 res[mode]["cold"].append(cold)
                 res[mode]["warm"].append(warm)
+                if m.procs:
+                    res[mode]["pss"].append(pss_mib(m.procs))
                 if visible is not None:
                     res[mode]["visible"].append(visible)
                 print(f"rep {rep + 1} {mode}: cold {cold:.2f} s, warm {warm:.2f} s, random {rnd:.2f} s"
@@ -190,11 +201,12 @@ def main():
     local = statistics.median(res["local"]["cold"]) if "local" in res else None
     for mode in modes:
         line = f"{mode:7s}"
-        for k in ("cold", "warm", "random", "visible"):
+        for k in ("cold", "warm", "random", "visible", "pss"):
             v = res[mode][k]
             if v:
                 med = statistics.median(v)
-                line += f"  {k} {med:.2f} s ({min(v):.2f} s)"
+                unit = " MiB" if k == "pss" else " s"
+                line += f"  {k} {med:.2f}{unit} ({min(v):.2f}{unit})"
                 if k == "cold" and local:
                     line += f" {med / local:.2f}x local"
         print(line)
