@@ -27,6 +27,29 @@
 #define SERVE_MOUNTS_MAX 512
 #define SERVE_MOUNTS_REFUSE 1000
 
+/* A union of images served as one mount (daemon/reader/union_tree.h: the
+ * images merged as overlayfs merges lower layers, the last on top).
+ * squashd sends it as serve_union_part messages of the same id, in order,
+ * each with up to SERVE_UNION_PART image descriptors (SCM_RIGHTS takes at
+ * most 253 a message) and the last also with the mounted /dev/fuse
+ * descriptor after its images; the reader answers once, after the last
+ * part, with a serve_reply. SERVE_RESUME may be set too (on every part).
+ * A reader that predates unions ignores such messages (their size is not
+ * a serve_request's) and never answers, so squashd sends them only to a
+ * reader whose -h lists --union (daemon/mount/fuse_reader.c's probe). */
+#define SERVE_UNION 2u
+#define SERVE_UNION_PART 248u
+#define SERVE_UNION_MAX 4096u      /* images in one union (UNION_MAX_LAYERS) */
+#define SERVE_UNION_PENDING 16u    /* unions whose parts are still coming */
+
+struct serve_union_part {
+	uint32_t magic;
+	uint32_t id;
+	uint32_t flags;      /* SERVE_UNION, and SERVE_RESUME for a take-over */
+	uint32_t images;     /* images in the whole union, 1..SERVE_UNION_MAX */
+	uint32_t first;      /* the union's index of this part's first image */
+};
+
 struct serve_request {
 	uint32_t magic;
 	uint32_t id;

@@ -43,7 +43,8 @@ int xattr_open(struct image *img, uint64_t id_start)
 	int r;
 
 	img->xattr_ids = 0;
-	if (id_start == SQUASH_TABLE_ABSENT)
+	img->xattr_table = id_start != SQUASH_TABLE_ABSENT;
+	if (!img->xattr_table)
 		return 0;
 	if (id_start < 96 || id_start >= img->bytes_used)
 		return -EIO;
@@ -171,8 +172,15 @@ int xattr_list(struct image *img, const struct inode *in, bool with_trusted, cha
 	struct xattr_walk w;
 	struct xattr_entry x;
 	size_t total = 0;
-	int r = walk_begin(img, in, &w);
+	int r;
 
+	/* The kernel's squashfs has no xattr handlers for an image without
+	 * an xattr table (squash-pack's default, -no-xattrs): its directories
+	 * and symlinks, whose operations list xattrs through them, answer
+	 * EOPNOTSUPP; other files list nothing. */
+	if (!img->xattr_table && (S_ISDIR(in->mode) || S_ISLNK(in->mode)))
+		return -EOPNOTSUPP;
+	r = walk_begin(img, in, &w);
 	while (r > 0 && (r = walk_next(img, &w, &x)) > 0) {
 		unsigned t = x.type & XATTR_PREFIX_MASK;
 		size_t plen, len;

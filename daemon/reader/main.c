@@ -8,17 +8,20 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "reader/image.h"
 #include "reader/ops.h"
 #include "reader/serve.h"
 #include "reader/session.h"
+#include "reader/union_tree.h"
 #ifdef HAVE_LIBZSTD
 #include "reader/zstd_block.h"
 #endif
@@ -31,6 +34,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"squash-reader %s (slurm-squash), multithreaded\n"
 		"usage: squash-reader [options] IMAGE MOUNTPOINT\n"
+		"       squash-reader [options] --union IMAGE... MOUNTPOINT\n"
 		"       squash-reader [options] --serve /dev/fd/N\n"
 		"  IMAGE and MOUNTPOINT may be /dev/fd/N (an open image; a mounted /dev/fuse)\n"
 		"  -f                 stay in the foreground (always; for squashfuse_ll's syntax)\n"
@@ -38,6 +42,8 @@ static void usage(FILE *out)
 		"  -t, --threads N    worker threads at most (default %d; 1: single-threaded)\n"
 		"  --resume           MOUNTPOINT is a live connection whose reader died: take it\n"
 		"                     over and have the kernel resend its unanswered requests\n"
+		"  --union            serve the images merged as overlayfs would merge them as\n"
+		"                     lower layers, the last on top\n"
 		"  --serve /dev/fd/N  serve every mount squashd sends over this socket, one\n"
 		"                     session each, until squashd closes it and the last is gone\n"
 		"  -d                 FUSE debug output\n"
@@ -63,18 +69,67 @@ static int open_image(const char *path)
 	return strncmp(path, "/dev/fd/", 8) == 0 ? fd_argument(path) : open(path, O_RDONLY | O_CLOEXEC);
 }
 
+/* --union IMAGE... MOUNTPOINT: one mount of the images merged. */
+static int run_union(int n, char **images, const char *mountpoint, struct session_options *opt)
+{
+	struct reader rd = { 0 };
+	char err[256];
+	int *fds, status;
+
+	if (n < 1 || (unsigned)n > UNION_MAX_LAYERS) {
+		fprintf(stderr, "squash-reader: --union wants 1 to %u images and a mount point\n",
+			UNION_MAX_LAYERS);
+		return 2;
+	}
+	/* A descriptor per image, for as long as the mount lives. */
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (!(fds = calloc((size_t)n, sizeof(*fds)))) {
+		fprintf(stderr, "squash-reader: out of memory\n");
+		return 1;
+	}
+	int opened = 0;
+
+	while (opened < n && (fds[opened] = open_image(images[opened])) >= 0)
+		opened++;
+	if (opened < n) {
+		fprintf(stderr, "squash-reader: cannot open %s: %s\n", images[opened], strerror(errno));
+		while (opened > 0)
+			close(fds[--opened]);
+		free(fds);
+		return 1;
+	}
+	/* fds are rd's from here on. */
+	if (reader_union_open(&rd, fds, (unsigned)n, err, sizeof(err)) < 0) {
+		fprintf(stderr, "squash-reader: %s\n", err);
+		reader_union_close(&rd);
+		return 1;
+	}
+	opt->own_signals = true;
+	opt->mountpoint = mountpoint;
+	status = session_run(&rd, opt);
+	reader_union_close(&rd);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "threads", required_argument, NULL, 't' },
 		{ "resume", no_argument, NULL, 'R' },
 		{ "serve", required_argument, NULL, 'S' },
+		{ "union", no_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct session_options opt = { .max_threads = DEFAULT_THREADS };
 	struct reader rd = { 0 };
 	const char *serve_socket = NULL;
+	bool union_mode = false;
 	char err[256];
 	int c, fd, status;
 
@@ -104,6 +159,9 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			serve_socket = optarg;
+			break;
+		case 'U':
+			union_mode = true;
 			break;
 		case 'd':
 			opt.debug = true;
@@ -135,6 +193,8 @@ int main(int argc, char **argv)
 		}
 		return serve_run(fd, &opt);
 	}
+	if (union_mode)
+		return run_union(argc - optind - 1, argv + optind, argv[argc - 1], &opt);
 	if (argc - optind != 2) {
 		usage(stderr);
 		return 2;

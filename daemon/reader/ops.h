@@ -14,18 +14,35 @@
 
 #include <stdbool.h>
 
+#include "reader/block_cache.h"
 #include "reader/image.h"
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
+struct union_fs;
+
+/* What a session serves: one image (img), or a union of images (u, with
+ * its images in layers; union_ops). */
 struct reader {
 	struct image *img;
+	struct union_fs *u;
+	struct image **layers;
+	struct block_cache *caches; /* a union's: metadata, data (shared by its images) */
+	int *layer_fds;
+	unsigned nlayers;
 	bool no_open;    /* the kernel supports zero-message opens */
 	bool no_opendir;
 };
 
 extern const struct fuse_lowlevel_ops reader_ops;
+extern const struct fuse_lowlevel_ops union_ops;
+
+/* Opens the union of the images on fds[0..n) (the last on top) into rd;
+ * the descriptors are rd's from then on, also on failure (closed by
+ * reader_union_close). 0, or -errno with err set. */
+int reader_union_open(struct reader *rd, int *fds, unsigned n, char *err, size_t errlen);
+void reader_union_close(struct reader *rd);
 
 /* FUSE_INIT flags the reader asks for (also what a resumed reader
  * pretends the kernel offered, session.c). */

@@ -6,15 +6,18 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "reader_wire.h"
 #include "reader/session.h"
+#include "reader/union_tree.h"
 
 /* One mount: its own image, session and worker threads. */
 struct served_mount {
@@ -33,9 +36,12 @@ static void served_mount_free(struct served_mount *sm)
 		session_close(sm->session);
 	if (sm->rd.img)
 		image_close(sm->rd.img);
+	if (sm->rd.layer_fds)
+		reader_union_close(&sm->rd); /* closes the images too */
 	if (sm->fuse_fd >= 0)
 		close(sm->fuse_fd);
-	close(sm->image_fd);
+	if (sm->image_fd >= 0)
+		close(sm->image_fd);
 	free(sm);
 }
 
@@ -81,9 +87,18 @@ static void reply(int sock, const struct serve_request *req, int error, const ch
 		fprintf(stderr, "squash-reader: cannot answer squashd: %s\n", strerror(errno));
 }
 
-/* Starts serving one mount; the descriptors are its own from here on. */
-static void start_mount(int sock, const struct serve_request *req, int image_fd, int fuse_fd,
-			const struct session_options *base)
+/* Stops at the first entry: the union's root directory lists. */
+static int first_entry(void *ctx, const struct union_dirent *e)
+{
+	*(bool *)ctx = true;
+	return 1;
+}
+
+/* Starts serving one mount: of the image on image_fd, or (image_fd -1)
+ * of the union of the n images on layer_fds (malloc'd). The descriptors
+ * are its own from here on. */
+static void start_mount(int sock, const struct serve_request *req, int image_fd, int *layer_fds,
+			unsigned n, int fuse_fd, const struct session_options *base)
 {
 	struct served_mount *sm = calloc(1, sizeof(*sm));
 	struct session_options opt = *base;
@@ -95,13 +110,22 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 	int r = EIO;
 
 	if (!sm) {
-		close(image_fd);
+		if (image_fd >= 0)
+			close(image_fd);
+		for (unsigned i = 0; layer_fds && i < n; i++)
+			close(layer_fds[i]);
+		free(layer_fds);
 		close(fuse_fd);
 		reply(sock, req, ENOMEM, "out of memory");
 		return;
 	}
 	sm->image_fd = image_fd;
 	sm->fuse_fd = fuse_fd;
+	if (layer_fds) {
+		/* The union's now, whatever happens (reader_union_close). */
+		sm->rd.layer_fds = layer_fds;
+		sm->rd.nlayers = n;
+	}
 	pthread_mutex_lock(&live_lock);
 	bool full = live_mounts >= SERVE_MOUNTS_REFUSE;
 	pthread_mutex_unlock(&live_lock);
@@ -112,6 +136,22 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 			 SERVE_MOUNTS_REFUSE);
 		r = EMFILE;
 		goto fail;
+	}
+	if (layer_fds) {
+		bool listed = false;
+		int d;
+
+		if (reader_union_open(&sm->rd, layer_fds, n, err, sizeof(err)) < 0)
+			goto fail;
+		/* Its root directory merged now (every layer's root listed
+		 * through its decompressor), for the reasons below. */
+		d = union_readdir(sm->rd.u, FUSE_ROOT_ID, 0, false, first_entry, &listed);
+		if (d < 0) {
+			snprintf(err, sizeof(err), "cannot list the union's root directory: %s%s",
+				 strerror(-d), d == -EIO ? " (a damaged image, or its compression unreadable here)" : "");
+			goto fail;
+		}
+		goto session;
 	}
 	if (image_open(image_fd, 0, 0, &sm->rd.img, err, sizeof(err)) < 0)
 		goto fail;
@@ -137,6 +177,7 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 			 strerror(-d), d == -EIO ? " (damaged image, or its compression unreadable here)" : "");
 		goto fail;
 	}
+session:
 	snprintf(fuse_path, sizeof(fuse_path), "/dev/fd/%d", fuse_fd);
 	opt.mountpoint = fuse_path;
 	opt.resume = req->flags & SERVE_RESUME;
@@ -172,18 +213,114 @@ fail:
 	reply(sock, req, r, why);
 }
 
-/* Receives one request; returns 1 with both descriptors, 0 at the end of
- * the socket, -1 for a message to ignore (its descriptors closed). */
-static int receive(int sock, struct serve_request *req, int *image_fd, int *fuse_fd)
+/* A union whose parts are still coming (reader_wire.h). */
+struct pending_union {
+	bool used;
+	uint32_t id, flags, images, got;
+	int *fds;
+};
+
+static struct pending_union pending[SERVE_UNION_PENDING];
+
+static void pending_drop(struct pending_union *p)
+{
+	for (uint32_t i = 0; i < p->got; i++)
+		close(p->fds[i]);
+	free(p->fds);
+	memset(p, 0, sizeof(*p));
+}
+
+static void close_all(const int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* One part of a union; starts the mount after the last. Everything in a
+ * part is checked: the union's size, the order of parts, the count of
+ * descriptors. */
+static void union_part(int sock, const struct serve_union_part *part, const int *fds, int nfds,
+		       const struct session_options *base)
+{
+	struct serve_request req = { .magic = part->magic, .id = part->id, .flags = part->flags };
+	struct pending_union *p = NULL, *free_slot = NULL;
+	const char *why = NULL;
+	uint32_t take;
+
+	for (unsigned i = 0; i < SERVE_UNION_PENDING; i++) {
+		if (pending[i].used && pending[i].id == part->id)
+			p = &pending[i];
+		else if (!pending[i].used && !free_slot)
+			free_slot = &pending[i];
+	}
+	if (part->images == 0 || part->images > SERVE_UNION_MAX) {
+		why = "a union of no images, or of more than a reader takes";
+		goto bad;
+	}
+	if (!p) {
+		if (part->first != 0) {
+			why = "a part of a union whose start never came";
+			goto bad;
+		}
+		if (!free_slot) {
+			why = "too many unions under way at once";
+			goto bad;
+		}
+		p = free_slot;
+		p->fds = malloc(part->images * sizeof(int));
+		if (!p->fds) {
+			why = "out of memory";
+			goto bad;
+		}
+		p->used = true;
+		p->id = part->id;
+		p->flags = part->flags;
+		p->images = part->images;
+	}
+	if (part->first != p->got || part->images != p->images || part->flags != p->flags) {
+		why = "the parts of a union out of order";
+		goto bad_pending;
+	}
+	take = p->images - p->got < SERVE_UNION_PART ? p->images - p->got : SERVE_UNION_PART;
+	/* The last part carries the /dev/fuse descriptor after its images. */
+	if ((uint32_t)nfds != take + (p->got + take == p->images)) {
+		why = "a part of a union with the wrong number of descriptors";
+		goto bad_pending;
+	}
+	memcpy(p->fds + p->got, fds, take * sizeof(int));
+	p->got += take;
+	if (p->got < p->images)
+		return;
+	int *layer_fds = p->fds;
+	uint32_t n = p->images;
+
+	memset(p, 0, sizeof(*p)); /* the mount's now */
+	start_mount(sock, &req, -1, layer_fds, n, fds[nfds - 1], base);
+	return;
+bad_pending:
+	pending_drop(p);
+bad:
+	close_all(fds, nfds);
+	reply(sock, &req, EINVAL, why);
+}
+
+/* Receives one message and acts on it; returns 0 at the end of the
+ * socket. A message that is neither a request nor a union's part is
+ * ignored (its descriptors closed). */
+static int receive_one(int sock, const struct session_options *base)
 {
 	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
+		char buf[CMSG_SPACE((SERVE_UNION_PART + 1) * sizeof(int))];
 		struct cmsghdr align;
 	} control;
-	struct iovec iov = { .iov_base = req, .iov_len = sizeof(*req) };
+	union {
+		struct serve_request req;
+		struct serve_union_part part;
+	} m;
+	struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
 			      .msg_control = control.buf, .msg_controllen = sizeof(control.buf) };
-	int fds[4], nfds = 0;
+	int fds[SERVE_UNION_PART + 1], nfds = 0;
 	ssize_t k;
 
 	do
@@ -195,28 +332,45 @@ static int receive(int sock, struct serve_request *req, int *image_fd, int *fuse
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 			continue;
 		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < n && nfds < 4; i++)
+		for (size_t i = 0; i < n && nfds < (int)(SERVE_UNION_PART + 1); i++)
 			memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
 	}
-	if ((size_t)k != sizeof(*req) || req->magic != SERVE_WIRE_MAGIC || nfds != 2 ||
-	    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-		for (int i = 0; i < nfds; i++)
-			close(fds[i]);
-		return -1;
+	if (m.req.magic != SERVE_WIRE_MAGIC || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		close_all(fds, nfds);
+		return 1;
 	}
-	*image_fd = fds[0];
-	*fuse_fd = fds[1];
+	if ((size_t)k == sizeof(m.part) && (m.part.flags & SERVE_UNION)) {
+		union_part(sock, &m.part, fds, nfds, base);
+		return 1;
+	}
+	if ((size_t)k != sizeof(m.req) || (m.req.flags & SERVE_UNION) || nfds != 2) {
+		close_all(fds, nfds);
+		return 1;
+	}
+	start_mount(sock, &m.req, fds[0], NULL, 0, fds[1], base);
 	return 1;
+}
+
+/* A union holds a descriptor per image for as long as it is mounted:
+ * 1,024 images are past the usual soft limit of descriptors. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }
 
 int serve_run(int sock, const struct session_options *base)
 {
-	struct serve_request req;
-	int image_fd, fuse_fd, r;
-
-	while ((r = receive(sock, &req, &image_fd, &fuse_fd)) != 0)
-		if (r > 0)
-			start_mount(sock, &req, image_fd, fuse_fd, base);
+	raise_nofile();
+	while (receive_one(sock, base) != 0)
+		;
+	for (unsigned i = 0; i < SERVE_UNION_PENDING; i++)
+		if (pending[i].used)
+			pending_drop(&pending[i]);
 	/* squashd let go of this reader: no more mounts come; those it
 	 * serves go on until they are unmounted. */
 	close(sock);

@@ -9,6 +9,12 @@
  * depth, entries and bytes read per input, so that an image claiming
  * millions of entries or terabytes of sparse file stays fast.
  *
+ * Then the same input as the layers of a union (daemon/reader/union_tree.h,
+ * what a dataset's bundles are): split at each "SQUNION!" into up to 4
+ * images, or, without one, the image twice over itself (every directory
+ * merges with itself, whiteouts and opaque directories included), walked
+ * the same way through the union's listings and lookups.
+ *
  * Besides "no crash, no leak, no undefined behaviour, no hang", it
  * asserts what ops.c relies on: a READ never answers more than it was
  * asked, the xattr list and values fit the kernel's limits and answer the
@@ -24,7 +30,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "reader/block_cache.h"
 #include "reader/image.h"
+#include "reader/union_tree.h"
 
 #define MAX_DEPTH 8
 #define MAX_ENTRIES 512
@@ -143,6 +151,129 @@ static void walk_dir(struct image *img, const struct inode *dir, int depth, stru
 	}
 }
 
+static void walk_union_node(struct union_fs *u, uint64_t node, const struct union_node *n, int depth,
+			    struct budget *b);
+
+struct union_walk {
+	struct union_fs *u;
+	uint64_t dir;
+	int depth;
+	struct budget *b;
+	unsigned seen;
+};
+
+static int union_entry(void *ctx, const struct union_dirent *e)
+{
+	struct union_walk *w = ctx;
+	struct union_node n;
+	uint64_t node;
+
+	if (w->b->entries++ >= MAX_ENTRIES)
+		return 1;
+	w->seen++;
+	check(e->cookie > 2 && strlen(e->name) > 0 && strlen(e->name) <= 256);
+	/* What the listing says (READDIRPLUS), a lookup finds: the same node. */
+	if (union_lookup(w->u, w->dir, e->name, &node, &n) == 0) {
+		check(e->node == 0 || node == e->node);
+		walk_union_node(w->u, node, &n, w->depth + 1, w->b);
+	}
+	return 0;
+}
+
+static void walk_union_node(struct union_fs *u, uint64_t node, const struct union_node *n, int depth,
+			    struct budget *b)
+{
+	static char buf[XATTR_MAX];
+	struct union_node again;
+	struct stat st;
+	int len;
+
+	check(union_node_get(u, node, &again) == 0 && again.in.id == n->in.id);
+	union_stat(n, &st);
+	len = union_xattr_list(u, n, true, NULL, 0);
+	if (len >= 0) {
+		check(len <= XATTR_MAX);
+		check(union_xattr_list(u, n, true, buf, sizeof(buf)) == len);
+	}
+	check(union_xattr_get(u, n, "trusted.overlay.opaque", buf, sizeof(buf)) == -ENODATA);
+	if (S_ISDIR(n->in.mode) && depth <= MAX_DEPTH) {
+		struct union_walk w = { .u = u, .dir = node, .depth = depth, .b = b };
+		uint64_t absent;
+		struct union_node an;
+
+		(void)union_lookup(u, node, "\x7f-not-there", &absent, &an);
+		(void)union_readdir(u, node, 0, true, union_entry, &w);
+		/* Resumed from an entry's position, as READDIR does. */
+		(void)union_readdir(u, node, 4, false, union_entry, &w);
+	} else if (S_ISREG(n->in.mode)) {
+		read_file(union_image(u, n->layer), &n->in, b);
+	} else if (S_ISLNK(n->in.mode)) {
+		char target[4096];
+
+		(void)inode_readlink(union_image(u, n->layer), &n->in, target, sizeof(target));
+	}
+}
+
+/* The input as a union's layers (see the top). */
+static void fuzz_union(const uint8_t *data, size_t size)
+{
+	static const char sep[] = "SQUNION!";
+	struct image *imgs[4];
+	int fds[4];
+	unsigned n = 0, opened = 0;
+	size_t at = 0;
+	char err[256];
+
+	while (n < 4) {
+		const uint8_t *next = n < 3 ? memmem(data + at, size - at, sep, 8) : NULL;
+		size_t len = next ? (size_t)(next - (data + at)) : size - at;
+
+		if ((fds[n] = memfd_create("fuzz_union", MFD_CLOEXEC)) < 0)
+			abort();
+		for (size_t done = 0; done < len;) {
+			ssize_t k = write(fds[n], data + at + done, len - done);
+
+			if (k <= 0)
+				abort();
+			done += (size_t)k;
+		}
+		n++;
+		if (!next)
+			break;
+		at += len + 8;
+	}
+	if (n == 1) { /* the image over itself */
+		if ((fds[1] = dup(fds[0])) < 0)
+			abort();
+		n = 2;
+	}
+	/* As squash-reader opens a union's images: sharing two caches. */
+	struct block_cache md, dc;
+
+	block_cache_init(&md, 4);
+	block_cache_init(&dc, 2);
+	while (opened < n &&
+	       image_open_shared(fds[opened], &md, &dc, opened + 1, &imgs[opened], err, sizeof(err)) == 0)
+		opened++;
+	if (opened == n) {
+		struct budget b = { 0 };
+		struct union_fs *u;
+		struct union_node root;
+
+		if (union_open(imgs, n, &u, err, sizeof(err)) == 0) {
+			if (union_node_get(u, 1, &root) == 0)
+				walk_union_node(u, 1, &root, 0, &b);
+			union_close(u);
+		}
+	}
+	for (unsigned i = 0; i < opened; i++)
+		image_close(imgs[i]);
+	block_cache_destroy(&md);
+	block_cache_destroy(&dc);
+	for (unsigned i = 0; i < n; i++)
+		close(fds[i]);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct budget b = { 0 };
@@ -172,5 +303,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		image_close(img);
 	}
 	close(fd);
+	fuzz_union(data, size);
 	return 0;
 }

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""The union of bundles in squash-reader against the other ways of
+merging them, without squashd or a cluster (issue 31; docs/performance.md
+section 13). For a dataset of dataset.py (hcp, 1m), as root:
+
+    flock /tmp/squash-cluster.lock tests/bench/union_alone.py [--reps 3] [--dataset hcp]
+
+Each repetition, in an order rotated every repetition, mounts the bundles
+one way, drops the page cache, dentries and inodes, and times
+`find . -print | wc -l` cold, then again warm:
+
+  local    the unpacked tree on local disk
+  kernel   overlayfs over the bundles loop-mounted by the kernel's squashfs
+  fuse     overlayfs over one standalone squash-reader per bundle (today's
+           product serves them from one reader process; the requests are
+           the same)
+  union    one squash-reader --union of all bundles
+
+then, after dropping the caches again, opens and reads 10,000 files
+picked at random (a fixed seed: the same files in every mode), cold
+("random"); the time from starting the union's reader until the last top-level
+directory is stat'ed ("visible"); and the readers' PSS after the listings
+("pss", MiB). Prints min and median per mode."""
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from dataset import Dataset  # noqa: E402
+
+BUILD = Path(os.environ.get("SQUASH_BUILD_DIR", HERE.parents[1] / "build"))
+READER = BUILD / "daemon" / "reader" / "squash-reader"
+
+
+def sh(*cmd, **kw):
+    return subprocess.run([str(c) for c in cmd], check=True, **kw)
+
+
+DROP = True
+
+
+def drop_caches():
+    if DROP:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def random_files(tree, n=10_000, seed=31):
+    """n files of the tree, relative paths, the same on every run."""
+    files = sorted(os.path.relpath(os.path.join(r, f), tree) for r, _, fs in os.walk(tree) for f in fs)
+    return random.Random(seed).sample(files, min(n, len(files)))
+
+
+def pss_mib(procs):
+    """The PSS of the readers, MiB."""
+    kib = 0
+    for p in procs:
+        with open(f"/proc/{p.pid}/smaps_rollup") as f:
+            kib += sum(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+    return kib / 1024
+
+
+def read_all(d, paths):
+    t0 = time.monotonic()
+    for p in paths:
+        with open(os.path.join(d, p), "rb") as f:
+            f.read()
+    return time.monotonic() - t0
+
+
+def mounted(d):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == str(d) for line in f)
+
+
+def wait_mounted(d, proc, timeout=60):
+    end = time.monotonic() + timeout
+    while not mounted(d):
+        if proc.poll() is not None or time.monotonic() > end:
+            raise RuntimeError(f"no mount on {d}")
+        time.sleep(0.01)
+
+
+def find_count(d):
+    t0 = time.monotonic()
+    out = subprocess.run(f"cd {d} && find . -print | wc -l", shell=True, check=True,
+                         capture_output=True, text=True).stdout
+    return time.monotonic() - t0, int(out)
+
+
+class Mounts:
+    """What one mode mounted, undone in reverse order whatever happens."""
+
+    def __init__(self, where):
+        self.where, self.points, self.procs = where, [], []
+
+    def dir(self, name):
+        d = self.where / name
+        d.mkdir()
+        return d
+
+    def close(self):
+        for d in reversed(self.points):
+            if mounted(d) and subprocess.run(["umount", d]).returncode != 0:
+                subprocess.run(["umount", "-l", d])
+        for p in self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def setup(mode, ds, bundles, m):
+    """Mounts mode's view; returns (its directory, seconds to visible or None)."""
+    if mode == "local":
+        return ds.tree, None
+    if mode == "union":
+        d = m.dir("union")
+        t0 = time.monotonic()
+        p = subprocess.Popen([READER, "--union", *bundles, d])
+        m.procs.append(p)
+        m.points.append(d)
+        wait_mounted(d, p)
+        os.stat(d / ds.tops()[-1])
+        return d, time.monotonic() - t0
+    lowers = []
+    for i, b in enumerate(bundles):
+        d = m.dir(f"l{i}")
+        if mode == "kernel":
+            sh("mount", "-t", "squashfs", "-o", "loop,ro", b, d)
+            m.points.append(d)
+        else:
+            p = subprocess.Popen([READER, b, d])
+            m.procs.append(p)
+            m.points.append(d)
+            wait_mounted(d, p)
+            os.stat(d)  # a fresh FUSE root's mode is known after its first GETATTR
+        lowers.append(d)
+    o = m.dir("overlay")
+    sh("mount", "-t", "overlay", "overlay", "-o",
+       "ro,lowerdir=" + ":".join(str(d) for d in reversed(lowers)), o)
+    m.points.append(o)
+    return o, None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", default="hcp")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--cache", default=os.environ.get("BENCH_CACHE", "/var/tmp/squash-bench"))
+    ap.add_argument("--modes", default="local,kernel,fuse,union")
+    ap.add_argument("--no-drop", action="store_true", help="keep the caches (a dry run of the script)")
+    a = ap.parse_args()
+    global DROP
+    DROP = not a.no_drop
+    ds = Dataset(a.cache, a.dataset)
+    s = ds.ensure()
+    bundles = sorted(ds.bundles_dir.glob("*.sqfs"))
+    modes = a.modes.split(",")
+    res = {m: {"cold": [], "warm": [], "random": [], "visible": [], "pss": []} for m in modes}
+    picks = random_files(ds.tree)
+    for rep in range(a.reps):
+        order = modes[rep % len(modes):] + modes[:rep % len(modes)]
+        for mode in order:
+            where = Path(tempfile.mkdtemp(prefix=f"union-bench-{mode}.", dir="/tmp"))
+            m = Mounts(where)
+            try:
+                drop_caches()
+                d, visible = setup(mode, ds, bundles, m)
+                drop_caches()
+                rnd = read_all(d, picks)
+                res[mode]["random"].append(rnd)
+                drop_caches()
+                cold, n = find_count(d)
+                warm, n2 = find_count(d)
+                assert n == n2 == s["entries"] + 1, (mode, n, n2, s["entries"])
+                res[mode]["cold"].append(cold)
+                res[mode]["warm"].append(warm)
+                if m.procs:
+                    res[mode]["pss"].append(pss_mib(m.procs))
+                if visible is not None:
+                    res[mode]["visible"].append(visible)
+                print(f"rep {rep + 1} {mode}: cold {cold:.2f} s, warm {warm:.2f} s, random {rnd:.2f} s"
+                      + (f", visible {visible:.3f} s" if visible is not None else ""), flush=True)
+            finally:
+                m.close()
+                for p in sorted(where.iterdir(), reverse=True):
+                    p.rmdir()
+                where.rmdir()
+    print(f"\n{a.dataset}: {s['entries']} entries, {s['bundles']} bundles, {a.reps} repetitions; "
+          "median (min)")
+    local = statistics.median(res["local"]["cold"]) if "local" in res else None
+    for mode in modes:
+        line = f"{mode:7s}"
+        for k in ("cold", "warm", "random", "visible", "pss"):
+            v = res[mode][k]
+            if v:
+                med = statistics.median(v)
+                unit = " MiB" if k == "pss" else " s"
+                line += f"  {k} {med:.2f}{unit} ({min(v):.2f}{unit})"
+                if k == "cold" and local:
+                    line += f" {med / local:.2f}x local"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
