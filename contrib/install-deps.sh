@@ -40,9 +40,11 @@ packages=(
 )
 # (bash keeps the comment lines out of the array: they are comments.)
 # QEMU for tests/node's guests, which boot on the host only: not in the
-# package lists of the matrix roots (SQUASH_DEPS_RELEASE, build-root.sh).
+# package lists of the matrix roots (SQUASH_DEPS_RELEASE, build-root.sh),
+# nor wanted by the suite run inside one (SQUASH_MATRIX_SUITE,
+# run-in-root.sh), which has no network to fetch it.
 # (e2fsprogs' mkfs.ext4 -d makes their disks; it is in every Debian.)
-[ -n "${SQUASH_DEPS_RELEASE:-}" ] || packages+=(qemu-system-x86)
+[ -n "${SQUASH_DEPS_RELEASE:-}" ] || [ -n "${SQUASH_MATRIX_SUITE:-}" ] || packages+=(qemu-system-x86)
 
 case "$release" in
 bookworm | trixie | forky | sid | "") ;;

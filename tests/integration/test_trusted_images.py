@@ -7,9 +7,12 @@ the reason in squashd's log (docs/security.md, "Trusted images")."""
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 from pathlib import Path
+
+import pytest
 
 from conftest import (USER1, BlockingJob, loop_backing_files, run, send_hup_and_wait,
                       setting, uid_of, wait_until)
@@ -256,3 +259,71 @@ def test_an_image_promoted_while_its_former_owner_holds_it_open_for_writing_gets
         cluster.rawclient("release", FAKE_JOB + 21)
         wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the mounts to go")
         promoted.unlink(missing_ok=True)
+
+
+def posix_acl(entries):
+    """The kernel's system.posix_acl_access value: version 2, then (tag,
+    perm, id) per entry."""
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", tag, perm, ident)
+                                           for tag, perm, ident in entries)
+
+
+def test_a_trusted_image_carrying_an_acl_gets_fuse(cluster):
+    """Issue 30: an ACL can grant write that the mode bits do not show (the
+    mode's group bits are only the ACL's mask), so a file below the prefix
+    that carries one goes to FUSE, with the reason; without it, the kernel."""
+    os.chmod(cluster.trusted, 0o755)
+    img = cluster.make_image(cluster.trusted / "acl.sqfs", FILES, owner="root")
+    undefined = 0xFFFFFFFF
+    acl = posix_acl([(0x01, 6, undefined),     # user::rw-
+                     (0x02, 6, uid_of(USER1)),  # user:squser1:rw-
+                     (0x04, 4, undefined),     # group::r--
+                     (0x10, 4, undefined),     # mask::r-- (the mode stays 0644)
+                     (0x20, 4, undefined)])    # other::r--
+    try:
+        os.setxattr(img, "system.posix_acl_access", acl)
+    except OSError as e:
+        img.unlink()
+        pytest.skip(f"the file system of {cluster.trusted} takes no POSIX ACL: {e}")
+    offset = len(cluster.squashd_log())
+    try:
+        assert os.stat(img).st_mode & 0o7777 == 0o644
+        mount_as(cluster, FAKE_JOB + 30, USER1, img, "/squash/acl")
+        assert mode_of(cluster, img)[0] == "fuse"
+        log = cluster.squashd_log()[offset:]
+        assert re.search(r"goes to FUSE, not the kernel: .*acl\.sqfs carries an ACL "
+                         r"\(system\.posix_acl_access\)", log), log
+        cluster.rawclient("release", FAKE_JOB + 30)
+        wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the FUSE mount to go")
+        os.removexattr(img, "system.posix_acl_access")
+        mount_as(cluster, FAKE_JOB + 31, USER1, img, "/squash/acl")
+        assert mode_of(cluster, img)[0] == "kernel"
+    finally:
+        cluster.rawclient("release", FAKE_JOB + 30)
+        cluster.rawclient("release", FAKE_JOB + 31)
+        wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the mounts to go")
+        img.unlink(missing_ok=True)
+
+
+def test_a_sticky_directory_below_the_prefix_is_not_trusted(cluster):
+    """Issue 30: in a sticky world-writable directory users cannot rename
+    root's files, but they can make entries of their own and mount on them;
+    so the exemption holds only above a prefix (/tmp on the way to
+    /tmp/images), never below it: a root-owned image in a 1777 directory
+    below the prefix goes to FUSE, with the reason."""
+    os.chmod(cluster.trusted, 0o755)
+    sticky = cluster.trusted / "scratch"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    img = cluster.make_image(sticky / "sticky.sqfs", FILES, owner="root")
+    offset = len(cluster.squashd_log())
+    try:
+        mount_as(cluster, FAKE_JOB + 32, USER1, img, "/squash/sticky")
+        assert mode_of(cluster, img)[0] == "fuse"
+        log = cluster.squashd_log()[offset:]
+        assert re.search(r"goes to FUSE, not the kernel: .*directory scratch is not root-controlled "
+                         r"\(owner uid 0, mode 1777\)", log), log
+    finally:
+        cluster.rawclient("release", FAKE_JOB + 32)
+        wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the mounts to go")
+        shutil.rmtree(sticky)
