@@ -131,8 +131,12 @@ def overlay_and_union(images, where):
         for img, d in zip(images, lowers):
             run(["mount", "-t", "squashfs", "-o", "loop,ro", img, d])
         if len(lowers) > 1:
+            # mount(2), not the new mount API: libmount 2.39 and later use
+            # fsconfig(), whose string values stop at 256 bytes, too short
+            # for 64 lowers in one lowerdir= (Debian 13 and sid).
             run(["mount", "-t", "overlay", "overlay", "-o",
-                 "ro,lowerdir=" + ":".join(str(d) for d in reversed(lowers)), odir])
+                 "ro,lowerdir=" + ":".join(str(d) for d in reversed(lowers)), odir],
+                env=dict(os.environ, LIBMOUNT_FORCE_MOUNT2="always"))
         else:  # overlayfs wants two lower layers at least
             odir = lowers[0]
         with open(log, "wb") as out:
