@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "core/sharing.h"
 #include "mount/overlay_lowers.h"
 #include "util/deadline_call.h"
@@ -184,7 +185,10 @@ static enum result get_merged(struct daemon_state *ds, const struct squashd_conf
 			 strerror(errno));
 		res = RESULT_NODE_ERROR;
 	} else if ((done = deadline_call(merge_mount_call, merge_mount_late, merge_mount_free, mm,
-					 deadline_ms)) < 0) {
+					 /* a second at least: readers are killed
+					  * for silence, not for a late request */
+					 deadline_ms > squash_now_ms() + 1000 ? deadline_ms
+									      : squash_now_ms() + 1000)) < 0) {
 		snprintf(why, sizeof(why), "cannot start a thread for the overlay mount: %s",
 			 strerror(errno));
 		res = RESULT_NODE_ERROR;

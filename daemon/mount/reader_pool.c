@@ -153,6 +153,9 @@ static int send_request(int sock, uint32_t id, bool resume, int image_fd, int fu
 	return k == (ssize_t)sizeof(req) ? 0 : -1;
 }
 
+/* How long a reader may stay silent before squashd kills it. */
+#define SILENT_READER_MS 1000
+
 /* Waits for the answer to request id (p->io held). Late answers to
  * requests whose waiter gave up are skipped; the reader runs as the user,
  * so anything malformed is its failure, not squashd's. */
@@ -160,6 +163,7 @@ static enum result await_reply(struct pool *p, uint32_t id, long long deadline_m
 			       size_t errlen, bool *timed_out)
 {
 	struct serve_reply r;
+	long long asked_ms = squash_now_ms();
 
 	for (;;) {
 		struct pollfd fds[2] = { { .fd = p->sock, .events = POLLIN },
@@ -171,7 +175,9 @@ static enum result await_reply(struct pool *p, uint32_t id, long long deadline_m
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0) {
-			*timed_out = true;
+			/* Silent for a while, not just asked when the request's
+			 * time was already up: only then is it to be killed. */
+			*timed_out = squash_now_ms() - asked_ms >= SILENT_READER_MS;
 			snprintf(err, errlen, "squash-reader pid %d did not answer in time", (int)p->pid);
 			return RESULT_NODE_ERROR;
 		}
