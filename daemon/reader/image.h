@@ -113,6 +113,8 @@ int inode_readlink(struct image *img, const struct inode *in, char *buf, size_t 
 int dir_open(struct image *img, const struct inode *dir, uint64_t cookie, struct dir_iter *it);
 /* 1: *out filled; 0: no more entries; -errno. */
 int dir_next(struct image *img, struct dir_iter *it, struct dir_entry *out);
+/* The file type (S_IFDIR, ...) of a directory entry's squashfs type. */
+mode_t dir_entry_mode(unsigned type);
 /* 0 and *id, -ENOENT, or -errno. */
 int dir_lookup(struct image *img, const struct inode *dir, const char *name, uint64_t *id);
 

@@ -191,3 +191,17 @@ int dir_lookup(struct image *img, const struct inode *dir, const char *name, uin
 	}
 	return r < 0 ? r : -ENOENT;
 }
+
+mode_t dir_entry_mode(unsigned type)
+{
+	/* basic and extended types: 1-7 and 8-14 */
+	switch (type) {
+	case 1: case 8: return S_IFDIR;
+	case 2: case 9: return S_IFREG;
+	case 3: case 10: return S_IFLNK;
+	case 4: case 11: return S_IFBLK;
+	case 5: case 12: return S_IFCHR;
+	case 6: case 13: return S_IFIFO;
+	default: return S_IFSOCK;
+	}
+}

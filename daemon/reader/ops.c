@@ -171,19 +171,6 @@ static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 	read_reply_done(img, &r);
 }
 
-static mode_t type_mode(unsigned type)
-{
-	switch (type) {
-	case 1: case 8: return S_IFDIR;
-	case 2: case 9: return S_IFREG;
-	case 3: case 10: return S_IFLNK;
-	case 4: case 11: return S_IFBLK;
-	case 5: case 12: return S_IFCHR;
-	case 6: case 13: return S_IFIFO;
-	default: return S_IFSOCK;
-	}
-}
-
 static void readdir_common(fuse_req_t req, fuse_ino_t node, size_t size, off_t off, bool plus)
 {
 	struct image *img = rd_of(req)->img;
@@ -238,7 +225,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t node, size_t size, off_t o
 		} else {
 			memset(&e, 0, sizeof(e));
 			e.attr.st_ino = de.ino;
-			e.attr.st_mode = type_mode(de.type);
+			e.attr.st_mode = dir_entry_mode(de.type);
 			n = fuse_add_direntry(req, buf + used, size - used, de.name, &e.attr,
 					      (off_t)de.cookie);
 		}

@@ -131,19 +131,6 @@ struct image *union_image(const struct union_fs *u, uint32_t layer)
 	return layer < u->n ? u->img[layer] : NULL;
 }
 
-static mode_t type_mode(unsigned type)
-{
-	switch (type) {
-	case 1: case 8: return S_IFDIR;
-	case 2: case 9: return S_IFREG;
-	case 3: case 10: return S_IFLNK;
-	case 4: case 11: return S_IFBLK;
-	case 5: case 12: return S_IFCHR;
-	case 6: case 13: return S_IFIFO;
-	default: return S_IFSOCK;
-	}
-}
-
 /* d's listing, made on first use. Made without the lock (it reads the
  * images); of two threads making it at once, the first to finish wins. */
 static int listing_of(struct union_fs *u, struct mdir *d, const struct listing **out)
@@ -332,7 +319,7 @@ int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, bool plus,
 			name[c->namelen] = '\0';
 			e.name = name;
 			e.cookie = i + 3;
-			e.type = type_mode(c->type);
+			e.type = dir_entry_mode(c->type);
 			e.ino = (uint64_t)c->layer << 32 | c->ino;
 			if (plus) {
 				if ((r = child_node(u, l, c, &e.node, &e.n)) < 0)
@@ -356,7 +343,7 @@ int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, bool plus,
 		memset(&e, 0, sizeof(e));
 		e.name = de.name;
 		e.cookie = de.cookie;
-		e.type = type_mode(de.type);
+		e.type = dir_entry_mode(de.type);
 		e.ino = (uint64_t)p.layer << 32 | de.ino;
 		if (plus || is_chr_type(de.type)) {
 			e.n.layer = p.layer;

@@ -23,10 +23,6 @@ def kernel_and_reader(img, where):
     fdir.mkdir()
     log = where / "reader.log"
     reader = None
-    rc = None
-
-    def mounted(d):
-        return any(m["mount_point"] == str(d) for m in mountinfo())
 
     try:
         run(["mount", "-t", "squashfs", "-o", "loop,ro", img, kdir])
@@ -37,17 +33,29 @@ def kernel_and_reader(img, where):
         assert reader.poll() is None, log.read_text()
         yield kdir, fdir
     finally:
-        for d in (fdir, kdir):
-            if mounted(d) and run(["umount", d], check=False).returncode != 0:
-                run(["umount", "-l", d], check=False)
-        if reader:
-            try:
-                rc = reader.wait(10)
-            except subprocess.TimeoutExpired:
-                reader.kill()
-                reader.wait(10)
+        rc = unmount_and_wait(reader, [fdir, kdir])
     assert rc == 0, f"squash-reader exited {rc} on its unmount: {log.read_text()}"
     assert not mounted(kdir) and not mounted(fdir), mountinfo()
+
+
+def mounted(d):
+    return any(m["mount_point"] == str(d) for m in mountinfo())
+
+
+def unmount_and_wait(reader, dirs):
+    """Unmounts dirs (lazily when busy) and returns the reader's exit
+    status (None when there was no reader; killed after 10 s)."""
+    for d in dirs:
+        if mounted(d) and run(["umount", d], check=False).returncode != 0:
+            run(["umount", "-l", d], check=False)
+    if not reader:
+        return None
+    try:
+        return reader.wait(10)
+    except subprocess.TimeoutExpired:
+        reader.kill()
+        reader.wait(10)
+        return None
 
 
 def stats(root):

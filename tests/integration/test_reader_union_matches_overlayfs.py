@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from conftest import mountinfo, run, wait_until
-from reader_and_kernel import READER
+from reader_and_kernel import READER, mounted, unmount_and_wait
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts: needs root")
 
@@ -109,10 +109,6 @@ def make_bundles(root):
     return b
 
 
-def mounted(d):
-    return any(m["mount_point"] == str(d) for m in mountinfo())
-
-
 @contextlib.contextmanager
 def overlay_and_union(images, where):
     """Yields (overlayfs mount, union mount) of images (the last on top;
@@ -124,7 +120,6 @@ def overlay_and_union(images, where):
     odir, udir = where / "overlay", where / "union"
     log = where / "reader.log"
     reader = None
-    rc = None
     for d in lowers + [odir, udir]:
         d.mkdir()
     try:
@@ -146,15 +141,7 @@ def overlay_and_union(images, where):
         assert reader.poll() is None, log.read_text()
         yield odir, udir
     finally:
-        for d in [udir, odir] + lowers:
-            if mounted(d) and run(["umount", d], check=False).returncode != 0:
-                run(["umount", "-l", d], check=False)
-        if reader:
-            try:
-                rc = reader.wait(10)
-            except subprocess.TimeoutExpired:
-                reader.kill()
-                reader.wait(10)
+        rc = unmount_and_wait(reader, [udir, odir] + lowers)
     assert rc == 0, f"squash-reader exited {rc} on its unmount: {log.read_text()}"
     assert not any(mounted(d) for d in [udir, odir] + lowers), mountinfo()
 
