@@ -14,6 +14,7 @@
 #include "core/daemon.h"
 #include "core/gc.h"
 #include "core/linger_timer.h"
+#include "core/trusted_image.h"
 #include "frame.h"
 #include "mount/fuse_probe.h"
 #include "mount/fuse_reader.h"
@@ -177,6 +178,7 @@ int main(int argc, char **argv)
 						   "a reader that dies is not replaced under running jobs");
 	}
 
+	trusted_image_init();
 	daemon_load(&ds);
 	/* A registry that could not be read: the mounts in mnt/ may be
 	 * running jobs'; nothing is adopted or cleaned up (daemon.h). */
@@ -219,6 +221,7 @@ int main(int argc, char **argv)
 	pthread_mutex_lock(&ds.lock);
 	daemon_save_locked(&ds);
 	pthread_mutex_unlock(&ds.lock);
+	spawner_stop();
 	reader_cgroup_cleanup();
 	settings_drop(cfg);
 	return rc == 0 ? 0 : 1;

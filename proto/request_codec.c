@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +158,137 @@ static int check_request(const Squash__Request *req, char *err, size_t errlen)
 	return -1;
 }
 
+/* Counting before unpacking. protobuf-c allocates one structure per
+ * entry of a repeated message field (and keeps every unknown field), so a
+ * frame of empty image entries (2 bytes each: about 98,000 in one frame)
+ * would cost megabytes before the 1,024-image check. The wire format is
+ * walked first, without allocating: at most MAX_FIELDS fields per message,
+ * SQUASH_MAX_IMAGES images per request. */
+#define MAX_FIELDS 32
+
+struct wire_field {
+	uint32_t number;
+	unsigned type;
+	const uint8_t *body; /* length-delimited fields */
+	size_t len;
+};
+
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	*v = 0;
+	for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+		uint8_t b = *(*p)++;
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return true;
+	}
+	return false;
+}
+
+/* The next field at *p; false at the end or when malformed (*bad). */
+static bool wire_next(const uint8_t **p, const uint8_t *end, struct wire_field *f, bool *bad)
+{
+	uint64_t key, v;
+
+	*bad = false;
+	if (*p >= end)
+		return false;
+	if (!wire_varint(p, end, &key) || key >> 3 == 0 || key >> 3 > UINT32_MAX)
+		goto malformed;
+	f->number = (uint32_t)(key >> 3);
+	f->type = key & 7;
+	f->body = NULL;
+	f->len = 0;
+	switch (f->type) {
+	case 0:
+		if (!wire_varint(p, end, &v))
+			goto malformed;
+		return true;
+	case 1:
+	case 5: {
+		size_t n = f->type == 1 ? 8 : 4;
+		if ((size_t)(end - *p) < n)
+			goto malformed;
+		*p += n;
+		return true;
+	}
+	case 2:
+		if (!wire_varint(p, end, &v) || v > (uint64_t)(end - *p))
+			goto malformed;
+		f->body = *p;
+		f->len = (size_t)v;
+		*p += v;
+		return true;
+	default: /* groups and reserved types: nothing of ours */
+		goto malformed;
+	}
+malformed:
+	*bad = true;
+	return false;
+}
+
+/* Checks the fields of one message: at most MAX_FIELDS besides those
+ * numbered `repeated` (0: none), whose count is added to *count (at most
+ * max_repeated) and which must be ImageSpecs of at most MAX_FIELDS each. */
+static int wire_count(const uint8_t *buf, size_t len, uint32_t repeated, size_t max_repeated,
+		      size_t *count, char *err, size_t errlen)
+{
+	const uint8_t *p = buf, *end = buf + len;
+	struct wire_field f;
+	size_t fields = 0;
+	bool bad;
+
+	while (wire_next(&p, end, &f, &bad)) {
+		if (repeated && f.number == repeated) {
+			if (++*count > max_repeated) {
+				squash_errf(err, errlen, "too many images (more than %zu)", max_repeated);
+				return -1;
+			}
+			/* An ImageSpec: a handful of fields, none repeated. */
+			size_t none = 0;
+			if (f.type != 2 || wire_count(f.body, f.len, 0, 0, &none, err, errlen) < 0)
+				return -1;
+		} else if (++fields > MAX_FIELDS) {
+			squash_errf(err, errlen, "request has too many fields (more than %d in one message)",
+				    MAX_FIELDS);
+			return -1;
+		}
+	}
+	/* Malformed past this point: protobuf-c refuses it, having
+	 * allocated no more than what was counted. */
+	(void)bad;
+	return 0;
+}
+
+/* The SignedRequest and the Request in it, counted (see above). */
+static int wire_check(const uint8_t *payload, size_t len, char *err, size_t errlen)
+{
+	const uint8_t *p = payload, *end = payload + len;
+	struct wire_field f;
+	size_t none = 0, images = 0;
+	bool bad;
+
+	if (wire_count(payload, len, 0, 0, &none, err, errlen) < 0)
+		return -1;
+	while (wire_next(&p, end, &f, &bad)) {
+		if (f.number != 1 || f.type != 2)
+			continue; /* SignedRequest.request */
+		const uint8_t *q = f.body, *qend = f.body + f.len;
+		struct wire_field op;
+		if (wire_count(f.body, f.len, 0, 0, &none, err, errlen) < 0)
+			return -1;
+		/* Request.mount_job (images: 3) and .session_mount (images: 1);
+		 * occurrences of one embedded message are merged: summed here. */
+		while (wire_next(&q, qend, &op, &bad)) {
+			uint32_t field = op.number == 1 ? 3 : op.number == 50 ? 1 : 0;
+			if (op.type == 2 && wire_count(op.body, op.len, field, SQUASH_MAX_IMAGES, &images, err,
+						       errlen) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
 int squash_request_decode(const uint8_t *frame, size_t len,
 			  struct squash_decoded_request *out,
 			  Squash__Status *status, char *err, size_t errlen)
@@ -182,8 +315,9 @@ int squash_request_decode(const uint8_t *frame, size_t len,
 			    squash_frame_strerror(rc));
 		return -1;
 	}
-	/* protobuf-c allocates in proportion to the input, which the frame
-	 * buffer bounds to 64 KiB. */
+	/* protobuf-c allocates in proportion to the input: counted first. */
+	if (wire_check(payload, payload_len, err, errlen) < 0)
+		return -1;
 	sr = squash__signed_request__unpack(NULL, payload_len, payload);
 	if (!sr) {
 		squash_errf(err, errlen, "request is not a valid SignedRequest");

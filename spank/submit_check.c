@@ -22,6 +22,7 @@
 #include "squash_env.h"
 #include "submit_check.h"
 #include "superblock.h"
+#include "user_fuse.h"
 #include "target.h"
 
 /* What the check learnt about one item: fields that use %a %A or %j stay
@@ -233,6 +234,11 @@ static int check_image(const char *image)
 	struct stat st;
 	int fd, rc = -1;
 
+	/* squashd refuses these (user_fuse.h): say so before the job queues. */
+	if (squash_user_fuse_path(image, why, sizeof(why))) {
+		slurm_error("squash: %s: %s", image, why);
+		return -1;
+	}
 	/* O_NONBLOCK: a FIFO planted in place of the image must not hang us. */
 	fd = open(image, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {

@@ -251,6 +251,9 @@ int main(int argc, char **argv)
 	if (health && resp->status == SQUASH__STATUS__OK && resp->node) {
 		for (size_t i = 0; i < resp->node->n_problems; i++)
 			printf("%s\n", resp->node->problems[i]);
+		/* Said, but healthy: the node needs no admin for it. */
+		if (resp->node->registry_rebuilt)
+			printf("note: registry rebuilt from the node at start: %s\n", resp->node->registry_rebuilt);
 		rc = resp->node->n_problems ? 1 : 0;
 	} else if (health) {
 		printf("squashd answered %s: %s\n", squash_status_name(resp->status),

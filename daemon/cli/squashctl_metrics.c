@@ -115,6 +115,9 @@ void print_metrics(FILE *out, const Squash__NodeStatus *n)
 	gauge(out, "squashd_registry_unreadable",
 	      "1 when squashd could not read its registry at start (it refuses new mounts), else 0.",
 	      n->registry_unreadable ? 1 : 0);
+	gauge(out, "squashd_registry_rebuilt",
+	      "1 when squashd rebuilt its registry from the node at start (a damaged file kept aside), else 0.",
+	      n->registry_rebuilt ? 1 : 0);
 	gauge(out, "squashd_problems", "Problems squashctl health would report (without asking Slurm).",
 	      n->n_problems);
 }

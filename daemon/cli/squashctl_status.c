@@ -81,6 +81,8 @@ void print_status(FILE *out, const Squash__NodeStatus *n)
 		fprintf(out, "last gc: never\n");
 	if (n->registry_unreadable)
 		fprintf(out, "registry: not read at start: %s\n", n->registry_unreadable);
+	if (n->registry_rebuilt)
+		fprintf(out, "registry: rebuilt from the node at start: %s\n", n->registry_rebuilt);
 	fprintf(out, "registry: %s", n->registry_error ? n->registry_error : "saved");
 	if (n->has_registry_save_errors)
 		fprintf(out, " (%llu failed saves since start)", (unsigned long long)n->registry_save_errors);
@@ -142,6 +144,10 @@ void print_status_json(FILE *out, const Squash__NodeStatus *n)
 	if (n->registry_unreadable) {
 		fprintf(out, ",\"unreadable\":");
 		json_write_string(out, n->registry_unreadable);
+	}
+	if (n->registry_rebuilt) {
+		fprintf(out, ",\"rebuilt\":");
+		json_write_string(out, n->registry_rebuilt);
 	}
 	if (n->has_registry_save_errors)
 		json_uint(out, "save_errors", n->registry_save_errors);

@@ -62,9 +62,10 @@ void daemon_stop(struct daemon_state *ds)
 	pthread_mutex_unlock(&ds->lock);
 }
 
-/* An unreadable registry an earlier squashd kept aside in the state
- * directory (name into buf), if any. */
-static bool find_unreadable(const struct daemon_state *ds, char *buf, size_t len)
+/* A registry of another format that an earlier squashd kept aside in
+ * the state directory (name into buf), if any. Damaged ones kept aside
+ * need no admin: the registry was rebuilt from the node then. */
+static bool find_other_format(const struct daemon_state *ds, char *buf, size_t len)
 {
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", ds->state_path);
@@ -74,11 +75,13 @@ static bool find_unreadable(const struct daemon_state *ds, char *buf, size_t len
 	*slash = '\0';
 	DIR *d = opendir(dir);
 	bool found = false;
+	unsigned format;
 	if (!d)
 		return false;
 	for (struct dirent *de; !found && (de = readdir(d));)
-		if (!strncmp(de->d_name, "state.unreadable-", 17))
-			found = snprintf(buf, len, "%s/%s", dir, de->d_name) < (int)len;
+		if (!strncmp(de->d_name, "state.unreadable-", 17) &&
+		    snprintf(buf, len, "%s/%s", dir, de->d_name) < (int)len)
+			found = state_file_probe_format(buf, &format) == -2;
 	closedir(d);
 	return found;
 }
@@ -89,20 +92,17 @@ void daemon_load(struct daemon_state *ds)
 	int rc = state_file_load(&ds->registry, ds->state_path, err, sizeof(err));
 
 	if (rc == 0) {
-		/* A registry kept aside earlier still holds mounts nobody knows
-		 * (a restart does not make them known): the same refusal. */
-		if (find_unreadable(ds, aside, sizeof(aside))) {
+		/* A newer squashd's registry kept aside earlier still holds
+		 * mounts only it knows (a restart does not make them known). */
+		if (find_other_format(ds, aside, sizeof(aside))) {
 			snprintf(ds->state_lost, sizeof(ds->state_lost),
-				 "%s holds a registry an earlier squashd could not read", aside);
+				 "%s holds a registry of another format an earlier squashd could not read", aside);
 			log_error("%s; squashd mounts nothing, leaves the mounts in %s alone and refuses new ones "
 				  "until it is removed and squashd restarted (see docs/admin.md, \"Upgrading "
 				  "slurm-squash itself\")", ds->state_lost, ds->mount_dir);
 		}
 		return;
 	}
-	/* Never start empty over a registry that may hold running jobs'
-	 * mounts: keep it aside for the admin (or the squashd that wrote it),
-	 * leave the mounts alone and refuse new ones. */
 	time_t now = time(NULL);
 	struct tm tm;
 	char stamp[32] = "unknown";
@@ -111,14 +111,25 @@ void daemon_load(struct daemon_state *ds)
 	snprintf(aside, sizeof(aside), "%s.unreadable-%s", ds->state_path, stamp);
 	if (rename(ds->state_path, aside) < 0)
 		snprintf(aside, sizeof(aside), "%s (could not be moved aside: %s)", ds->state_path, strerror(errno));
+	if (rc == -1) {
+		/* Damaged: everything it held is on the node (mountinfo, the
+		 * jobs' own copies, Slurm), so start as after a deleted file. */
+		snprintf(ds->state_rebuilt, sizeof(ds->state_rebuilt), "%.*s; kept as %.*s", PATH_MAX, err,
+			 PATH_MAX, aside);
+		log_error("cannot read the registry: %s; rebuilding it from the node: mounts squashd does not "
+			  "know are detached from its namespace (running jobs keep their own copies until they "
+			  "end), new jobs get mounts of their own; no admin action is needed",
+			  ds->state_rebuilt);
+		return;
+	}
+	/* Another format (a downgrade): only the squashd that wrote it knows
+	 * what the mounts in mnt/ are; keep it aside for it, leave the mounts
+	 * alone and refuse new ones. */
 	snprintf(ds->state_lost, sizeof(ds->state_lost), "%.*s; kept as %.*s", PATH_MAX, err, PATH_MAX, aside);
 	log_error("cannot read the registry: %s; squashd mounts nothing, leaves the mounts in %s alone and "
-		  "refuses new ones until an admin acts: %s (see docs/admin.md, \"Upgrading slurm-squash "
-		  "itself\")", ds->state_lost, ds->mount_dir,
-		  rc == -2 ? "install the slurm-squash that wrote it, move the file back to state and restart "
-			     "squashd"
-			   : "once no job on the node uses squash images (drain it), remove the file and "
-			     "restart squashd");
+		  "refuses new ones until an admin acts: install the slurm-squash that wrote it, move the "
+		  "file back to state and restart squashd (see docs/admin.md, \"Upgrading slurm-squash "
+		  "itself\")", ds->state_lost, ds->mount_dir);
 }
 
 void daemon_free(struct daemon_state *ds)

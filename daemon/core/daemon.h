@@ -35,6 +35,8 @@ struct daemon_state {
 	char save_error[PATH_MAX + 256]; /* why the registry cannot be saved; "" when it can */
 	char state_lost[3 * PATH_MAX]; /* why squashd started without its registry (new mounts are
 					* refused); "" if it did not */
+	char state_rebuilt[3 * PATH_MAX]; /* why it rebuilt its registry from the node at start
+					   * (a damaged file, kept aside); "" if it did not */
 	unsigned requests_in_progress;
 	unsigned long long requests, requests_failed, gc_releases;
 	long long last_gc_ms;       /* monotonic; 0: never */
@@ -68,11 +70,18 @@ struct teardown {
 int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg);
 
 /* Reads the registry the last squashd saved (at start, before any other
- * thread). When it cannot (corrupt, or another format version), it moves
- * the file aside (STATE_DIR/state.unreadable-TIME), logs why and what to
- * do and remembers it (state_lost): new mounts are then refused and the
- * caller must leave the mount directory alone. A file kept aside earlier
- * has the same effect until it is removed. */
+ * thread). A file it cannot read is moved aside
+ * (STATE_DIR/state.unreadable-TIME) for the admin and logged. When it is
+ * of another format (written by a newer squashd: a downgrade), only that
+ * squashd can know its mounts: state_lost is set, new mounts are refused
+ * and the caller must leave the mount directory alone; a file of another
+ * format kept aside earlier has the same effect until it is removed.
+ * Otherwise (damaged: a disk error, a hand edit) the registry starts empty
+ * and is rebuilt from the node as after a deleted file (state_rebuilt
+ * says why; status and health show it): adoption detaches the mounts it
+ * does not know from squashd's namespace, running jobs keep the copies
+ * their steps hold (served until their last user goes) and the next jobs
+ * get mounts of their own. */
 void daemon_load(struct daemon_state *ds);
 
 /* Frees the registry (no other thread uses it any more). */

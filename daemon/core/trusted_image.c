@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <sys/xattr.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,6 +17,7 @@
 
 #include "settings/fs_types.h"
 #include "util/file_identity.h"
+#include "util/log.h"
 #include "target.h"
 
 /* Writable by someone other than root: whoever that is could swap the
@@ -42,9 +45,39 @@ static int open_component(int dirfd, const char *name, int flags)
  * read-only descriptor of the root-controlled regular file it names, or -1
  * with why. Attributes come from the inode cache, so a FUSE mount met on the
  * way is never asked (its directory is refused before we descend). */
-static int walk_as_root(const char *path, char *why, size_t whylen)
+static bool hardlinks_protected = true; /* set once at start */
+
+void trusted_image_init(void)
 {
-	char buf[PATH_MAX], *save = NULL;
+	char buf[8] = "";
+	FILE *f = fopen("/proc/sys/fs/protected_hardlinks", "re");
+
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	hardlinks_protected = buf[0] == '1';
+	if (!hardlinks_protected)
+		log_warning("fs.protected_hardlinks is not 1: users can link root's files into directories "
+			    "they write; trusted images are then never reached through sticky directories "
+			    "(set it to 1, as every distribution does by default)");
+}
+
+/* True when dir lies strictly above one of the prefixes. */
+static bool above_a_prefix(const struct squash_prefixes *p, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	for (size_t i = 0; i < p->count; i++)
+		if (!strncmp(p->items[i], dir, n) && p->items[i][n] == '/')
+			return true;
+	return false;
+}
+
+static int walk_as_root(const struct squash_prefixes *prefixes, const char *path, char *why, size_t whylen)
+{
+	char buf[PATH_MAX], walked[PATH_MAX] = "", *save = NULL;
 	struct file_identity fid;
 	struct stat st;
 	int dirfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -82,9 +115,15 @@ static int walk_as_root(const char *path, char *why, size_t whylen)
 			snprintf(why, whylen, "%s: a symbolic link on the way (squashd follows none)", name);
 			goto fail;
 		}
+		size_t w = strlen(walked);
+		snprintf(walked + w, sizeof(walked) - w, "/%s", name);
 		if (next) {
-			/* In a sticky directory (/tmp) others cannot rename root's entries. */
-			bool sticky_ok = (st.st_mode & S_ISVTX) && st.st_uid == 0;
+			/* In a sticky directory (/tmp) others cannot rename root's
+			 * entries; but they can make their own, and mount on them
+			 * (user_allow_other): so only above a prefix, where the
+			 * walk continues into a root-controlled entry. */
+			bool sticky_ok = (st.st_mode & S_ISVTX) && st.st_uid == 0 && hardlinks_protected &&
+					 above_a_prefix(prefixes, walked);
 
 			if (!S_ISDIR(st.st_mode) || (!root_controlled(&st) && !sticky_ok)) {
 				snprintf(why, whylen, "directory %s is not root-controlled (owner uid %u, mode %04o)",
@@ -109,6 +148,33 @@ fail:
 	if (dirfd >= 0)
 		close(dirfd);
 	return -1;
+}
+
+/* ACLs can grant write that the mode bits do not show. */
+static const char *acl_xattr(int fd)
+{
+	static const char *const names[] = { "system.posix_acl_access", "system.nfs4_acl", "system.richacl" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (fgetxattr(fd, names[i], NULL, 0) >= 0 || (errno != ENODATA && errno != ENOTSUP))
+			return names[i];
+	return NULL;
+}
+
+/* Whether anyone has the file open for writing now (a former owner who
+ * kept a descriptor across chown and mv, say): then no read lease can be
+ * taken. Taken on root's own read-only descriptor and released at once;
+ * a break meanwhile signals SIGURG, which squashd ignores, not SIGIO,
+ * which would end it. A file system without leases cannot tell: refused
+ * as well. Returns 0, or an errno. */
+static int open_for_writing(int fd)
+{
+	if (fcntl(fd, F_SETSIG, SIGURG) < 0)
+		return errno;
+	if (fcntl(fd, F_SETLEASE, F_RDLCK) < 0)
+		return errno;
+	fcntl(fd, F_SETLEASE, F_UNLCK);
+	return 0;
 }
 
 int trusted_image_open(const struct squashd_config *cfg, int user_fd, char *why, size_t whylen)
@@ -136,7 +202,7 @@ int trusted_image_open(const struct squashd_config *cfg, int user_fd, char *why,
 		snprintf(why, whylen, "the kernel gives no mount id (statx, Linux 5.8 and later)");
 		return -1;
 	}
-	fd = walk_as_root(path, reason, sizeof(reason));
+	fd = walk_as_root(&cfg->trusted_prefixes, path, reason, sizeof(reason));
 	if (fd < 0) {
 		snprintf(why, whylen, "squashd cannot reach %s itself as a trusted file: %s", path, reason);
 		return -1;
@@ -151,6 +217,22 @@ int trusted_image_open(const struct squashd_config *cfg, int user_fd, char *why,
 	if (fstatfs(fd, &sfs) < 0 || !fs_types_allows(cfg->kernel_fs_types, (long)sfs.f_type, &fs_name)) {
 		snprintf(why, whylen, "%s is on a %s file system, not one of kernel_fs_types", path,
 			 fs_name ? fs_name : "unknown");
+		close(fd);
+		return -1;
+	}
+	const char *acl = acl_xattr(fd);
+	if (acl) {
+		snprintf(why, whylen, "%s carries an ACL (%s), which may grant write the mode does not show", path,
+			 acl);
+		close(fd);
+		return -1;
+	}
+	int e = open_for_writing(fd);
+	if (e) {
+		snprintf(why, whylen, "%s %s", path,
+			 e == EAGAIN || e == EBUSY ? "is open for writing somewhere (no read lease can be taken)"
+						   : "cannot be checked for writers (no read lease: its file system "
+						     "gives none)");
 		close(fd);
 		return -1;
 	}

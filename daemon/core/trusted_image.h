@@ -23,4 +23,9 @@
  * inode cache (AT_STATX_DONT_SYNC). */
 int trusted_image_open(const struct squashd_config *cfg, int user_fd, char *why, size_t whylen);
 
+/* At start: reads fs.protected_hardlinks. When it is off, users may link
+ * root's files into directories they can write, so sticky directories
+ * (which those are) lose their exemption in the walk; logs a warning. */
+void trusted_image_init(void);
+
 #endif

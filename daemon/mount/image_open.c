@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "imagespec.h"
 #include "read_full.h"
+#include "user_fuse.h"
 #include "util/file_identity.h"
 #include "util/log.h"
 
@@ -36,6 +37,7 @@ enum open_step {
 	STEP_NOT_REG,	/* not a regular file; mode says what it is */
 	STEP_REOPEN,	/* reopening for reading failed */
 	STEP_FSTAT,
+	STEP_USER_FUSE,	/* on a FUSE mount of a user's; err: its user_id, or -1 without allow_other */
 };
 
 struct open_status {
@@ -127,6 +129,16 @@ child_open(int sock, const char *path, const struct identity *id)
 	if (!S_ISREG(st.st_mode)) {
 		status.step = S_ISLNK(st.st_mode) ? STEP_SYMLINK : STEP_NOT_REG;
 		status.mode = st.st_mode;
+		goto out;
+	}
+	/* A file on a user's FUSE mount is never opened for reading: every
+	 * close of it (here, in squashd, in a server) would send a FLUSH only
+	 * that user's server answers, and it need not. Decided from the mount
+	 * id (AT_STATX_DONT_SYNC: from the inode cache) and mountinfo. */
+	long owner;
+	if (squash_on_user_fuse(pfd, &owner)) {
+		status.step = STEP_USER_FUSE;
+		status.err = owner >= 0 && owner <= INT32_MAX ? (int32_t)owner : -1;
 		goto out;
 	}
 	/* Reopening the O_PATH descriptor through /proc checks read
@@ -281,6 +293,12 @@ static enum result describe_failure(const struct open_status *status,
 		snprintf(err, errlen, "image %s is %s, not a regular file",
 			 path, file_type_name((mode_t)status->mode));
 		return RESULT_USER_ERROR;
+	case STEP_USER_FUSE: {
+		char why[256];
+		squash_user_fuse_reason(e, why, sizeof(why));
+		snprintf(err, errlen, "image %s %s", path, why);
+		return RESULT_USER_ERROR;
+	}
 	case STEP_OPEN:
 	case STEP_REOPEN:
 	case STEP_FSTAT:

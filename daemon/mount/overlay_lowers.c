@@ -72,11 +72,31 @@ static enum result legacy_mount(const char *point, const char *const *lowers, si
 	return RESULT_OK;
 }
 
+/* An overlayfs context of the new mount API, or -1 where there is none.
+ * Before Linux 6.5 overlayfs had no fs_context of its own: fsopen() then
+ * gives the generic legacy one, which takes any key (it only appends
+ * "key=value" to the option page) and fails only at FSCONFIG_CMD_CREATE
+ * (found on Debian 12's 6.1). A key no file system has tells them apart. */
+static int overlay_fs_context(void)
+{
+	int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+
+	if (fs < 0)
+		return -1;
+	if (fsconfig(fs, FSCONFIG_SET_FLAG, "squashd_probe_no_such_option", NULL, 0) == 0) {
+		close(fs); /* legacy: mount(2) it is */
+		return -1;
+	}
+	/* Refused as it should be; a fresh context, without the refusal in its log. */
+	close(fs);
+	return fsopen("overlay", FSOPEN_CLOEXEC);
+}
+
 /* One overlay of at most OVERLAY_LOWERS_PER_MOUNT lowers. */
 static enum result mount_one(const char *point, const char *const *lowers, size_t n, char *err,
 			     size_t errlen)
 {
-	int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+	int fs = overlay_fs_context();
 
 	if (fs < 0)
 		return legacy_mount(point, lowers, n, err, errlen);

@@ -10,10 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
-#include "process/cgroup_layout.h"
+#include "process/reader_cgroup_plan.h"
 #include "process/reader_scope.h"
 #include "util/log.h"
 
@@ -89,16 +88,6 @@ static char *read_proc_text(const char *path)
 	return text;
 }
 
-/* squashd's own cgroup in a hierarchy (controller NULL: v2). */
-static int own_cgroup(const char *controller, char *out, size_t len)
-{
-	char *text = read_proc_text("/proc/self/cgroup");
-	int rc = text ? cgroup_own_path(text, controller, out, len) : -1;
-
-	free(text);
-	return rc;
-}
-
 /* Moves every process of dir's cgroup.procs to to/cgroup.procs. */
 static int move_processes(const char *dir, const char *to)
 {
@@ -119,95 +108,60 @@ static int move_processes(const char *dir, const char *to)
 	return rc;
 }
 
-/* v2 below a delegated cgroup (own is not the root): squashd and its
- * spawner go to own/daemon, readers to own/readers. */
-static int init_v2(const char *own, const char *node_name, char *why, size_t whylen)
+static int make_dir(const char *dir, char *why, size_t whylen)
 {
-	char dir[BASE_MAX - 16], daemon_dir[BASE_MAX];
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		snprintf(why, whylen, "mkdir %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
 
-	if (!strcmp(own, "/")) {
-		/* The root cgroup may hold processes and hand controllers down. */
-		snprintf(bases[0], sizeof(bases[0]), CGROUP_ROOT "/squashd-readers.%s", node_name);
-		if (mkdir(bases[0], 0755) < 0 && errno != EEXIST) {
-			snprintf(why, whylen, "mkdir %s: %s", bases[0], strerror(errno));
+/* Makes what the plan says. */
+static int apply(const struct reader_cgroup_plan *plan, char *why, size_t whylen)
+{
+	switch (plan->kind) {
+	case READER_CGROUPS_SYSTEMD:
+		return 0; /* systemd makes them, as readers start */
+	case READER_CGROUPS_V2_ROOT:
+		if (make_dir(plan->bases[0], why, whylen) < 0)
 			return -1;
-		}
 		(void)write_text(CGROUP_ROOT, "cgroup.subtree_control", "+pids +memory");
-		if (write_text(bases[0], "cgroup.subtree_control", "+pids +memory") < 0) {
-			snprintf(why, whylen, "enabling pids and memory in %s: %s", bases[0], strerror(errno));
+		if (write_text(plan->bases[0], "cgroup.subtree_control", "+pids +memory") < 0) {
+			snprintf(why, whylen, "enabling pids and memory in %s: %s", plan->bases[0],
+				 strerror(errno));
 			return -1;
 		}
 		return 0;
-	}
-	if ((size_t)snprintf(dir, sizeof(dir), CGROUP_ROOT "%s", own) >= sizeof(dir)) {
-		snprintf(why, whylen, "squashd's cgroup path is too long");
-		return -1;
-	}
-	snprintf(daemon_dir, sizeof(daemon_dir), "%s/daemon", dir);
-	if (mkdir(daemon_dir, 0755) < 0 && errno != EEXIST) {
-		snprintf(why, whylen, "mkdir %s: %s (is squashd.service delegated, Delegate=yes?)", daemon_dir,
-			 strerror(errno));
-		return -1;
-	}
-	if (move_processes(dir, daemon_dir) < 0 ||
-	    write_text(dir, "cgroup.subtree_control", "+pids +memory") < 0) {
-		snprintf(why, whylen, "making %s a delegated cgroup: %s (is squashd.service delegated, Delegate=yes?)",
-			 dir, strerror(errno));
-		return -1;
-	}
-	snprintf(bases[0], sizeof(bases[0]), "%.*s/readers", (int)sizeof(dir), dir);
-	if ((mkdir(bases[0], 0755) < 0 && errno != EEXIST) ||
-	    write_text(bases[0], "cgroup.subtree_control", "+pids +memory") < 0) {
-		snprintf(why, whylen, "%s: %s", bases[0], strerror(errno));
-		return -1;
-	}
-	(void)node_name;
-	return 0;
-}
-
-/* v1: the pids and memory hierarchies, below squashd's own cgroup there. */
-static int init_v1(const char *mountinfo, const char *node_name, char *why, size_t whylen)
-{
-	static const char *const controllers[READER_CGROUP_FILES] = { "pids", "memory" };
-
-	for (size_t i = 0; i < READER_CGROUP_FILES; i++) {
-		char own[BASE_MAX], mnt[BASE_MAX / 2];
-
-		if (cgroup_v1_mount_point(mountinfo, controllers[i], mnt, sizeof(mnt)) < 0 ||
-		    own_cgroup(controllers[i], own, sizeof(own)) < 0 || access(mnt, W_OK) < 0) {
-			snprintf(why, whylen, "no writable cgroup v1 %s hierarchy", controllers[i]);
+	case READER_CGROUPS_V2_DELEGATED:
+		if (mkdir(plan->daemon_dir, 0755) < 0 && errno != EEXIST) {
+			snprintf(why, whylen, "mkdir %s: %s (is squashd's cgroup delegated to it?)",
+				 plan->daemon_dir, strerror(errno));
 			return -1;
 		}
-		if ((size_t)snprintf(bases[i], sizeof(bases[i]), "%s%s/squashd-readers.%s", mnt,
-				     strcmp(own, "/") ? own : "", node_name) >= sizeof(bases[i]) ||
-		    (mkdir(bases[i], 0755) < 0 && errno != EEXIST)) {
-			snprintf(why, whylen, "mkdir %.*s: %s", BASE_MAX, bases[i], strerror(errno));
+		if (move_processes(plan->own, plan->daemon_dir) < 0 ||
+		    write_text(plan->own, "cgroup.subtree_control", "+pids +memory") < 0) {
+			snprintf(why, whylen, "making %s a delegated cgroup: %s (is it delegated to squashd?)",
+				 plan->own, strerror(errno));
 			return -1;
 		}
+		if (make_dir(plan->bases[0], why, whylen) < 0)
+			return -1;
+		if (write_text(plan->bases[0], "cgroup.subtree_control", "+pids +memory") < 0) {
+			snprintf(why, whylen, "%s: %s", plan->bases[0], strerror(errno));
+			return -1;
+		}
+		return 0;
+	case READER_CGROUPS_V1:
+		for (size_t i = 0; i < READER_CGROUP_FILES; i++)
+			if (make_dir(plan->bases[i], why, whylen) < 0)
+				return -1;
+		return 0;
+	case READER_CGROUPS_NONE:
+		break;
 	}
-	return 0;
-}
-
-/* Under systemd: systemd makes the cgroups (reader_scope.h); the
- * parent slice's directory is the base, for status and cleanup. */
-static int init_systemd(enum cgroup_layout layout, const char *node_name, bool own_instance,
-			char *why, size_t whylen)
-{
-	/* Where systemd's tree shows: the unified hierarchy (v2, or hybrid's
-	 * /unified), else its named v1 one. */
-	const char *tree = layout == CGROUP_LAYOUT_V2	  ? CGROUP_ROOT
-			   : layout == CGROUP_LAYOUT_HYBRID ? CGROUP_ROOT "/unified"
-							    : CGROUP_ROOT "/systemd";
-	char probe[128];
-
-	snprintf(instance, sizeof(instance), "%s", own_instance ? node_name : "");
-	if (reader_scope_slice_name(instance, 0, probe, sizeof(probe)) < 0) {
-		snprintf(why, whylen, "node name %s too long for a systemd unit name", node_name);
-		return -1;
-	}
-	snprintf(bases[0], sizeof(bases[0]), "%s/squashd.slice/" READER_SCOPE_PARENT_SLICE, tree);
-	under_systemd = true;
-	return 0;
+	snprintf(why, whylen, "%s", plan->why);
+	return -1;
 }
 
 /* The instance's name below a shared parent: the node's, and for a
@@ -230,9 +184,9 @@ static void instance_name(const char *node_name, const char *state_dir, char *ou
 int reader_cgroup_init(const char *mode, const char *node_name, const char *state_dir,
 		       unsigned tasks_max, unsigned long long memory_max)
 {
-	char own[BASE_MAX], why[PATH_MAX + 256] = "", name[80];
-	char *mountinfo;
-	enum cgroup_layout layout;
+	static struct reader_cgroup_plan plan; /* large; once, at start */
+	char why[PATH_MAX + 256] = "", name[80];
+	char *mountinfo, *proc_cgroup;
 	int rc;
 
 	memset(bases, 0, sizeof(bases));
@@ -246,33 +200,35 @@ int reader_cgroup_init(const char *mode, const char *node_name, const char *stat
 	}
 	instance_name(node_name, state_dir, name, sizeof(name));
 	mountinfo = read_proc_text("/proc/self/mountinfo");
-	layout = mountinfo ? cgroup_layout_from_mountinfo(mountinfo) : CGROUP_LAYOUT_NONE;
-	/* Where systemd runs it owns every hierarchy, v1 ones included: it
-	 * makes the cgroups (and a v1 squashd.service's pids cgroup would
-	 * otherwise hold the readers under its TasksMax). */
-	if (layout != CGROUP_LAYOUT_NONE && reader_scope_systemd_running()) {
-		rc = init_systemd(layout, name, strcmp(state_dir, "/run/squashd") != 0, why, sizeof(why));
-	} else if (layout == CGROUP_LAYOUT_V2) {
-		v2 = true;
-		rc = own_cgroup(NULL, own, sizeof(own)) == 0 ? init_v2(own, name, why, sizeof(why)) : -1;
-		if (rc < 0 && !why[0])
-			snprintf(why, sizeof(why), "no cgroup v2 line in /proc/self/cgroup");
-	} else if (layout == CGROUP_LAYOUT_V1 || layout == CGROUP_LAYOUT_HYBRID) {
-		rc = init_v1(mountinfo, name, why, sizeof(why));
-	} else {
-		rc = -1;
-		snprintf(why, sizeof(why), "no cgroup file system mounted");
-	}
+	proc_cgroup = read_proc_text("/proc/self/cgroup");
+	rc = reader_cgroup_plan(mountinfo ? mountinfo : "", proc_cgroup ? proc_cgroup : "",
+				reader_scope_systemd_running(), name, &plan);
 	free(mountinfo);
+	free(proc_cgroup);
+	if (rc == 0 && plan.kind == READER_CGROUPS_SYSTEMD) {
+		/* The node's one squashd needs no instance in its slices' names. */
+		snprintf(instance, sizeof(instance), "%s", strcmp(state_dir, "/run/squashd") ? name : "");
+		char probe[128];
+		if (reader_scope_slice_name(instance, 0, probe, sizeof(probe)) < 0) {
+			snprintf(why, sizeof(why), "node name %s too long for a systemd unit name", node_name);
+			rc = -1;
+		}
+	}
+	if (rc == 0)
+		rc = apply(&plan, why, sizeof(why));
+	else
+		snprintf(why, sizeof(why), "%s", plan.why);
 	if (rc < 0) {
-		memset(bases, 0, sizeof(bases));
-		v2 = under_systemd = false;
 		snprintf(problem, sizeof(problem),
 			 "users' FUSE servers run without cgroups of their own (no reader_tasks_max or "
 			 "reader_memory_max): %s", why);
 		log_error("%s", problem);
 		return -1;
 	}
+	under_systemd = plan.kind == READER_CGROUPS_SYSTEMD;
+	v2 = plan.kind == READER_CGROUPS_V2_ROOT || plan.kind == READER_CGROUPS_V2_DELEGATED;
+	for (size_t i = 0; i < READER_CGROUP_FILES; i++)
+		snprintf(bases[i], sizeof(bases[i]), "%s", plan.bases[i]);
 	char tasks[32] = "no limit", memory[32] = "no limit";
 	if (tasks_limit)
 		snprintf(tasks, sizeof(tasks), "%u", tasks_limit);

@@ -18,6 +18,12 @@
 #define LINE_MAX_BYTES 512
 #define BURST 20	  /* lines a server may log at once */
 #define REFILL_MS 1000	  /* then one line a second */
+/* Bytes read per server: a server writing without end (a user can write
+ * /dev/zero into their reader's stderr) would otherwise cost squashd a CPU
+ * in read() alone. Past the budget the stream is not read until it
+ * refills; the pipe fills up and the writer blocks, which slows only it. */
+#define BYTES_BURST (64 * 1024)
+#define BYTES_PER_S (16 * 1024)
 
 struct stream {
 	int fd;
@@ -29,6 +35,9 @@ struct stream {
 	unsigned tokens;
 	long long refilled_ms;
 	unsigned long suppressed;
+	size_t bytes;		/* budget left (BYTES_BURST at most) */
+	long long bytes_ms;	/* when it was last refilled */
+	long long paused_until; /* not read before (monotonic ms); 0: read */
 	struct stream *next;
 };
 
@@ -81,11 +90,35 @@ static void emit(struct stream *s, const char *line, size_t len)
 	log_info("%s pid %d (uid %u): %s", s->name, (int)s->pid, (unsigned)s->uid, text);
 }
 
-/* Reads what is there; false at EOF or error. */
+/* Refills the byte budget; false when it is spent (the stream is then
+ * paused until one read's worth is back). */
+static bool bytes_left(struct stream *s)
+{
+	long long now = squash_now_ms();
+	unsigned long long more = (unsigned long long)(now - s->bytes_ms) * BYTES_PER_S / 1000;
+
+	if (more) {
+		s->bytes = more >= BYTES_BURST - s->bytes ? BYTES_BURST : s->bytes + (size_t)more;
+		s->bytes_ms = now;
+	}
+	if (s->bytes >= LINE_MAX_BYTES)
+		return true;
+	s->paused_until = now + (long long)(LINE_MAX_BYTES - s->bytes) * 1000 / BYTES_PER_S + 1;
+	/* Out of epoll, not only without EPOLLIN: a hang-up would still be
+	 * reported, over and over. */
+	epoll_ctl(epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	return false;
+}
+
+/* Reads what is there, within the byte budget; false at EOF or error. */
 static bool drain(struct stream *s)
 {
 	for (;;) {
+		if (!bytes_left(s))
+			return true;
 		ssize_t n = read(s->fd, s->buf + s->len, sizeof(s->buf) - s->len);
+		if (n > 0)
+			s->bytes -= (size_t)n < s->bytes ? (size_t)n : s->bytes;
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -114,12 +147,34 @@ static bool drain(struct stream *s)
 	}
 }
 
+/* Streams whose budget is back are read again; returns the ms until the
+ * next paused one is due, -1 when none is paused. */
+static int resume_due(void)
+{
+	long long now = squash_now_ms(), next = -1;
+
+	pthread_mutex_lock(&streams_lock);
+	for (struct stream *s = streams; s; s = s->next) {
+		if (!s->paused_until)
+			continue;
+		if (s->paused_until <= now) {
+			s->paused_until = 0;
+			struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
+			epoll_ctl(epfd, EPOLL_CTL_ADD, s->fd, &ev);
+		} else if (next < 0 || s->paused_until - now < next) {
+			next = s->paused_until - now;
+		}
+	}
+	pthread_mutex_unlock(&streams_lock);
+	return (int)next;
+}
+
 static void *output_loop(void *unused)
 {
 	(void)unused;
 	for (;;) {
 		struct epoll_event ev[16];
-		int n = epoll_wait(epfd, ev, 16, -1);
+		int n = epoll_wait(epfd, ev, 16, resume_due());
 
 		for (int i = 0; i < n; i++) {
 			struct stream *s = ev[i].data.ptr;
@@ -165,6 +220,8 @@ void server_output_watch(int fd, pid_t pid, uid_t uid, const char *path)
 	s->uid = uid;
 	s->tokens = BURST;
 	s->refilled_ms = squash_now_ms();
+	s->bytes = BYTES_BURST;
+	s->bytes_ms = s->refilled_ms;
 	snprintf(s->name, sizeof(s->name), "%s", base ? base + 1 : path);
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
 	pthread_mutex_lock(&streams_lock);

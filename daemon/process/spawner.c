@@ -11,13 +11,19 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include "util/log.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
 
 /* A request: this header, then the op's payload. */
 struct spawner_header {
@@ -26,6 +32,7 @@ struct spawner_header {
 
 /* squashd's end; -1 when there is no spawner. */
 static atomic_int spawner_fd = -1;
+static int spawner_pidfd = -1;
 
 static void close_above(int keep)
 {
@@ -206,6 +213,8 @@ int spawner_start(const struct spawner_op *ops, size_t n_ops)
 		serve(sv[1], ops, n_ops);
 	}
 	close(sv[1]);
+	/* Not yet waited for, so the pid cannot have been reused. */
+	spawner_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	/* A spawner that stops reading must not hold a request for ever. */
 	struct timeval tv = { .tv_sec = 5 };
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -255,4 +264,23 @@ int spawner_request_fds(uint32_t op, const void *payload, size_t len, const int 
 		log_warning("the spawner is gone (%s); squashd forks its children itself from now on",
 			    n < 0 ? strerror(errno) : "short write");
 	return -1;
+}
+
+void spawner_stop(void)
+{
+	int sock = atomic_load(&spawner_fd);
+
+	/* shutdown, not close: a late request thread may still send on it
+	 * (it then forks itself), and the number must not be reused. */
+	if (sock >= 0)
+		shutdown(sock, SHUT_RDWR);
+	if (spawner_pidfd < 0)
+		return;
+	/* It exits at EOF; wait a little, so that systemd does not find it
+	 * left in the unit when squashd stops. */
+	struct pollfd p = { .fd = spawner_pidfd, .events = POLLIN };
+	if (poll(&p, 1, 2000) == 1)
+		(void)waitid(P_PIDFD, (id_t)spawner_pidfd, NULL, WEXITED | WNOHANG);
+	close(spawner_pidfd);
+	spawner_pidfd = -1;
 }

@@ -88,4 +88,7 @@ int spawner_request(uint32_t op, const void *payload, size_t len, int answer_fd)
  * fds[1..nfds-1] reach the child's run function in order. */
 int spawner_request_fds(uint32_t op, const void *payload, size_t len, const int *fds, size_t nfds);
 
+/* At exit: tells the spawner to go and waits for it (up to 2 s). */
+void spawner_stop(void);
+
 #endif

@@ -94,6 +94,14 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 	       char *err, size_t errlen);
 void image_close(struct image *img);
 
+/* The same, with the block caches md and data (which must outlive the
+ * image) shared with other images: a union's (union_tree.h), so that
+ * 1,024 images do not keep 1,024 caches. tag tells this image's blocks
+ * from the others' (1..8191, different for each image sharing them). */
+struct block_cache;
+int image_open_shared(int fd, struct block_cache *md, struct block_cache *data, uint32_t tag,
+		      struct image **out, char *err, size_t errlen);
+
 uint64_t image_root(const struct image *img);
 void image_statfs(const struct image *img, struct statvfs *st);
 

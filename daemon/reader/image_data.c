@@ -23,7 +23,7 @@ static int data_block(struct image *img, uint64_t pos, uint32_t hdr, size_t want
 		      struct cached_block **out)
 {
 	size_t size = hdr & ~DATA_UNCOMPRESSED, outlen = img->block_size;
-	struct cached_block *b = block_cache_get(&img->data, pos);
+	struct cached_block *b = block_cache_get(img->datac, pos | img->cache_tag);
 	void *raw;
 	int r;
 
@@ -32,13 +32,13 @@ static int data_block(struct image *img, uint64_t pos, uint32_t hdr, size_t want
 		return 0;
 	}
 	if (b)
-		block_cache_release(&img->data, b);
+		block_cache_release(img->datac, b);
 	if (size == 0 || size > img->block_size)
 		return -EIO;
 	b = malloc(sizeof(*b) + img->block_size);
 	if (!b)
 		return -ENOMEM;
-	b->key = pos;
+	b->key = pos | img->cache_tag;
 	b->next = hdr;
 	b->refs = 1;
 	if (hdr & DATA_UNCOMPRESSED) {
@@ -60,7 +60,7 @@ static int data_block(struct image *img, uint64_t pos, uint32_t hdr, size_t want
 		return r;
 	}
 	b->len = outlen;
-	*out = block_cache_put(&img->data, b);
+	*out = block_cache_put(img->datac, b);
 	return 0;
 }
 
@@ -92,7 +92,7 @@ void read_reply_done(struct image *img, struct read_reply *r)
 {
 	for (int i = 0; i < r->n; i++)
 		if (r->held[i])
-			block_cache_release(&img->data, r->held[i]);
+			block_cache_release(img->datac, r->held[i]);
 	free(r->iov);
 	free(r->held);
 	memset(r, 0, sizeof(*r));
@@ -148,11 +148,11 @@ static int fragment(struct image *img, const struct inode *in, size_t tail, stru
 	if ((rc = data_block(img, le64(e), le32(e + 8), 0, &b)) < 0)
 		return rc;
 	if (in->frag_off > b->len || tail > b->len - in->frag_off) {
-		block_cache_release(&img->data, b);
+		block_cache_release(img->datac, b);
 		return -EIO;
 	}
 	if ((rc = reply_add(r, b->data + in->frag_off + from, len, b)) < 0)
-		block_cache_release(&img->data, b);
+		block_cache_release(img->datac, b);
 	return rc;
 }
 
@@ -204,7 +204,7 @@ int file_read(struct image *img, const struct inode *in, uint64_t off, size_t si
 			if ((rc = data_block(img, bi.pos, hdr, (size_t)holds, &b)) < 0)
 				goto fail;
 			if ((rc = reply_add(r, b->data + from, (size_t)(to - from), b)) < 0)
-				block_cache_release(&img->data, b);
+				block_cache_release(img->datac, b);
 		}
 		if (rc < 0)
 			goto fail;

@@ -23,6 +23,7 @@
 #define INVALID_FRAG 0xffffffffu
 #define DATA_UNCOMPRESSED (1u << 24)
 #define BIDX_SLOTS 16
+#define CACHE_TAG_SHIFT 51
 /* The most of the metadata region (image_meta.c, md_prefetch_range) the
  * reader asks the kernel to read ahead when it opens an image. */
 #define MD_PREFETCH_MAX (64ull << 20)
@@ -49,7 +50,12 @@ struct image {
 	bool xattr_table;    /* the image has an xattr table at all */
 	uint32_t *ids;
 	struct block_codec codec;
+	/* The caches blocks go through: md and data, its own, or caches a
+	 * union's images share (image_open_shared), where keys are positions
+	 * with cache_tag (the image's) in the bits above CACHE_TAG_SHIFT. */
 	struct block_cache md, data;
+	struct block_cache *mdc, *datac;
+	uint64_t cache_tag;
 	pthread_mutex_t bidx_lock;
 	struct block_index bidx[BIDX_SLOTS];
 	unsigned bidx_next;

@@ -32,7 +32,7 @@ int read_at(struct image *img, uint64_t pos, void *buf, size_t len)
 static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 {
 	unsigned char hdr[2 + SQUASH_METADATA_SIZE], *raw = hdr + 2;
-	struct cached_block *b = block_cache_get(&img->md, pos);
+	struct cached_block *b = block_cache_get(img->mdc, pos | img->cache_tag);
 	size_t size, want, outlen = SQUASH_METADATA_SIZE;
 	int r;
 
@@ -57,7 +57,7 @@ static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 	b = malloc(sizeof(*b) + SQUASH_METADATA_SIZE);
 	if (!b)
 		return -ENOMEM;
-	b->key = pos;
+	b->key = pos | img->cache_tag;
 	b->next = pos + 2 + size;
 	b->refs = 1;
 	if (le16(hdr) & 0x8000) {
@@ -73,7 +73,7 @@ static int md_block(struct image *img, uint64_t pos, struct cached_block **out)
 		return -EIO;
 	}
 	b->len = outlen;
-	*out = block_cache_put(&img->md, b);
+	*out = block_cache_put(img->mdc, b);
 	return 0;
 }
 
@@ -88,7 +88,7 @@ int md_read(struct image *img, struct md_cursor *cur, void *buf, size_t len)
 		if (r < 0)
 			return r;
 		if (cur->offset > b->len) {
-			block_cache_release(&img->md, b);
+			block_cache_release(img->mdc, b);
 			return -EIO;
 		}
 		take = b->len - cur->offset;
@@ -104,7 +104,7 @@ int md_read(struct image *img, struct md_cursor *cur, void *buf, size_t len)
 			cur->block = b->next;
 			cur->offset = 0;
 		}
-		block_cache_release(&img->md, b);
+		block_cache_release(img->mdc, b);
 	}
 	return 0;
 }
@@ -174,8 +174,30 @@ static void image_take_superblock(struct image *img, const struct squash_superbl
 	img->frag_start = sb->fragment_table;
 }
 
+static int open_common(int fd, unsigned md_slots, unsigned data_slots, struct block_cache *shared_md,
+		       struct block_cache *shared_data, uint64_t tag, struct image **out, char *err,
+		       size_t errlen);
+
 int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **out,
 	       char *err, size_t errlen)
+{
+	return open_common(fd, md_slots, data_slots, NULL, NULL, 0, out, err, errlen);
+}
+
+int image_open_shared(int fd, struct block_cache *md, struct block_cache *data, uint32_t tag,
+		      struct image **out, char *err, size_t errlen)
+{
+	if (tag == 0 || tag >= (1u << (64 - CACHE_TAG_SHIFT))) {
+		snprintf(err, errlen, "no cache tag for this image");
+		*out = NULL;
+		return -EINVAL;
+	}
+	return open_common(fd, 1, 1, md, data, (uint64_t)tag << CACHE_TAG_SHIFT, out, err, errlen);
+}
+
+static int open_common(int fd, unsigned md_slots, unsigned data_slots, struct block_cache *shared_md,
+		       struct block_cache *shared_data, uint64_t tag, struct image **out, char *err,
+		       size_t errlen)
 {
 	uint8_t buf[SQUASH_SUPERBLOCK_SIZE];
 	struct squash_superblock sb;
@@ -202,6 +224,12 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 	}
 	img->fd = fd;
 	image_take_superblock(img, &sb);
+	/* Positions must stay below the tag of a shared cache's keys. */
+	if (tag && img->bytes_used >= (1ull << CACHE_TAG_SHIFT)) {
+		snprintf(err, errlen, "the image is too large to share caches");
+		free(img);
+		return -EINVAL;
+	}
 	if (block_codec_init(&img->codec, img->compression, img->block_size) < 0) {
 		snprintf(err, errlen, "%s compression is not supported by this build",
 			 squash_compression_name(img->compression));
@@ -211,6 +239,9 @@ int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **ou
 	md_prefetch(img);
 	block_cache_init(&img->md, md_slots ? md_slots : 32);
 	block_cache_init(&img->data, data_slots ? data_slots : 4);
+	img->mdc = shared_md ? shared_md : &img->md;
+	img->datac = shared_data ? shared_data : &img->data;
+	img->cache_tag = tag;
 	pthread_mutex_init(&img->bidx_lock, NULL);
 	/* The id table is small (a few entries) and needed for every stat. */
 	img->ids = calloc(img->no_ids, sizeof(*img->ids));

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 
+#include "reader/block_cache.h"
 #include "reader/image.h"
 
 #define FUSE_USE_VERSION 312
@@ -27,6 +28,7 @@ struct reader {
 	struct image *img;
 	struct union_fs *u;
 	struct image **layers;
+	struct block_cache *caches; /* a union's: metadata, data (shared by its images) */
 	int *layer_fds;
 	unsigned nlayers;
 	bool no_open;    /* the kernel supports zero-message opens */

@@ -16,7 +16,7 @@
  * and for a directory in several layers which ones), so a lookup is one
  * hash probe whatever the number of layers. A name held by one layer only
  * is served straight from that layer, and so is all below it: node ids of
- * such entries are (layer, inode reference), and only merged directories
+ * such entries are (inode reference, layer), and only merged directories
  * take a table entry (kept for the life of the mount; FORGET has nothing
  * to do). Thread-safe. */
 #ifndef SQUASH_READER_UNION_TREE_H
@@ -29,9 +29,9 @@
 
 #include "reader/image.h"
 
-/* Node ids of layer entries carry the layer in bits 48..62 (inode
- * references are 48 bits); 4,096 is well past the 1,024 images a job may
- * have. */
+/* Node ids of layer entries carry the layer in 12 bits (and the inode
+ * reference, 48 bits, above it); 4,096 is well past the 1,024 images a
+ * job may have. */
 #define UNION_MAX_LAYERS 4096u
 
 struct union_fs;

@@ -11,7 +11,7 @@
  * before them; before any: the file's), writing them back after that
  * entry's known records, and dropping them when it drops the entry. A file
  * of another format, or one it cannot parse, is not read at all: the
- * caller keeps it aside instead of starting with an empty registry. */
+ * caller keeps it aside (core/daemon.h says what it does then). */
 #ifndef SQUASHD_STATE_FILE_H
 #define SQUASHD_STATE_FILE_H
 
@@ -37,5 +37,10 @@ int state_file_save(const struct registry *r, const char *path, char *err, size_
  * when it is of another format version. The registry is left empty on
  * failure. */
 int state_file_load(struct registry *r, const char *path, char *err, size_t errlen);
+
+/* Only the first line of path: 0 when it is a state file of this format,
+ * -2 (with *format) when it is one of another format, -1 otherwise (no
+ * state file, cannot be read). Reads at most one line. */
+int state_file_probe_format(const char *path, unsigned *format);
 
 #endif

@@ -421,3 +421,17 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 			r->next_mount_id = m->id;
 	return 0;
 }
+
+int state_file_probe_format(const char *path, unsigned *format)
+{
+	char line[128];
+	FILE *f = fopen(path, "re");
+	int rc = -1;
+
+	if (!f)
+		return -1;
+	if (fgets(line, sizeof(line), f) && strchr(line, '\n'))
+		rc = check_magic(line, format);
+	fclose(f);
+	return rc;
+}

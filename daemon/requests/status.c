@@ -121,6 +121,8 @@ static void add_counters(struct daemon_state *ds, struct reply *out)
 		add_problem(out, "registry not read at start: %s (new mounts are refused; see docs/admin.md, "
 			    "\"Upgrading slurm-squash itself\")", ds->state_lost);
 	}
+	if (ds->state_rebuilt[0])
+		st->registry_rebuilt = ds->state_rebuilt;
 	if (ds->save_error[0]) {
 		snprintf(out->message, sizeof(out->message), "%s", ds->save_error);
 		st->registry_error = out->message;

@@ -7,6 +7,7 @@
 
 #include "client.h"
 #include "clock.h"
+#include "core/holders.h"
 #include "core/policy.h"
 #include "core/request_stats.h"
 #include "core/sharing.h"
@@ -14,6 +15,7 @@
 #include "request_codec.h"
 #include "requests/requests.h"
 #include "server/credential.h"
+#include "server/user_slots.h"
 #include "util/log.h"
 
 /* Journal fields (JOB_ID, USER_ID) for every line this request logs. */
@@ -55,6 +57,29 @@ static const struct request_kind *kind_of(const Squash__Request *req)
 		if (request_kinds[i].op == req->op_case && request_kinds[i].step == step)
 			return &request_kinds[i];
 	return NULL;
+}
+
+/* The user a request works for (user_slots.h): the job's for root's
+ * requests about a job, else the peer. */
+static uid_t worked_for(struct daemon_state *ds, const struct peer *peer, const Squash__Request *req)
+{
+	uint32_t job_id;
+
+	if (peer->uid != 0)
+		return peer->uid;
+	if (req->op_case == SQUASH__REQUEST__OP_MOUNT_JOB)
+		return req->mount_job->uid;
+	if (req->op_case == SQUASH__REQUEST__OP_RELEASE_JOB)
+		job_id = req->release_job->job_id;
+	else if (req->op_case == SQUASH__REQUEST__OP_STEP_INFO)
+		job_id = req->step_info->job_id;
+	else
+		return 0;
+	pthread_mutex_lock(&ds->lock);
+	struct job_entry *job = holders_find_job_locked(ds, job_id);
+	uid_t uid = job ? job->uid : 0;
+	pthread_mutex_unlock(&ds->lock);
+	return uid;
 }
 
 static const char *op_name(Squash__Request__OpCase op)
@@ -104,16 +129,30 @@ void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, con
 		};
 		op = d.request->op_case;
 		log_context_request(d.request);
-		pthread_mutex_lock(&ds->lock);
-		ds->requests_in_progress++;
-		pthread_mutex_unlock(&ds->lock);
-		if (kind)
-			kind->handle(&rq);
-		else
-			reply_error(out, SQUASH__STATUS__BAD_REQUEST, "unknown request");
-		pthread_mutex_lock(&ds->lock);
-		ds->requests_in_progress--;
-		pthread_mutex_unlock(&ds->lock);
+		uid_t uid = worked_for(ds, peer, d.request);
+		unsigned busy = 0;
+		if (!user_slot_take(uid, cfg->max_requests_per_user, rq.deadline_ms, &busy)) {
+			log_warning("%s from uid %u pid %d for uid %u refused: %u requests for that user still "
+				    "in progress after %u s (max_requests_per_user)", op_name(op),
+				    (unsigned)peer->uid, (int)peer->pid, (unsigned)uid, busy, cfg->request_timeout_s);
+			reply_error(out, SQUASH__STATUS__NODE_ERROR,
+				    "squashd on this node is still working on %u requests for uid %u "
+				    "(max_requests_per_user = %u) and none ended within %u s; is one of that "
+				    "user's file systems hung?", busy, (unsigned)uid, cfg->max_requests_per_user,
+				    cfg->request_timeout_s);
+		} else {
+			pthread_mutex_lock(&ds->lock);
+			ds->requests_in_progress++;
+			pthread_mutex_unlock(&ds->lock);
+			if (kind)
+				kind->handle(&rq);
+			else
+				reply_error(out, SQUASH__STATUS__BAD_REQUEST, "unknown request");
+			pthread_mutex_lock(&ds->lock);
+			ds->requests_in_progress--;
+			pthread_mutex_unlock(&ds->lock);
+			user_slot_put(uid);
+		}
 	}
 	/* A peer of another protocol version gets its refusal in its own
 	 * version, whose status and message it can read (proto/frame.h). */

@@ -30,6 +30,7 @@ void config_defaults(struct squashd_config *cfg)
 	cfg->require_munge = true;
 	cfg->max_images_per_job = SQUASH_MAX_IMAGES;
 	cfg->request_timeout_s = 30;
+	cfg->max_requests_per_user = SQUASHD_MAX_REQUESTS_PER_USER_DEFAULT;
 	cfg->gc_interval_s = 60;
 	cfg->overlay_size = SQUASHD_OVERLAY_DEFAULT;
 	cfg->reader_cgroups = true;
@@ -193,6 +194,9 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_prefixes(&cfg->trusted_prefixes, value, key, err, errlen);
 	if (!strcmp(key, "require_munge"))
 		return set_bool(&cfg->require_munge, value, key, err, errlen);
+	if (!strcmp(key, "max_requests_per_user"))
+		return set_uint(&cfg->max_requests_per_user, value, 0, SQUASHD_MAX_REQUESTS_PER_USER_MAX, key, err,
+				errlen);
 	if (!strcmp(key, "max_images_per_job"))
 		return set_uint(&cfg->max_images_per_job, value, 1, SQUASH_MAX_IMAGES, key, err, errlen);
 	if (!strcmp(key, "debug"))
@@ -450,6 +454,7 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("max_images_per_job", "%u", cfg->max_images_per_job);
 	SHOW("max_loop_devices", "%u", cfg->max_loop_devices);
 	SHOW("request_timeout", "%u", cfg->request_timeout_s);
+	SHOW("max_requests_per_user", "%u", cfg->max_requests_per_user);
 	SHOW("gc_interval", "%u", cfg->gc_interval_s);
 	SHOW("linger", "%u", cfg->linger_s);
 	SHOW("overlay_size", "%llu", cfg->overlay_size);

@@ -43,6 +43,7 @@ struct squashd_config {
 	bool use_squashfuse_ll;      /* fuse_reader = squashfuse_ll: not the project's own */
 	unsigned max_images_per_job;
 	unsigned request_timeout_s;
+	unsigned max_requests_per_user; /* requests served at once for one user; 0: no limit */
 	unsigned gc_interval_s;      /* reconcile with Slurm this often; 0: only on demand */
 	char slurm_conf[PATH_MAX];   /* empty: libslurm's default (SLURM_CONF or /etc/slurm) */
 	char node_name[256];         /* this node's Slurm name; empty: short host name */
@@ -59,6 +60,10 @@ struct squashd_config {
 #define SQUASHD_OVERLAY_DEFAULT (1ULL << 30)
 #define SQUASHD_OVERLAY_MAX (1ULL << 40)
 #define SQUASHD_READER_TASKS_DEFAULT 4096
+/* Requests served at once for one user (server/user_slots.h): well below
+ * the 512 workers, so stuck requests of a few users leave the rest. */
+#define SQUASHD_MAX_REQUESTS_PER_USER_DEFAULT 32
+#define SQUASHD_MAX_REQUESTS_PER_USER_MAX 256
 
 /* Fills cfg with defaults, then reads path. Refuses a file that is not a
  * regular file owned by root or that group or others may write. A missing

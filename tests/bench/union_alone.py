@@ -16,11 +16,15 @@ one way, drops the page cache, dentries and inodes, and times
            the same)
   union    one squash-reader --union of all bundles
 
-and the time from starting the union's reader until the last top-level
-directory is stat'ed ("visible"). Prints min and median per mode."""
+then, after dropping the caches again, opens and reads 10,000 files
+picked at random (a fixed seed: the same files in every mode), cold
+("random"); the time from starting the union's reader until the last top-level
+directory is stat'ed ("visible"); and the readers' PSS after the listings
+("pss", MiB). Prints min and median per mode."""
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -40,9 +44,36 @@ def sh(*cmd, **kw):
     return subprocess.run([str(c) for c in cmd], check=True, **kw)
 
 
+DROP = True
+
+
 def drop_caches():
-    os.sync()
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    if DROP:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def random_files(tree, n=10_000, seed=31):
+    """n files of the tree, relative paths, the same on every run."""
+    files = sorted(os.path.relpath(os.path.join(r, f), tree) for r, _, fs in os.walk(tree) for f in fs)
+    return random.Random(seed).sample(files, min(n, len(files)))
+
+
+def pss_mib(procs):
+    """The PSS of the readers, MiB."""
+    kib = 0
+    for p in procs:
+        with open(f"/proc/{p.pid}/smaps_rollup") as f:
+            kib += sum(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+    return kib / 1024
+
+
+def read_all(d, paths):
+    t0 = time.monotonic()
+    for p in paths:
+        with open(os.path.join(d, p), "rb") as f:
+            f.read()
+    return time.monotonic() - t0
 
 
 def mounted(d):
@@ -127,12 +158,16 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--cache", default=os.environ.get("BENCH_CACHE", "/var/tmp/squash-bench"))
     ap.add_argument("--modes", default="local,kernel,fuse,union")
+    ap.add_argument("--no-drop", action="store_true", help="keep the caches (a dry run of the script)")
     a = ap.parse_args()
+    global DROP
+    DROP = not a.no_drop
     ds = Dataset(a.cache, a.dataset)
     s = ds.ensure()
     bundles = sorted(ds.bundles_dir.glob("*.sqfs"))
     modes = a.modes.split(",")
-    res = {m: {"cold": [], "warm": [], "visible": []} for m in modes}
+    res = {m: {"cold": [], "warm": [], "random": [], "visible": [], "pss": []} for m in modes}
+    picks = random_files(ds.tree)
     for rep in range(a.reps):
         order = modes[rep % len(modes):] + modes[:rep % len(modes)]
         for mode in order:
@@ -142,14 +177,19 @@ def main():
                 drop_caches()
                 d, visible = setup(mode, ds, bundles, m)
                 drop_caches()
+                rnd = read_all(d, picks)
+                res[mode]["random"].append(rnd)
+                drop_caches()
                 cold, n = find_count(d)
                 warm, n2 = find_count(d)
                 assert n == n2 == s["entries"] + 1, (mode, n, n2, s["entries"])
                 res[mode]["cold"].append(cold)
                 res[mode]["warm"].append(warm)
+                if m.procs:
+                    res[mode]["pss"].append(pss_mib(m.procs))
                 if visible is not None:
                     res[mode]["visible"].append(visible)
-                print(f"rep {rep + 1} {mode}: cold {cold:.2f} s, warm {warm:.2f} s"
+                print(f"rep {rep + 1} {mode}: cold {cold:.2f} s, warm {warm:.2f} s, random {rnd:.2f} s"
                       + (f", visible {visible:.3f} s" if visible is not None else ""), flush=True)
             finally:
                 m.close()
@@ -161,11 +201,12 @@ def main():
     local = statistics.median(res["local"]["cold"]) if "local" in res else None
     for mode in modes:
         line = f"{mode:7s}"
-        for k in ("cold", "warm", "visible"):
+        for k in ("cold", "warm", "random", "visible", "pss"):
             v = res[mode][k]
             if v:
                 med = statistics.median(v)
-                line += f"  {k} {med:.2f} s ({min(v):.2f} s)"
+                unit = " MiB" if k == "pss" else " s"
+                line += f"  {k} {med:.2f}{unit} ({min(v):.2f}{unit})"
                 if k == "cold" and local:
                     line += f" {med / local:.2f}x local"
         print(line)

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "reader/block_cache.h"
 #include "reader/image.h"
 #include "reader/union_tree.h"
 
@@ -246,7 +247,13 @@ static void fuzz_union(const uint8_t *data, size_t size)
 			abort();
 		n = 2;
 	}
-	while (opened < n && image_open(fds[opened], 4, 2, &imgs[opened], err, sizeof(err)) == 0)
+	/* As squash-reader opens a union's images: sharing two caches. */
+	struct block_cache md, dc;
+
+	block_cache_init(&md, 4);
+	block_cache_init(&dc, 2);
+	while (opened < n &&
+	       image_open_shared(fds[opened], &md, &dc, opened + 1, &imgs[opened], err, sizeof(err)) == 0)
 		opened++;
 	if (opened == n) {
 		struct budget b = { 0 };
@@ -261,6 +268,8 @@ static void fuzz_union(const uint8_t *data, size_t size)
 	}
 	for (unsigned i = 0; i < opened; i++)
 		image_close(imgs[i]);
+	block_cache_destroy(&md);
+	block_cache_destroy(&dc);
 	for (unsigned i = 0; i < n; i++)
 		close(fds[i]);
 }

@@ -383,9 +383,65 @@ def test_step_mounts_the_images_its_prolog_did_not(cluster):
     wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the epilog to release the job")
 
 
-def test_unreadable_registry_is_kept_aside_and_refuses_new_mounts(cluster):
-    """A state file squashd cannot read (here one of a newer format, as after
-    a downgrade) is moved aside instead of forgotten: squashd says why in
+def test_damaged_registry_is_rebuilt_and_the_running_job_keeps_its_image(cluster):
+    """A state file with a malformed line (a disk error, a hand edit) while a
+    job runs: squashd keeps the file aside, says so in its log, `status`
+    and `health` (healthy: no admin is needed), and rebuilds from the node.
+    The running job keeps reading its image, its mount and FUSE server go
+    at its end, and the next image job on the node runs."""
+    node = cluster.nodes[0]
+    img = image_of(cluster, USER1, "damaged.sqfs")
+    state = cluster.state_dir / "state"
+    blk = BlockingJob(cluster, USER1, img, after="cat /squash/damaged/hello.txt\n")
+    try:
+        blk.wait_ready()
+        server = cluster.shared_mount(img, [blk])["server_pid"]
+        node.squashd_stop()
+        with open(state, "a") as f:
+            f.write("mount this is not a record\n")
+        offset = len(cluster.squashd_log())
+        node.squashd_start()
+        log = log_since(cluster, offset)
+        aside = list(cluster.state_dir.glob("state.unreadable-*"))
+        assert len(aside) == 1 and aside[0].read_text().endswith("mount this is not a record\n"), aside
+        assert re.search(r"cannot read the registry: .*state:\d+: malformed record; kept as "
+                         r".*state\.unreadable-\d{8}T\d{6}Z; rebuilding it from the node", log), log
+        st = cluster.squashctl("status").stdout
+        assert re.search(r"^registry: rebuilt from the node at start: .*malformed record", st, re.M), st
+        p = cluster.squashctl("health", check=False)
+        assert p.returncode == 0, p.stdout
+        assert re.search(r"^note: registry rebuilt from the node at start: .*kept as .*unreadable", p.stdout,
+                         re.M), p.stdout
+        # The running job's copy is still served by its reader.
+        assert os.path.exists(f"/proc/{server}")
+        # The next image job runs without an admin (a mount of its own).
+        job = cluster.run_job(USER1, "cat /squash/damaged/hello.txt\n", [f"--squash-image={img}"])
+        assert job.state == "COMPLETED", job.output()
+        assert job.output() == FILES["hello.txt"]
+        blk.release()
+        assert blk.job.state == "COMPLETED", blk.job.output()
+        assert blk.job.output().endswith(FILES["hello.txt"]), blk.job.output()
+        # Released at its end: no mount, no reader left (no_leftovers checks
+        # the whole node too).
+        wait_until(lambda: not os.path.exists(f"/proc/{server}"), 20, 0.1, "the job's reader to exit")
+        wait_until(lambda: not cluster.list_mounts() and not cluster.node_mounts(), 20, 0.1,
+                   "the node's mounts to go")
+        # A restart does not bring the refusal back: the file kept aside is
+        # damaged, not of another format.
+        node.squashd_stop()
+        node.squashd_start()
+        assert cluster.squashctl("health", check=False).returncode == 0
+        job = cluster.run_job(USER1, "cat /squash/damaged/hello.txt\n", [f"--squash-image={img}"])
+        assert job.state == "COMPLETED", job.output()
+    finally:
+        blk.go.touch()
+        for f in cluster.state_dir.glob("state.unreadable-*"):
+            f.unlink()
+
+
+def test_registry_of_a_newer_format_is_kept_aside_and_refuses_new_mounts(cluster):
+    """A state file of a newer format (as after a downgrade), which only the
+    squashd that wrote it can read, is moved aside instead of forgotten: squashd says why in
     its log and `squashctl health`, refuses new mounts with the reason and
     what to do (the job fails, the node stays up), and keeps refusing after
     a restart until an admin removes the file."""
@@ -417,7 +473,7 @@ def test_unreadable_registry_is_kept_aside_and_refuses_new_mounts(cluster):
         node.squashd_stop()
         node.squashd_start()
         p = cluster.squashctl("health", check=False)
-        assert p.returncode == 1 and "holds a registry an earlier squashd could not read" in p.stdout, p.stdout
+        assert p.returncode == 1 and "holds a registry of another format an earlier squashd" in p.stdout, p.stdout
     finally:
         for f in cluster.state_dir.glob("state.unreadable-*"):
             f.unlink()

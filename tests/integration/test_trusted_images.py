@@ -7,6 +7,7 @@ the reason in squashd's log (docs/security.md, "Trusted images")."""
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -211,3 +212,47 @@ def test_links_swapped_while_squashd_checks_never_give_the_kernel_other_bytes(cl
         (d / "stop").touch()
         blk.release()
         genuine.unlink()
+
+
+def test_an_image_promoted_while_its_former_owner_holds_it_open_for_writing_gets_fuse(cluster):
+    """Issue 30's measured hole: a user keeps their image open read-write
+    while an admin promotes it (chown root, chmod 0644, mv below the
+    prefix). Owner and mode now pass, but the user's descriptor could still
+    rewrite every byte the kernel would parse: no read lease can be taken
+    on a file open for writing, so squashd gives it FUSE and says why. Once
+    the writer is gone the same file gets the kernel."""
+    os.chmod(cluster.trusted, 0o755)
+    d = cluster.workdir(USER1, "promote")
+    img = cluster.make_image(d / "promoted.sqfs", FILES, owner=USER1)
+    ready = d / "writer-ready"
+    writer = subprocess.Popen(["python3", "-c",
+                               "import os, sys, time\n"
+                               f"fd = os.open({str(img)!r}, os.O_RDWR)\n"
+                               f"open({str(ready)!r}, 'w').close()\n"
+                               "time.sleep(120)\n"], user=uid_of(USER1))
+    promoted = cluster.trusted / "promoted.sqfs"
+    offset = len(cluster.squashd_log())
+    try:
+        wait_until(ready.exists, 10, 0.1, "the user's writer to open the image")
+        os.chown(img, 0, 0)
+        os.chmod(img, 0o644)
+        os.rename(img, promoted)  # the same inode, below the prefix
+        mount_as(cluster, FAKE_JOB + 20, USER1, promoted, "/squash/promoted")
+        assert mode_of(cluster, promoted)[0] == "fuse"
+        log = cluster.squashd_log()[offset:]
+        assert re.search(r"goes to FUSE, not the kernel: .*promoted\.sqfs is open for writing somewhere",
+                         log), log
+        cluster.rawclient("release", FAKE_JOB + 20)
+        wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the FUSE mount to go")
+        writer.kill()
+        writer.wait(10)
+        mount_as(cluster, FAKE_JOB + 21, USER1, promoted, "/squash/promoted")
+        assert mode_of(cluster, promoted)[0] == "kernel"
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait(10)
+        cluster.rawclient("release", FAKE_JOB + 20)
+        cluster.rawclient("release", FAKE_JOB + 21)
+        wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the mounts to go")
+        promoted.unlink(missing_ok=True)

@@ -11,6 +11,7 @@
  *                                    on two connections; prints both statuses;
  *                                    exit 0 when the second is refused
  *   garbage|short|badmagic|badversion|oversize
+ *   emptyimages N    a mount request of N empty image entries (2 bytes each)
  *                                    sends one hostile frame; prints the
  *                                    response's status (and message) or "closed"
  *   idle [SECONDS]                   connects, sends nothing, waits up to
@@ -53,7 +54,8 @@ static void usage(void)
 		"usage: squash_rawclient --socket PATH [--munge-socket PATH] [--no-munge] CMD\n"
 		"  CMD: mount JOBID UID IMAGE:TARGET[:rw[=DIR]]... | stepinfo JOBID | release JOBID | list\n"
 		"  (JOBID.STEPID for a step's own images)\n"
-		"       | replay | garbage | short | badmagic | badversion | oversize | idle [SECONDS]\n");
+		"       | replay | garbage | short | badmagic | badversion | oversize | idle [SECONDS]\n"
+		"       | emptyimages N\n");
 	exit(2);
 }
 
@@ -368,6 +370,38 @@ static int cmd_hostile(const char *kind)
 		}
 		rc = send_raw(buf, total);
 		free(payload);
+	} else if (!strncmp(kind, "emptyimages=", 12)) {
+		/* SignedRequest{request: Request{mount_job: {job 1, uid 1, N x images {}}}},
+		 * unsigned: the decoder must refuse it before anything else. */
+		size_t n = parse_u32(kind + 12), body = 4 + 2 * n, off = 8;
+		uint8_t *p = buf + off;
+		size_t req_len = 1 + 3 + body;
+		if (n > 96000) {
+			free(buf);
+			usage();
+		}
+		memcpy(buf, SQUASH_FRAME_MAGIC, 4);
+		buf[4] = 0;
+		buf[5] = SQUASH_PROTOCOL_VERSION;
+		buf[6] = 0;
+		buf[7] = SQUASH_FRAME_REQUEST;
+		*p++ = 0x0a; /* SignedRequest.request, 3-byte length */
+		*p++ = (uint8_t)(0x80 | (req_len & 0x7f));
+		*p++ = (uint8_t)(0x80 | ((req_len >> 7) & 0x7f));
+		*p++ = (uint8_t)(req_len >> 14);
+		*p++ = 0x0a; /* Request.mount_job, 3-byte length */
+		*p++ = (uint8_t)(0x80 | (body & 0x7f));
+		*p++ = (uint8_t)(0x80 | ((body >> 7) & 0x7f));
+		*p++ = (uint8_t)(body >> 14);
+		*p++ = 0x08; /* job_id */
+		*p++ = 0x01;
+		*p++ = 0x10; /* uid */
+		*p++ = 0x01;
+		for (i = 0; i < n; i++) {
+			*p++ = 0x1a; /* images */
+			*p++ = 0x00;
+		}
+		rc = send_raw(buf, (size_t)(p - buf));
 	} else if (!strcmp(kind, "oversize")) {
 		total = SQUASH_FRAME_MAX + 4096;
 		memcpy(buf, SQUASH_FRAME_MAGIC, 4);
@@ -488,6 +522,11 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "garbage") || !strcmp(cmd, "short") || !strcmp(cmd, "badmagic") ||
 	    !strcmp(cmd, "badversion") || !strcmp(cmd, "oversize"))
 		return cmd_hostile(cmd);
+	if (!strcmp(cmd, "emptyimages") && argc == 1) {
+		char kind[32];
+		snprintf(kind, sizeof(kind), "emptyimages=%s", argv[0]);
+		return cmd_hostile(kind);
+	}
 	usage();
 	return 2;
 }

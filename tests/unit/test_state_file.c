@@ -506,7 +506,7 @@ static void squashd_keeps_an_unreadable_file_aside_and_refuses_mounts(const char
 	/* A restart (no state file, the kept one still there) refuses too. */
 	CHECK_INT(daemon_init(&again, cfg), 0);
 	daemon_load(&again);
-	CHECK_CONTAINS(again.state_lost, "holds a registry an earlier squashd could not read");
+	CHECK_CONTAINS(again.state_lost, "holds a registry of another format an earlier squashd could not read");
 	CHECK_INT(refusal(&again, why, sizeof(why)), SQUASH__STATUS__NODE_ERROR);
 
 	/* Once the admin removed it, squashd starts as usual. */
@@ -517,6 +517,41 @@ static void squashd_keeps_an_unreadable_file_aside_and_refuses_mounts(const char
 	CHECK_INT(refusal(&cleared, why, sizeof(why)), SQUASH__STATUS__OK);
 	daemon_free(&again);
 	daemon_free(&cleared);
+	core_fixture_stop(d, cfg, &ds);
+}
+
+/* A damaged file (a malformed line) is kept aside and the registry
+ * starts empty, to be rebuilt from the node: nothing is refused, now or
+ * after a restart with the damaged file still aside. */
+static void squashd_keeps_a_damaged_file_aside_and_rebuilds(const char *text, const char *reason)
+{
+	char d[] = "/tmp/test_state_file_core.XXXXXX", aside[PATH_MAX + 64], why[4 * PATH_MAX];
+	struct squashd_config *cfg = NULL;
+	struct daemon_state ds = { 0 }, again = { 0 };
+
+	if (core_fixture_start(d, &cfg, &ds) < 0) {
+		CHECK(!"core fixture");
+		return;
+	}
+	FILE *f = fopen(ds.state_path, "w");
+	fputs(text, f);
+	fclose(f);
+	daemon_load(&ds);
+	CHECK_STR(ds.state_lost, "");
+	CHECK_CONTAINS(ds.state_rebuilt, reason);
+	CHECK(access(ds.state_path, F_OK) != 0);
+	aside_file(&ds, aside, sizeof(aside));
+	CHECK_CONTAINS(ds.state_rebuilt, aside);
+	CHECK(ds.registry.mounts == NULL);
+	CHECK_INT(refusal(&ds, why, sizeof(why)), SQUASH__STATUS__OK);
+
+	CHECK_INT(daemon_init(&again, cfg), 0);
+	daemon_load(&again);
+	CHECK_STR(again.state_lost, "");
+	CHECK_STR(again.state_rebuilt, "");
+	CHECK_INT(refusal(&again, why, sizeof(why)), SQUASH__STATUS__OK);
+	unlink(aside);
+	daemon_free(&again);
 	core_fixture_stop(d, cfg, &ds);
 }
 
@@ -536,7 +571,7 @@ int main(void)
 	a_file_of_another_format_is_refused_as_such();
 	squashd_keeps_an_unreadable_file_aside_and_refuses_mounts("squashd-state 2\nnext 3\nmount 1\n",
 								  "format 2, written by a newer squashd");
-	squashd_keeps_an_unreadable_file_aside_and_refuses_mounts("squashd-state 1\nnext 3\nmount 1 x\n",
+	squashd_keeps_a_damaged_file_aside_and_rebuilds("squashd-state 1\nnext 3\nmount 1 x\n",
 								  ":3: malformed record");
 	unlink(path);
 	rmdir(dir);

@@ -1,0 +1,72 @@
+#include "config.h"
+#include "user_fuse.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+bool squash_on_user_fuse(int fd, long *owner)
+{
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) != 0 ||
+	    !(sx.stx_mask & STATX_MNT_ID))
+		return false;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	bool user = false;
+
+	if (!f)
+		return false;
+	while (getline(&line, &cap, f) > 0) {
+		char *end;
+		unsigned long long id = strtoull(line, &end, 10);
+		char *sep = strstr(line, " - ");
+		if (end == line || id != sx.stx_mnt_id || !sep)
+			continue;
+		char fstype[64] = "", source[16], opts[1024] = "";
+		if (sscanf(sep + 3, "%63s %15s %1023s", fstype, source, opts) < 2 ||
+		    (strcmp(fstype, "fuse") && strncmp(fstype, "fuse.", 5) && strcmp(fstype, "fuseblk")))
+			break;
+		char *u = strstr(opts, "user_id=");
+		long uid = u ? strtol(u + 8, NULL, 10) : 0;
+		bool allow_other = false;
+		char *save = NULL;
+		for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
+			allow_other |= !strcmp(o, "allow_other");
+		user = uid != 0 || !allow_other;
+		*owner = uid != 0 ? uid : -1;
+		break;
+	}
+	free(line);
+	fclose(f);
+	return user;
+}
+
+void squash_user_fuse_reason(long owner, char *buf, size_t len)
+{
+	if (owner >= 0)
+		snprintf(buf, len, "is on a FUSE file system that uid %ld mounted; squashd does not open images "
+			 "served by a user's FUSE server (copy it to a normal file system)", owner);
+	else
+		snprintf(buf, len, "is on a FUSE file system mounted without allow_other; squashd does not "
+			 "open images there (copy it to a normal file system)");
+}
+
+bool squash_user_fuse_path(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_PATH | O_CLOEXEC);
+	long owner;
+	bool user;
+
+	if (fd < 0)
+		return false;
+	user = squash_on_user_fuse(fd, &owner);
+	close(fd);
+	if (user)
+		squash_user_fuse_reason(owner, buf, len);
+	return user;
+}

@@ -1,0 +1,148 @@
+"""Images on a FUSE file system a user mounted (fusermount3: user_id= the
+user, no allow_other) are refused, decided from the mount id and
+mountinfo: squashd never holds a descriptor that only the user's server can
+let go of (closing a FUSE file sends FLUSH and waits for its answer).
+Issue 30, item 1."""
+
+import ctypes
+import os
+import pwd
+import re
+import signal
+import subprocess
+import time
+
+from conftest import RAWCLIENT, USER1, USER2, mountinfo, run, uid_of, wait_until
+from test_squash_shell import shell_cmd
+
+FILES = {"hello.txt": "hello from the image\n"}
+
+
+class UserFuse:
+    """squashfuse_ll run by a user over an image holding images, mounted as
+    fusermount3 mounts for a user (user_id=UID, no allow_other). /dev/fuse
+    is root's only here, so the test opens it and mounts, as fusermount3
+    would, and hands the connection to the user's server (/dev/fd/N)."""
+
+    def __init__(self, cluster, user, names):
+        src = cluster.workdir(user, "ufsrc")
+        for n in names:
+            cluster.make_image(src / n, FILES, owner=user)
+        outer = cluster.workdir(user, "ufimg") / "outer.sqfs"
+        run(["mksquashfs", src, outer, "-noappend", "-quiet", "-no-progress"])
+        run(["chown", user, outer])
+        self.mnt = cluster.workdir(user, "ufmnt")
+        pw = pwd.getpwnam(user)
+        fd = os.open("/dev/fuse", os.O_RDWR)
+        try:
+            opts = f"fd={fd},rootmode=40000,user_id={pw.pw_uid},group_id={pw.pw_gid}".encode()
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.mount(b"squashfuse_ll", str(self.mnt).encode(), b"fuse.squashfuse_ll",
+                          ctypes.c_ulong(2 | 4), opts) != 0:
+                raise OSError(ctypes.get_errno(), "mount")
+            self.proc = subprocess.Popen(["runuser", "-u", user, "--", "squashfuse_ll", "-f", str(outer),
+                                          f"/dev/fd/{fd}"], pass_fds=(fd,))
+        finally:
+            os.close(fd)
+        wait_until(lambda: run(["runuser", "-u", user, "--", "test", "-e", self.mnt / names[0]],
+                               check=False).returncode == 0, 10, what="the user's FUSE server")
+        self.minor = [line.split()[2].split(":")[1] for line in open("/proc/self/mountinfo")
+                      if line.split()[4] == str(self.mnt)][0]
+
+    def path(self, name):
+        return self.mnt / name
+
+    def server_pid(self):
+        """squashfuse_ll itself (runuser's child)."""
+        return int(run(["pgrep", "-P", str(self.proc.pid), "-x", "squashfuse_ll"]).stdout.split()[0])
+
+    def close(self):
+        # Abort the connection (a stopped server included), then unmount.
+        minor = self.minor
+        try:
+            os.kill(self.server_pid(), signal.SIGCONT)
+        except Exception:
+            pass
+        if minor:
+            try:
+                with open(f"/sys/fs/fuse/connections/{minor}/abort", "w") as f:
+                    f.write("1")
+            except OSError:
+                pass
+        run(["umount", "-l", self.mnt], check=False)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+FAKE_JOB = 990301
+
+
+def test_an_image_on_a_users_fuse_mount_is_refused_by_mount_not_by_asking_it(cluster):
+    idle = re.search(r"(\d+) in progress", cluster.squashctl("status").stdout).group(1)
+    uf = UserFuse(cluster, USER1, ["inner.sqfs"])
+    fake = []
+    try:
+        img = uf.path("inner.sqfs")
+        reason = r"is on a FUSE file system that uid \d+ mounted; squashd does not open images served " \
+                 r"by a user's FUSE server"
+        want = rf"image {re.escape(str(img))} {reason}"
+        # sbatch refuses it before the job is queued (the plugin's check).
+        err = cluster.sbatch_refuses(USER1, img)
+        assert re.search(rf"squash: {re.escape(str(img))}: {reason}", err), err
+        # squash-shell and root's request for the user: squashd refuses.
+        p = cluster.as_user(USER1, shell_cmd(cluster, img, "--", "cat", "/squash/inner/hello.txt"),
+                            timeout=60)
+        assert p.returncode == 125, (p.stdout, p.stderr)
+        assert re.search(want, p.stderr), p.stderr
+        fake.append(FAKE_JOB)
+        p = cluster.rawclient("mount", FAKE_JOB, uid_of(USER1), f"{img}:/squash/inner")
+        assert p.stdout.startswith("user-error") and re.search(want, p.stdout), p.stdout
+        assert cluster.list_mounts() == []
+        assert re.search(r"(\d+) in progress", cluster.squashctl("status").stdout).group(1) == idle
+
+        # Its server stopped (it answers nothing, FLUSH included): 4
+        # squash-shell sessions and 4 prolog-like requests from root ask at
+        # once; each ends within request_timeout (10 s here) + 5 s with the
+        # reason, nothing stays in progress, another user's job runs
+        # meanwhile, squashd stops and starts within 10 s.
+        os.kill(uf.server_pid(), signal.SIGSTOP)
+        t = time.monotonic()
+        shells = [subprocess.Popen(["runuser", "-u", USER1, "--",
+                                    *map(str, shell_cmd(cluster, img, "--", "true"))],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                  for _ in range(4)]
+        mounts = []
+        for i in range(1, 5):
+            fake.append(FAKE_JOB + i)
+            mounts.append(subprocess.Popen([RAWCLIENT, "--socket", cluster.socket, "--munge-socket",
+                                            cluster.munge_socket, "mount", str(FAKE_JOB + i),
+                                            str(uid_of(USER1)), f"{img}:/squash/inner"],
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        other = cluster.make_image(cluster.workdir(USER2, "img") / "fine.sqfs", FILES, owner=USER2)
+        t2 = time.monotonic()
+        job = cluster.run_job(USER2, "cat /squash/fine/hello.txt\n", [f"--squash-image={other}"])
+        assert job.state == "COMPLETED", job.output()
+        print(f"another user's job meanwhile: {time.monotonic() - t2:.1f} s")
+        for sh in shells:
+            _, err = sh.communicate(timeout=30)
+            assert sh.returncode == 125 and re.search(want, err), err
+        for m in mounts:
+            out, _ = m.communicate(timeout=30)
+            assert out.startswith("user-error") and re.search(want, out), out
+        print(f"4 sessions and 4 mounts on a stopped user's server: all ended after "
+              f"{time.monotonic() - t:.1f} s")
+        assert time.monotonic() - t < 15
+        assert re.search(r"(\d+) in progress", cluster.squashctl("status").stdout).group(1) == idle
+        node = cluster.nodes[0]
+        t = time.monotonic()
+        node.squashd_stop()
+        node.squashd_start()
+        print(f"squashd stop and start with the user's server stopped: {time.monotonic() - t:.1f} s")
+        assert time.monotonic() - t < 10
+    finally:
+        for j in fake:
+            cluster.rawclient("release", j)
+        uf.close()
