@@ -13,7 +13,7 @@ import re
 import signal
 import time
 
-from conftest import REPO, USER1, USER2, BlockingJob, mountinfo, run, wait_until
+from conftest import REPO, USER1, USER2, BlockingJob, mountinfo, run, send_hup_and_wait, wait_until
 
 TARGET = "/squash/data"
 
@@ -73,7 +73,7 @@ def test_a_job_sees_the_union_of_kernel_and_fuse_images_the_later_one_winning(cl
     top = cluster.make_image(d / "top.sqfs", {
         "common.txt": "top\n", "from-top.txt": "top only\n", "dir/x.txt": "top x\n"}, owner=USER1)
     spec = ",".join(f"{p}:{TARGET}" for p in (kernel, mid, top))
-    job = cluster.run_job(USER1, f"""
+    body = f"""
 for f in common.txt from-base.txt from-mid.txt from-top.txt dir/x.txt dir/y.txt; do
   printf '%s=%s\\n' "$f" "$(cat {TARGET}/$f)"
 done
@@ -81,7 +81,8 @@ ls {TARGET}/dir | tr '\\n' ' '; echo
 echo "mounts=$SQUASH_MOUNTS"
 echo "mount=$SQUASH_MOUNT"
 touch {TARGET}/new 2>/dev/null && echo writable || echo read-only
-""", [f"--squash-image={spec}"])
+"""
+    job = cluster.run_job(USER1, body, [f"--squash-image={spec}"])
     out = job.output()
     assert job.state == "COMPLETED", out
     for line in ("common.txt=top", "from-base.txt=base only", "from-mid.txt=mid only",
@@ -90,6 +91,23 @@ touch {TARGET}/new 2>/dev/null && echo writable || echo read-only
         assert line in out.splitlines() or line in out, (line, out)
     log = cluster.squashd_log()
     assert f"merged 3 images at" in log and f"for {TARGET}" in log, log[-3000:]
+    assert "as one FUSE union" not in log  # a trusted image: an overlay
+
+    # union_trusted_images: a group this large is a union, trusted or not;
+    # the job sees the same.
+    conf = cluster.dir / "squashd.conf"
+    original = conf.read_text()
+    try:
+        conf.write_text(original + "union_trusted_images = 3\n")
+        send_hup_and_wait(cluster, "setting(s) applied")
+        offset = len(cluster.squashd_log())
+        again = cluster.run_job(USER1, body, [f"--squash-image={spec}"])
+        assert again.state == "COMPLETED" and again.output() == out, again.output()
+        assert re.search(rf"merged 3 images at \S+ for {TARGET} as one FUSE union",
+                         cluster.squashd_log()[offset:]), cluster.squashd_log()[offset:]
+    finally:
+        conf.write_text(original)
+        send_hup_and_wait(cluster, "setting(s) applied")
 
 
 def test_two_jobs_with_the_same_list_share_one_union_mount(cluster):
