@@ -105,9 +105,9 @@ def test_an_image_on_a_users_fuse_mount_is_refused_by_mount_not_by_asking_it(clu
         assert cluster.list_mounts() == []
         assert re.search(r"(\d+) in progress", cluster.squashctl("status").stdout).group(1) == idle
 
-        # Its server stopped (it answers nothing, FLUSH included): 4
-        # squash-shell sessions and 4 prolog-like requests from root ask at
-        # once; each ends within request_timeout (10 s here) + 5 s with the
+        # Its server stopped (it answers nothing, FLUSH included): 16
+        # squash-shell sessions and 32 prolog-like requests from root ask at
+        # once (the counts); each ends within request_timeout (10 s here) + 5 s with the
         # reason, nothing stays in progress, another user's job runs
         # meanwhile, squashd stops and starts within 10 s.
         os.kill(uf.server_pid(), signal.SIGSTOP)
@@ -115,9 +115,9 @@ def test_an_image_on_a_users_fuse_mount_is_refused_by_mount_not_by_asking_it(clu
         shells = [subprocess.Popen(["runuser", "-u", USER1, "--",
                                     *map(str, shell_cmd(cluster, img, "--", "true"))],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                  for _ in range(4)]
+                  for _ in range(16)]
         mounts = []
-        for i in range(1, 5):
+        for i in range(1, 33):
             fake.append(FAKE_JOB + i)
             mounts.append(subprocess.Popen([RAWCLIENT, "--socket", cluster.socket, "--munge-socket",
                                             cluster.munge_socket, "mount", str(FAKE_JOB + i),
@@ -134,7 +134,7 @@ def test_an_image_on_a_users_fuse_mount_is_refused_by_mount_not_by_asking_it(clu
         for m in mounts:
             out, _ = m.communicate(timeout=30)
             assert out.startswith("user-error") and re.search(want, out), out
-        print(f"4 sessions and 4 mounts on a stopped user's server: all ended after "
+        print(f"16 sessions and 32 mounts on a stopped user's server: all ended after "
               f"{time.monotonic() - t:.1f} s")
         assert time.monotonic() - t < 15
         assert re.search(r"(\d+) in progress", cluster.squashctl("status").stdout).group(1) == idle
@@ -176,16 +176,16 @@ def test_an_image_reached_through_another_mount_namespace_is_refused(cluster):
         # where the file is not.
         err = cluster.sbatch_refuses(USER1, path)
         assert re.search(rf"squash: {re.escape(path)}: (No such file or directory|{reason})", err), err
-        p = cluster.rawclient("mount", FAKE_JOB + 10, uid_of(USER1), f"{path}:/squash/elsewhere")
+        p = cluster.rawclient("mount", FAKE_JOB + 100, uid_of(USER1), f"{path}:/squash/elsewhere")
         assert p.stdout.startswith("user-error") and re.search(rf"image {re.escape(path)} {reason}",
                                                                 p.stdout), p.stdout
         assert cluster.list_mounts() == []
         # The same image by its own path is fine.
-        p = cluster.rawclient("mount", FAKE_JOB + 11, uid_of(USER1), f"{img}:/squash/elsewhere")
+        p = cluster.rawclient("mount", FAKE_JOB + 101, uid_of(USER1), f"{img}:/squash/elsewhere")
         assert p.returncode == 0 and p.stdout.startswith("ok"), p.stdout
     finally:
-        cluster.rawclient("release", FAKE_JOB + 10)
-        cluster.rawclient("release", FAKE_JOB + 11)
+        cluster.rawclient("release", FAKE_JOB + 100)
+        cluster.rawclient("release", FAKE_JOB + 101)
         ns.kill()
         run(["pkill", "-u", USER1, "-x", "sleep"], check=False)
         ns.wait(10)
