@@ -29,6 +29,9 @@ void fuse_reader_parse(const char *help, struct fuse_reader *out)
 	if (sscanf(help, "squash-reader %u.%u.%u", &out->major, &out->minor, &out->patch) == 3) {
 		out->version_known = out->multithreaded = out->resumes = true;
 		out->serves_many = strstr(help, "--serve") != NULL;
+		/* SERVE_UNION requests (reader_wire.h): a reader that predates
+		 * them would never answer one. */
+		out->unions = out->serves_many && strstr(help, "--union") != NULL;
 		snprintf(out->description, sizeof(out->description), "squash-reader %u.%u.%u, multithreaded",
 			 out->major, out->minor, out->patch);
 		return;

@@ -15,6 +15,7 @@ struct fuse_reader {
 	bool multithreaded;
 	bool resumes;  /* squash-reader: can take over a live connection (--resume) */
 	bool serves_many; /* squash-reader: serves all of a user's mounts (--serve) */
+	bool unions;      /* squash-reader: serves several images as one mount (--union) */
 	char description[64]; /* "squashfuse_ll 0.6.2, multithreaded" */
 };
 

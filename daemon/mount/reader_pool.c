@@ -156,6 +156,66 @@ static int send_request(int sock, uint32_t id, bool resume, int image_fd, int fu
 /* How long a reader may stay silent before squashd kills it. */
 #define SILENT_READER_MS 1000
 
+/* Sends a union of n images (reader_wire.h: parts of SERVE_UNION_PART
+ * image descriptors, the last with fuse_fd after its images). A part the
+ * socket cannot take now waits for room until deadline_ms: a union of
+ * 1,024 images is 5 messages carrying 1,025 descriptors. */
+static int send_union(int sock, uint32_t id, bool resume, const int *image_fds, size_t n,
+		      int fuse_fd, long long deadline_ms)
+{
+	union {
+		char buf[CMSG_SPACE((SERVE_UNION_PART + 1) * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	int fds[SERVE_UNION_PART + 1];
+
+	if (n == 0 || n > SERVE_UNION_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (size_t first = 0; first < n; first += SERVE_UNION_PART) {
+		size_t take = n - first < SERVE_UNION_PART ? n - first : SERVE_UNION_PART;
+		size_t nfds = take + (first + take == n);
+		struct serve_union_part part = { .magic = SERVE_WIRE_MAGIC, .id = id,
+						 .flags = SERVE_UNION | (resume ? SERVE_RESUME : 0),
+						 .images = (uint32_t)n, .first = (uint32_t)first };
+		struct iovec iov = { .iov_base = &part, .iov_len = sizeof(part) };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+				      .msg_controllen = CMSG_SPACE(nfds * sizeof(int)) };
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		ssize_t k;
+
+		memcpy(fds, image_fds + first, take * sizeof(int));
+		if (nfds > take)
+			fds[take] = fuse_fd;
+		memset(&control, 0, sizeof(control));
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+		for (;;) {
+			struct pollfd pfd = { .fd = sock, .events = POLLOUT };
+			long long left;
+
+			k = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (k >= 0)
+				break;
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				return -1;
+			left = deadline_ms - squash_now_ms();
+			if (left <= 0 || poll(&pfd, 1, (int)left) <= 0) {
+				errno = ETIMEDOUT;
+				return -1;
+			}
+		}
+		if (k != (ssize_t)sizeof(part))
+			return -1;
+	}
+	return 0;
+}
+
 /* Waits for the answer to request id (p->io held). Late answers to
  * requests whose waiter gave up are skipped; the reader runs as the user,
  * so anything malformed is its failure, not squashd's. */
@@ -239,9 +299,40 @@ static void forget_locked(struct pool *p)
 		pool_free(p);
 }
 
+/* What goes to the reader: one image, or a union of n (image_fds). */
+struct handover {
+	int image_fd;
+	const int *image_fds;
+	size_t n;
+	int fuse_fd;
+};
+
+static enum result serve(const struct identity *id, const char *reader_path,
+			 const struct handover *h, bool resume, long long deadline_ms, pid_t *pid,
+			 int *pidfd, char *err, size_t errlen);
+
 enum result reader_pool_serve(const struct identity *id, const char *reader_path, int image_fd,
 			      int fuse_fd, bool resume, long long deadline_ms, pid_t *pid,
 			      int *pidfd, char *err, size_t errlen)
+{
+	struct handover h = { .image_fd = image_fd, .fuse_fd = fuse_fd };
+
+	return serve(id, reader_path, &h, resume, deadline_ms, pid, pidfd, err, errlen);
+}
+
+enum result reader_pool_serve_union(const struct identity *id, const char *reader_path,
+				    const int *image_fds, size_t n, int fuse_fd, bool resume,
+				    long long deadline_ms, pid_t *pid, int *pidfd, char *err,
+				    size_t errlen)
+{
+	struct handover h = { .image_fd = -1, .image_fds = image_fds, .n = n, .fuse_fd = fuse_fd };
+
+	return serve(id, reader_path, &h, resume, deadline_ms, pid, pidfd, err, errlen);
+}
+
+static enum result serve(const struct identity *id, const char *reader_path,
+			 const struct handover *h, bool resume, long long deadline_ms, pid_t *pid,
+			 int *pidfd, char *err, size_t errlen)
 {
 	struct pool *p;
 	enum result res = RESULT_OK;
@@ -274,7 +365,9 @@ enum result reader_pool_serve(const struct identity *id, const char *reader_path
 		snprintf(err, errlen, "cannot watch squash-reader pid %d: %s", (int)p->pid,
 			 strerror(errno));
 		res = RESULT_NODE_ERROR;
-	} else if (send_request(p->sock, req_id, resume, image_fd, fuse_fd) < 0) {
+	} else if ((h->image_fds ? send_union(p->sock, req_id, resume, h->image_fds, h->n, h->fuse_fd,
+					      deadline_ms)
+				 : send_request(p->sock, req_id, resume, h->image_fd, h->fuse_fd)) < 0) {
 		snprintf(err, errlen, "cannot hand the mount to squash-reader pid %d: %s", (int)p->pid,
 			 strerror(errno));
 		res = RESULT_NODE_ERROR;

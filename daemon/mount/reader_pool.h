@@ -18,6 +18,7 @@
 #define SQUASHD_READER_POOL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "process/identity.h"
@@ -34,6 +35,15 @@
 enum result reader_pool_serve(const struct identity *id, const char *reader_path, int image_fd,
 			      int fuse_fd, bool resume, long long deadline_ms, pid_t *pid,
 			      int *pidfd, char *err, size_t errlen);
+
+/* The same for a union of n images (image_fds, the last on top) served as
+ * one mount (proto/reader_wire.h SERVE_UNION); only for a reader whose
+ * probe found unions (fuse_reader.h). RESULT_USER_ERROR: the reader could
+ * not read one of the images (the message says which, counting from 1). */
+enum result reader_pool_serve_union(const struct identity *id, const char *reader_path,
+				    const int *image_fds, size_t n, int fuse_fd, bool resume,
+				    long long deadline_ms, pid_t *pid, int *pidfd, char *err,
+				    size_t errlen);
 
 /* A mount adopted after a squashd restart is served by pid (a reader the
  * previous squashd started; it may serve several). */

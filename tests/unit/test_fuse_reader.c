@@ -55,10 +55,17 @@ static void test_parse(void)
 			  "  --serve /dev/fd/N  serve every mount squashd sends\n", &r);
 	CHECK(r.resumes);
 	CHECK(r.serves_many);
+	CHECK(!r.unions);
+	fuse_reader_parse("squash-reader 0.2.0 (slurm-squash), multithreaded\n"
+			  "  --union            serve the images merged\n"
+			  "  --serve /dev/fd/N  serve every mount squashd sends\n", &r);
+	CHECK(r.serves_many);
+	CHECK(r.unions);
 
 	fuse_reader_parse(upstream_0_6_2, &r);
 	CHECK(!r.resumes);
 	CHECK(!r.serves_many);
+	CHECK(!r.unions);
 
 	fuse_reader_parse(upstream_single, &r);
 	CHECK(r.version_known);
