@@ -1172,8 +1172,9 @@ class Bench:
             c.random_list = c.work / f"random-{ds.name}.txt"
             shutil.copy(info["random_list"], c.random_list)
             os.chmod(c.random_list, 0o644)
-            k = rep % len(self.DS_MODES)
-            order = self.DS_MODES[k:] + self.DS_MODES[:k]
+            modes = [m for m in self.DS_MODES if m in self.args.ds_modes.split(",")]
+            k = rep % len(modes) if modes else 0
+            order = modes[k:] + modes[:k]
             log(f"dataset {ds.name}, rep {rep + 1}: {' '.join(order)}")
             for m in order:
                 if m.startswith("job-"):
@@ -1261,12 +1262,17 @@ class Bench:
             drop_caches()
             root = ds.tree
         recs = []
+        req_find = None
         try:
             p = run([PYTHON, self.workload_py, "find", root, "--times", "2"], timeout=3600,
                     env=self.workload_env())
             recs = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
-            req_find = sm.requests if sm else None
-            drop_caches()
+            if sm:  # a fresh slowfs for the random reads (its count is the find's)
+                sm.stop()
+                req_find = sm.requests
+                sm.prepare_cold()
+            else:
+                drop_caches()
             p = run([PYTHON, self.workload_py, "random", root, "--list", listing], timeout=3600,
                     env=self.workload_env())
             recs += [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
@@ -1280,7 +1286,7 @@ class Bench:
                 self.modes.remove(sm)
         extra = {}
         if sm and sm.requests is not None:
-            extra = {"slowfs_requests": req_find if recs else sm.requests}
+            extra = {"slowfs_requests": req_find if req_find is not None else sm.requests}
         self.ds_add_scans(ds, mode, rep, recs, extra)
 
     def ds_add_scans(self, ds, mode, rep, recs, extra=None):
@@ -1737,6 +1743,9 @@ def parse_args(argv):
     ap.add_argument("--lock", default=os.environ.get("BENCH_LOCK"), metavar="FILE",
                     help="with --datasets: hold flock(FILE) during each dataset's repetition "
                          "(the machine's cluster lock; default $BENCH_LOCK), released between")
+    ap.add_argument("--ds-modes", default="local,slowfs,job-kernel,job-fuse-overlay,job-fuse-union",
+                    help="with --datasets: the columns (default all: local, slowfs, job-kernel, "
+                         "job-fuse-overlay, job-fuse-union)")
     ap.add_argument("--no-concurrent", action="store_true",
                     help="with --datasets: skip the two concurrent 1,024-bundle jobs of one user "
                          "(1m set)")
