@@ -739,7 +739,7 @@ def datasets_tables(d):
             rs = [r for r in conc if (r["dataset"], r.get("settings", ""), r["mode"]) == (ds, settings, variant)]
             ok = sum(1 for r in rs if r.get("ok") == "yes")
             seen = [num(r.get(k)) for r in rs for k in ("seen_a", "seen_b") if num(r.get(k)) is not None]
-            notes = sorted({str(r.get("note", ""))[:200] for r in rs if r.get("note")})
+            notes = sorted({str(r.get("note", ""))[:400] for r in rs if r.get("note")})
             rows.append([ds, settings, variant, f"{ok} of {len(rs)}", ds_cell(seen),
                          ds_cell([num(r.get("readers")) for r in rs if num(r.get("readers")) is not None],
                                  lambda v: f"{v:.0f}"),
