@@ -171,6 +171,7 @@ int main(int argc, char **argv)
 		ds.fuse_reader = reader.description;
 		ds.fuse_reader_resumes = reader.resumes;
 		ds.fuse_reader_pools = reader.serves_many;
+		ds.fuse_reader_unions = reader.unions;
 		log_info("FUSE mounts are served by %s (%s)%s", config_fuse_server(cfg), reader.description,
 			 !reader.resumes ? ""
 			 : fuse_kernel_resends() ? "; one that dies is restarted on its connection"

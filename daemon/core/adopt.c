@@ -73,9 +73,19 @@ static void adopt_connection_locked(struct daemon_state *ds, struct mount_entry 
 		free(owner);
 		return;
 	}
-	if (identity_lookup(m->key.owner_uid, owner, err, sizeof(err)) == RESULT_OK)
-		m->keep = fuse_keep_adopt(m->server_pidfd, m->server_pid, m->mount_point, m->key.dev,
-					  m->key.ino, owner, err, sizeof(err));
+	/* A union's images, or the mount's one. */
+	size_t n = m->n_parts ? m->n_parts : 1;
+	struct kept_image *images = malloc(n * sizeof(*images));
+	for (size_t i = 0; images && i < n; i++) {
+		const struct mount_key *k = m->n_parts ? &m->parts[i] : &m->key;
+		images[i] = (struct kept_image){ .dev = k->dev, .ino = k->ino };
+	}
+	if (!images)
+		snprintf(err, sizeof(err), "out of memory");
+	else if (identity_lookup(m->key.owner_uid, owner, err, sizeof(err)) == RESULT_OK)
+		m->keep = fuse_keep_adopt(m->server_pidfd, m->server_pid, m->mount_point, images, n,
+					  owner, err, sizeof(err));
+	free(images);
 	if (m->keep)
 		log_info("kept the FUSE connection of %s from its reader (pid %d): "
 			 "a reader that dies is replaced", m->mount_point, (int)m->server_pid);

@@ -50,6 +50,7 @@ struct daemon_state {
 	const char *fuse_reader;    /* what serves FUSE mounts (mount/fuse_reader.h); set at start */
 	bool fuse_reader_resumes;   /* it can take over a dead one's connection (mount/fuse_keep.h) */
 	bool fuse_reader_pools;     /* one process serves all of a user's mounts (mount/reader_pool.h) */
+	bool fuse_reader_unions;    /* it serves several images as one mount (core/union_mount.h) */
 };
 
 /* What one operation lets go of, to be undone after its answer (unlocked):

@@ -4,11 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/merge.h"
 #include "core/overlay.h"
 #include "core/sessions.h"
 #include "core/sharing.h"
+#include "core/union_mount.h"
 #include "process/identity.h"
 #include "util/log.h"
 
@@ -107,16 +109,12 @@ void holders_fail_job_locked(struct daemon_state *ds, struct job_entry *job, Squ
 	registry_job_set_failure(job, status, why);
 }
 
-/* Records one image mounted for e (lock not held). */
-static enum result add_image(struct daemon_state *ds, const struct squashd_config *cfg,
-			     const struct identity *id, struct job_entry *e,
-			     const Squash__ImageSpec *spec, char *err, size_t errlen, long long deadline_ms)
+/* Records image spec of e, held on m (one reference, the caller's;
+ * dropped on failure). Lock not held. */
+static enum result record_image(struct daemon_state *ds, const struct squashd_config *cfg,
+				struct job_entry *e, const Squash__ImageSpec *spec,
+				struct mount_entry *m, char *err, size_t errlen)
 {
-	struct mount_entry *m = NULL;
-	enum result res = sharing_get(ds, cfg, id, spec, &m, err, errlen, deadline_ms);
-
-	if (res != RESULT_OK)
-		return res;
 	pthread_mutex_lock(&ds->lock);
 	if (registry_job_add_image(e, spec->image, spec->target, m) < 0) {
 		struct teardown td = TEARDOWN_INIT(cfg);
@@ -134,21 +132,126 @@ static enum result add_image(struct daemon_state *ds, const struct squashd_confi
 	return RESULT_OK;
 }
 
+/* The images of images[] (not skipped) at images[first]'s target, in
+ * option order, when first is the first of them and they are at least
+ * two, all read-only: a group that may become one union. Returns how
+ * many went to members (0: none to try). */
+static size_t union_group(Squash__ImageSpec *const *images, size_t n, const bool *skip,
+			  size_t first, size_t *members)
+{
+	size_t count = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if ((skip && skip[i]) || strcmp(images[i]->target, images[first]->target))
+			continue;
+		if (i < first || (images[i]->has_writable && images[i]->writable))
+			return 0; /* not its first, or :rw (refused by core/merge.c) */
+		members[count++] = i;
+	}
+	return count >= 2 ? count : 0;
+}
+
+/* Mounts a group (members of images[], option order) at one target: as one
+ * union when all its images go to FUSE, else each on its own (their
+ * overlay comes later, core/merge.h). Each image is opened once. */
+static enum result add_group(struct daemon_state *ds, const struct squashd_config *cfg,
+			     const struct identity *id, struct job_entry *e,
+			     Squash__ImageSpec *const *images, const size_t *members, size_t count,
+			     char *err, size_t errlen, long long deadline_ms)
+{
+	int *fds = malloc(count * sizeof(*fds));
+	struct mount_key *keys = malloc(count * sizeof(*keys));
+	size_t *layers = malloc(count * sizeof(*layers)), opened = 0, n_layers = 0;
+	enum result res = fds && keys && layers ? RESULT_OK : RESULT_NODE_ERROR;
+	bool all_fuse = true;
+
+	if (res != RESULT_OK)
+		snprintf(err, errlen, "out of memory");
+	for (; res == RESULT_OK && opened < count; opened++) {
+		res = sharing_open(cfg, id, images[members[opened]], &fds[opened], &keys[opened], err,
+				   errlen, deadline_ms);
+		if (res == RESULT_OK)
+			all_fuse = all_fuse && keys[opened].mode == SQUASH__MOUNT_MODE__FUSE;
+	}
+	if (res == RESULT_OK && all_fuse)
+		n_layers = union_mount_layers(keys, count, layers);
+	if (res == RESULT_OK && n_layers >= 2) {
+		/* The layers' descriptors and keys, bottom first; the other
+		 * (repeated) images' descriptors close here. */
+		for (size_t k = 0, l = 0; k < count; k++) {
+			if (l < n_layers && layers[l] == k) {
+				fds[l] = fds[k];
+				keys[l++] = keys[k];
+			} else {
+				close(fds[k]);
+			}
+		}
+		struct mount_entry *m = NULL;
+		res = union_mount_get(ds, cfg, id, fds, keys, n_layers,
+				      images[members[count - 1]]->image, images[members[0]]->target, &m,
+				      err, errlen, deadline_ms);
+		opened = 0; /* closed by union_mount_get */
+		if (res == RESULT_OK) {
+			pthread_mutex_lock(&ds->lock);
+			m->refcount += (unsigned)count - 1; /* one per image of the group */
+			pthread_mutex_unlock(&ds->lock);
+			size_t k = 0;
+			while (k < count && res == RESULT_OK)
+				res = record_image(ds, cfg, e, images[members[k++]], m, err, errlen);
+			if (k < count) {
+				/* record_image failed (and dropped its own): the
+				 * references not recorded go too. */
+				struct teardown td = TEARDOWN_INIT(cfg);
+				pthread_mutex_lock(&ds->lock);
+				for (; k < count; k++)
+					sharing_put_locked(ds, m, &td);
+				pthread_mutex_unlock(&ds->lock);
+				sharing_teardown(ds, &td);
+			}
+		}
+	} else {
+		/* One by one: sharing_get_opened closes each descriptor. */
+		for (size_t k = 0; k < opened; k++) {
+			struct mount_entry *m = NULL;
+			if (res == RESULT_OK)
+				res = sharing_get_opened(ds, cfg, id, images[members[k]], fds[k], &keys[k], &m,
+							 err, errlen, deadline_ms);
+			else
+				close(fds[k]);
+			if (res == RESULT_OK)
+				res = record_image(ds, cfg, e, images[members[k]], m, err, errlen);
+		}
+		opened = 0;
+	}
+	for (size_t k = 0; k < opened; k++)
+		close(fds[k]);
+	free(fds);
+	free(keys);
+	free(layers);
+	return res;
+}
+
 enum result holders_mount_images(struct daemon_state *ds, const struct squashd_config *cfg,
 				 struct job_entry *e, uid_t uid, Squash__ImageSpec *const *images,
 				 size_t n, const bool *skip, char *err, size_t errlen,
 				 long long deadline_ms)
 {
 	struct identity *id = malloc(sizeof(*id));
+	size_t *members = malloc((n ? n : 1) * sizeof(*members));
+	bool *done = calloc(n ? n : 1, sizeof(*done));
 	enum result res;
 
-	if (!id) {
+	if (!id || !members || !done) {
+		free(id);
+		free(members);
+		free(done);
 		snprintf(err, errlen, "out of memory");
 		return RESULT_NODE_ERROR;
 	}
 	res = identity_lookup(uid, id, err, errlen);
+	bool unions = res == RESULT_OK && union_mount_wanted(ds, cfg, id);
 	for (size_t i = 0; res == RESULT_OK && i < n; i++) {
-		if (skip && skip[i])
+		if ((skip && skip[i]) || done[i])
 			continue;
 		/* Overlays belong to a job's prolog and release (overlay.h). */
 		if (e->kind != HOLDER_JOB && images[i]->has_writable && images[i]->writable) {
@@ -158,10 +261,22 @@ enum result holders_mount_images(struct daemon_state *ds, const struct squashd_c
 			res = RESULT_USER_ERROR;
 			break;
 		}
-		res = add_image(ds, cfg, id, e, images[i], err, errlen, deadline_ms);
+		size_t count = unions ? union_group(images, n, skip, i, members) : 0;
+		if (count) {
+			for (size_t k = 0; k < count; k++)
+				done[members[k]] = true;
+			res = add_group(ds, cfg, id, e, images, members, count, err, errlen, deadline_ms);
+			continue;
+		}
+		struct mount_entry *m = NULL;
+		res = sharing_get(ds, cfg, id, images[i], &m, err, errlen, deadline_ms);
+		if (res == RESULT_OK)
+			res = record_image(ds, cfg, e, images[i], m, err, errlen);
 	}
 	free(id);
-	/* Images at one target: their merged tree (core/merge.h). */
+	free(members);
+	free(done);
+	/* Images at one target not in a union: their merged tree (core/merge.h). */
 	if (res == RESULT_OK)
 		res = merge_mount_groups(ds, cfg, e, err, errlen, deadline_ms);
 	return res;

@@ -124,9 +124,7 @@ static enum result make_mount(struct daemon_state *ds, const struct squashd_conf
 	return loop_mount_image(fd, m->mount_point, loop_dev, loop_len, why, whylen);
 }
 
-/* Opens spec's image as the user and checks it; on RESULT_OK fills fd and
- * the sharing key. */
-static enum result open_image(const struct squashd_config *cfg, const struct identity *id,
+enum result sharing_open(const struct squashd_config *cfg, const struct identity *id,
 			      const Squash__ImageSpec *spec, int *fd_out, struct mount_key *key,
 			      char *err, size_t errlen, long long deadline_ms)
 {
@@ -240,12 +238,23 @@ enum result sharing_get(struct daemon_state *ds, const struct squashd_config *cf
 			struct mount_entry **out, char *err, size_t errlen, long long deadline_ms)
 {
 	struct mount_key key;
-	char why[SQUASH_PATH_MAX + 512];
 	int fd;
-	enum result res = open_image(cfg, id, spec, &fd, &key, err, errlen, deadline_ms);
+	enum result res = sharing_open(cfg, id, spec, &fd, &key, err, errlen, deadline_ms);
 
 	if (res != RESULT_OK)
 		return res;
+	return sharing_get_opened(ds, cfg, id, spec, fd, &key, out, err, errlen, deadline_ms);
+}
+
+enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_config *cfg,
+			       const struct identity *id, const Squash__ImageSpec *spec, int fd,
+			       const struct mount_key *keyp, struct mount_entry **out, char *err,
+			       size_t errlen, long long deadline_ms)
+{
+	const struct mount_key key = *keyp;
+	char why[SQUASH_PATH_MAX + 512];
+	enum result res = RESULT_OK;
+
 	pthread_mutex_lock(&ds->lock);
 	int shared = sharing_take_locked(ds, cfg, find_by_key, &key, spec->image, out, &res, err, errlen,
 					 deadline_ms);
@@ -269,7 +278,7 @@ enum result sharing_get(struct daemon_state *ds, const struct squashd_config *cf
 	char loop_dev[32] = "";
 	res = make_mount(ds, cfg, m, fd, id, deadline_ms, &server, &server_pidfd, &conn_fd, loop_dev,
 			 sizeof(loop_dev), why, sizeof(why));
-	struct fuse_keep *keep = res == RESULT_OK && conn_fd >= 0 ? fuse_keep_new(conn_fd, fd, id) : NULL;
+	struct fuse_keep *keep = res == RESULT_OK && conn_fd >= 0 ? fuse_keep_new(conn_fd, &fd, 1, id) : NULL;
 	close(fd);
 
 	pthread_mutex_lock(&ds->lock);

@@ -20,6 +20,17 @@ enum result sharing_get(struct daemon_state *ds, const struct squashd_config *cf
 			const struct identity *id, const Squash__ImageSpec *spec,
 			struct mount_entry **out, char *err, size_t errlen, long long deadline_ms);
 
+/* Its two halves. sharing_open opens spec's image as the user and checks
+ * it (the trust policy decides its mode); on RESULT_OK fills fd and the
+ * sharing key. sharing_get_opened mounts or shares it and closes fd. */
+enum result sharing_open(const struct squashd_config *cfg, const struct identity *id,
+			 const Squash__ImageSpec *spec, int *fd, struct mount_key *key, char *err,
+			 size_t errlen, long long deadline_ms);
+enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_config *cfg,
+			       const struct identity *id, const Squash__ImageSpec *spec, int fd,
+			       const struct mount_key *key, struct mount_entry **out, char *err,
+			       size_t errlen, long long deadline_ms);
+
 /* Takes a mount that find(registry, what) names, to share it (lock held):
  * waits while it is being mounted, takes a lingering one over. 1 with
  * *out referenced, 0 when there is none, -1 with err and *res (its

@@ -11,21 +11,36 @@
 #include "mount/mount_fuse.h"
 #include "util/close_detached.h"
 
-struct fuse_keep *fuse_keep_new(int conn_fd, int image_fd, const struct identity *owner)
+/* The images' descriptors of k: the user's image may lie on a FUSE mount
+ * of theirs, and this may run under squashd's lock (a mount marked
+ * dead). */
+static void close_images(struct fuse_keep *k)
 {
-	struct fuse_keep *k = malloc(sizeof(*k));
+	for (size_t i = 0; i < k->n_images; i++)
+		close_detached(k->image_fds[i]);
+	free(k->image_fds);
+}
 
-	if (!k) {
+struct fuse_keep *fuse_keep_new(int conn_fd, const int *image_fds, size_t n,
+				const struct identity *owner)
+{
+	struct fuse_keep *k = calloc(1, sizeof(*k));
+
+	if (k && n > 0)
+		k->image_fds = malloc(n * sizeof(*k->image_fds));
+	for (; k && k->image_fds && k->n_images < n; k->n_images++) {
+		k->image_fds[k->n_images] = fcntl(image_fds[k->n_images], F_DUPFD_CLOEXEC, 0);
+		if (k->image_fds[k->n_images] < 0)
+			break;
+	}
+	if (!k || k->n_images < n || n == 0) {
+		if (k)
+			close_images(k);
+		free(k);
 		close(conn_fd);
 		return NULL;
 	}
 	k->conn_fd = conn_fd;
-	k->image_fd = fcntl(image_fd, F_DUPFD_CLOEXEC, 0);
-	if (k->image_fd < 0) {
-		close(conn_fd);
-		free(k);
-		return NULL;
-	}
 	k->owner = *owner;
 	k->restarts = 0;
 	k->window_start_ms = 0;
@@ -38,9 +53,7 @@ void fuse_keep_free(struct fuse_keep *k)
 	if (!k)
 		return;
 	close(k->conn_fd); /* /dev/fuse: no flush */
-	/* The user's image may lie on a FUSE mount of theirs, and this runs
-	 * under squashd's lock (a mount marked dead). */
-	close_detached(k->image_fd);
+	close_images(k);
 	free(k);
 }
 
@@ -60,8 +73,8 @@ enum result fuse_keep_restart(struct fuse_keep *k, const char *reader_path, pid_
 			 k->restarts + 1, FUSE_KEEP_WINDOW_MS / 1000);
 		return RESULT_NODE_ERROR;
 	}
-	r = fuse_restart_server(k->conn_fd, k->image_fd, &k->owner, reader_path, pid, pidfd, err,
-				errlen);
+	r = fuse_restart_server(k->conn_fd, k->image_fds, k->n_images, &k->owner, reader_path, pid,
+				pidfd, err, errlen);
 	if (r == RESULT_OK) {
 		k->restarts++;
 		k->total_restarts++;

@@ -8,6 +8,7 @@
 #ifndef SQUASHD_FUSE_KEEP_H
 #define SQUASHD_FUSE_KEEP_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "process/identity.h"
@@ -18,17 +19,20 @@
 
 struct fuse_keep {
 	int conn_fd;
-	int image_fd;
+	int *image_fds;  /* the image, or a union's images (bottom first) */
+	size_t n_images;
 	struct identity owner;
 	unsigned restarts;          /* within the current window */
 	long long window_start_ms;
 	unsigned long total_restarts;
 };
 
-/* Takes conn_fd; duplicates image_fd. NULL (conn_fd closed) on failure. */
-struct fuse_keep *fuse_keep_new(int conn_fd, int image_fd, const struct identity *owner);
+/* Takes conn_fd; duplicates the n image_fds (one image, or a union's).
+ * NULL (conn_fd closed) on failure. */
+struct fuse_keep *fuse_keep_new(int conn_fd, const int *image_fds, size_t n,
+				const struct identity *owner);
 
-/* Closes both descriptors: a connection whose server is gone is aborted
+/* Closes its descriptors: a connection whose server is gone is aborted
  * by the kernel once its last descriptor closes. NULL is fine. */
 void fuse_keep_free(struct fuse_keep *k);
 

@@ -106,20 +106,47 @@ static long long fdinfo_field(const char *info, const char *name)
 	return -1;
 }
 
-/* Walks the reader's descriptors for the connection and the image; fills
- * *conn_fd and *image_fd with our copies (-1 when not found). The reader
- * is the user's: they may have stopped it, ptraced it, left open files of
- * their own FUSE mounts in it, and squashd holds ds->lock here. So no
- * descriptor of it is ever stat'ed, opened or followed: each is told by
- * what the kernel says without asking its file system, the magic link's
- * name (readlink) and its fdinfo (/dev/fuse names its connection; a file
- * its inode and mount), and only a descriptor that matches is copied
+/* Gives our copy of a descriptor the reader holds of file (ino, dev) to
+ * every image slot of that file still empty; closes it when none takes
+ * it (or it is not that file after all). */
+static void place_image(int copy, ino_t ino, dev_t dev, const struct kept_image *images,
+			int *image_fds, size_t n, size_t *found)
+{
+	int held = copy;
+
+	for (size_t i = 0; i < n && held >= 0; i++) {
+		if (image_fds[i] >= 0 || images[i].ino != ino || images[i].dev != dev)
+			continue;
+		if (!is_image(held, dev, ino))
+			break;
+		image_fds[i] = held;
+		(*found)++;
+		held = -1;
+		/* The same image twice in a union: another descriptor of it. */
+		for (size_t k = i + 1; k < n; k++)
+			if (image_fds[k] < 0 && images[k].ino == ino && images[k].dev == dev &&
+			    (image_fds[k] = fcntl(image_fds[i], F_DUPFD_CLOEXEC, 0)) >= 0)
+				(*found)++;
+	}
+	if (held >= 0)
+		close_detached(held);
+}
+
+/* Walks the reader's descriptors for the connection and the n images;
+ * fills *conn_fd and image_fds with our copies (-1 when not found). The
+ * reader is the user's: they may have stopped it, ptraced it, left open
+ * files of their own FUSE mounts in it, and squashd holds ds->lock here.
+ * So no descriptor of it is ever stat'ed, opened or followed: each is
+ * told by what the kernel says without asking its file system, the magic
+ * link's name (readlink) and its fdinfo (/dev/fuse names its connection; a
+ * file its inode and mount), and only a descriptor that matches is copied
  * (pidfd_getfd) and checked again on our copy. */
-static void find_descriptors(int pidfd, pid_t pid, long conn, dev_t image_dev, ino_t image_ino,
-			     int *conn_fd, int *image_fd)
+static void find_descriptors(int pidfd, pid_t pid, long conn, const struct kept_image *images,
+			     size_t n, int *conn_fd, int *image_fds)
 {
 	char dir_path[64];
 	char *mountinfo;
+	size_t found = 0;
 	DIR *dir;
 
 	snprintf(dir_path, sizeof(dir_path), "/proc/%d/mountinfo", (int)pid);
@@ -130,74 +157,88 @@ static void find_descriptors(int pidfd, pid_t pid, long conn, dev_t image_dev, i
 		free(mountinfo);
 		return;
 	}
-	for (struct dirent *de; (*conn_fd < 0 || *image_fd < 0) && (de = readdir(dir));) {
+	for (struct dirent *de; (*conn_fd < 0 || found < n) && (de = readdir(dir));) {
 		char path[96], target[64];
 		char *end, *info;
 		long fd = strtol(de->d_name, &end, 10);
-		ssize_t n;
+		ssize_t len;
 
 		if (de->d_name[0] == '.' || *end || fd < 0)
 			continue;
 		snprintf(path, sizeof(path), "%s/%ld", dir_path, fd);
-		n = readlink(path, target, sizeof(target) - 1);
-		target[n > 0 ? n : 0] = '\0';
+		len = readlink(path, target, sizeof(target) - 1);
+		target[len > 0 ? len : 0] = '\0';
 		/* Sockets, pipes, anon inodes: none is ours, and an epoll's
 		 * fdinfo waits for a lock its owner may hold. */
 		if (target[0] != '/')
 			continue;
 		bool fuse = !strcmp(target, "/dev/fuse");
-		if (fuse ? *conn_fd >= 0 : *image_fd >= 0)
+		if (fuse ? *conn_fd >= 0 : found == n)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%ld", (int)pid, fd);
 		info = mount_users_read_file(path, FDINFO_MAX);
-		bool wanted = fuse ? fdinfo_field(info, "fuse_connection") == conn
-				   : fdinfo_field(info, "ino") == (long long)image_ino &&
-					     mountinfo && fdinfo_field(info, "mnt_id") >= 0 &&
-					     mount_dev(mountinfo, (unsigned long)fdinfo_field(info, "mnt_id")) ==
-						     image_dev;
+		long long ino = fdinfo_field(info, "ino"), mnt_id = fdinfo_field(info, "mnt_id");
+		bool wanted = fuse ? fdinfo_field(info, "fuse_connection") == conn : false;
+		dev_t dev = !fuse && ino >= 0 && mnt_id >= 0 && mountinfo
+				    ? mount_dev(mountinfo, (unsigned long)mnt_id) : 0;
+		for (size_t i = 0; !fuse && dev && i < n && !wanted; i++)
+			wanted = image_fds[i] < 0 && images[i].ino == (ino_t)ino && images[i].dev == dev;
 		free(info);
 		if (!wanted)
 			continue;
 		int copy = copy_fd(pidfd, (int)fd);
 		if (copy < 0)
 			continue;
-		if (fuse && fd_connection(copy) == conn)
+		if (!fuse)
+			place_image(copy, (ino_t)ino, dev, images, image_fds, n, &found);
+		else if (fd_connection(copy) == conn)
 			*conn_fd = copy;
-		else if (!fuse && is_image(copy, image_dev, image_ino))
-			*image_fd = copy;
 		else
-			close_detached(copy);
+			close(copy); /* /dev/fuse: no flush */
 	}
 	closedir(dir);
 	free(mountinfo);
 }
 
 struct fuse_keep *fuse_keep_adopt(int server_pidfd, pid_t server_pid, const char *mount_point,
-				  dev_t image_dev, ino_t image_ino, const struct identity *owner,
-				  char *err, size_t errlen)
+				  const struct kept_image *images, size_t n,
+				  const struct identity *owner, char *err, size_t errlen)
 {
 	long conn = mount_connection(mount_point);
-	int conn_fd = -1, image_fd = -1;
-	struct fuse_keep *k;
+	int conn_fd = -1, *image_fds = malloc((n ? n : 1) * sizeof(*image_fds));
+	struct fuse_keep *k = NULL;
+	size_t missing = 0;
 
+	if (!image_fds) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		image_fds[i] = -1;
 	if (conn < 0) {
 		snprintf(err, errlen, "%s is not a FUSE mount in squashd's namespace", mount_point);
-		return NULL;
+		goto out;
 	}
-	find_descriptors(server_pidfd, server_pid, conn, image_dev, image_ino, &conn_fd, &image_fd);
-	if (conn_fd < 0 || image_fd < 0) {
+	find_descriptors(server_pidfd, server_pid, conn, images, n, &conn_fd, image_fds);
+	for (size_t i = 0; i < n; i++)
+		missing += image_fds[i] < 0;
+	if (conn_fd < 0 || missing || n == 0) {
 		snprintf(err, errlen, "%s of FUSE connection %ld not found in reader pid %d "
 			 "(kernels before about 6.16 do not name a descriptor's connection)",
-			 conn_fd < 0 ? "the descriptor" : "the image", conn, (int)server_pid);
+			 conn_fd < 0 ? "the descriptor" : n > 1 ? "an image of the union" : "the image",
+			 conn, (int)server_pid);
 		if (conn_fd >= 0)
 			close(conn_fd); /* /dev/fuse: no flush */
-		if (image_fd >= 0)
-			close_detached(image_fd);
-		return NULL;
+		goto out;
 	}
-	k = fuse_keep_new(conn_fd, image_fd, owner);
-	close_detached(image_fd); /* the keep holds a duplicate */
+	k = fuse_keep_new(conn_fd, image_fds, n, owner);
 	if (!k)
 		snprintf(err, errlen, "out of memory");
+out:
+	/* The keep holds duplicates. */
+	for (size_t i = 0; i < n; i++)
+		if (image_fds[i] >= 0)
+			close_detached(image_fds[i]);
+	free(image_fds);
 	return k;
 }

@@ -18,11 +18,17 @@
 #include "mount/fuse_keep.h"
 #include "process/identity.h"
 
+/* A file the mount serves. */
+struct kept_image {
+	dev_t dev;
+	ino_t ino;
+};
+
 /* server_pidfd: the reader's pidfd (not taken); mount_point: its mount in
- * squashd's namespace; image_dev, image_ino: the image the mount serves.
- * NULL with err set when nothing fit. */
+ * squashd's namespace; images: the image the mount serves, or a union's n
+ * images (bottom first). NULL with err set when not all were found. */
 struct fuse_keep *fuse_keep_adopt(int server_pidfd, pid_t server_pid, const char *mount_point,
-				  dev_t image_dev, ino_t image_ino, const struct identity *owner,
-				  char *err, size_t errlen);
+				  const struct kept_image *images, size_t n,
+				  const struct identity *owner, char *err, size_t errlen);
 
 #endif

@@ -169,13 +169,73 @@ bool fuse_kernel_resends(void)
 	       (major > 6 || (major == 6 && minor >= 9));
 }
 
-enum result fuse_restart_server(int conn_fd, int image_fd, const struct identity *id,
-				const char *reader_path, pid_t *server_pid, int *server_pidfd,
-				char *err, size_t errlen)
+enum result fuse_restart_server(int conn_fd, const int *image_fds, size_t n,
+				const struct identity *id, const char *reader_path,
+				pid_t *server_pid, int *server_pidfd, char *err, size_t errlen)
 {
 	/* The user's reader takes it over; not waited for (see reader_pool.h). */
-	return reader_pool_serve(id, reader_path, image_fd, conn_fd, true, 0, server_pid,
+	if (n > 1)
+		return reader_pool_serve_union(id, reader_path, image_fds, n, conn_fd, true, 0,
+					       server_pid, server_pidfd, err, errlen);
+	return reader_pool_serve(id, reader_path, image_fds[0], conn_fd, true, 0, server_pid,
 				 server_pidfd, err, errlen);
+}
+
+/* Opens /dev/fuse and mounts that connection at mountpoint for id: its
+ * descriptor, or -1 with err. */
+static int mount_connection(const char *mountpoint, const struct identity *id, char *err,
+			    size_t errlen)
+{
+	char opts[256];
+	int fuse_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+
+	if (fuse_fd < 0) {
+		snprintf(err, errlen, "cannot open /dev/fuse: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(opts, sizeof(opts),
+		 "fd=%d,rootmode=40000,user_id=%u,group_id=%u,allow_other,default_permissions",
+		 fuse_fd, (unsigned)id->uid, (unsigned)id->gid);
+	if (mount("squashfuse", mountpoint, "fuse.squashfuse",
+		  MS_RDONLY | MS_NOSUID | MS_NODEV, opts) < 0) {
+		snprintf(err, errlen, "cannot mount FUSE on %s: %s", mountpoint,
+			 strerror(errno));
+		close(fuse_fd);
+		return -1;
+	}
+	return fuse_fd;
+}
+
+enum result fuse_mount_union_kept(const int *image_fds, size_t n, const char *mountpoint,
+				  const struct identity *id, const char *reader_path,
+				  int timeout_ms, pid_t *server_pid, int *server_pidfd,
+				  int *conn_fd, char *err, size_t errlen)
+{
+	long long deadline = squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int fuse_fd = mount_connection(mountpoint, id, err, errlen);
+	enum result res;
+
+	*server_pid = 0;
+	*server_pidfd = -1;
+	if (conn_fd)
+		*conn_fd = -1;
+	if (fuse_fd < 0)
+		return RESULT_NODE_ERROR;
+	/* The reader answers once it has read every image and attached the
+	 * session (reader/serve.c): the mount is ready then. */
+	res = reader_pool_serve_union(id, reader_path, image_fds, n, fuse_fd, false, deadline,
+				      server_pid, server_pidfd, err, errlen);
+	if (res != RESULT_OK || !conn_fd)
+		close(fuse_fd);
+	if (res != RESULT_OK) {
+		umount2(mountpoint, MNT_DETACH);
+		return res;
+	}
+	if (conn_fd)
+		*conn_fd = fuse_fd;
+	log_debug("FUSE union of %zu images at %s served by %s pid %d as uid %u", n, mountpoint,
+		  reader_path, (int)*server_pid, (unsigned)id->uid);
+	return RESULT_OK;
 }
 
 enum result fuse_mount_image(int image_fd, const char *mountpoint,
@@ -195,7 +255,6 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 				  char *err, size_t errlen)
 {
 	long long deadline = squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
-	char opts[256];
 	bool server_gone = false;
 	enum result res;
 	int fuse_fd, pidfd;
@@ -205,21 +264,9 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 	*server_pidfd = -1;
 	if (conn_fd)
 		*conn_fd = -1;
-	fuse_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
-	if (fuse_fd < 0) {
-		snprintf(err, errlen, "cannot open /dev/fuse: %s", strerror(errno));
+	fuse_fd = mount_connection(mountpoint, id, err, errlen);
+	if (fuse_fd < 0)
 		return RESULT_NODE_ERROR;
-	}
-	snprintf(opts, sizeof(opts),
-		 "fd=%d,rootmode=40000,user_id=%u,group_id=%u,allow_other,default_permissions",
-		 fuse_fd, (unsigned)id->uid, (unsigned)id->gid);
-	if (mount("squashfuse", mountpoint, "fuse.squashfuse",
-		  MS_RDONLY | MS_NOSUID | MS_NODEV, opts) < 0) {
-		snprintf(err, errlen, "cannot mount FUSE on %s: %s", mountpoint,
-			 strerror(errno));
-		close(fuse_fd);
-		return RESULT_NODE_ERROR;
-	}
 
 	if (pooled) {
 		res = reader_pool_serve(id, squashfuse_path, image_fd, fuse_fd, false, deadline,

@@ -7,6 +7,7 @@
 #define SQUASHD_MOUNT_FUSE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "process/identity.h"
@@ -40,12 +41,19 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
  * unanswered (FUSE_NOTIFY_RESEND, Linux 6.9). */
 bool fuse_kernel_resends(void);
 
-/* Hands the kept connection conn_fd and the image to id's squash-reader
- * (reader_pool.h; started when there is none): it takes the connection
- * over and has the kernel resend what the dead server left unanswered.
- * Does not wait. */
-enum result fuse_restart_server(int conn_fd, int image_fd, const struct identity *id,
-				const char *reader_path, pid_t *server_pid, int *server_pidfd,
-				char *err, size_t errlen);
+/* The same for a union of n images (image_fds, bottom first; n >= 2)
+ * served as one mount by id's squash-reader (reader_pool_serve_union). */
+enum result fuse_mount_union_kept(const int *image_fds, size_t n, const char *mountpoint,
+				  const struct identity *id, const char *reader_path,
+				  int timeout_ms, pid_t *server_pid, int *server_pidfd,
+				  int *conn_fd, char *err, size_t errlen);
+
+/* Hands the kept connection conn_fd and the image (n 1), or the union's n
+ * images, to id's squash-reader (reader_pool.h; started when there is
+ * none): it takes the connection over and has the kernel resend what the
+ * dead server left unanswered. Does not wait. */
+enum result fuse_restart_server(int conn_fd, const int *image_fds, size_t n,
+				const struct identity *id, const char *reader_path,
+				pid_t *server_pid, int *server_pidfd, char *err, size_t errlen);
 
 #endif

@@ -190,7 +190,10 @@ void union_stat(const struct union_node *n, struct stat *st)
 {
 	inode_stat(&n->in, st);
 	if (n->merged) {
-		st->st_ino = (ino_t)dir_node(n->dir) | MERGED_BIT;
+		/* The bit and the index: the root (index 0) too, whose node
+		 * id is 1, or the first merged directory would share its
+		 * number and `find` would call it a loop. */
+		st->st_ino = (ino_t)(MERGED_BIT | n->dir);
 		/* overlayfs does not count a merged directory's subdirectories. */
 		if (n->nlayers > 1)
 			st->st_nlink = 1;

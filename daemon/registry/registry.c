@@ -9,20 +9,51 @@
 
 #include "mount/fuse_keep.h"
 
-static bool key_equal(const struct mount_key *a, const struct mount_key *b)
+bool mount_key_equal(const struct mount_key *a, const struct mount_key *b)
 {
 	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
 	       a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec &&
 	       a->mode == b->mode && a->owner_uid == b->owner_uid;
 }
 
+static bool shareable(const struct mount_entry *m)
+{
+	return m->state == MOUNT_MOUNTING || m->state == MOUNT_READY || m->state == MOUNT_LINGERING;
+}
+
 struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key)
 {
 	for (struct mount_entry *m = r->mounts; m; m = m->next)
-		if ((m->state == MOUNT_MOUNTING || m->state == MOUNT_READY || m->state == MOUNT_LINGERING) &&
-		    key_equal(&m->key, key))
+		if (shareable(m) && m->n_parts == 0 && mount_key_equal(&m->key, key))
 			return m;
 	return NULL;
+}
+
+struct mount_entry *registry_find_union(struct registry *r, uid_t owner,
+					const struct mount_key *parts, size_t n)
+{
+	for (struct mount_entry *m = r->mounts; m; m = m->next) {
+		bool same = shareable(m) && m->n_parts == n && n > 0 && m->key.owner_uid == owner;
+
+		for (size_t i = 0; same && i < n; i++)
+			same = mount_key_equal(&m->parts[i], &parts[i]);
+		if (same)
+			return m;
+	}
+	return NULL;
+}
+
+int registry_set_parts(struct mount_entry *m, const struct mount_key *parts, size_t n)
+{
+	struct mount_key *copy = malloc((n ? n : 1) * sizeof(*copy));
+
+	if (!copy)
+		return -1;
+	memcpy(copy, parts, n * sizeof(*copy));
+	free(m->parts);
+	m->parts = copy;
+	m->n_parts = n;
+	return 0;
 }
 
 struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id)
@@ -37,7 +68,7 @@ struct mount_entry *registry_find_merged(struct registry *r, struct mount_entry 
 					 size_t n)
 {
 	for (struct mount_entry *m = r->mounts; m; m = m->next)
-		if ((m->state == MOUNT_MOUNTING || m->state == MOUNT_READY || m->state == MOUNT_LINGERING) &&
+		if (shareable(m) &&
 		    m->n_lowers == n && n > 0 && !memcmp(m->lowers, lowers, n * sizeof(*lowers)))
 			return m;
 	return NULL;
@@ -102,6 +133,7 @@ static void free_mount(struct mount_entry *m)
 	free(m->image);
 	free(m->mount_point);
 	free(m->lowers);
+	free(m->parts);
 	free(m);
 }
 

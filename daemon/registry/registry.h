@@ -58,6 +58,11 @@ struct mount_entry {
 	 * mounts it stacks, bottom first, each holding one reference of it. */
 	struct mount_entry **lowers;
 	size_t n_lowers;
+	/* A union mount (core/union_mount.h; key.mode FUSE, key.owner_uid its
+	 * user, the rest of the key 0): the images its reader merges, bottom
+	 * first. n_parts 0 for any other mount. */
+	struct mount_key *parts;
+	size_t n_parts;
 };
 
 /* A merged mount (several images at one target) has this mode in its key. */
@@ -108,13 +113,23 @@ struct registry {
 	char *state_extra; /* state file records of a newer squashd about no entry, kept as read */
 };
 
-/* A mount that can be shared: MOUNTING, READY or LINGERING with this key. */
+bool mount_key_equal(const struct mount_key *a, const struct mount_key *b);
+
+/* A mount of one image that can be shared: MOUNTING, READY or LINGERING
+ * with this key. */
 struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key);
 struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id);
 /* A merged mount of exactly these lowers (bottom first) that can be
  * shared: MOUNTING, READY or LINGERING. */
 struct mount_entry *registry_find_merged(struct registry *r, struct mount_entry *const *lowers,
 					 size_t n);
+/* A union mount of exactly these images (bottom first) for owner that
+ * can be shared: MOUNTING, READY or LINGERING. */
+struct mount_entry *registry_find_union(struct registry *r, uid_t owner,
+					const struct mount_key *parts, size_t n);
+/* Gives m (a union mount) its images' keys (copied). -1 when out of
+ * memory. */
+int registry_set_parts(struct mount_entry *m, const struct mount_key *parts, size_t n);
 /* Gives m (a merged mount) its lowers (copied; their refcounts are NOT
  * changed). -1 when out of memory. */
 int registry_set_lowers(struct mount_entry *m, struct mount_entry *const *lowers, size_t n);

@@ -73,6 +73,11 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 		put_field(f, m->mount_point);
 		put_field(f, m->image);
 		fputc('\n', f);
+		/* A union's images, bottom first: "part ID DEV INO SIZE SEC NSEC". */
+		for (size_t i = 0; i < m->n_parts; i++)
+			fprintf(f, "part %u %ju %ju %jd %" PRId64 " %ld\n", m->id,
+				(uintmax_t)m->parts[i].dev, (uintmax_t)m->parts[i].ino,
+				(intmax_t)m->parts[i].size, m->parts[i].mtime_sec, m->parts[i].mtime_nsec);
 		if (m->state == MOUNT_LINGERING)
 			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m, squash_now_ms(), time(NULL)));
 		put_extra(f, m->state_extra);

@@ -144,6 +144,37 @@ static int parse_merged(struct registry *r, char **fv, int n)
 	return rc;
 }
 
+/* "part ID DEV INO SIZE SEC NSEC": the next image of union mount ID, read
+ * just before (its images follow its mount record, bottom first). */
+static int parse_part(struct registry *r, char **fv, int n)
+{
+	unsigned id;
+	uintmax_t dev, ino;
+	intmax_t size;
+	int64_t sec;
+	long nsec;
+	struct mount_entry *m = r->mounts;
+
+	if (n < 7 || sscanf(fv[1], "%u", &id) != 1 || sscanf(fv[2], "%ju", &dev) != 1 ||
+	    sscanf(fv[3], "%ju", &ino) != 1 || sscanf(fv[4], "%jd", &size) != 1 ||
+	    sscanf(fv[5], "%" SCNd64, &sec) != 1 || sscanf(fv[6], "%ld", &nsec) != 1)
+		return -1;
+	/* Only the mount just read, a FUSE one, and no more images than a
+	 * union may have. */
+	if (!m || m->id != id || m->key.mode != SQUASH__MOUNT_MODE__FUSE ||
+	    m->key.owner_uid == MOUNT_OWNER_ANY || m->n_parts >= SQUASH_MAX_IMAGES)
+		return -1;
+	struct mount_key *grown = realloc(m->parts, (m->n_parts + 1) * sizeof(*grown));
+	if (!grown)
+		return -1;
+	grown[m->n_parts++] = (struct mount_key){
+		.dev = (dev_t)dev, .ino = (ino_t)ino, .size = (off_t)size, .mtime_sec = sec,
+		.mtime_nsec = nsec, .mode = m->key.mode, .owner_uid = m->key.owner_uid,
+	};
+	m->parts = grown;
+	return 0;
+}
+
 static int parse_linger(struct registry *r, char **fv, int n)
 {
 	unsigned id;
@@ -355,7 +386,7 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 		}
 		static const char *const known[] = {
 			"next", "mount", "linger", "overlay", "upper", "job", "endwatch", "image", "scope", "simage",
-			"merged",
+			"merged", "part",
 		};
 		bool is_known = false;
 		for (size_t k = 0; k < sizeof(known) / sizeof(known[0]) && !is_known; k++)
@@ -377,7 +408,9 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 		} else if (!strcmp(fv[0], "merged")) {
 			rc = parse_merged(r, fv, n);
 			extra = rc == 0 ? &r->mounts->state_extra : extra;
-		} else if (!strcmp(fv[0], "linger"))
+		} else if (!strcmp(fv[0], "part"))
+			rc = parse_part(r, fv, n);
+		else if (!strcmp(fv[0], "linger"))
 			rc = parse_linger(r, fv, n);
 		else if (!strcmp(fv[0], "overlay"))
 			rc = parse_overlay(r, fv, n);

@@ -106,6 +106,9 @@ static bool apply(const char *key, const struct squashd_config *fresh, struct sq
 	} else if (!strcmp(key, "kernel_fs_types")) {
 		/* Decided per image at its mount; existing mounts stay. */
 		next->kernel_fs_types = fresh->kernel_fs_types;
+	} else if (!strcmp(key, "fuse_union")) {
+		/* For merges made from then on; existing mounts stay shared. */
+		next->fuse_union = fresh->fuse_union;
 	} else if (!strcmp(key, "debug")) {
 		next->debug = fresh->debug;
 	} else {

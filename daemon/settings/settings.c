@@ -34,6 +34,7 @@ void config_defaults(struct squashd_config *cfg)
 	cfg->gc_interval_s = 60;
 	cfg->overlay_size = SQUASHD_OVERLAY_DEFAULT;
 	cfg->reader_cgroups = true;
+	cfg->fuse_union = true;
 	cfg->reader_tasks_max = SQUASHD_READER_TASKS_DEFAULT;
 }
 
@@ -207,6 +208,8 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_uint(&cfg->request_timeout_s, value, 1, 600, key, err, errlen);
 	if (!strcmp(key, "reader_cgroups"))
 		return set_bool(&cfg->reader_cgroups, value, key, err, errlen);
+	if (!strcmp(key, "fuse_union"))
+		return set_bool(&cfg->fuse_union, value, key, err, errlen);
 	if (!strcmp(key, "reader_tasks_max"))
 		return set_uint(&cfg->reader_tasks_max, value, 0, 1u << 22, key, err, errlen);
 	if (!strcmp(key, "reader_memory_max"))
@@ -461,6 +464,7 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("slurm_conf", "%s", cfg->slurm_conf);
 	SHOW("node_name", "%s", cfg->node_name);
 	SHOW("reader_cgroups", "%s", cfg->reader_cgroups ? "yes" : "no");
+	SHOW("fuse_union", "%s", cfg->fuse_union ? "yes" : "no");
 	SHOW("reader_tasks_max", "%u", cfg->reader_tasks_max);
 	SHOW("reader_memory_max", "%llu", cfg->reader_memory_max);
 	SHOW("debug", "%s", cfg->debug ? "yes" : "no");

@@ -54,6 +54,7 @@ struct squashd_config {
 	bool reader_cgroups;         /* each user's FUSE servers in a cgroup of their own */
 	unsigned reader_tasks_max;   /* pids.max there; 0: no limit */
 	unsigned long long reader_memory_max; /* memory.max there; 0: no limit */
+	bool fuse_union;             /* FUSE images merged at one target: one union mount (core/union_mount.h) */
 };
 
 #define SQUASHD_LINGER_MAX_S 3600
