@@ -17,7 +17,7 @@ bool squash_on_user_fuse(int fd, long *owner)
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	char *line = NULL;
 	size_t cap = 0;
-	bool user = false;
+	bool user = false, listed = false;
 
 	if (!f)
 		return false;
@@ -27,6 +27,7 @@ bool squash_on_user_fuse(int fd, long *owner)
 		char *sep = strstr(line, " - ");
 		if (end == line || id != sx.stx_mnt_id || !sep)
 			continue;
+		listed = true;
 		char fstype[64] = "", source[16], opts[1024] = "";
 		if (sscanf(sep + 3, "%63s %15s %1023s", fstype, source, opts) < 2 ||
 		    (strcmp(fstype, "fuse") && strncmp(fstype, "fuse.", 5) && strcmp(fstype, "fuseblk")))
@@ -41,6 +42,12 @@ bool squash_on_user_fuse(int fd, long *owner)
 		*owner = uid != 0 ? uid : -1;
 		break;
 	}
+	/* Not in this namespace: reached through another one (a path through
+	 * /proc/PID/root), where a user may have mounted anything. */
+	if (!listed && !ferror(f)) {
+		user = true;
+		*owner = SQUASH_MOUNT_ELSEWHERE;
+	}
 	free(line);
 	fclose(f);
 	return user;
@@ -48,7 +55,11 @@ bool squash_on_user_fuse(int fd, long *owner)
 
 void squash_user_fuse_reason(long owner, char *buf, size_t len)
 {
-	if (owner >= 0)
+	if (owner == SQUASH_MOUNT_ELSEWHERE)
+		snprintf(buf, len, "is on a mount of another mount namespace (a path through /proc/PID/root?), "
+			 "where its file system cannot be told; squashd does not open images there (use a path "
+			 "every process on the node sees)");
+	else if (owner >= 0)
 		snprintf(buf, len, "is on a FUSE file system that uid %ld mounted; squashd does not open images "
 			 "served by a user's FUSE server (copy it to a normal file system)", owner);
 	else

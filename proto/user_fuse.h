@@ -11,10 +11,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* *owner for a mount this namespace's mountinfo does not list: one
+ * reached through another namespace (/proc/PID/root), where a user may
+ * have mounted their own FUSE file system; it is refused too. */
+#define SQUASH_MOUNT_ELSEWHERE (-2L)
+
 /* fd: any descriptor of the file (O_PATH will do). True when it is on
- * such a mount; *owner then gets its user_id, or -1 for a mount of root's
- * without allow_other. A mount not listed in this namespace's mountinfo
- * (reached through another one) is not known: false. */
+ * such a mount, or on one this namespace does not list; *owner then gets
+ * its user_id, -1 for a mount of root's without allow_other, or
+ * SQUASH_MOUNT_ELSEWHERE. */
 bool squash_on_user_fuse(int fd, long *owner);
 
 /* The refusal, for messages: "is on a FUSE file system ..." (no image). */

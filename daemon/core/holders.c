@@ -173,8 +173,17 @@ static enum result add_group(struct daemon_state *ds, const struct squashd_confi
 		if (res == RESULT_OK)
 			all_fuse = all_fuse && keys[opened].mode == SQUASH__MOUNT_MODE__FUSE;
 	}
-	if (res == RESULT_OK && all_fuse)
+	/* Trusted images too in a large group, when the site says so: their
+	 * kernel mounts pin kernel memory per image (union_trusted_images). */
+	if (res == RESULT_OK && (all_fuse || (cfg->union_trusted_images &&
+					      count >= cfg->union_trusted_images))) {
+		/* In the union the user's reader reads them all. */
+		for (size_t k = 0; k < count; k++) {
+			keys[k].mode = SQUASH__MOUNT_MODE__FUSE;
+			keys[k].owner_uid = id->uid;
+		}
 		n_layers = union_mount_layers(keys, count, layers);
+	}
 	if (res == RESULT_OK && n_layers >= 2) {
 		/* The layers' descriptors and keys, bottom first; the other
 		 * (repeated) images' descriptors close here. */

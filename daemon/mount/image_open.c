@@ -138,7 +138,7 @@ child_open(int sock, const char *path, const struct identity *id)
 	long owner;
 	if (squash_on_user_fuse(pfd, &owner)) {
 		status.step = STEP_USER_FUSE;
-		status.err = owner >= 0 && owner <= INT32_MAX ? (int32_t)owner : -1;
+		status.err = owner >= SQUASH_MOUNT_ELSEWHERE && owner <= INT32_MAX ? (int32_t)owner : -1;
 		goto out;
 	}
 	/* Reopening the O_PATH descriptor through /proc checks read

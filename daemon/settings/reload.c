@@ -109,6 +109,8 @@ static bool apply(const char *key, const struct squashd_config *fresh, struct sq
 	} else if (!strcmp(key, "fuse_union")) {
 		/* For merges made from then on; existing mounts stay shared. */
 		next->fuse_union = fresh->fuse_union;
+	} else if (!strcmp(key, "union_trusted_images")) {
+		next->union_trusted_images = fresh->union_trusted_images;
 	} else if (!strcmp(key, "debug")) {
 		next->debug = fresh->debug;
 	} else {

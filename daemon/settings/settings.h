@@ -55,6 +55,7 @@ struct squashd_config {
 	unsigned reader_tasks_max;   /* pids.max there; 0: no limit */
 	unsigned long long reader_memory_max; /* memory.max there; 0: no limit */
 	bool fuse_union;             /* FUSE images merged at one target: one union mount (core/union_mount.h) */
+	unsigned union_trusted_images; /* groups of this many images or more: a union even when trusted; 0: never */
 };
 
 #define SQUASHD_LINGER_MAX_S 3600

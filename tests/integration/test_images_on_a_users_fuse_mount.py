@@ -12,6 +12,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from conftest import RAWCLIENT, USER1, USER2, mountinfo, run, uid_of, wait_until
 from test_squash_shell import shell_cmd
 
@@ -146,3 +148,44 @@ def test_an_image_on_a_users_fuse_mount_is_refused_by_mount_not_by_asking_it(clu
         for j in fake:
             cluster.rawclient("release", j)
         uf.close()
+
+
+def test_an_image_reached_through_another_mount_namespace_is_refused(cluster):
+    """A path through /proc/PID/root of a user's process in a mount
+    namespace of its own names a mount squashd's mountinfo does not list,
+    where the user may have mounted anything (their own FUSE file system
+    among them): refused, at submission and in squashd, without opening
+    it. Here the user's namespace holds a tmpfs with a copy of a good
+    image, which would otherwise be mounted."""
+    img = cluster.make_image(cluster.workdir(USER1, "elsewhere") / "good.sqfs", FILES, owner=USER1)
+    ready = cluster.workdir(USER1, "ns") / "ready"
+    ns = subprocess.Popen(["runuser", "-u", USER1, "--", "unshare", "-Urm", "sh", "-c",
+                           f"mount -t tmpfs t /mnt && cp {img} /mnt/good.sqfs && touch {ready} && "
+                           "exec sleep 120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: ready.exists() or ns.poll() is not None, 10, what="the user's namespace")
+        if not ready.exists():
+            pytest.skip(f"no user namespace for {USER1} here: {ns.stderr.read()}")
+        sleeper = int(run(["pgrep", "-P", str(ns.pid), "-x", "sleep"]).stdout.split()[0]) \
+            if run(["pgrep", "-P", str(ns.pid), "-x", "sleep"], check=False).returncode == 0 else None
+        # runuser's child is unshare, which exec'd sh, which exec'd sleep.
+        pid = sleeper or int(run(["pgrep", "-P", str(ns.pid)]).stdout.split()[0])
+        path = f"/proc/{pid}/root/mnt/good.sqfs"
+        reason = r"is on a mount of another mount namespace \(a path through /proc/PID/root\?\)"
+        # sbatch resolves the path first: /proc/PID/root reads as "/",
+        # where the file is not.
+        err = cluster.sbatch_refuses(USER1, path)
+        assert re.search(rf"squash: {re.escape(path)}: (No such file or directory|{reason})", err), err
+        p = cluster.rawclient("mount", FAKE_JOB + 10, uid_of(USER1), f"{path}:/squash/elsewhere")
+        assert p.stdout.startswith("user-error") and re.search(rf"image {re.escape(path)} {reason}",
+                                                                p.stdout), p.stdout
+        assert cluster.list_mounts() == []
+        # The same image by its own path is fine.
+        p = cluster.rawclient("mount", FAKE_JOB + 11, uid_of(USER1), f"{img}:/squash/elsewhere")
+        assert p.returncode == 0 and p.stdout.startswith("ok"), p.stdout
+    finally:
+        cluster.rawclient("release", FAKE_JOB + 10)
+        cluster.rawclient("release", FAKE_JOB + 11)
+        ns.kill()
+        run(["pkill", "-u", USER1, "-x", "sleep"], check=False)
+        ns.wait(10)

@@ -13,7 +13,7 @@ import re
 import signal
 import time
 
-from conftest import REPO, USER1, BlockingJob, mountinfo, run, wait_until
+from conftest import REPO, USER1, USER2, BlockingJob, mountinfo, run, send_hup_and_wait, wait_until
 
 TARGET = "/squash/data"
 
@@ -73,7 +73,7 @@ def test_a_job_sees_the_union_of_kernel_and_fuse_images_the_later_one_winning(cl
     top = cluster.make_image(d / "top.sqfs", {
         "common.txt": "top\n", "from-top.txt": "top only\n", "dir/x.txt": "top x\n"}, owner=USER1)
     spec = ",".join(f"{p}:{TARGET}" for p in (kernel, mid, top))
-    job = cluster.run_job(USER1, f"""
+    body = f"""
 for f in common.txt from-base.txt from-mid.txt from-top.txt dir/x.txt dir/y.txt; do
   printf '%s=%s\\n' "$f" "$(cat {TARGET}/$f)"
 done
@@ -81,7 +81,8 @@ ls {TARGET}/dir | tr '\\n' ' '; echo
 echo "mounts=$SQUASH_MOUNTS"
 echo "mount=$SQUASH_MOUNT"
 touch {TARGET}/new 2>/dev/null && echo writable || echo read-only
-""", [f"--squash-image={spec}"])
+"""
+    job = cluster.run_job(USER1, body, [f"--squash-image={spec}"])
     out = job.output()
     assert job.state == "COMPLETED", out
     for line in ("common.txt=top", "from-base.txt=base only", "from-mid.txt=mid only",
@@ -90,6 +91,23 @@ touch {TARGET}/new 2>/dev/null && echo writable || echo read-only
         assert line in out.splitlines() or line in out, (line, out)
     log = cluster.squashd_log()
     assert f"merged 3 images at" in log and f"for {TARGET}" in log, log[-3000:]
+    assert "as one FUSE union" not in log  # a trusted image: an overlay
+
+    # union_trusted_images: a group this large is a union, trusted or not;
+    # the job sees the same.
+    conf = cluster.dir / "squashd.conf"
+    original = conf.read_text()
+    try:
+        conf.write_text(original + "union_trusted_images = 3\n")
+        send_hup_and_wait(cluster, "setting(s) applied")
+        offset = len(cluster.squashd_log())
+        again = cluster.run_job(USER1, body, [f"--squash-image={spec}"])
+        assert again.state == "COMPLETED" and again.output() == out, again.output()
+        assert re.search(rf"merged 3 images at \S+ for {TARGET} as one FUSE union",
+                         cluster.squashd_log()[offset:]), cluster.squashd_log()[offset:]
+    finally:
+        conf.write_text(original)
+        send_hup_and_wait(cluster, "setting(s) applied")
 
 
 def test_two_jobs_with_the_same_list_share_one_union_mount(cluster):
@@ -131,12 +149,13 @@ def test_two_jobs_with_the_same_list_share_one_union_mount(cluster):
     assert not [m for m in cluster.list_mounts()], cluster.list_mounts()
 
 
-def test_two_jobs_of_1024_images_each_run_at_once(cluster):
+def test_1024_image_jobs_of_one_user_and_another_run_at_once(cluster):
     """The most a job may have, 1,024, at one target, twice at once for one
     user under the default settings (two orders: two unions of 1,024
-    images): each is one FUSE mount of the user's one reader, whose
-    threads do not grow with the images; the jobs see every file, and
-    their ends leave nothing."""
+    images) and once more for another user: each is one FUSE mount of its
+    user's one reader, whose threads do not grow with the images, in its
+    user's reader cgroup, not squashd's (whose tasks none of this uses up);
+    the jobs see every file, and their ends leave nothing."""
     n = 1024
     t0 = time.monotonic()
     log_before = len(cluster.squashd_log())
@@ -155,10 +174,12 @@ head -n1 {TARGET}/common.txt
 cat {TARGET}/only/0000.txt {TARGET}/only/{n - 1:04d}.txt | uniq
 echo "mounts=$SQUASH_MOUNTS"
 """
-    seen = cluster.workdir(USER1, "first") / "before"
-    first = BlockingJob(cluster, USER1, forward, before=f"{{ {check}\n}} > {seen}")
+    seen = {u: cluster.workdir(u, "first") / "before" for u in (USER1, USER2)}
+    holders = [BlockingJob(cluster, u, forward, before=f"{{ {check}\n}} > {seen[u]}")
+               for u in (USER1, USER2)]
     try:
-        first.wait_ready(timeout=120)
+        for h in holders:
+            h.wait_ready(timeout=120)
         job = cluster.run_job(USER1, check, [f"--squash-image={backward}"], cwd=d)
         out = job.output()
         assert job.state == "COMPLETED", out
@@ -166,19 +187,29 @@ echo "mounts=$SQUASH_MOUNTS"
         # the files, compressed fragments of the first and the last.
         assert out.split()[:4] == [str(n), "0", "0", str(n - 1)], out
         assert f"mounts={TARGET}" in out, out
-        lines = seen.read_text().split()
-        assert lines[:4] == [str(n), str(n - 1), "0", str(n - 1)], lines
+        for u in (USER1, USER2):
+            lines = seen[u].read_text().split()
+            assert lines[:4] == [str(n), str(n - 1), "0", str(n - 1)], (u, lines)
         log = cluster.squashd_log()[log_before:]
-        readers = re.findall(r"started \S+ pid (\d+) for the FUSE mounts of user", log)
-        assert len(readers) == 1, log[-3000:]
-        threads = len(os.listdir(f"/proc/{readers[0]}/task"))
-        print(f"{n} images twice: built in {built:.1f} s, both jobs in "
-              f"{time.monotonic() - t0 - built:.1f} s; the reader has {threads} threads")
-        assert len(unions(cluster)) == 1 and len(fuse_mounts(cluster)) == 1, cluster.list_mounts()
+        readers = re.findall(r"started \S+ pid (\d+) for the FUSE mounts of user (\S+)", log)
+        assert len(readers) == 2, log[-3000:]
+        squashd_cgroups = open(f"/proc/{cluster.squashd_pid()}/cgroup").read()
+        threads = {}
+        for pid, who in readers:
+            threads[who] = len(os.listdir(f"/proc/{pid}/task"))
+            mine = open(f"/proc/{pid}/cgroup").read()
+            assert re.search(r"/squashd-readers\.[^/\n]+/uid-\d+$", mine, re.M), mine
+            assert mine != squashd_cgroups
+        print(f"{n} images, three jobs: built in {built:.1f} s, the jobs in "
+              f"{time.monotonic() - t0 - built:.1f} s; reader threads {threads}")
+        assert len(unions(cluster)) == 2 and len(fuse_mounts(cluster)) == 2, cluster.list_mounts()
     finally:
-        first.go.touch()
-        first.job.wait()
-    assert first.job.state == "COMPLETED", first.job.output()
+        for h in holders:
+            h.go.touch()
+        for h in holders:
+            h.job.wait()
+    for h in holders:
+        assert h.job.state == "COMPLETED", h.job.output()
     wait_until(lambda: not fuse_mounts(cluster), 20, 0.1, "the union mounts to go")
 
 

@@ -236,6 +236,59 @@ static void merged_mounts_are_read_back(void)
 		CHECK_INT(load_text(bad[i], err, sizeof(err)), -1);
 }
 
+/* A union mount (core/union_mount.h) is recorded with its images' keys,
+ * bottom first, in "part" records after its mount record; read back, it
+ * is found by the same list of the same user only. */
+static void union_mounts_are_read_back(void)
+{
+	struct registry saved = { 0 }, loaded = { 0 };
+	struct mount_key key = { .mode = SQUASH__MOUNT_MODE__FUSE, .owner_uid = 1000 };
+	struct mount_key parts[3];
+	char err[512];
+
+	for (size_t i = 0; i < 3; i++)
+		parts[i] = (struct mount_key){ .dev = 2049, .ino = 20 + i, .size = 4096, .mtime_sec = 1700000000,
+					       .mtime_nsec = 5, .mode = SQUASH__MOUNT_MODE__FUSE, .owner_uid = 1000 };
+	struct mount_entry *u = registry_new_mount(&saved, &key, "/d/b2.sqfs (+2 in a union)", "/run/squashd/mnt");
+	CHECK_INT(registry_set_parts(u, parts, 3), 0);
+	u->state = MOUNT_READY;
+	u->server_pid = 4242;
+	struct job_entry *job = registry_add_job(&saved, 7, 1000);
+	for (size_t i = 0; i < 3; i++)
+		registry_job_add_image(job, "/d/b.sqfs", "/squash/data", u);
+	CHECK(registry_find_union(&saved, 1000, parts, 3) == u);
+	CHECK(registry_find_mount(&saved, &key) == NULL); /* no image's own mount */
+	CHECK_INT(state_file_save(&saved, path, err, sizeof(err)), 0);
+	size_t text_len;
+	char *text = read_text(&text_len);
+	CHECK_CONTAINS(text, "part 1 2049 20 4096 1700000000 5\npart 1 2049 21 4096 1700000000 5\n"
+			     "part 1 2049 22 4096 1700000000 5\n");
+	free(text);
+
+	CHECK_INT(state_file_load(&loaded, path, err, sizeof(err)), 0);
+	struct mount_entry *lu = registry_mount_by_id(&loaded, 1);
+	struct mount_key swapped[3] = { parts[1], parts[0], parts[2] };
+	CHECK(lu && lu->n_parts == 3 && lu->server_pid == 4242);
+	CHECK(registry_find_union(&loaded, 1000, parts, 3) == lu);
+	CHECK(registry_find_union(&loaded, 1001, parts, 3) == NULL);   /* another user's */
+	CHECK(registry_find_union(&loaded, 1000, swapped, 3) == NULL); /* order matters */
+	CHECK(registry_find_union(&loaded, 1000, parts, 2) == NULL);
+	CHECK(registry_find_job(&loaded, 7) && registry_find_job(&loaded, 7)->images[2].mount == lu);
+	registry_free(&saved);
+	registry_free(&loaded);
+
+	/* A part only right after its own FUSE mount of a user. */
+	static const char *const bad[] = {
+		"squashd-state 1\npart 1 2049 20 4096 1700000000 5\n",
+		"squashd-state 1\nmount 1 1 2049 10 4096 0 0 -1 0 - /m/m1 /x\npart 1 2049 20 4096 1 5\n",
+		"squashd-state 1\nmount 1 1 0 0 0 0 0 1000 0 - /m/m1 /x\npart 2 2049 20 4096 1 5\n",
+		"squashd-state 1\nmount 1 1 0 0 0 0 0 1000 0 - /m/m1 /x\npart 1 2049 x 4096 1 5\n",
+		NULL,
+	};
+	for (size_t i = 0; bad[i]; i++)
+		CHECK_INT(load_text(bad[i], err, sizeof(err)), -1);
+}
+
 static void a_missing_file_is_an_empty_registry(void)
 {
 	struct registry r = { 0 };
@@ -564,6 +617,7 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/state", dir);
 	what_was_saved_is_read_back();
 	merged_mounts_are_read_back();
+	union_mounts_are_read_back();
 	a_missing_file_is_an_empty_registry();
 	a_truncated_file_loads_whole_records_or_nothing();
 	hostile_records_are_refused_with_the_line();
