@@ -1102,16 +1102,23 @@ class Bench:
 
     # ---------------------------------------------------------------- datasets
     # --datasets: a dataset of many small files packed into bundles
-    # (tests/bench/dataset.py), listed with `find . -print | wc -l` from the
-    # tree on local disk, the same tree behind slowfs, and the bundles merged
-    # at one target in a job (kernel bundles: trusted; FUSE: the user's);
-    # the time until a job sees the merged tree (first job on the node and a
-    # second one while the first holds the mounts) and the node's memory
-    # with the bundles mounted. One phase per dataset and repetition: a
-    # fresh cluster, the four modes in an order rotated every repetition,
-    # then the cluster is stopped (and --lock released, if given).
+    # (tests/bench/dataset.py), listed with `find . -print | wc -l` and read
+    # at random (10,000 files, the same for every column) from the tree on
+    # local disk, the same tree behind slowfs, and the bundles merged at one
+    # target in a job: kernel bundles (trusted) under overlayfs, the user's
+    # FUSE bundles under overlayfs (squashd.conf `fuse_union = no`) and as
+    # one squash-reader union (`fuse_union = yes`, the default); the time
+    # until a job sees the merged tree (first job on the node and a second
+    # one while the first holds the mounts) and the node's memory with the
+    # bundles mounted. One phase per dataset and repetition: a fresh
+    # cluster, the five columns in an order rotated every repetition (for
+    # the 1m set then two concurrent jobs of one user with 1,024 bundles
+    # each), then the cluster is stopped (and --lock released, if given).
 
-    DS_MODES = ["local", "slowfs", "job-kernel", "job-fuse"]
+    DS_MODES = ["local", "slowfs", "job-kernel", "job-fuse-overlay", "job-fuse-union"]
+    DS_LABEL = {"kernel": "kernel", "fuse-overlay": "FUSE overlay", "fuse-union": "FUSE union"}
+    # The squashd.conf line of each FUSE column (None: the line removed, the default).
+    DS_FUSE_UNION = {"fuse-overlay": "no", "fuse-union": "yes"}
 
     @contextlib.contextmanager
     def locked(self, what):
@@ -1124,10 +1131,14 @@ class Bench:
         log(f"{what}: waiting for the lock {lock}")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            log(f"{what}: lock taken after {time.monotonic() - t0:.0f} s")
+            waited = time.monotonic() - t0
+            log(f"{what}: lock taken after {waited:.0f} s")
+            self.meta["lock_wait_s"] = round(self.meta.get("lock_wait_s", 0) + waited)
             t1 = time.monotonic()
             yield
-            log(f"{what}: lock held {time.monotonic() - t1:.0f} s")
+            held = time.monotonic() - t1
+            log(f"{what}: lock held {held:.0f} s")
+            self.meta.setdefault("lock_held_s", {})[what] = round(held)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
@@ -1138,13 +1149,14 @@ class Bench:
         for name in [n for n in self.args.datasets.split(",") if n]:
             ds = dsmod.Dataset(self.cache, name)
             info = ds.ensure(log)
+            info = dict(info, random_list=str(ds.random_files()))
             dss.append((ds, info))
             self.meta.setdefault("datasets", {})[name] = {k: v for k, v in info.items() if k != "want"}
         self.meta["dataset_mksquashfs"] = " ".join(dsmod.MKSQUASHFS_ARGS)
         self.save()
         self.elapsed_note("datasets ready")
-        for ds, info in dss:
-            for rep in range(self.args.reps):
+        for rep in range(self.args.reps):
+            for ds, info in dss:
                 with self.locked(f"dataset {ds.name}, repetition {rep + 1}"):
                     self.dataset_phase(ds, info, rep)
                 self.save()
@@ -1157,15 +1169,26 @@ class Bench:
         try:
             c.start()
             dirs = {kind: c.link_dataset(ds, kind) for kind in ("kernel", "fuse")}
-            k = rep % len(self.DS_MODES)
-            order = self.DS_MODES[k:] + self.DS_MODES[:k]
+            c.random_list = c.work / f"random-{ds.name}.txt"
+            shutil.copy(info["random_list"], c.random_list)
+            os.chmod(c.random_list, 0o644)
+            modes = [m for m in self.DS_MODES if m in self.args.ds_modes.split(",")]
+            k = rep % len(modes) if modes else 0
+            order = modes[k:] + modes[:k]
             log(f"dataset {ds.name}, rep {rep + 1}: {' '.join(order)}")
             for m in order:
                 if m.startswith("job-"):
+                    kind = m[4:]
+                    if kind in self.DS_FUSE_UNION and not self.set_fuse_union(c, self.DS_FUSE_UNION[kind]):
+                        if kind == "fuse-union":
+                            self.ds_skip(ds, m, rep, self.meta["fuse_union"])
+                            continue
                     self.ds_visible(c, ds, None, None, rep, "no image")
-                    self.ds_job(c, ds, info, m[4:], dirs[m[4:]], rep)
+                    self.ds_job(c, ds, info, kind, dirs["kernel" if kind == "kernel" else "fuse"], rep)
                 else:
-                    self.ds_outside(ds, m, rep)
+                    self.ds_outside(ds, m, rep, c.random_list)
+            if ds.params.get("per_bundle") == 1 and info["bundles"] >= 1024 and not self.args.no_concurrent:
+                self.ds_concurrent(c, ds, info, dirs["fuse"], rep)
         finally:
             c.stop()
             # squashd's debug log (every mount, merge and release, timed)
@@ -1177,8 +1200,58 @@ class Bench:
             self.clusters.remove(c)
             self.cluster = None
 
-    def ds_outside(self, ds, mode, rep):
-        """find over the tree on local disk or behind slowfs, cold then warm."""
+    def ds_skip(self, ds, mode, rep, why):
+        log(f"  {ds.name:4} {mode:16} skipped: {why}")
+        self.add("ds_skip", dataset=ds.name, rep=rep, mode=mode, note=f"skipped: {why}")
+
+    def set_fuse_union(self, c, value):
+        """Sets squashd.conf's `fuse_union` (value 'yes' or 'no'; None: the
+        line removed, squashd's default) and reloads squashd (SIGHUP).
+        Returns False when this squashd does not know the setting (its
+        reload refuses the file: the line is taken out again, and squashd
+        keeps merging FUSE bundles with overlayfs, as `no` would)."""
+        if self.meta.get("fuse_union", "").startswith("unknown"):
+            return False
+        conf = c.dir / "squashd.conf"
+        text = conf.read_text()
+        lines = [ln for ln in text.splitlines() if not re.match(r"\s*fuse_union\s*=", ln)]
+        if value is not None:
+            lines.append(f"fuse_union = {value}")
+        new = "\n".join(lines) + "\n"
+        if new == text:
+            return True
+        conf.write_text(new)  # the file stays root's, 0644
+        logf = c.dir / "log" / "squashd.log"
+        off = logf.stat().st_size
+        os.kill(c.squashd_pid(), signal.SIGHUP)
+
+        def reloaded():
+            t = logf.read_text(errors="replace")[off:]
+            return "keeping the settings in force" in t or re.search(r"reload: .* read;", t)
+        wait_for(reloaded, 30, "squashd to reload its settings", 0.05)
+        said = logf.read_text(errors="replace")[off:]
+        if "unknown setting 'fuse_union'" in said:
+            conf.write_text("\n".join(ln for ln in lines if not ln.startswith("fuse_union")) + "\n")
+            self.meta["fuse_union"] = ("unknown to this squashd (its reload refused the line: "
+                                       "unknown setting 'fuse_union'); FUSE bundles merged by overlayfs")
+            log(f"  squashd does not know fuse_union: {self.meta['fuse_union']}")
+            return False
+        if "keeping the settings in force" in said:
+            raise RuntimeError(f"squashd refused fuse_union = {value}: {said.strip()[-500:]}")
+        if re.search(r"fuse_union changed .* takes effect only when squashd restarts", said):
+            # Not reloadable after all: restart squashd (nothing is mounted now).
+            log("  fuse_union needs a restart of squashd: restarting it")
+            run([CLUSTER_SH, "squashd-stop", c.dir], env=c.env, timeout=120)
+            run([CLUSTER_SH, "squashd-start", c.dir], env=c.env, timeout=120)
+            self.meta["fuse_union"] = "known; set by restarting squashd (its reload said so)"
+        else:
+            self.meta.setdefault("fuse_union", "known; set by reloading squashd (SIGHUP)")
+        log(f"  squashd.conf: fuse_union = {value if value is not None else '(default)'}")
+        return True
+
+    def ds_outside(self, ds, mode, rep, listing):
+        """find over the tree on local disk or behind slowfs, cold then warm;
+        then the random files, cold."""
         sm = None
         if mode == "slowfs":
             sm = SlowFSMode(self, f"ds-{ds.name}-slowfs", ds.tree)
@@ -1188,20 +1261,32 @@ class Bench:
         else:
             drop_caches()
             root = ds.tree
+        recs = []
+        req_find = None
         try:
             p = run([PYTHON, self.workload_py, "find", root, "--times", "2"], timeout=3600,
                     env=self.workload_env())
             recs = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+            if sm:  # a fresh slowfs for the random reads (its count is the find's)
+                sm.stop()
+                req_find = sm.requests
+                sm.prepare_cold()
+            else:
+                drop_caches()
+            p = run([PYTHON, self.workload_py, "random", root, "--list", listing], timeout=3600,
+                    env=self.workload_env())
+            recs += [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
         except Exception as e:  # noqa: BLE001 - keep going, record the failure
             log(f"  {ds.name} {mode}: FAILED: {e}")
             self.add("ds_scan", dataset=ds.name, rep=rep, mode=mode, cache="cold", seconds="",
                      note=f"failed: {str(e)[:200]}")
-            recs = []
         finally:
             if sm:
                 sm.stop()
                 self.modes.remove(sm)
-        extra = {"slowfs_requests": sm.requests} if sm and sm.requests is not None else {}
+        extra = {}
+        if sm and sm.requests is not None:
+            extra = {"slowfs_requests": req_find if req_find is not None else sm.requests}
         self.ds_add_scans(ds, mode, rep, recs, extra)
 
     def ds_add_scans(self, ds, mode, rep, recs, extra=None):
@@ -1210,11 +1295,17 @@ class Bench:
             if r["seconds"] > 0:
                 others = round(max(0.0, r["busy_cpu_s"] - r["own_cpu_s"]) /
                                (r["seconds"] * os.cpu_count()), 2)
+            if r["workload"] == "random":
+                self.add("ds_random", dataset=ds.name, rep=rep, mode=mode, cache="cold",
+                         seconds=r["seconds"], files=r.get("files", ""), bytes=r.get("bytes", ""),
+                         others_cpu_share=others)
+                continue
             self.add("ds_scan", dataset=ds.name, rep=rep, mode=mode,
                      cache="cold" if r["run"] == 0 else "warm", seconds=r["seconds"],
                      files=r.get("files", ""), others_cpu_share=others, **(extra or {}))
-        log(f"  {ds.name:4} {mode:10} find: " + ", ".join(f"{r['seconds']:.2f} s ({r.get('files')})"
-                                                       for r in recs) + (f" {extra}" if extra else ""))
+        log(f"  {ds.name:4} {mode:16} " + ", ".join(
+            f"{r['workload']} {r['seconds']:.2f} s ({r.get('files')})" for r in recs)
+            + (f" {extra}" if extra else ""))
 
     # The task prints the time once PROBE is there (stat says why not).
     SHOW = 'stat -c %n "$1" >/dev/null || exit 3; date +%s.%N; shift; exec "$@"'
@@ -1241,11 +1332,12 @@ class Bench:
             return
         self.add("ds_visible", dataset=ds.name, rep=rep, mode=label, seconds=round(seen, 4),
                  wall_s=round(wall, 4))
-        log(f"  {ds.name:4} {label:22} visible after {seen:.3f} s (srun {wall:.3f} s)")
+        log(f"  {ds.name:4} {label:26} visible after {seen:.3f} s (srun {wall:.3f} s)")
 
     def node_memory(self, c):
         """squashd's and the FUSE readers' memory, the kernel's slab and a
-        few of its caches (the whole machine's: read them as differences)."""
+        few of its caches (the whole machine's: read them as differences),
+        and the node mounts below the cluster by type."""
         m = {}
         with open("/proc/meminfo") as f:
             for line in f:
@@ -1271,17 +1363,36 @@ class Bench:
                 m["readers_threads"] += len(os.listdir(f"/proc/{p}/task"))
         m["readers_rss_kib"] = sum(r for r, _ in readers)
         m["readers_pss_kib"] = sum(p for _, p in readers)
+        # squashd's node mounts (the host's namespace, below the cluster's
+        # directory): how it merged the bundles.
+        prefix = str(c.dir) + "/"
+        counts = {"fuse": 0, "overlay": 0, "squashfs": 0}
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields = left.split()
+                if len(fields) < 5 or not fields[4].startswith(prefix):
+                    continue
+                fstype = right.split()[0] if right else ""
+                key = "fuse" if fstype.startswith("fuse") else fstype
+                if key in counts:
+                    counts[key] += 1
+        for k, v in counts.items():
+            m[f"node_mounts_{k}"] = v
         with contextlib.suppress(Exception):
             rows = c.list_mounts()
-            for mode in ("kernel", "fuse", "merged"):
-                m[f"mounts_{mode}"] = sum(1 for r in rows if r.get("mode") == mode)
+            m["squashctl_mounts"] = len(rows)
+            for mode in sorted({str(r.get("mode")) for r in rows}):
+                m[f"mounts_{mode}"] = sum(1 for r in rows if str(r.get("mode")) == mode)
         return m
 
     def ds_job(self, c, ds, info, kind, d, rep):
         """The first job on the node (nothing mounted, caches dropped): the
         time until it sees the merged tree, the node's memory once mounted,
         find cold and warm in the job, the memory after; meanwhile a second
-        job with the same bundles (the mounts shared)."""
+        job with the same bundles (the mounts shared); then, the caches
+        dropped again, the job reads the random files, and the memory after
+        that."""
         c.wait_no_mounts(900)
         wait_for(lambda: not c.fuse_servers(), 120, "FUSE readers to exit", 0.1)
         target = f"/squash/{ds.name}"
@@ -1290,12 +1401,14 @@ class Bench:
         sync = c.work / f"sync-{ds.name}-{kind}-{rep}"
         sync.mkdir()
         os.chmod(sync, 0o777)
-        label = {"kernel": "kernel", "fuse": "FUSE"}[kind]
+        label = self.DS_LABEL[kind]
+        mode = f"job-{kind}"
         drop_caches()
         mems = {"before": self.node_memory(c)}
         t0 = time.time()
         a = c.popen_user(self.ds_cmd(spec, probe, [PYTHON, c.workload_py, "find", target,
-                                                   "--times", "2", "--sync", sync]))
+                                                   "--times", "2", "--sync", sync,
+                                                   "--then-random", c.random_list]))
         self.children.append(a)
         ok = False
         try:
@@ -1309,10 +1422,16 @@ class Bench:
             if a.poll() is None:
                 mems["after find"] = self.node_memory(c)
                 self.ds_visible(c, ds, spec, probe, rep, f"{label}, second job")
+                drop_caches()
+                (sync / "go-random").touch()
+                wait_for(lambda: (sync / "randomed").exists() or a.poll() is not None, 3600,
+                         f"the first {kind} job's random reads", 0.05)
+            if a.poll() is None:
+                mems["after random"] = self.node_memory(c)
                 ok = True
         finally:
-            (sync / "go-scan").touch()
-            (sync / "go-end").touch()
+            for f in ("go-scan", "go-random", "go-end"):
+                (sync / f).touch()
             try:
                 out, err = a.communicate(timeout=600)
             except subprocess.TimeoutExpired:
@@ -1330,17 +1449,108 @@ class Bench:
             return
         self.add("ds_visible", dataset=ds.name, rep=rep, mode=f"{label}, first job",
                  seconds=round(seen, 4))
-        log(f"  {ds.name:4} {label + ', first job':22} visible after {seen:.3f} s")
+        log(f"  {ds.name:4} {label + ', first job':26} visible after {seen:.3f} s")
         recs = [json.loads(line) for line in lines if line.startswith("{")]
-        self.ds_add_scans(ds, f"job-{kind}", rep, recs)
+        self.ds_add_scans(ds, mode, rep, recs)
         for state, m in mems.items():
             self.add("ds_memory", dataset=ds.name, rep=rep, mode=kind, state=state, **m)
         base = mems["before"]
         after = mems["after find"]
         log(f"  {ds.name:4} {kind} memory after find: squashd {after.get('squashd_pss_kib')} KiB PSS, "
-            f"{after['readers']} readers {after['readers_pss_kib']} KiB PSS, slab "
-            f"+{(after['slab_kib'] - base['slab_kib']) / 1024:.0f} MiB; mounts "
-            f"{ {k: v for k, v in after.items() if k.startswith('mounts_')} }")
+            f"{after['readers']} readers ({after['readers_threads']} threads) "
+            f"{after['readers_pss_kib']} KiB PSS, slab "
+            f"+{(after['slab_kib'] - base['slab_kib']) / 1024:.0f} MiB; node mounts "
+            f"{ {k[12:]: v for k, v in after.items() if k.startswith('node_mounts_')} }; squashctl "
+            f"{ {k[7:]: v for k, v in after.items() if k.startswith('mounts_')} }")
+
+    # Two jobs at once: each prints when it sees PROBE and how many entries
+    # the target's top holds, says so (DIR/seen-NAME), and holds its mounts
+    # until the caller lets it go (DIR/go-end).
+    BOTH = ('stat -c %n "$1" >/dev/null || exit 3; date +%s.%N; ls "$2" | wc -l; : >"$3/seen-$4"; '
+            'i=0; while [ ! -e "$3/go-end" ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done')
+
+    def ds_concurrent(self, c, ds, info, d, rep):
+        """Two jobs of one user at once, each with all the bundles, under
+        squashd's default settings (no fuse_union line) and, when squashd
+        knows it, `fuse_union = no`: the same bundles in both jobs, then
+        distinct copies (2 x 1,024 distinct images). Both must see the
+        whole tree while the other holds its mounts."""
+        copy = c.imgdir / f"{ds.name}-copy"
+        if not copy.exists():
+            copy.mkdir()
+            os.chmod(copy, 0o755)
+            for b in sorted(d.glob("b*.sqfs")):
+                shutil.copy(b, copy / b.name)
+        settings = [None]
+        if not self.meta.get("fuse_union", "").startswith("unknown"):
+            settings.append("no")
+        target = f"/squash/{ds.name}"
+        probe = f"{target}/{info['probe']}"
+        for setting in settings:
+            if not self.set_fuse_union(c, setting) and setting is not None:
+                continue
+            sname = "default settings" if setting is None else f"fuse_union = {setting}"
+            for variant, dirs in (("same bundles", (d, d)), ("distinct bundles", (d, copy))):
+                c.wait_no_mounts(900)
+                wait_for(lambda: not c.fuse_servers(), 120, "FUSE readers to exit", 0.1)
+                sync = c.work / f"sync-both-{ds.name}-{rep}-{setting}-{variant.split()[0]}"
+                sync.mkdir()
+                os.chmod(sync, 0o777)
+                drop_caches()
+                t0 = time.time()
+                jobs = []
+                for name, dd in zip("AB", dirs):
+                    cmd = ["srun", "-Q", "-n1", f"--squash-image={dd}/b*.sqfs:{target}", "/bin/sh", "-c",
+                           self.BOTH, "sh", probe, target, sync, name]
+                    p = c.popen_user(cmd)
+                    self.children.append(p)
+                    jobs.append(p)
+                mems = None
+                try:
+                    wait_for(lambda: all((sync / f"seen-{n}").exists() or p.poll() is not None
+                                         for n, p in zip("AB", jobs)), 900,
+                             "two concurrent jobs to see the tree", 0.05)
+                    if all((sync / f"seen-{n}").exists() for n in "AB"):
+                        mems = self.node_memory(c)
+                finally:
+                    (sync / "go-end").touch()
+                    res = []
+                    for p in jobs:
+                        try:
+                            out, err = p.communicate(timeout=300)
+                        except subprocess.TimeoutExpired:
+                            os.killpg(p.pid, signal.SIGKILL)
+                            out, err = p.communicate()
+                        res.append((p.returncode, out, err))
+                seen, tops, errs = [], [], []
+                for rc, out, err in res:
+                    w = out.split()
+                    try:
+                        seen.append(round(float(w[0]) - t0, 4))
+                        tops.append(int(w[1]))
+                    except (IndexError, ValueError):
+                        seen.append(None)
+                        tops.append(None)
+                    if rc != 0:
+                        errs.append(f"exit {rc}: " + " ".join(err[-300:].split()))
+                ok = not errs and all(t == info["tops"] for t in tops)
+                row = {"dataset": ds.name, "rep": rep, "mode": variant, "settings": sname,
+                       "ok": "yes" if ok else "no",
+                       "seconds": max(s for s in seen if s is not None) if any(seen) else "",
+                       "seen_a": seen[0], "seen_b": seen[1], "tops_a": tops[0], "tops_b": tops[1]}
+                if mems:
+                    row.update({k: mems.get(k) for k in ("readers", "readers_threads", "readers_pss_kib",
+                                                         "node_mounts_fuse", "node_mounts_overlay",
+                                                         "squashd_pss_kib")})
+                if errs:
+                    row["note"] = "failed: " + " | ".join(errs)
+                self.add("ds_concurrent", **row)
+                log(f"  {ds.name:4} two jobs at once, {variant}, {sname}: "
+                    f"{'both see the tree' if ok else 'FAILED'}; seen after {seen}, tops {tops}"
+                    + (f"; readers {mems.get('readers')} ({mems.get('readers_threads')} threads), "
+                       f"node FUSE mounts {mems.get('node_mounts_fuse')}" if mems else "")
+                    + (f"; {errs}" if errs else ""))
+        self.set_fuse_union(c, None)
 
     # ---------------------------------------------------------------- main
     def main(self):
@@ -1521,13 +1731,24 @@ def parse_args(argv):
     ap.add_argument("--datasets", nargs="?", const="hcp,1m", metavar="LIST",
                     help="instead of parts 1 and 2: the dataset benchmark (docs/performance.md, "
                          "section 12) on the synthetic datasets LIST (default hcp,1m; "
-                         "tests/bench/dataset.py): find over the tree on local disk, behind "
-                         "slowfs and through the bundles merged in a job (kernel, FUSE), the "
-                         "time until a job sees the merged tree, node memory; --reps "
-                         "repetitions, one cluster per dataset and repetition")
+                         "tests/bench/dataset.py): find cold and warm and 10,000 random files "
+                         "read cold, over the tree on local disk, behind slowfs and through "
+                         "the bundles merged in a job (kernel bundles by overlayfs; FUSE "
+                         "bundles by overlayfs, squashd.conf fuse_union = no, and as one "
+                         "squash-reader union, fuse_union = yes: skipped, saying so, with a "
+                         "squashd that does not know the setting), the time until a job sees "
+                         "the merged tree, node memory, reader threads; for 1m two concurrent "
+                         "1,024-bundle jobs of one user; --reps repetitions, one cluster per "
+                         "dataset and repetition, the datasets interleaved")
     ap.add_argument("--lock", default=os.environ.get("BENCH_LOCK"), metavar="FILE",
                     help="with --datasets: hold flock(FILE) during each dataset's repetition "
                          "(the machine's cluster lock; default $BENCH_LOCK), released between")
+    ap.add_argument("--ds-modes", default="local,slowfs,job-kernel,job-fuse-overlay,job-fuse-union",
+                    help="with --datasets: the columns (default all: local, slowfs, job-kernel, "
+                         "job-fuse-overlay, job-fuse-union)")
+    ap.add_argument("--no-concurrent", action="store_true",
+                    help="with --datasets: skip the two concurrent 1,024-bundle jobs of one user "
+                         "(1m set)")
     ap.add_argument("--cleanup-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     q = a.quick

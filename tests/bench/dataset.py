@@ -102,6 +102,24 @@ class Dataset:
             return None
         return s
 
+    def random_files(self, n=10_000, seed=31):
+        """n files of the tree (paths relative to its top), picked at random
+        with a fixed seed: the same list on every run and for every way of
+        mounting the set (union_alone.py picks the same ones). Cached in
+        DIR/random-N.txt, one path a line, while the dataset is unchanged."""
+        f = self.dir / f"random-{n}.txt"
+        stamp = self.stamp.stat().st_mtime if self.stamp.exists() else 0
+        if f.exists() and f.stat().st_mtime >= stamp:
+            return f
+        files = sorted(os.path.relpath(os.path.join(r, x), self.tree)
+                       for r, _, fs in os.walk(self.tree) for x in fs)
+        picks = random.Random(seed).sample(files, min(n, len(files)))
+        tmp = f.with_suffix(".tmp")
+        tmp.write_text("".join(p + "\n" for p in picks))
+        os.chmod(tmp, 0o644)
+        tmp.rename(f)
+        return f
+
     # ------------------------------------------------------------ making
     def _write(self, path, rng):
         n = rng.randrange(0, 2048)

@@ -16,11 +16,14 @@
 # `--datasets` instead
 # lists synthetic datasets of many small files (tests/bench/dataset.py: an
 # HCP-like one of 186,432 entries in 56 bundles, one of 1,015,808 files in
-# 1,024 bundles; made once into $BENCH_CACHE/datasets) from local disk,
-# slowfs and bundles merged in a job, and measures the job's start and the
-# node's memory with the bundles mounted; `--lock FILE` holds flock(FILE)
-# during each dataset's repetition only (a machine shared with other
-# cluster users). `tests/bench/bench.py --help` lists every option.
+# 1,024 bundles; made once into $BENCH_CACHE/datasets) and reads 10,000
+# random files of them, from local disk, slowfs and bundles merged in a job
+# (kernel bundles by overlayfs; FUSE bundles by overlayfs, squashd.conf
+# fuse_union = no, and as one squash-reader union, fuse_union = yes), and
+# measures the job's start and the node's memory with the bundles mounted,
+# and two concurrent 1,024-bundle jobs of one user; `--lock FILE` holds
+# flock(FILE) during each dataset's repetition only (a machine shared with
+# other cluster users). `tests/bench/bench.py --help` lists every option.
 #
 # Environment:
 #   BENCH_CACHE       downloads, venv, trees, images, mount points

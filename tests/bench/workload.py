@@ -16,11 +16,17 @@ file). WORKLOAD is one of:
   read    one sequential read of ROOT/big/data.bin in 1 MiB pieces
   find    `find . -print | wc -l` in ROOT (a dataset tree: the --datasets
           mode); files is the count it printed
+  random  open and read every file that --list FILE names (one path
+          relative to ROOT a line: the dataset's fixed random sample), in
+          that order; files and bytes are what it read
 
 For the --datasets mode, in a job: --sync DIR makes the job wait at two
 points for the caller (a file DIR/mounted, then DIR/go-scan before the runs; DIR/scanned,
 then DIR/go-end after them), so that the node's memory can be read while
-the job holds its mounts.
+the job holds its mounts. --then-random FILE (with --sync): after the
+runs, a third point (DIR/scanned, then DIR/go-random: the caller drops the
+caches meanwhile), one run of the random workload over FILE, then DIR/randomed
+and DIR/go-end.
 
 Runs the workload K times in a row (the caller makes the first one cold)
 and prints one JSON object per run on stdout: {"workload", "run",
@@ -135,6 +141,25 @@ def run_find(root):
     return dt, {"files": int(p.stdout.strip())}
 
 
+def run_random(root, listing):
+    with open(listing) as f:
+        paths = [line.rstrip("\n") for line in f if line.strip()]
+    total = 0
+    t0 = time.perf_counter()
+    for p in paths:
+        fd = os.open(os.path.join(root, p), os.O_RDONLY)
+        try:
+            while True:
+                b = os.read(fd, 1 << 20)
+                if not b:
+                    break
+                total += len(b)
+        finally:
+            os.close(fd)
+    dt = time.perf_counter() - t0
+    return dt, {"files": len(paths), "bytes": total}
+
+
 def sync_point(d, mine, theirs, timeout=1800):
     if not d:
         return
@@ -162,12 +187,14 @@ def own_cpu_s():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("workload", choices=["import", "start", "stat", "md5", "read", "find"])
+    ap.add_argument("workload", choices=["import", "start", "stat", "md5", "read", "find", "random"])
     ap.add_argument("root")
     ap.add_argument("--times", type=int, default=1)
     ap.add_argument("--n", type=int, default=1)
     ap.add_argument("--imports", default="numpy")
     ap.add_argument("--sync")
+    ap.add_argument("--list", help="the random workload's files")
+    ap.add_argument("--then-random", metavar="FILE", help="after the runs, one random run over FILE")
     a = ap.parse_args()
     sync_point(a.sync, "mounted", "go-scan")
     imports = [m for m in a.imports.split(",") if m]
@@ -183,6 +210,8 @@ def main():
             dt, extra = run_md5(a.root)
         elif a.workload == "find":
             dt, extra = run_find(a.root)
+        elif a.workload == "random":
+            dt, extra = run_random(a.root, a.list)
         else:
             dt, extra = run_read(a.root)
         rec = {"workload": a.workload, "run": i, "seconds": round(dt, 6), "n": a.n}
@@ -190,7 +219,18 @@ def main():
         rec["busy_cpu_s"] = round(machine_busy_s() - busy0, 2)
         rec["own_cpu_s"] = round(own_cpu_s() - own0, 2)
         print(json.dumps(rec), flush=True)
-    sync_point(a.sync, "scanned", "go-end")
+    if a.then_random:
+        sync_point(a.sync, "scanned", "go-random")
+        busy0, own0 = machine_busy_s(), own_cpu_s()
+        dt, extra = run_random(a.root, a.then_random)
+        rec = {"workload": "random", "run": 0, "seconds": round(dt, 6), "n": 1}
+        rec.update(extra)
+        rec["busy_cpu_s"] = round(machine_busy_s() - busy0, 2)
+        rec["own_cpu_s"] = round(own_cpu_s() - own0, 2)
+        print(json.dumps(rec), flush=True)
+        sync_point(a.sync, "randomed", "go-end")
+    else:
+        sync_point(a.sync, "scanned", "go-end")
     return 0
 
 
