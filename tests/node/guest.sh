@@ -385,6 +385,9 @@ case_dataset() {
 	for i in 0 1 2; do
 		grep -qx "subject $i" <<<"$o" || fail "bundle_00$i's subject$i not seen at /squash/ds"
 	done
+	# The user's bundles: one mount of their reader, the union of the three.
+	journalctl -u squashd --no-pager -n 300 | grep -q "merged 3 images at .* for /squash/ds as one FUSE union" ||
+		fail "the dataset was not served as one FUSE union"
 }
 
 case_health_metrics() {
