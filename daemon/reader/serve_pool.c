@@ -181,6 +181,8 @@ static void *worker(void *arg)
 		n = epoll_wait(p->epfd, &ev, 1, timeout);
 		pthread_mutex_lock(&p->lock);
 		p->waiting--;
+		/* Counted out in the same breath: workers whose waits end
+		 * together must not all see the others still there. */
 		if (n == 0 && p->threads > p->idle_threads)
 			break;
 		if (n <= 0 || !ev.data.ptr) /* a timeout, EINTR; or the stop */
@@ -196,14 +198,12 @@ static void *worker(void *arg)
 		serve_one(p, ev.data.ptr, mem);
 		pthread_mutex_lock(&p->lock);
 	}
+	p->threads--;
+	pthread_cond_broadcast(&p->gone);
 	pthread_mutex_unlock(&p->lock);
 	if (!mem)
 		fprintf(stderr, "squash-reader: out of memory for a worker thread\n");
 	free(mem);
-	pthread_mutex_lock(&p->lock);
-	p->threads--;
-	pthread_cond_broadcast(&p->gone);
-	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }
 
