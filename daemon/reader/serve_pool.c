@@ -36,14 +36,16 @@
 #define LINGER_MS 2000
 
 /* One session. refs: one for the armed descriptor (EPOLLONESHOT delivers
- * each arming once, to one worker, who then holds that reference) and one
- * for each worker inside it. A worker that finds the connection gone does
- * not re-arm, so refs reach 0 only once the session has ended and nobody
- * is in it. */
+ * each arming once, to one worker, who then holds that reference; a
+ * parked arming holds it too) and one for each worker inside it. A worker
+ * that finds the connection gone does not re-arm, so refs reach 0 only
+ * once the session has ended and nobody is in it. */
 struct pooled {
 	struct fuse_session *se;
 	int fd;
 	atomic_uint refs;
+	atomic_uint busy;          /* workers answering a request of it */
+	atomic_bool parked;        /* its arming waits for one of them */
 	void (*ended)(void *arg);
 	void *arg;
 };
@@ -53,6 +55,7 @@ struct serve_pool {
 	int stop_fd;                /* readable once the pool stops (eventfd) */
 	size_t bufsize;
 	unsigned max_threads, idle_threads;
+	unsigned session_max;       /* workers one session may hold */
 	pthread_mutex_t lock;
 	pthread_cond_t gone;        /* a worker ended */
 	unsigned threads;           /* started and not yet ended */
@@ -153,14 +156,28 @@ static void serve_one(struct serve_pool *p, struct pooled *s, void *mem)
 	}
 	/* The session's next request may be read by another worker while
 	 * this one is answered: a reference for the armed descriptor, while
-	 * this worker keeps its own. */
+	 * this worker keeps its own. Only one worker at a time gets here for
+	 * a session (its descriptor is disarmed until then), so the count
+	 * decides alone. A session holding all workers but one parks its
+	 * arming until one of its requests is answered: requests that hang
+	 * (an image on a file system that stopped answering) leave the
+	 * other mounts a worker. */
 	atomic_fetch_add(&s->refs, 1);
-	if (!rearm(p, s))
-		put(p, s);
+	if (atomic_fetch_add(&s->busy, 1) + 1 < p->session_max) {
+		if (!rearm(p, s))
+			put(p, s);
+	} else {
+		atomic_store(&s->parked, true);
+	}
 	memset(&buf, 0, sizeof(buf));
 	buf.mem = mem;
 	buf.size = (size_t)k;
 	fuse_session_process_buf(s->se, &buf);
+	atomic_fetch_sub(&s->busy, 1);
+	/* Whoever takes the parked arming re-arms (the one that parked
+	 * always looks, so it is never left behind). */
+	if (atomic_exchange(&s->parked, false) && !rearm(p, s))
+		put(p, s);
 	put(p, s);
 }
 
@@ -235,6 +252,7 @@ struct serve_pool *serve_pool_new(unsigned max_threads, unsigned idle_threads)
 	/* At least one stays: only a request wakes a worker, and only a
 	 * worker starts another. */
 	p->idle_threads = idle_threads < 1 ? 1 : idle_threads < p->max_threads ? idle_threads : p->max_threads;
+	p->session_max = p->max_threads > 1 ? p->max_threads - 1 : 1;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->gone, NULL);
 	return p;
@@ -254,6 +272,8 @@ int serve_pool_add(struct serve_pool *p, struct fuse_session *se, void (*ended)(
 	s->ended = ended;
 	s->arg = arg;
 	atomic_init(&s->refs, 1);
+	atomic_init(&s->busy, 0);
+	atomic_init(&s->parked, false);
 	/* A request announced by epoll may be withdrawn (interrupted) before
 	 * the worker reads it: that read must not sleep. (The flag is the
 	 * connection's: squashd's kept descriptor and a later reader that
