@@ -29,6 +29,9 @@ MOUNTS = 64
 DATA = os.urandom(1 << 20)
 
 
+STARTED = []  # readers a test started, stopped after it whatever happened
+
+
 @pytest.fixture
 def where():
     d = Path(tempfile.mkdtemp(prefix="serve-load.", dir="/tmp"))
@@ -39,7 +42,13 @@ def where():
     try:
         yield d
     finally:
-        for m in d.glob("m*"):
+        for p in STARTED:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait()
+        STARTED.clear()
+        for m in sorted(d.iterdir(), key=lambda m: -len(str(m))):
             if mounted(m):
                 run(["umount", "-l", m], check=False)
         shutil.rmtree(d)
@@ -48,13 +57,14 @@ def where():
 class Serving:
     """A --serve reader on a socket pair, and the mounts it was sent."""
 
-    def __init__(self, where, tag):
+    def __init__(self, where, tag, args=()):
         self.where, self.log = where, where / f"reader-{tag}.log"
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen([READER, "--serve", f"/dev/fd/{theirs.fileno()}"],
+            self.proc = subprocess.Popen([READER, *args, "--serve", f"/dev/fd/{theirs.fileno()}"],
                                          pass_fds=[theirs.fileno()], stdout=out,
                                          stderr=subprocess.STDOUT)
+        STARTED.append(self.proc)
         theirs.close()
 
     def send(self, rid, image_fd, fuse_fd, flags=0):
@@ -66,15 +76,16 @@ class Serving:
         _, got, err = struct.unpack("<IIi", self.sock.recv(256)[:12])
         assert (got, err) == (rid, 0), (rid, os.strerror(err) if err else got, self.log.read_text())
 
-    def mount(self, n, keep=False):
-        """n mounts of where/img.sqfs; with keep, their image and /dev/fuse
-        descriptors too (what squashd keeps to hand a connection over)."""
+    def mount(self, n, keep=False, image=None, first=0):
+        """n mounts of image (where/img.sqfs); with keep, their image and
+        /dev/fuse descriptors too (what squashd keeps to hand a connection
+        over)."""
         mounts, kept = [], []
-        for i in range(n):
+        for i in range(first, first + n):
             m = self.where / f"m{i}"
             m.mkdir()
             fuse_fd = fuse_mount(m)
-            image_fd = os.open(self.where / "img.sqfs", os.O_RDONLY | os.O_CLOEXEC)
+            image_fd = os.open(image or self.where / "img.sqfs", os.O_RDONLY | os.O_CLOEXEC)
             self.send(i, image_fd, fuse_fd)
             mounts.append(m)
             if keep:
@@ -235,3 +246,65 @@ def test_a_killed_readers_mounts_read_on_through_the_reader_taking_them_over(whe
         os.close(fuse_fd)
     assert new.end(mounts) == 0, new.log.read_text()
     wait_until(lambda: not any(mounted(m) for m in mounts), 10, what="the mounts to go")
+
+
+def test_a_mount_whose_image_stopped_answering_leaves_the_others_a_worker(where):
+    """The image of one mount lies on a FUSE file system whose server is
+    stopped, so every request of that mount that reads the image hangs in a
+    worker; reads of another mount of the same reader go on meanwhile
+    (one mount holds all workers but one at most), and the hung ones end
+    right once the file system answers again."""
+    inner_src, outer_src = where / "inner", where / "outer"
+    inner_src.mkdir()
+    outer_src.mkdir()
+    files = {f"f{i}": os.urandom(256 * 1024) for i in range(16)}
+    for name, data in files.items():
+        (inner_src / name).write_bytes(data)
+    run(["mksquashfs", inner_src, outer_src / "inner.sqfs", "-noappend", "-quiet", "-no-progress",
+         "-all-root", "-b", "64K"])
+    run(["mksquashfs", outer_src, where / "outer.sqfs", "-noappend", "-quiet", "-no-progress",
+         "-all-root"])
+    outer_dir = where / "outer_mnt"
+    outer_dir.mkdir()
+    outer = subprocess.Popen([READER, where / "outer.sqfs", outer_dir])
+    STARTED.append(outer)
+    wait_until(lambda: mounted(outer_dir), 10, what="the outer image's mount")
+    r = Serving(where, "hung", ["--threads", "4"])
+    (hung,), _ = r.mount(1, image=outer_dir / "inner.sqfs")
+    (fine,), _ = r.mount(1, first=1)
+    results, answered = {}, threading.Event()
+
+    def read_hung(name):
+        try:
+            results[name] = (hung / name).read_bytes() == files[name]
+        except OSError as e:
+            results[name] = e
+
+    def read_fine():
+        results["fine"] = read_uncached(fine / "data") == WANT
+        answered.set()
+
+    try:
+        # Nothing of the inner image in the page cache: the reader's
+        # preads go to the outer reader, which is stopped.
+        fd = os.open(outer_dir / "inner.sqfs", os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+        os.kill(outer.pid, signal.SIGSTOP)
+        hung_readers = [threading.Thread(target=read_hung, args=(n,), daemon=True) for n in files]
+        for t in hung_readers:
+            t.start()
+        wait_until(lambda: r.threads() >= 5, 10, what="the reader's 4 workers to start")
+        time.sleep(0.5)
+        assert not results, results  # they hang
+        threading.Thread(target=read_fine, daemon=True).start()
+        assert answered.wait(10), "the other mount's read waited for the stopped file system"
+        assert results["fine"] is True
+    finally:
+        os.kill(outer.pid, signal.SIGCONT)
+    for t in hung_readers:
+        t.join(30)
+    assert all(results[n] is True for n in files), results
+    assert r.end([hung, fine]) == 0, r.log.read_text()
+    run(["umount", outer_dir])
+    assert outer.wait(10) == 0
