@@ -8,8 +8,9 @@
  * epoll set with EPOLLONESHOT: the worker that is woken reads one request,
  * re-arms the descriptor (so that another worker may read the session's
  * next request meanwhile) and processes it. Threads start as requests wait,
- * up to max_threads; past idle_threads, a worker that has had nothing to
- * do for a while ends. */
+ * up to max_threads, of which one session holds all but one at most (a
+ * mount whose image hangs leaves the others a worker); past idle_threads,
+ * a worker that has had nothing to do for a while ends. */
 #ifndef SQUASH_READER_SERVE_POOL_H
 #define SQUASH_READER_SERVE_POOL_H
 
