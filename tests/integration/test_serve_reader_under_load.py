@@ -225,10 +225,13 @@ def test_a_killed_readers_mounts_read_on_through_the_reader_taking_them_over(whe
         for t in readers:
             t.start()
         time.sleep(0.3)
+        # Started before the kill: the child closes the files it inherits
+        # on the mounts before it execs, and a close is a FLUSH request
+        # that only a reader of the connection answers.
+        new = Serving(where, "new")
         os.kill(old.proc.pid, signal.SIGKILL)
         old.proc.wait()
         old.sock.close()
-        new = Serving(where, "new")
         for i, (image_fd, fuse_fd) in enumerate(kept):
             new.send(100 + i, image_fd, fuse_fd, RESUME)
         time.sleep(1.0)
