@@ -39,13 +39,15 @@ static void usage(FILE *out)
 		"  IMAGE and MOUNTPOINT may be /dev/fd/N (an open image; a mounted /dev/fuse)\n"
 		"  -f                 stay in the foreground (always; for squashfuse_ll's syntax)\n"
 		"  -o OPTS            more mount options when mounting a directory\n"
-		"  -t, --threads N    worker threads at most (default %d; 1: single-threaded)\n"
+		"  -t, --threads N    worker threads at most (default %d; 1: single-threaded); with\n"
+		"                     --serve for all mounts together (default: twice the CPUs, 8..64)\n"
 		"  --resume           MOUNTPOINT is a live connection whose reader died: take it\n"
 		"                     over and have the kernel resend its unanswered requests\n"
 		"  --union            serve the images merged as overlayfs would merge them as\n"
 		"                     lower layers, the last on top\n"
 		"  --serve /dev/fd/N  serve every mount squashd sends over this socket, one\n"
-		"                     session each, until squashd closes it and the last is gone\n"
+		"                     session each, all by one set of threads, until squashd\n"
+		"                     closes it and the last is gone\n"
 		"  -d                 FUSE debug output\n"
 		"  -h, --help         this text\n",
 		PACKAGE_VERSION, DEFAULT_THREADS);
@@ -126,7 +128,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct session_options opt = { .max_threads = DEFAULT_THREADS };
+	struct session_options opt = { .max_threads = 0 }; /* 0: not given */
 	struct reader rd = { 0 };
 	const char *serve_socket = NULL;
 	bool union_mode = false;
@@ -193,6 +195,8 @@ int main(int argc, char **argv)
 		}
 		return serve_run(fd, &opt);
 	}
+	if (!opt.max_threads)
+		opt.max_threads = DEFAULT_THREADS;
 	if (union_mode)
 		return run_union(argc - optind - 1, argv + optind, argv[argc - 1], &opt);
 	if (argc - optind != 2) {

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +17,14 @@
 #include <unistd.h>
 
 #include "reader_wire.h"
+#include "reader/serve_pool.h"
 #include "reader/session.h"
 #include "reader/union_tree.h"
 
-/* One mount: its own image, session and worker threads. */
+/* Workers kept at rest for all of the reader's mounts (serve_pool.h). */
+#define IDLE_THREADS 2
+
+/* One mount: its own image and session; the pool's threads serve it. */
 struct served_mount {
 	struct reader rd;
 	int image_fd;
@@ -48,19 +53,17 @@ static void served_mount_free(struct served_mount *sm)
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t live_changed = PTHREAD_COND_INITIALIZER;
 static unsigned live_mounts;
+static struct serve_pool *pool;
 
-static void *serve_mount(void *arg)
+/* The pool is done with a mount: it is gone (unmounting aborts the
+ * connection). */
+static void mount_ended(void *arg)
 {
-	struct served_mount *sm = arg;
-
-	/* Returns once the mount is gone: unmounting aborts the connection. */
-	session_serve(sm->session);
-	served_mount_free(sm);
+	served_mount_free(arg);
 	pthread_mutex_lock(&live_lock);
 	live_mounts--;
 	pthread_cond_broadcast(&live_changed);
 	pthread_mutex_unlock(&live_lock);
-	return NULL;
 }
 
 /* Answers a request squashd waits for. A take-over (SERVE_RESUME) is not
@@ -105,8 +108,6 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 	char err[256], fuse_path[32];
 	const char *why = err;
 	struct inode root;
-	pthread_attr_t attr;
-	pthread_t t;
 	int r = EIO;
 
 	if (!sm) {
@@ -192,10 +193,7 @@ session:
 	pthread_mutex_lock(&live_lock);
 	live_mounts++;
 	pthread_mutex_unlock(&live_lock);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	r = pthread_create(&t, &attr, serve_mount, sm);
-	pthread_attr_destroy(&attr);
+	r = serve_pool_add(pool, session_fuse(sm->session), mount_ended, sm);
 	if (r == 0) {
 		reply(sock, req, 0, NULL);
 		return;
@@ -203,9 +201,10 @@ session:
 	pthread_mutex_lock(&live_lock);
 	live_mounts--;
 	pthread_mutex_unlock(&live_lock);
-	/* EAGAIN: most likely the pids limit of the user's reader cgroup
-	 * (squashd's reader_tasks_max; each mount holds 3 threads at rest). */
-	snprintf(err, sizeof(err), "cannot start a thread: %s%s", strerror(r),
+	/* EAGAIN: the reader's first worker could not start, most likely at
+	 * the pids limit of the user's reader cgroup (squashd's
+	 * reader_tasks_max). */
+	snprintf(err, sizeof(err), "cannot serve the mount: %s%s", strerror(r),
 		 r == EAGAIN ? " (the user's FUSE readers at squashd's reader_tasks_max?)" : "");
 	why = err;
 fail:
@@ -363,8 +362,29 @@ static void raise_nofile(void)
 	}
 }
 
+/* The workers of all mounts at most, unless -t says: twice the CPUs this
+ * reader may run on, within 8..64. Decompressing is CPU work, reading the
+ * image may wait on a parallel file system; 8 is what one mount had to
+ * itself before the mounts shared them (docs/architecture.md). */
+static unsigned default_threads(void)
+{
+	cpu_set_t set;
+	unsigned n = 8;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = 2 * (unsigned)CPU_COUNT(&set);
+	return n < 8 ? 8 : n > 64 ? 64 : n;
+}
+
 int serve_run(int sock, const struct session_options *base)
 {
+	pool = serve_pool_new(base->max_threads ? base->max_threads : default_threads(),
+			      IDLE_THREADS);
+	if (!pool) {
+		fprintf(stderr, "squash-reader: cannot set up the worker threads: %s\n",
+			strerror(errno));
+		return 1;
+	}
 	raise_nofile();
 	while (receive_one(sock, base) != 0)
 		;
@@ -378,5 +398,6 @@ int serve_run(int sock, const struct session_options *base)
 	while (live_mounts > 0)
 		pthread_cond_wait(&live_changed, &live_lock);
 	pthread_mutex_unlock(&live_lock);
+	serve_pool_free(pool);
 	return 0;
 }

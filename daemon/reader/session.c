@@ -3,6 +3,7 @@
 #include "reader/session.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,11 +142,21 @@ fail:
 	return NULL;
 }
 
+struct fuse_session *session_fuse(struct session *s)
+{
+	return s->se;
+}
+
 int session_serve(struct session *s)
 {
+	int fd = fuse_session_fd(s->se), fl = fcntl(fd, F_GETFL);
 	struct fuse_loop_config *cfg;
 	int status;
 
+	/* libfuse's loops end at a read that would block: a connection taken
+	 * over from a --serve reader (serve_pool.c) is non-blocking. */
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	if (s->max_threads <= 1)
 		return fuse_session_loop(s->se) == 0 ? 0 : 1;
 	cfg = fuse_loop_cfg_create();

@@ -1,6 +1,7 @@
 /* The FUSE session of squash-reader: mounting (or taking the /dev/fuse
- * descriptor squashd passes), the worker threads, and resuming a
- * connection whose previous reader died (FUSE_NOTIFY_RESEND). */
+ * descriptor squashd passes), the worker threads of a reader serving one
+ * mount, and resuming a connection whose previous reader died
+ * (FUSE_NOTIFY_RESEND). */
 #ifndef SQUASH_READER_SESSION_H
 #define SQUASH_READER_SESSION_H
 
@@ -11,7 +12,8 @@
 struct session_options {
 	const char *mountpoint;  /* a directory, or /dev/fd/N (a mounted /dev/fuse) */
 	const char *mount_opts;  /* extra -o options when mounting a directory */
-	unsigned max_threads;    /* worker threads at most; 1: single-threaded */
+	unsigned max_threads;    /* worker threads at most; 1: single-threaded
+				  * (serve.h: of all mounts; 0 its default) */
 	bool resume;             /* /dev/fd/N already answered FUSE_INIT */
 	bool own_signals;        /* the only session: SIGINT, SIGTERM end it cleanly */
 	bool debug;
@@ -25,8 +27,12 @@ struct session;
 struct session *session_open(struct reader *rd, const struct session_options *opt);
 
 /* Serves requests until the file system is unmounted or a signal ends
- * it. Returns the exit status. */
+ * it, with threads of its own (libfuse's loop). Returns the exit status. */
 int session_serve(struct session *s);
+
+/* s's libfuse session, for serving it elsewhere (serve_pool.h) instead of
+ * session_serve. */
+struct fuse_session *session_fuse(struct session *s);
 
 /* Lets go of the connection (closing its descriptor) and frees s. */
 void session_close(struct session *s);

@@ -1,15 +1,21 @@
 """Mounting one image twice, by the kernel's squashfs (loop) and by
 squash-reader run directly on a directory (no cluster, no job), and what
-the comparison tests read through both."""
+the comparison tests read through both; a /dev/fuse descriptor mounted as
+squashd mounts one for squash-reader --serve.
+
+SQUASH_READER names another squash-reader for the tests that run it
+directly (tests/sanitizers/run.sh: the one built with ASan and UBSan)."""
 
 import contextlib
+import ctypes
 import hashlib
 import os
 import subprocess
+from pathlib import Path
 
 from conftest import BUILD, mountinfo, run, wait_until
 
-READER = BUILD / "daemon" / "reader" / "squash-reader"
+READER = Path(os.environ.get("SQUASH_READER") or BUILD / "daemon" / "reader" / "squash-reader")
 
 
 @contextlib.contextmanager
@@ -36,6 +42,20 @@ def kernel_and_reader(img, where):
         rc = unmount_and_wait(reader, [fdir, kdir])
     assert rc == 0, f"squash-reader exited {rc} on its unmount: {log.read_text()}"
     assert not mounted(kdir) and not mounted(fdir), mountinfo()
+
+
+def fuse_mount(target):
+    """A /dev/fuse descriptor mounted read-only on target, as squashd
+    mounts one for a reader (mount(2) with fd=)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+    opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0,default_permissions".encode()
+    if libc.mount(b"squash-reader", str(target).encode(), b"fuse.squashfs",
+                  1 | 2 | 4, opts) != 0:  # MS_RDONLY | MS_NOSUID | MS_NODEV
+        e = ctypes.get_errno()
+        os.close(fd)
+        raise OSError(e, os.strerror(e))
+    return fd
 
 
 def mounted(d):

@@ -3,17 +3,21 @@ FUSE mounts of one user's images are served by one reader process running
 as that user, another user's by another; the reader goes when the last of
 its mounts goes; killed, it is replaced by one reader for all its mounts,
 and the job reading them sees a pause; an image the reader cannot read
-fails its job and leaves no reader behind."""
+fails its job and leaves no reader behind; the reader's threads do not
+grow with its mounts (daemon/reader/serve_pool.c)."""
 
+import hashlib
 import os
 import re
 import signal
 import struct
+import subprocess
 import time
 
 import pytest
 
-from conftest import USER1, USER2, blocking_jobs, proc_uids, uid_of, wait_until
+from conftest import (USER1, USER2, BlockingJob, blocking_jobs, proc_uids, run, uid_of,
+                      wait_until)
 from test_reader_killed_under_a_running_job import (KERNEL_RESENDS, assert_job_read_through,
                                                    data_image, start_reading_job)
 
@@ -149,3 +153,71 @@ def test_after_a_squashd_restart_the_old_reader_serves_its_mounts_until_they_go(
         assert "mounted after the restart" in second[0].job.output()
     assert "mounted before the restart" in first[0].job.output(), first[0].job.output()
     wait_until(lambda: not readers_on_node(cluster), 20, what="the new reader to exit")
+
+
+def threads_of(pid):
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def pool_bound(pid):
+    """The most threads a --serve reader has (daemon/reader/serve.c): its
+    main thread and at most twice its CPUs' workers, within 8..64."""
+    return 1 + min(64, max(8, 2 * len(os.sched_getaffinity(pid))))
+
+
+def numbered_images(d, n, owner):
+    """n images i0.sqfs .. i{n-1}.sqfs in d, each with f.txt = 'image I',
+    packed two at a time (mksquashfs takes about 20 ms for one)."""
+    procs = []
+    for i in range(n):
+        src = d / f"src{i}"
+        src.mkdir(mode=0o755)
+        (src / "f.txt").write_text(f"image {i}\n")
+        (src / "f.txt").chmod(0o644)
+        procs.append(subprocess.Popen(["mksquashfs", src, d / f"i{i}.sqfs", "-noappend", "-quiet",
+                                       "-no-progress", "-all-root"], stdout=subprocess.DEVNULL))
+        if len(procs) >= 2:
+            assert procs.pop(0).wait() == 0
+    assert all(p.wait() == 0 for p in procs)
+    run(["chown", "-R", owner, d])
+
+
+def test_a_readers_threads_do_not_grow_with_its_mounts(cluster):
+    """200 mounts of one user are served by one reader with 3 threads at
+    rest (its main thread and two idle workers), not 3 per mount as when
+    each mount had threads of its own (601); while a job reads all 200 at
+    once its threads stay within the reader's own bound."""
+    n = 200
+    d = cluster.workdir(USER1, "threads")
+    numbered_images(d, n, USER1)
+    spec = ",".join(f"{d}/i{i}.sqfs:/squash/i{i}" for i in range(n))
+    read_all = (f"seq 0 {n - 1} | xargs -P 32 -I@ cat /squash/i@/f.txt > {d}/read.out 2>&1\n"
+                f"sort -V {d}/read.out | md5sum\ntouch {d}/read.done")
+    blk = BlockingJob(cluster, USER1, spec, after=read_all)
+    try:
+        blk.wait_ready()
+        pids = {m["server_pid"] for m in cluster.list_mounts()}
+        assert len(pids) == 1 and len(cluster.list_mounts()) == n, pids
+        pid = pids.pop()
+        # The workers the mounts' start took end after 2 s without work,
+        # all but the idle ones.
+        wait_until(lambda: threads_of(pid) <= 3, 10, what="the reader to be at rest")
+        time.sleep(0.5)
+        assert threads_of(pid) in (2, 3), threads_of(pid)
+        bound, seen = pool_bound(pid), []
+        blk.go.touch()
+        # Sampled until the job has read everything (the reader goes
+        # with the job's end).
+        deadline = time.monotonic() + 60
+        while not (d / "read.done").exists() and time.monotonic() < deadline:
+            seen.append(threads_of(pid))
+            time.sleep(0.01)
+        assert max(seen) <= bound, (seen, bound)
+    finally:
+        blk.go.touch()
+    blk.job.wait()
+    got = (d / "read.out").read_text()
+    assert sorted(got.splitlines()) == sorted(f"image {i}" for i in range(n)), got[:2000]
+    want = hashlib.md5("".join(f"image {i}\n" for i in range(n)).encode()).hexdigest()
+    assert want in blk.job.output(), blk.job.output()
+    wait_until(lambda: not readers_on_node(cluster), 20, what="the reader to exit")

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from conftest import mountinfo, run, wait_until
-from reader_and_kernel import READER, mounted, unmount_and_wait
+from reader_and_kernel import READER, fuse_mount, mounted, unmount_and_wait
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts: needs root")
 
@@ -301,21 +301,6 @@ def test_a_whiteout_in_a_directory_of_one_bundle_is_hidden():
                     os.lstat(root / "only1" / "stray")
     finally:
         shutil.rmtree(where)
-
-
-def fuse_mount(target):
-    """A /dev/fuse descriptor mounted read-only on target, as squashd
-    mounts one for a reader (mount(2) with fd=)."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
-    opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0,default_permissions".encode()
-    if libc.mount(b"squash-reader", str(target).encode(), b"fuse.squashfs",
-                  1 | 2 | 4, opts) != 0:  # MS_RDONLY | MS_NOSUID | MS_NODEV
-        e = ctypes.get_errno()
-        os.close(fd)
-        raise OSError(e, os.strerror(e))
-    return fd
 
 
 def send_union(sock, rid, image_fds, fuse_fd, part=248):

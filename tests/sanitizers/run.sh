@@ -8,7 +8,11 @@
 #      restarts, hung file systems, dead FUSE servers, a full state
 #      directory, readers shared by a user's mounts) against the sanitized
 #      squashd, with the plugin and tools
-#      of the normal build (slurmd cannot load an ASan-built plugin);
+#      of the normal build (slurmd cannot load an ASan-built plugin), and
+#      the tests that run squash-reader --serve themselves (mounts going
+#      and taken over while read, serve_pool.c) with the sanitized reader
+#      (SQUASH_READER; squashd starts readers with an empty environment,
+#      so the ones it runs are the normal build's);
 #   3. fails when a sanitizer wrote any report;
 #   4. runs squash-reader's image parser under libFuzzer with ASan and UBSan
 #      (tests/fuzz/run.sh reader) for SQUASH_FUZZ_SECONDS (default 6; 0
@@ -53,16 +57,18 @@ export SQUASH_SQUASHD=$asan_build/daemon/squashd
 export ASAN_OPTIONS=detect_leaks=1:log_path=$reports/asan
 export LSAN_OPTIONS=suppressions=$repo/tests/sanitizers/lsan.supp
 export UBSAN_OPTIONS=print_stacktrace=1:log_path=$reports/ubsan
+export SQUASH_READER=$asan_build/daemon/reader/squash-reader
 (cd "$repo" && "$py" -m pytest -p no:cacheprovider -q tests/integration/test_load.py \
-	tests/integration/test_faults.py tests/integration/test_one_reader_per_user.py)
+	tests/integration/test_faults.py tests/integration/test_one_reader_per_user.py \
+	tests/integration/test_serve_reader_under_load.py)
 rc=$?
 
 if compgen -G "$reports/*" >/dev/null; then
-	echo "sanitizers: squashd reported errors:" >&2
+	echo "sanitizers: squashd or squash-reader reported errors:" >&2
 	cat "$reports"/* >&2
 	exit 1
 fi
-[ $rc = 0 ] && echo "sanitizers: squashd clean under ASan, LSan and UBSan"
+[ $rc = 0 ] && echo "sanitizers: squashd and squash-reader --serve clean under ASan, LSan and UBSan"
 
 fuzz_seconds=${SQUASH_FUZZ_SECONDS:-6}
 if [ "$fuzz_seconds" != 0 ]; then
