@@ -934,7 +934,10 @@ def _cleanup(c):
     for pid in c.instance_fuse_servers():
         run(["kill", "-KILL", pid], check=False)
     for name, state in c.node_states().items():
-        if state not in ("idle", "mixed", "allocated"):
+        # "planned": idle, with a pending job the backfill scheduler has
+        # placed there (Slurm 23.02+ shows it while a job is about to
+        # start); nothing of a test's is left in it.
+        if state not in ("idle", "mixed", "allocated", "planned"):
             run(["scontrol", "update", f"nodename={name}", "state=resume"],
                 check=False, env=c.env)
 
@@ -958,7 +961,10 @@ def _check_cluster(c):
         left = _leftovers(c)
     problems += left
     for name, state in sorted(c.node_states().items()):
-        if state not in ("idle", "mixed", "allocated"):
+        # "planned": idle, with a pending job the backfill scheduler has
+        # placed there (Slurm 23.02+ shows it while a job is about to
+        # start); nothing of a test's is left in it.
+        if state not in ("idle", "mixed", "allocated", "planned"):
             where = f"node {name}" if c.multinode else "node"
             problems.append(f"{where} state is {state!r}, not idle")
     for node in c.nodes:
