@@ -283,13 +283,8 @@ enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_con
 
 	pthread_mutex_lock(&ds->lock);
 	if (res == RESULT_OK) {
-		m->state = MOUNT_READY;
-		m->server_pid = server;
-		m->server_pidfd = server_pidfd;
-		m->keep = keep;
+		sharing_ready_locked(ds, m, server, server_pidfd, keep);
 		snprintf(m->loop_device, sizeof(m->loop_device), "%s", loop_dev);
-		if (server > 0)
-			fuse_servers_watch_locked(ds, m);
 		log_info("mounted image %s at %s (%s%s%s, uid %u)", spec->image, m->mount_point,
 			 key.mode == SQUASH__MOUNT_MODE__FUSE ? "fuse" : "kernel",
 			 loop_dev[0] ? " on " : "", loop_dev, (unsigned)id->uid);
@@ -301,6 +296,17 @@ enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_con
 	pthread_cond_broadcast(&ds->changed);
 	pthread_mutex_unlock(&ds->lock);
 	return res;
+}
+
+void sharing_ready_locked(struct daemon_state *ds, struct mount_entry *m, pid_t server,
+			  int server_pidfd, struct fuse_keep *keep)
+{
+	m->state = MOUNT_READY;
+	m->server_pid = server;
+	m->server_pidfd = server_pidfd;
+	m->keep = keep;
+	if (server > 0)
+		fuse_servers_watch_locked(ds, m);
 }
 
 void sharing_failed_locked(struct daemon_state *ds, const struct squashd_config *cfg,

@@ -40,6 +40,12 @@ int sharing_take_locked(struct daemon_state *ds, const struct squashd_config *cf
 			const void *what, const char *image, struct mount_entry **out,
 			enum result *res, char *err, size_t errlen, long long deadline_ms);
 
+/* A new mount m (MOUNTING) was made (lock held): READY, served by server
+ * (0: none; its pidfd and kept connection now m's), whose death is
+ * watched. The caller wakes the requests waiting on it. */
+void sharing_ready_locked(struct daemon_state *ds, struct mount_entry *m, pid_t server,
+			  int server_pidfd, struct fuse_keep *keep);
+
 /* A new mount m (MOUNTING, the caller's reference) could not be made
  * (lock held): FAILED with err for the requests waiting on it, its mount
  * point removed, the caller's reference dropped. The caller wakes them. */

@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/fuse_servers.h"
 #include "core/sharing.h"
 #include "mount/fuse_keep.h"
 #include "mount/mount_fuse.h"
@@ -109,11 +108,7 @@ enum result union_mount_get(struct daemon_state *ds, const struct squashd_config
 
 	pthread_mutex_lock(&ds->lock);
 	if (res == RESULT_OK) {
-		m->state = MOUNT_READY;
-		m->server_pid = server;
-		m->server_pidfd = server_pidfd;
-		m->keep = keep;
-		fuse_servers_watch_locked(ds, m);
+		sharing_ready_locked(ds, m, server, server_pidfd, keep);
 		log_info("merged %zu images at %s for %s as one FUSE union (uid %u)", n, m->mount_point,
 			 target, (unsigned)id->uid);
 		*out = m;
