@@ -167,30 +167,28 @@ static enum result add_group(struct daemon_state *ds, const struct squashd_confi
 
 	if (res != RESULT_OK)
 		snprintf(err, errlen, "out of memory");
-	for (; res == RESULT_OK && opened < count; opened++) {
+	/* opened: how many fds hold a descriptor. */
+	while (res == RESULT_OK && opened < count) {
 		res = sharing_open(cfg, id, images[members[opened]], &fds[opened], &keys[opened], err,
 				   errlen, deadline_ms);
 		if (res == RESULT_OK)
-			all_fuse = all_fuse && keys[opened].mode == SQUASH__MOUNT_MODE__FUSE;
+			all_fuse = all_fuse && keys[opened++].mode == SQUASH__MOUNT_MODE__FUSE;
 	}
 	/* Trusted images too in a large group, when the site says so: their
 	 * kernel mounts pin kernel memory per image (union_trusted_images). */
 	if (res == RESULT_OK && (all_fuse || (cfg->union_trusted_images &&
-					      count >= cfg->union_trusted_images))) {
-		/* In the union the user's reader reads them all. */
-		for (size_t k = 0; k < count; k++) {
-			keys[k].mode = SQUASH__MOUNT_MODE__FUSE;
-			keys[k].owner_uid = id->uid;
-		}
+					      count >= cfg->union_trusted_images)))
 		n_layers = union_mount_layers(keys, count, layers);
-	}
 	if (res == RESULT_OK && n_layers >= 2) {
-		/* The layers' descriptors and keys, bottom first; the other
+		/* The layers' descriptors and keys, bottom first, as the user's
+		 * reader reads them all (FUSE keys of the user); the other
 		 * (repeated) images' descriptors close here. */
 		for (size_t k = 0, l = 0; k < count; k++) {
 			if (l < n_layers && layers[l] == k) {
 				fds[l] = fds[k];
-				keys[l++] = keys[k];
+				keys[l] = keys[k];
+				keys[l].mode = SQUASH__MOUNT_MODE__FUSE;
+				keys[l++].owner_uid = id->uid;
 			} else {
 				close(fds[k]);
 			}
