@@ -171,8 +171,8 @@ static enum result add_group(struct daemon_state *ds, const struct squashd_confi
 	while (res == RESULT_OK && opened < count) {
 		res = sharing_open(cfg, id, images[members[opened]], &fds[opened], &keys[opened], err,
 				   errlen, deadline_ms);
-		if (res == RESULT_OK)
-			all_fuse = all_fuse && keys[opened++].mode == SQUASH__MOUNT_MODE__FUSE;
+		if (res == RESULT_OK && keys[opened++].mode != SQUASH__MOUNT_MODE__FUSE)
+			all_fuse = false;
 	}
 	/* Trusted images too in a large group, when the site says so: their
 	 * kernel mounts pin kernel memory per image (union_trusted_images). */
