@@ -129,6 +129,15 @@ def read_fd_uncached(fd):
 WANT = hashlib.md5(DATA).hexdigest()
 
 
+def stop_readers(stop, threads, errors):
+    """Stops the reading threads; none may hang, none may have failed."""
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads), "a read hung"
+    assert not errors, errors[:5]
+
+
 def abort_connection(m):
     """The connection ends at once (the reader's read answers ENODEV),
     however many requests are in flight: a forced unmount aborts it
@@ -183,11 +192,7 @@ def test_mounts_that_go_while_read_end_and_the_others_serve_on(where):
             seen.append(r.threads())
             time.sleep(0.01)
     finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
-    assert not any(t.is_alive() for t in threads), "a read hung"
-    assert not errors, errors[:5]
+        stop_readers(stop, threads, errors)
     assert all(reads.get(m, 0) >= 2 for m in mounts if m not in aborted), reads
     assert max(seen) <= 1 + max(8, min(64, 2 * len(os.sched_getaffinity(r.proc.pid))))
     # The unmounted ones went with their last reader; the rest serve on.
@@ -236,11 +241,7 @@ def test_a_killed_readers_mounts_read_on_through_the_reader_taking_them_over(whe
             new.send(100 + i, image_fd, fuse_fd, RESUME)
         time.sleep(1.0)
     finally:
-        stop.set()
-        for t in readers:
-            t.join(30)
-    assert not any(t.is_alive() for t in readers), "a read hung"
-    assert not errors, errors[:5]
+        stop_readers(stop, readers, errors)
     assert len(reads) == 32 and min(reads) > 0, reads
     for m in mounts:
         assert read_uncached(m / "data") == WANT
