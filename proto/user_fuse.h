@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* *owner for a mount this namespace's mountinfo does not list: one
  * reached through another namespace (/proc/PID/root), where a user may
@@ -21,6 +22,14 @@
  * its user_id, -1 for a mount of root's without allow_other, or
  * SQUASH_MOUNT_ELSEWHERE. */
 bool squash_on_user_fuse(int fd, long *owner);
+
+/* The mount with this id in /proc/self/mountinfo (the kernel writes it
+ * without asking any file system): its type and super options. Returns 1,
+ * 0 when this namespace does not list it, -1 when mountinfo cannot be read. */
+int squash_mount_lookup(uint64_t mnt_id, char *fstype, size_t fstype_len, char *opts, size_t opts_len);
+
+/* fuse, fuseblk and fuse.SUBTYPE. */
+bool squash_fstype_is_fuse(const char *fstype);
 
 /* The refusal, for messages: "is on a FUSE file system ..." (no image). */
 void squash_user_fuse_reason(long owner, char *buf, size_t len);

@@ -8,6 +8,7 @@
 #include <linux/openat2.h>
 #include <sys/xattr.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "settings/fs_types.h"
+#include "user_fuse.h"
 #include "util/file_identity.h"
 #include "util/log.h"
 #include "target.h"
@@ -41,10 +43,6 @@ static int open_component(int dirfd, const char *name, int flags)
 	return fd;
 }
 
-/* Walks path from "/" as root in squashd's own mount namespace; returns a
- * read-only descriptor of the root-controlled regular file it names, or -1
- * with why. Attributes come from the inode cache, so a FUSE mount met on the
- * way is never asked (its directory is refused before we descend). */
 static bool hardlinks_protected = true; /* set once at start */
 
 void trusted_image_init(void)
@@ -75,6 +73,38 @@ static bool above_a_prefix(const struct squash_prefixes *p, const char *dir)
 	return false;
 }
 
+/* Whether the walk may go on into the mount fd is on: one that
+ * squashd's mountinfo lists and that no FUSE server answers for, decided
+ * from the mount id and mountinfo (the kernel writes both without asking
+ * any file system), before anything is looked up below it. */
+static bool mount_walkable(const struct file_identity *fid, const char *name, char *why, size_t whylen)
+{
+	char fstype[64];
+	int listed;
+
+	if (!fid->has_mnt_id) {
+		snprintf(why, whylen, "the kernel gives no mount id (statx, Linux 5.8 and later)");
+		return false;
+	}
+	listed = squash_mount_lookup(fid->mnt_id, fstype, sizeof(fstype), NULL, 0);
+	if (listed != 1) {
+		snprintf(why, whylen, "%s: its mount (id %llu) is not in squashd's mountinfo", name,
+			 (unsigned long long)fid->mnt_id);
+		return false;
+	}
+	if (squash_fstype_is_fuse(fstype)) {
+		snprintf(why, whylen, "%s is on a FUSE mount (%s); squashd's walk enters none", name, fstype);
+		return false;
+	}
+	return true;
+}
+
+/* Walks path from "/" as root in squashd's own mount namespace; returns a
+ * read-only descriptor of the root-controlled regular file it names, or -1
+ * with why. Every component is opened O_PATH and its attributes come from
+ * the inode cache; each mount met is checked in mountinfo before anything
+ * below it is looked up, so a FUSE server is never asked; only the file
+ * itself, on an allowed mount, is reopened for reading. */
 static int walk_as_root(const struct squash_prefixes *prefixes, const char *path, char *why, size_t whylen)
 {
 	char buf[PATH_MAX], walked[PATH_MAX] = "", *save = NULL;
@@ -86,6 +116,9 @@ static int walk_as_root(const struct squash_prefixes *prefixes, const char *path
 		snprintf(why, whylen, "/ is not root-controlled");
 		goto fail;
 	}
+	if (!mount_walkable(&fid, "/", why, whylen))
+		goto fail;
+	uint64_t mnt_id = fid.mnt_id;
 	snprintf(buf, sizeof(buf), "%s", path);
 	char *name = strtok_r(buf, "/", &save);
 	while (name) {
@@ -96,7 +129,7 @@ static int walk_as_root(const struct squash_prefixes *prefixes, const char *path
 			snprintf(why, whylen, "'%s' in the path", name);
 			goto fail;
 		}
-		fd = open_component(dirfd, name, next ? O_PATH : O_RDONLY | O_NOCTTY | O_NONBLOCK);
+		fd = open_component(dirfd, name, O_PATH);
 		if (fd < 0 && errno == ELOOP) {
 			snprintf(why, whylen, "%s: a symbolic link on the way (squashd follows none)", name);
 			goto fail;
@@ -114,6 +147,11 @@ static int walk_as_root(const struct squash_prefixes *prefixes, const char *path
 		if (S_ISLNK(st.st_mode)) {
 			snprintf(why, whylen, "%s: a symbolic link on the way (squashd follows none)", name);
 			goto fail;
+		}
+		if (fid.mnt_id != mnt_id) {
+			if (!mount_walkable(&fid, name, why, whylen))
+				goto fail;
+			mnt_id = fid.mnt_id;
 		}
 		size_t w = strlen(walked);
 		snprintf(walked + w, sizeof(walked) - w, "/%s", name);
@@ -141,9 +179,16 @@ static int walk_as_root(const struct squash_prefixes *prefixes, const char *path
 		snprintf(why, whylen, "not a file");
 		goto fail;
 	}
-	/* O_NONBLOCK only kept a FIFO from blocking the open. */
-	fcntl(dirfd, F_SETFL, fcntl(dirfd, F_GETFL) & ~O_NONBLOCK);
-	return dirfd;
+	/* The very object walked to, now opened for reading. */
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", dirfd);
+	int fd = open(self, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, whylen, "reopening it for reading: %s", strerror(errno));
+		goto fail;
+	}
+	close(dirfd);
+	return fd;
 fail:
 	if (dirfd >= 0)
 		close(dirfd);

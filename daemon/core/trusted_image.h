@@ -3,7 +3,8 @@
  *
  * The user's descriptor only proposes a candidate. squashd then reaches a
  * file itself, as root, in its own mount namespace: from "/" one component
- * at a time, never following a symbolic or magic link, every directory
+ * at a time, never following a symbolic or magic link, never entering a
+ * FUSE mount (each mount met is read from mountinfo first), every directory
  * root-controlled (or a root-owned sticky directory), the file below a
  * trusted prefix, root-controlled, on a file system type the admin allows
  * for kernel mounts (never FUSE). The kernel mount is given only when that

@@ -13,7 +13,9 @@
  * metadata under its locks. Multithreaded (libfuse's default), so
  * concurrent requests wait in parallel, as they do on a network.
  * With -o stats=FILE the number of delayed requests is written to FILE
- * when the filesystem is unmounted.
+ * when the filesystem is unmounted. With -o stall_uid=N the metadata
+ * requests of uid N are never answered (a server hung as that uid sees it;
+ * the integration tests use it to show squashd never asks one).
  *
  * Part of the benchmark (tests/bench/run.sh builds it), not of the product. */
 #define FUSE_USE_VERSION 31
@@ -37,15 +39,17 @@
 struct slowfs_opts {
 	unsigned delay_us;
 	char *stats;
+	int stall_uid;
 };
 
-static struct slowfs_opts opts = { .delay_us = 300 };
+static struct slowfs_opts opts = { .delay_us = 300, .stall_uid = -1 };
 static int source_fd = -1;
 static unsigned long n_delayed;
 
 static const struct fuse_opt option_spec[] = {
 	{ "delay_us=%u", offsetof(struct slowfs_opts, delay_us), 0 },
 	{ "stats=%s", offsetof(struct slowfs_opts, stats), 0 },
+	{ "stall_uid=%d", offsetof(struct slowfs_opts, stall_uid), 0 },
 	FUSE_OPT_END
 };
 
@@ -54,6 +58,9 @@ static void delay(void)
 	struct timespec ts;
 
 	__atomic_add_fetch(&n_delayed, 1, __ATOMIC_RELAXED);
+	if (opts.stall_uid >= 0 && fuse_get_context()->uid == (uid_t)opts.stall_uid)
+		for (;;)
+			pause(); /* this worker only; the others go on serving */
 	if (!opts.delay_us)
 		return;
 	ts.tv_sec = opts.delay_us / 1000000;
@@ -223,7 +230,7 @@ int main(int argc, char **argv)
 
 	if (argc < 3 || argv[1][0] == '-') {
 		fprintf(stderr,
-			"usage: slowfs SOURCE MOUNTPOINT [-o delay_us=N] [-o stats=FILE] [FUSE options]\n");
+			"usage: slowfs SOURCE MOUNTPOINT [-o delay_us=N] [-o stats=FILE] [-o stall_uid=N] [FUSE options]\n");
 		return 2;
 	}
 	source_fd = open(argv[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (USER1, BlockingJob, loop_backing_files, run, send_hup_and_wait,
+from conftest import (BUILD, USER1, BlockingJob, loop_backing_files, run, send_hup_and_wait,
                       setting, uid_of, wait_until)
 
 FILES = {"hello.txt": "hello from the image\n"}
+SLOWFS = BUILD / "tests" / "bench" / "slowfs"
 # Job ids no real job of the session uses.
 FAKE_JOB = 990101
 
@@ -327,3 +328,52 @@ def test_a_sticky_directory_below_the_prefix_is_not_trusted(cluster):
         cluster.rawclient("release", FAKE_JOB + 32)
         wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the mounts to go")
         shutil.rmtree(sticky)
+
+
+def test_the_walk_never_asks_a_fuse_server_on_its_way(cluster):
+    """Issue 30, item 4: squashd's walk to a trusted file reads each
+    mount's type from mountinfo before it looks anything up below it, and
+    enters no FUSE mount. Here an allow_other FUSE mount of root's (slowfs,
+    which never answers uid 0) lies below the prefix and serves a
+    root-owned image: the user's opener reads it, squashd's walk stops at
+    the mount without a request to it, and the image is served by the
+    user's reader. The old walk looked the file up and opened it as root,
+    and the request hung with the server."""
+    src = Path(tempfile.mkdtemp(prefix="hung-src.", dir=cluster.dir))
+    src.chmod(0o755)
+    img = cluster.make_image(src / "inner.sqfs", FILES, owner="root")
+    img.chmod(0o644)
+    os.chmod(cluster.trusted, 0o755)
+    mnt = cluster.trusted / "hung"
+    mnt.mkdir()
+    server = subprocess.Popen([SLOWFS, src, mnt, "-f", "-o", "allow_other,delay_us=0,stall_uid=0"])
+    job = FAKE_JOB + 40
+    idle = re.search(r"(\d+) in progress", cluster.squashctl("status").stdout).group(1)
+    try:
+        wait_until(lambda: run(["runuser", "-u", USER1, "--", "test", "-r", mnt / "inner.sqfs"],
+                               check=False).returncode == 0, 10, 0.1, "slowfs to serve the user")
+        offset = len(cluster.squashd_log())
+        p = cluster.rawclient("mount", job, uid_of(USER1), f"{mnt / 'inner.sqfs'}:/squash/hung", timeout=30)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert mode_of(cluster, mnt / "inner.sqfs")[0] == "fuse"
+        log = cluster.squashd_log()[offset:]
+        assert re.search(r"goes to FUSE, not the kernel: .*hung is on a FUSE mount \(fuse\.slowfs\); "
+                         r"squashd's walk enters none", log), log
+        assert re.search(r"(\d+) in progress", cluster.squashctl("status").stdout).group(1) == idle
+    finally:
+        cluster.rawclient("release", job)
+        wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the mounts to go")
+        # Abort the connection (its stalled workers included), then unmount.
+        minor = [line.split()[2].split(":")[1] for line in open("/proc/self/mountinfo")
+                 if line.split()[4] == str(mnt)]
+        for m in minor:
+            try:
+                with open(f"/sys/fs/fuse/connections/{m}/abort", "w") as f:
+                    f.write("1")
+            except OSError:
+                pass  # no fusectl here: killing the server ends the connection
+        run(["umount", "-l", mnt], check=False)
+        server.kill()
+        server.wait(10)
+        mnt.rmdir()
+        shutil.rmtree(src)
