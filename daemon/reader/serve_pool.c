@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "reader/ops.h"
@@ -34,6 +35,13 @@
  * cost libfuse 3.18's own loop 20%, session.c), short enough that a
  * reader at rest holds idle_threads. */
 #define LINGER_MS 2000
+
+/* Watching by polling (watch_spin): how long the worker that answered a
+ * request polls the set for the next one before it sleeps, and how long
+ * the other idle workers wait off the set behind a watcher busy with a
+ * request before one of them goes back to waiting on it. */
+#define SPIN_NS 200000L
+#define FOLLOW_MS 5
 
 /* One session. refs: one for the armed descriptor (EPOLLONESHOT delivers
  * each arming once, to one worker, who then holds that reference; a
@@ -62,7 +70,49 @@ struct serve_pool {
 	unsigned waiting;           /* in epoll_wait */
 	bool stopping;
 	bool said_cannot_start;
+	/* Watching by polling (watch_spin): */
+	bool watching;              /* a worker has the watch */
+	bool watch_busy;            /* ... and answers what it caught */
+	int64_t watch_since;        /* since then (ns) */
+	bool spin_ok;               /* the last spin caught a request, or one came soon after */
+	int64_t answered_at;        /* when the last request was answered (ns) */
+	uint32_t last_pid;          /* who sent the last request answered */
+	unsigned busy;              /* workers answering a request */
+	pthread_cond_t calm;        /* the watch ended */
 };
+
+static int64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* A scan (find, ls -R, a Python import) is one process sending a request
+ * as soon as the previous one is answered. A worker that sleeps between
+ * them is woken on another CPU for each, and the scanner, asleep too, is
+ * woken back by the answer: two cross-CPU wake-ups per request, which
+ * were most of a cold listing's time (docs/performance.md, section 13;
+ * each is a VM exit on a virtual machine). So the worker that answered a
+ * request of such a streak keeps the watch: it polls the set (no sleep,
+ * and a request queued while nobody sleeps on the set wakes nobody) for
+ * up to SPIN_NS before it sleeps, while the other idle workers wait off
+ * the set. Polled 1 request in n costs n - 1 wasted windows at most: a
+ * spin that catches nothing is not tried again until requests come
+ * within a window of each other. Several requesters at once, or a watcher
+ * busy for FOLLOW_MS, give the set back to all workers. 1 with *ev, 0
+ * when nothing came. */
+static int watch_spin(struct serve_pool *p, struct epoll_event *ev)
+{
+	int64_t end = now_ns() + SPIN_NS;
+	int n;
+
+	do
+		n = epoll_wait(p->epfd, ev, 1, 0);
+	while (n == 0 && now_ns() < end);
+	return n > 0 ? 1 : 0;
+}
 
 static void *worker(void *arg);
 
@@ -125,16 +175,18 @@ static void put(struct serve_pool *p, struct pooled *s)
 	free(s);
 }
 
-/* Serves one request of s, whose armed reference the caller holds. */
-static void serve_one(struct serve_pool *p, struct pooled *s, void *mem)
+/* Serves one request of s, whose armed reference the caller holds.
+ * Returns the pid that sent it, 0 when none was served. */
+static uint32_t serve_one(struct serve_pool *p, struct pooled *s, void *mem)
 {
+	uint32_t pid;
 	struct fuse_buf buf;
 	ssize_t k;
 
 	/* libfuse ends a session itself when FUSE_INIT fails. */
 	if (fuse_session_exited(s->se)) {
 		put(p, s);
-		return;
+		return 0;
 	}
 	do
 		k = read(s->fd, mem, p->bufsize);
@@ -144,7 +196,7 @@ static void serve_one(struct serve_pool *p, struct pooled *s, void *mem)
 		/* Withdrawn between the wake-up and the read. */
 		if (!rearm(p, s))
 			put(p, s);
-		return;
+		return 0;
 	}
 	if (k < (ssize_t)sizeof(struct fuse_in_header)) {
 		/* ENODEV: unmounted, or the connection aborted. */
@@ -152,8 +204,9 @@ static void serve_one(struct serve_pool *p, struct pooled *s, void *mem)
 			fprintf(stderr, "squash-reader: reading a mount's requests: %s\n",
 				k < 0 ? strerror(errno) : "short read");
 		put(p, s);
-		return;
+		return 0;
 	}
+	pid = ((const struct fuse_in_header *)mem)->pid;
 	/* The session's next request may be read by another worker while
 	 * this one is answered: a reference for the armed descriptor, while
 	 * this worker keeps its own. Only one worker at a time gets here for
@@ -179,6 +232,18 @@ static void serve_one(struct serve_pool *p, struct pooled *s, void *mem)
 	if (atomic_exchange(&s->parked, false) && !rearm(p, s))
 		put(p, s);
 	put(p, s);
+	return pid;
+}
+
+/* Lock held: ends this worker's watch; the idle workers wait on the set again. */
+static void watch_end(struct serve_pool *p, bool *duty)
+{
+	if (!*duty)
+		return;
+	*duty = false;
+	p->watching = false;
+	p->watch_busy = false;
+	pthread_cond_broadcast(&p->calm);
 }
 
 static void *worker(void *arg)
@@ -186,22 +251,64 @@ static void *worker(void *arg)
 	struct serve_pool *p = arg;
 	/* Per worker: a request stays in it until it is answered. */
 	void *mem = malloc(p->bufsize);
+	bool duty = false;       /* this worker has the watch (watch_spin) */
+	uint32_t served = 0;     /* the pid of the request it just answered */
 
 	pthread_mutex_lock(&p->lock);
 	while (mem && !p->stopping) {
-		struct epoll_event ev;
+		struct epoll_event ev = { 0 };
 		int timeout = p->threads > p->idle_threads ? LINGER_MS : -1;
-		int n;
+		int n = -1;
 
-		p->waiting++;
-		pthread_mutex_unlock(&p->lock);
-		n = epoll_wait(p->epfd, &ev, 1, timeout);
-		pthread_mutex_lock(&p->lock);
-		p->waiting--;
-		/* Counted out in the same breath: workers whose waits end
-		 * together must not all see the others still there. */
-		if (n == 0 && p->threads > p->idle_threads)
-			break;
+		/* One requester alone, answered just now: watch by polling. */
+		if (served && served == p->last_pid && p->busy == 0 && p->spin_ok &&
+		    (duty || !p->watching)) {
+			duty = p->watching = true;
+			p->watch_busy = false;
+			p->waiting++;
+			pthread_mutex_unlock(&p->lock);
+			n = watch_spin(p, &ev);
+			pthread_mutex_lock(&p->lock);
+			p->waiting--;
+			if (n > 0) {
+				p->watch_busy = true;
+				p->watch_since = now_ns();
+			} else {
+				watch_end(p, &duty);
+				p->spin_ok = false;
+				n = -1;
+			}
+		} else {
+			watch_end(p, &duty);
+			/* Off the set behind a watcher, unless it is stuck. */
+			if (p->watching && (!p->watch_busy || now_ns() - p->watch_since < FOLLOW_MS * 1000000L)) {
+				struct timespec t;
+
+				clock_gettime(CLOCK_REALTIME, &t);
+				t.tv_nsec += FOLLOW_MS * 1000000L;
+				t.tv_sec += t.tv_nsec / 1000000000;
+				t.tv_nsec %= 1000000000;
+				p->waiting++;
+				pthread_cond_timedwait(&p->calm, &p->lock, &t);
+				p->waiting--;
+				served = 0;
+				continue;
+			}
+		}
+		if (n < 0) {
+			p->waiting++;
+			pthread_mutex_unlock(&p->lock);
+			n = epoll_wait(p->epfd, &ev, 1, timeout);
+			pthread_mutex_lock(&p->lock);
+			p->waiting--;
+			/* Counted out in the same breath: workers whose waits end
+			 * together must not all see the others still there. */
+			if (n == 0 && p->threads > p->idle_threads)
+				break;
+			if (n > 0 && !p->spin_ok && now_ns() - p->answered_at < SPIN_NS)
+				p->spin_ok = true;
+		}
+		served = 0;
 		if (n <= 0 || !ev.data.ptr) /* a timeout, EINTR; or the stop */
 			continue;
 		/* Nobody left waiting: the next request would wait for this one. */
@@ -209,12 +316,21 @@ static void *worker(void *arg)
 
 		if (grow)
 			p->threads++;
+		p->busy++;
 		pthread_mutex_unlock(&p->lock);
 		if (grow)
 			start_worker(p);
-		serve_one(p, ev.data.ptr, mem);
+		uint32_t pid = serve_one(p, ev.data.ptr, mem);
+
 		pthread_mutex_lock(&p->lock);
+		p->busy--;
+		/* Another requester in between: not a scan of one. */
+		served = pid && (pid == p->last_pid || !duty) ? pid : 0;
+		if (pid)
+			p->last_pid = pid;
+		p->answered_at = now_ns();
 	}
+	watch_end(p, &duty);
 	p->threads--;
 	pthread_cond_broadcast(&p->gone);
 	pthread_mutex_unlock(&p->lock);
@@ -253,8 +369,10 @@ struct serve_pool *serve_pool_new(unsigned max_threads, unsigned idle_threads)
 	 * worker starts another. */
 	p->idle_threads = idle_threads < 1 ? 1 : idle_threads < p->max_threads ? idle_threads : p->max_threads;
 	p->session_max = p->max_threads > 1 ? p->max_threads - 1 : 1;
+	p->spin_ok = true;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->gone, NULL);
+	pthread_cond_init(&p->calm, NULL);
 	return p;
 }
 
@@ -311,6 +429,7 @@ void serve_pool_free(struct serve_pool *p)
 
 	pthread_mutex_lock(&p->lock);
 	p->stopping = true;
+	pthread_cond_broadcast(&p->calm);
 	pthread_mutex_unlock(&p->lock);
 	if (write(p->stop_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
 		fprintf(stderr, "squash-reader: cannot stop the worker threads: %s\n", strerror(errno));
@@ -319,6 +438,7 @@ void serve_pool_free(struct serve_pool *p)
 		pthread_cond_wait(&p->gone, &p->lock);
 	pthread_mutex_unlock(&p->lock);
 	pthread_cond_destroy(&p->gone);
+	pthread_cond_destroy(&p->calm);
 	pthread_mutex_destroy(&p->lock);
 	close(p->stop_fd);
 	close(p->epfd);

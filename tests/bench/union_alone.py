@@ -15,17 +15,28 @@ one way, drops the page cache, dentries and inodes, and times
            product serves them from one reader process; the requests are
            the same)
   union    one squash-reader --union of all bundles
+  serve    the same union served as squashd has it served: one
+           squash-reader --serve on a socket pair, sent the bundles and a
+           mounted /dev/fuse (SERVE_UNION, proto/reader_wire.h), so its
+           pool of workers (serve_pool.c) answers, not libfuse's loop
 
 then, after dropping the caches again, opens and reads 10,000 files
 picked at random (a fixed seed: the same files in every mode), cold
 ("random"); the time from starting the union's reader until the last top-level
 directory is stat'ed ("visible"); and the readers' PSS after the listings
-("pss", MiB). Prints min and median per mode."""
+("pss", MiB). Prints min and median per mode.
+
+--readers OLD,NEW runs the union and serve modes once per reader binary
+(named union@0, union@1, ...), interleaved, to compare two builds side
+by side."""
 
 import argparse
+import ctypes
 import os
 import random
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -38,6 +49,9 @@ from dataset import Dataset  # noqa: E402
 
 BUILD = Path(os.environ.get("SQUASH_BUILD_DIR", HERE.parents[1] / "build"))
 READER = BUILD / "daemon" / "reader" / "squash-reader"
+MAGIC = 0x73716d31      # proto/reader_wire.h
+SERVE_UNION, SERVE_UNION_PART = 2, 248
+libc = ctypes.CDLL(None, use_errno=True)
 
 
 def sh(*cmd, **kw):
@@ -100,7 +114,7 @@ class Mounts:
     """What one mode mounted, undone in reverse order whatever happens."""
 
     def __init__(self, where):
-        self.where, self.points, self.procs = where, [], []
+        self.where, self.points, self.procs, self.socks = where, [], [], []
 
     def dir(self, name):
         d = self.where / name
@@ -111,6 +125,8 @@ class Mounts:
         for d in reversed(self.points):
             if mounted(d) and subprocess.run(["umount", d]).returncode != 0:
                 subprocess.run(["umount", "-l", d])
+        for s in self.socks:
+            s.close()  # a --serve reader ends once squashd (we) let go and its mounts are gone
         for p in self.procs:
             try:
                 p.wait(20)
@@ -119,17 +135,59 @@ class Mounts:
                 p.wait()
 
 
-def setup(mode, ds, bundles, m):
+def fuse_mount(target):
+    """A /dev/fuse descriptor mounted read-only on target, as squashd
+    mounts one for a reader (serve_threads.py)."""
+    fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+    opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0,default_permissions".encode()
+    if libc.mount(b"squash-reader", str(target).encode(), b"fuse.squashfs", 1 | 2 | 4, opts) != 0:
+        e = ctypes.get_errno()
+        os.close(fd)
+        raise OSError(e, os.strerror(e))
+    return fd
+
+
+def serve_union(reader, bundles, d, m):
+    """bundles as one union on d, served by a squash-reader --serve the
+    way squashd asks for it: parts of SERVE_UNION_PART images, the last
+    with the /dev/fuse descriptor after them."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    p = subprocess.Popen([reader, "--serve", f"/dev/fd/{theirs.fileno()}"], pass_fds=[theirs.fileno()])
+    theirs.close()
+    m.procs.append(p)
+    m.socks.append(ours)
+    fuse_fd = fuse_mount(d)
+    m.points.append(d)
+    n = len(bundles)
+    for first in range(0, n, SERVE_UNION_PART):
+        part = bundles[first:first + SERVE_UNION_PART]
+        fds = [os.open(b, os.O_RDONLY | os.O_CLOEXEC) for b in part]
+        if first + len(part) == n:
+            fds.append(fuse_fd)
+        ours.sendmsg([struct.pack("<5I", MAGIC, 1, SERVE_UNION, n, first)],
+                     [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"<{len(fds)}i", *fds))])
+        for fd in fds[:len(part)]:
+            os.close(fd)
+    os.close(fuse_fd)
+    _, rid, err = struct.unpack("<IIi", ours.recv(256)[:12])
+    if (rid, err) != (1, 0):
+        raise RuntimeError(f"the union was refused: {os.strerror(err)}")
+
+
+def setup(mode, ds, bundles, m, reader=READER):
     """Mounts mode's view; returns (its directory, seconds to visible or None)."""
     if mode == "local":
         return ds.tree, None
-    if mode == "union":
-        d = m.dir("union")
+    if mode in ("union", "serve"):
+        d = m.dir(mode)
         t0 = time.monotonic()
-        p = subprocess.Popen([READER, "--union", *bundles, d])
-        m.procs.append(p)
-        m.points.append(d)
-        wait_mounted(d, p)
+        if mode == "union":
+            p = subprocess.Popen([reader, "--union", *bundles, d])
+            m.procs.append(p)
+            m.points.append(d)
+            wait_mounted(d, p)
+        else:
+            serve_union(reader, bundles, d, m)
         os.stat(d / ds.tops()[-1])
         return d, time.monotonic() - t0
     lowers = []
@@ -158,6 +216,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--cache", default=os.environ.get("BENCH_CACHE", "/var/tmp/squash-bench"))
     ap.add_argument("--modes", default="local,kernel,fuse,union")
+    ap.add_argument("--readers", help="OLD,NEW: squash-reader binaries to compare in the union and serve modes")
     ap.add_argument("--no-drop", action="store_true", help="keep the caches (a dry run of the script)")
     a = ap.parse_args()
     global DROP
@@ -165,7 +224,16 @@ def main():
     ds = Dataset(a.cache, a.dataset)
     s = ds.ensure()
     bundles = sorted(ds.bundles_dir.glob("*.sqfs"))
-    modes = a.modes.split(",")
+    readers = [Path(r) for r in a.readers.split(",")] if a.readers else [READER]
+    modes = []
+    for mode in a.modes.split(","):
+        if mode in ("union", "serve") and a.readers:
+            modes += [f"{mode}@{i}" for i in range(len(readers))]
+        else:
+            modes.append(mode)
+    if a.readers:
+        for i, r in enumerate(readers):
+            print(f"@{i}: {r}")
     res = {m: {"cold": [], "warm": [], "random": [], "visible": [], "pss": []} for m in modes}
     picks = random_files(ds.tree)
     for rep in range(a.reps):
@@ -175,7 +243,8 @@ def main():
             m = Mounts(where)
             try:
                 drop_caches()
-                d, visible = setup(mode, ds, bundles, m)
+                kind, _, i = mode.partition("@")
+                d, visible = setup(kind, ds, bundles, m, readers[int(i or 0)])
                 drop_caches()
                 rnd = read_all(d, picks)
                 res[mode]["random"].append(rnd)
