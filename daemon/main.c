@@ -20,6 +20,7 @@
 #include "mount/fuse_reader.h"
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
+#include "mount/reader_pool.h"
 #include "process/reader_cgroup.h"
 #include "process/server_spawn.h"
 #include "process/spawner.h"
@@ -44,6 +45,22 @@ static void usage(FILE *out)
 }
 
 /* mkdir -p for one directory whose parent exists, then force its mode. */
+static bool reader_polls; /* the probe found squash-reader --poll-us */
+
+static void hand_poll_us(const struct squashd_config *cfg)
+{
+	reader_pool_set_poll_us(reader_polls ? (int)cfg->reader_poll_us : -1);
+}
+
+/* SIGHUP: the settings, then what modules keep of them. */
+static void reload(void *arg)
+{
+	reload_settings(arg);
+	const struct squashd_config *cfg = settings_hold();
+	hand_poll_us(cfg);
+	settings_drop(cfg);
+}
+
 static int ensure_dir(const char *path, mode_t mode)
 {
 	if (mkdir(path, mode) < 0 && errno != EEXIST) {
@@ -172,6 +189,7 @@ int main(int argc, char **argv)
 		ds.fuse_reader_resumes = reader.resumes;
 		ds.fuse_reader_pools = reader.serves_many;
 		ds.fuse_reader_unions = reader.unions;
+		reader_polls = reader.polls;
 		log_info("FUSE mounts are served by %s (%s)%s", config_fuse_server(cfg), reader.description,
 			 !reader.resumes ? ""
 			 : fuse_kernel_resends() ? "; one that dies is restarted on its connection"
@@ -180,6 +198,7 @@ int main(int argc, char **argv)
 	}
 
 	trusted_image_init();
+	hand_poll_us(cfg);
 	daemon_load(&ds);
 	/* A registry that could not be read: the mounts in mnt/ may be
 	 * running jobs'; nothing is adopted or cleaned up (daemon.h). */
@@ -206,7 +225,7 @@ int main(int argc, char **argv)
 		log_warning("mount_mode = kernel: every image, users' own included, is parsed by the kernel's "
 			    "squashfs; only for clusters whose every user is trusted as root");
 	reload_init(config_path, config_given, debug);
-	server_on_reload(reload_settings, NULL);
+	server_on_reload(reload, NULL);
 	if (gc_start(&ds, cfg) < 0)
 		log_error("cannot start the periodic reconciliation with Slurm");
 	if (linger_timer_start(&ds) < 0)

@@ -16,6 +16,7 @@ struct fuse_reader {
 	bool resumes;  /* squash-reader: can take over a live connection (--resume) */
 	bool serves_many; /* squash-reader: serves all of a user's mounts (--serve) */
 	bool unions;      /* squash-reader: serves several images as one mount (--union) */
+	bool polls;       /* squash-reader: takes --poll-us (an older build would refuse it) */
 	char description[64]; /* "squashfuse_ll 0.6.2, multithreaded" */
 };
 

@@ -36,6 +36,12 @@ struct pool {
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pool *pools;
+static _Atomic int poll_us = -1; /* main.c sets it from the settings */
+
+void reader_pool_set_poll_us(int us)
+{
+	poll_us = us;
+}
 
 static void pool_free(struct pool *p)
 {
@@ -91,8 +97,11 @@ static struct pool *start_locked(const struct identity *id, const char *reader_p
 {
 	/* argv[0] is the name every FUSE server squashd starts has, which
 	 * sites' NHC process checks ignore (docs/admin.md). */
+	char poll[16];
+	int us = poll_us;
+	snprintf(poll, sizeof(poll), "%d", us);
 	char *const argv[] = { (char *)"squashfuse_ll", (char *)"--serve", (char *)"/dev/fd/3",
-			       NULL };
+			       us >= 0 ? (char *)"--poll-us" : NULL, poll, NULL };
 	struct pool *p = calloc(1, sizeof(*p));
 	int sv[2];
 

@@ -27,6 +27,10 @@
 #endif
 
 #define DEFAULT_THREADS 8
+/* --poll-us: docs/performance.md, section 13 (squashd passes its
+ * reader_poll_us). */
+#define DEFAULT_POLL_US 200
+#define MAX_POLL_US 1000
 
 static void usage(FILE *out)
 {
@@ -48,9 +52,12 @@ static void usage(FILE *out)
 		"  --serve /dev/fd/N  serve every mount squashd sends over this socket, one\n"
 		"                     session each, all by one set of threads, until squashd\n"
 		"                     closes it and the last is gone\n"
+		"  --poll-us N        with --serve: the worker that answered one process's\n"
+		"                     request polls N microseconds for its next one instead of\n"
+		"                     sleeping (default %d; 0..%d; 0: never)\n"
 		"  -d                 FUSE debug output\n"
 		"  -h, --help         this text\n",
-		PACKAGE_VERSION, DEFAULT_THREADS);
+		PACKAGE_VERSION, DEFAULT_THREADS, DEFAULT_POLL_US, MAX_POLL_US);
 }
 
 /* The descriptor a /dev/fd/N argument names, or -1. */
@@ -125,10 +132,11 @@ int main(int argc, char **argv)
 		{ "resume", no_argument, NULL, 'R' },
 		{ "serve", required_argument, NULL, 'S' },
 		{ "union", no_argument, NULL, 'U' },
+		{ "poll-us", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct session_options opt = { .max_threads = 0 }; /* 0: not given */
+	struct session_options opt = { .max_threads = 0, .poll_us = DEFAULT_POLL_US }; /* 0: not given */
 	struct reader rd = { 0 };
 	const char *serve_socket = NULL;
 	bool union_mode = false;
@@ -156,6 +164,17 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'P': {
+			char *end;
+			unsigned long us = strtoul(optarg, &end, 10);
+
+			if (!*optarg || *end || us > MAX_POLL_US) {
+				fprintf(stderr, "squash-reader: --poll-us wants 0..%d\n", MAX_POLL_US);
+				return 2;
+			}
+			opt.poll_us = (unsigned)us;
+			break;
+		}
 		case 'R':
 			opt.resume = true;
 			break;

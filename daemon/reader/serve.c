@@ -379,7 +379,7 @@ static unsigned default_threads(void)
 int serve_run(int sock, const struct session_options *base)
 {
 	pool = serve_pool_new(base->max_threads ? base->max_threads : default_threads(),
-			      IDLE_THREADS);
+			      IDLE_THREADS, base->poll_us);
 	if (!pool) {
 		fprintf(stderr, "squash-reader: cannot set up the worker threads: %s\n",
 			strerror(errno));

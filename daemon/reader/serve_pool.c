@@ -36,11 +36,10 @@
  * reader at rest holds idle_threads. */
 #define LINGER_MS 2000
 
-/* Watching by polling (watch_spin): how long the worker that answered a
- * request polls the set for the next one before it sleeps, and how long
- * the other idle workers wait off the set behind a watcher busy with a
- * request before one of them goes back to waiting on it. */
-#define SPIN_NS 200000L
+/* Watching by polling (watch_spin): how long the other idle workers wait
+ * off the set behind a watcher busy with a request before one of them
+ * goes back to waiting on it. How long the watcher polls is the pool's
+ * spin_ns (--poll-us). */
 #define FOLLOW_MS 5
 
 /* One session. refs: one for the armed descriptor (EPOLLONESHOT delivers
@@ -71,6 +70,7 @@ struct serve_pool {
 	bool stopping;
 	bool said_cannot_start;
 	/* Watching by polling (watch_spin): */
+	int64_t spin_ns;            /* the watcher polls this long; 0: no watch */
 	bool watching;              /* a worker has the watch */
 	bool watch_busy;            /* ... and answers what it caught */
 	int64_t watch_since;        /* since then (ns) */
@@ -97,7 +97,7 @@ static int64_t now_ns(void)
  * each is a VM exit on a virtual machine). So the worker that answered a
  * request of such a streak keeps the watch: it polls the set (no sleep,
  * and a request queued while nobody sleeps on the set wakes nobody) for
- * up to SPIN_NS before it sleeps, while the other idle workers wait off
+ * up to spin_ns before it sleeps, while the other idle workers wait off
  * the set. Polled 1 request in n costs n - 1 wasted windows at most: a
  * spin that catches nothing is not tried again until requests come
  * within a window of each other. Several requesters at once, or a watcher
@@ -105,7 +105,7 @@ static int64_t now_ns(void)
  * when nothing came. */
 static int watch_spin(struct serve_pool *p, struct epoll_event *ev)
 {
-	int64_t end = now_ns() + SPIN_NS;
+	int64_t end = now_ns() + p->spin_ns;
 	int n;
 
 	do
@@ -261,7 +261,7 @@ static void *worker(void *arg)
 		int n = -1;
 
 		/* One requester alone, answered just now: watch by polling. */
-		if (served && served == p->last_pid && p->busy == 0 && p->spin_ok &&
+		if (p->spin_ns > 0 && served && served == p->last_pid && p->busy == 0 && p->spin_ok &&
 		    (duty || !p->watching)) {
 			duty = p->watching = true;
 			p->watch_busy = false;
@@ -305,7 +305,7 @@ static void *worker(void *arg)
 			 * together must not all see the others still there. */
 			if (n == 0 && p->threads > p->idle_threads)
 				break;
-			if (n > 0 && !p->spin_ok && now_ns() - p->answered_at < SPIN_NS)
+			if (n > 0 && !p->spin_ok && now_ns() - p->answered_at < p->spin_ns)
 				p->spin_ok = true;
 		}
 		served = 0;
@@ -340,7 +340,7 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-struct serve_pool *serve_pool_new(unsigned max_threads, unsigned idle_threads)
+struct serve_pool *serve_pool_new(unsigned max_threads, unsigned idle_threads, unsigned poll_us)
 {
 	struct serve_pool *p = calloc(1, sizeof(*p));
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
@@ -370,6 +370,7 @@ struct serve_pool *serve_pool_new(unsigned max_threads, unsigned idle_threads)
 	p->idle_threads = idle_threads < 1 ? 1 : idle_threads < p->max_threads ? idle_threads : p->max_threads;
 	p->session_max = p->max_threads > 1 ? p->max_threads - 1 : 1;
 	p->spin_ok = true;
+	p->spin_ns = (int64_t)poll_us * 1000;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->gone, NULL);
 	pthread_cond_init(&p->calm, NULL);

@@ -23,9 +23,10 @@ struct fuse_session;
 struct serve_pool;
 
 /* A pool of at most max_threads workers (>= 1), idle_threads of which stay
- * when there is nothing to do; none runs before the first session. NULL
- * (errno set) when it cannot be made. */
-struct serve_pool *serve_pool_new(unsigned max_threads, unsigned idle_threads);
+ * when there is nothing to do; none runs before the first session. The
+ * worker that answered a scan's request polls poll_us for the next (0:
+ * never). NULL (errno set) when it cannot be made. */
+struct serve_pool *serve_pool_new(unsigned max_threads, unsigned idle_threads, unsigned poll_us);
 
 /* Serves se's requests from now on (it must be mounted: attached to its
  * /dev/fuse descriptor). Once its connection is gone (unmounted, aborted)

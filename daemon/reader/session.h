@@ -14,6 +14,7 @@ struct session_options {
 	const char *mount_opts;  /* extra -o options when mounting a directory */
 	unsigned max_threads;    /* worker threads at most; 1: single-threaded
 				  * (serve.h: of all mounts; 0 its default) */
+	unsigned poll_us;        /* serve.h: a scan's next request polled for this long */
 	bool resume;             /* /dev/fd/N already answered FUSE_INIT */
 	bool own_signals;        /* the only session: SIGINT, SIGTERM end it cleanly */
 	bool debug;

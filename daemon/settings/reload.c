@@ -109,6 +109,9 @@ static bool apply(const char *key, const struct squashd_config *fresh, struct sq
 	} else if (!strcmp(key, "fuse_union")) {
 		/* For merges made from then on; existing mounts stay shared. */
 		next->fuse_union = fresh->fuse_union;
+	} else if (!strcmp(key, "reader_poll_us")) {
+		/* For readers started from then on (main.c hands it over). */
+		next->reader_poll_us = fresh->reader_poll_us;
 	} else if (!strcmp(key, "union_trusted_images")) {
 		next->union_trusted_images = fresh->union_trusted_images;
 	} else if (!strcmp(key, "debug")) {

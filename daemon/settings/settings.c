@@ -36,6 +36,7 @@ void config_defaults(struct squashd_config *cfg)
 	cfg->reader_cgroups = true;
 	cfg->fuse_union = true;
 	cfg->reader_tasks_max = SQUASHD_READER_TASKS_DEFAULT;
+	cfg->reader_poll_us = SQUASHD_READER_POLL_US_DEFAULT;
 }
 
 const char *config_fuse_server(const struct squashd_config *cfg)
@@ -212,6 +213,8 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_bool(&cfg->fuse_union, value, key, err, errlen);
 	if (!strcmp(key, "union_trusted_images"))
 		return set_uint(&cfg->union_trusted_images, value, 0, SQUASH_MAX_IMAGES, key, err, errlen);
+	if (!strcmp(key, "reader_poll_us"))
+		return set_uint(&cfg->reader_poll_us, value, 0, SQUASHD_READER_POLL_US_MAX, key, err, errlen);
 	if (!strcmp(key, "reader_tasks_max"))
 		return set_uint(&cfg->reader_tasks_max, value, 0, 1u << 22, key, err, errlen);
 	if (!strcmp(key, "reader_memory_max"))
@@ -468,6 +471,7 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("reader_cgroups", "%s", cfg->reader_cgroups ? "yes" : "no");
 	SHOW("fuse_union", "%s", cfg->fuse_union ? "yes" : "no");
 	SHOW("union_trusted_images", "%u", cfg->union_trusted_images);
+	SHOW("reader_poll_us", "%u", cfg->reader_poll_us);
 	SHOW("reader_tasks_max", "%u", cfg->reader_tasks_max);
 	SHOW("reader_memory_max", "%llu", cfg->reader_memory_max);
 	SHOW("debug", "%s", cfg->debug ? "yes" : "no");

@@ -4,7 +4,8 @@ as that user, another user's by another; the reader goes when the last of
 its mounts goes; killed, it is replaced by one reader for all its mounts,
 and the job reading them sees a pause; an image the reader cannot read
 fails its job and leaves no reader behind; the reader's threads do not
-grow with its mounts (daemon/reader/serve_pool.c)."""
+grow with its mounts (daemon/reader/serve_pool.c); squashd.conf's
+reader_poll_us reaches the readers it starts."""
 
 import hashlib
 import os
@@ -16,8 +17,8 @@ import time
 
 import pytest
 
-from conftest import (USER1, USER2, BlockingJob, blocking_jobs, proc_uids, run, uid_of,
-                      wait_until)
+from conftest import (USER1, USER2, BlockingJob, blocking_jobs, proc_uids, run, send_hup_and_wait,
+                      uid_of, wait_until)
 from test_reader_killed_under_a_running_job import (KERNEL_RESENDS, assert_job_read_through,
                                                    data_image, start_reading_job)
 
@@ -221,3 +222,36 @@ def test_a_readers_threads_do_not_grow_with_its_mounts(cluster):
     want = hashlib.md5("".join(f"image {i}\n" for i in range(n)).encode()).hexdigest()
     assert want in blk.job.output(), blk.job.output()
     wait_until(lambda: not readers_on_node(cluster), 20, what="the reader to exit")
+
+
+def reader_argv(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().decode().split("\0")[:-1]
+
+
+def test_reader_poll_us_reaches_the_readers_started_after_it(cluster):
+    """squashd hands reader_poll_us (default 200) to every reader it starts
+    as --poll-us; after a reload, readers started from then on get the new
+    value, and a job served by one that never polls reads as before."""
+    a = user_image(cluster, USER1, "poll_a", "polled by user 1\n")
+    b = user_image(cluster, USER2, "poll_b", "not polled for user 2\n")
+    with blocking_jobs(cluster, (USER1, f"{a}:/squash/a", "cat /squash/a/f.txt")) as jobs:
+        (ma,) = mounts_of(cluster, a)
+        argv = reader_argv(ma["server_pid"])
+        assert argv[argv.index("--poll-us") + 1] == "200", argv
+    jobs[0].job.wait()
+    assert "polled by user 1" in jobs[0].job.output(), jobs[0].job.output()
+    conf = cluster.dir / "squashd.conf"
+    original = conf.read_text()
+    try:
+        conf.write_text(original + "reader_poll_us = 0\n")
+        send_hup_and_wait(cluster, "reload: reader_poll_us is now '0'")
+        with blocking_jobs(cluster, (USER2, f"{b}:/squash/b", "cat /squash/b/f.txt")) as jobs:
+            (mb,) = mounts_of(cluster, b)
+            argv = reader_argv(mb["server_pid"])
+            assert argv[argv.index("--poll-us") + 1] == "0", argv
+        jobs[0].job.wait()
+        assert "not polled for user 2" in jobs[0].job.output(), jobs[0].job.output()
+    finally:
+        conf.write_text(original)
+        send_hup_and_wait(cluster, "setting(s) applied")
