@@ -175,9 +175,21 @@ static void put(struct serve_pool *p, struct pooled *s)
 	free(s);
 }
 
+/* Lock held: ends this worker's watch; the idle workers wait on the set again. */
+static void watch_end(struct serve_pool *p, bool *duty)
+{
+	if (!*duty)
+		return;
+	*duty = false;
+	p->watching = false;
+	p->watch_busy = false;
+	pthread_cond_broadcast(&p->calm);
+}
+
 /* Serves one request of s, whose armed reference the caller holds.
- * Returns the pid that sent it, 0 when none was served. */
-static uint32_t serve_one(struct serve_pool *p, struct pooled *s, void *mem)
+ * Returns the pid that sent it when it may be a scan's (watch_spin), 0
+ * when none was served or it was a read. duty: the caller has the watch. */
+static uint32_t serve_one(struct serve_pool *p, struct pooled *s, void *mem, bool *duty)
 {
 	uint32_t pid;
 	struct fuse_buf buf;
@@ -207,6 +219,18 @@ static uint32_t serve_one(struct serve_pool *p, struct pooled *s, void *mem)
 		return 0;
 	}
 	pid = ((const struct fuse_in_header *)mem)->pid;
+	/* Reads come several at once (the kernel's readahead, FUSE_ASYNC_READ)
+	 * and each may take a while: the other workers must be on the set for
+	 * them, and a streaming read is no scan (polling cost it a quarter of
+	 * its rate). */
+	if (((const struct fuse_in_header *)mem)->opcode == FUSE_READ) {
+		pid = 0;
+		if (*duty) {
+			pthread_mutex_lock(&p->lock);
+			watch_end(p, duty);
+			pthread_mutex_unlock(&p->lock);
+		}
+	}
 	/* The session's next request may be read by another worker while
 	 * this one is answered: a reference for the armed descriptor, while
 	 * this worker keeps its own. Only one worker at a time gets here for
@@ -233,17 +257,6 @@ static uint32_t serve_one(struct serve_pool *p, struct pooled *s, void *mem)
 		put(p, s);
 	put(p, s);
 	return pid;
-}
-
-/* Lock held: ends this worker's watch; the idle workers wait on the set again. */
-static void watch_end(struct serve_pool *p, bool *duty)
-{
-	if (!*duty)
-		return;
-	*duty = false;
-	p->watching = false;
-	p->watch_busy = false;
-	pthread_cond_broadcast(&p->calm);
 }
 
 static void *worker(void *arg)
@@ -320,7 +333,7 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&p->lock);
 		if (grow)
 			start_worker(p);
-		uint32_t pid = serve_one(p, ev.data.ptr, mem);
+		uint32_t pid = serve_one(p, ev.data.ptr, mem, &duty);
 
 		pthread_mutex_lock(&p->lock);
 		p->busy--;
