@@ -147,12 +147,13 @@ def fuse_mount(target):
     return fd
 
 
-def serve_union(reader, bundles, d, m):
+def serve_union(reader, bundles, d, m, extra=()):
     """bundles as one union on d, served by a squash-reader --serve the
     way squashd asks for it: parts of SERVE_UNION_PART images, the last
-    with the /dev/fuse descriptor after them."""
+    with the /dev/fuse descriptor after them. extra: more reader options."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    p = subprocess.Popen([reader, "--serve", f"/dev/fd/{theirs.fileno()}"], pass_fds=[theirs.fileno()])
+    p = subprocess.Popen([reader, "--serve", f"/dev/fd/{theirs.fileno()}", *extra],
+                         pass_fds=[theirs.fileno()])
     theirs.close()
     m.procs.append(p)
     m.socks.append(ours)
