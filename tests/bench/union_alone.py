@@ -46,6 +46,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from dataset import Dataset  # noqa: E402
+from serve_threads import fuse_mount  # noqa: E402
 
 BUILD = Path(os.environ.get("SQUASH_BUILD_DIR", HERE.parents[1] / "build"))
 READER = BUILD / "daemon" / "reader" / "squash-reader"
@@ -133,18 +134,6 @@ class Mounts:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-
-
-def fuse_mount(target):
-    """A /dev/fuse descriptor mounted read-only on target, as squashd
-    mounts one for a reader (serve_threads.py)."""
-    fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
-    opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0,default_permissions".encode()
-    if libc.mount(b"squash-reader", str(target).encode(), b"fuse.squashfs", 1 | 2 | 4, opts) != 0:
-        e = ctypes.get_errno()
-        os.close(fd)
-        raise OSError(e, os.strerror(e))
-    return fd
 
 
 def serve_union(reader, bundles, d, m, extra=()):

@@ -229,29 +229,29 @@ def reader_argv(pid):
         return f.read().decode().split("\0")[:-1]
 
 
+def job_reader_polls(cluster, user, image, text, poll_us):
+    """A job of user reads image; its reader got --poll-us poll_us."""
+    with blocking_jobs(cluster, (user, f"{image}:/squash/p", "cat /squash/p/f.txt")) as jobs:
+        (m,) = mounts_of(cluster, image)
+        argv = reader_argv(m["server_pid"])
+        assert argv[argv.index("--poll-us") + 1] == poll_us, argv
+    jobs[0].job.wait()
+    assert text in jobs[0].job.output(), jobs[0].job.output()
+
+
 def test_reader_poll_us_reaches_the_readers_started_after_it(cluster):
     """squashd hands reader_poll_us (default 200) to every reader it starts
     as --poll-us; after a reload, readers started from then on get the new
     value, and a job served by one that never polls reads as before."""
     a = user_image(cluster, USER1, "poll_a", "polled by user 1\n")
     b = user_image(cluster, USER2, "poll_b", "not polled for user 2\n")
-    with blocking_jobs(cluster, (USER1, f"{a}:/squash/a", "cat /squash/a/f.txt")) as jobs:
-        (ma,) = mounts_of(cluster, a)
-        argv = reader_argv(ma["server_pid"])
-        assert argv[argv.index("--poll-us") + 1] == "200", argv
-    jobs[0].job.wait()
-    assert "polled by user 1" in jobs[0].job.output(), jobs[0].job.output()
+    job_reader_polls(cluster, USER1, a, "polled by user 1", "200")
     conf = cluster.dir / "squashd.conf"
     original = conf.read_text()
     try:
         conf.write_text(original + "reader_poll_us = 0\n")
         send_hup_and_wait(cluster, "reload: reader_poll_us is now '0'")
-        with blocking_jobs(cluster, (USER2, f"{b}:/squash/b", "cat /squash/b/f.txt")) as jobs:
-            (mb,) = mounts_of(cluster, b)
-            argv = reader_argv(mb["server_pid"])
-            assert argv[argv.index("--poll-us") + 1] == "0", argv
-        jobs[0].job.wait()
-        assert "not polled for user 2" in jobs[0].job.output(), jobs[0].job.output()
+        job_reader_polls(cluster, USER2, b, "not polled for user 2", "0")
     finally:
         conf.write_text(original)
         send_hup_and_wait(cluster, "setting(s) applied")
