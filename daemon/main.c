@@ -44,7 +44,6 @@ static void usage(FILE *out)
 		"  -V, --version      print the version\n");
 }
 
-/* mkdir -p for one directory whose parent exists, then force its mode. */
 static bool reader_polls; /* the probe found squash-reader --poll-us */
 
 static void hand_poll_us(const struct squashd_config *cfg)
@@ -61,6 +60,7 @@ static void reload(void *arg)
 	settings_drop(cfg);
 }
 
+/* mkdir -p for one directory whose parent exists, then force its mode. */
 static int ensure_dir(const char *path, mode_t mode)
 {
 	if (mkdir(path, mode) < 0 && errno != EEXIST) {
