@@ -42,6 +42,12 @@
 #define SERVE_UNION_MAX 4096u      /* images in one union (UNION_MAX_LAYERS) */
 #define SERVE_UNION_PENDING 16u    /* unions whose parts are still coming */
 
+/* squash-reader --serve --poll-us (squashd.conf reader_poll_us): how long
+ * the worker that answered a scan's request polls for the next one;
+ * 200 us catches a scan's next request (docs/performance.md, section 13). */
+#define SERVE_POLL_US_DEFAULT 200
+#define SERVE_POLL_US_MAX 1000
+
 struct serve_union_part {
 	uint32_t magic;
 	uint32_t id;

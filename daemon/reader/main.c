@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "reader_wire.h"
 #include "reader/image.h"
 #include "reader/ops.h"
 #include "reader/serve.h"
@@ -27,10 +28,6 @@
 #endif
 
 #define DEFAULT_THREADS 8
-/* --poll-us: docs/performance.md, section 13 (squashd passes its
- * reader_poll_us). */
-#define DEFAULT_POLL_US 200
-#define MAX_POLL_US 1000
 
 static void usage(FILE *out)
 {
@@ -57,7 +54,7 @@ static void usage(FILE *out)
 		"                     sleeping (default %d; 0..%d; 0: never)\n"
 		"  -d                 FUSE debug output\n"
 		"  -h, --help         this text\n",
-		PACKAGE_VERSION, DEFAULT_THREADS, DEFAULT_POLL_US, MAX_POLL_US);
+		PACKAGE_VERSION, DEFAULT_THREADS, SERVE_POLL_US_DEFAULT, SERVE_POLL_US_MAX);
 }
 
 /* The descriptor a /dev/fd/N argument names, or -1. */
@@ -136,7 +133,8 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct session_options opt = { .max_threads = 0, .poll_us = DEFAULT_POLL_US }; /* 0: not given */
+	/* max_threads 0: not given */
+	struct session_options opt = { .max_threads = 0, .poll_us = SERVE_POLL_US_DEFAULT };
 	struct reader rd = { 0 };
 	const char *serve_socket = NULL;
 	bool union_mode = false;
@@ -168,8 +166,8 @@ int main(int argc, char **argv)
 			char *end;
 			unsigned long us = strtoul(optarg, &end, 10);
 
-			if (!*optarg || *end || us > MAX_POLL_US) {
-				fprintf(stderr, "squash-reader: --poll-us wants 0..%d\n", MAX_POLL_US);
+			if (!*optarg || *end || us > SERVE_POLL_US_MAX) {
+				fprintf(stderr, "squash-reader: --poll-us wants 0..%d\n", SERVE_POLL_US_MAX);
 				return 2;
 			}
 			opt.poll_us = (unsigned)us;

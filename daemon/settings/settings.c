@@ -1,5 +1,6 @@
 #include "config.h"
 #include "settings/settings.h"
+#include "reader_wire.h"
 #include "settings/fs_types.h"
 
 #include <ctype.h>
@@ -36,7 +37,7 @@ void config_defaults(struct squashd_config *cfg)
 	cfg->reader_cgroups = true;
 	cfg->fuse_union = true;
 	cfg->reader_tasks_max = SQUASHD_READER_TASKS_DEFAULT;
-	cfg->reader_poll_us = SQUASHD_READER_POLL_US_DEFAULT;
+	cfg->reader_poll_us = SERVE_POLL_US_DEFAULT;
 }
 
 const char *config_fuse_server(const struct squashd_config *cfg)
@@ -214,7 +215,7 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 	if (!strcmp(key, "union_trusted_images"))
 		return set_uint(&cfg->union_trusted_images, value, 0, SQUASH_MAX_IMAGES, key, err, errlen);
 	if (!strcmp(key, "reader_poll_us"))
-		return set_uint(&cfg->reader_poll_us, value, 0, SQUASHD_READER_POLL_US_MAX, key, err, errlen);
+		return set_uint(&cfg->reader_poll_us, value, 0, SERVE_POLL_US_MAX, key, err, errlen);
 	if (!strcmp(key, "reader_tasks_max"))
 		return set_uint(&cfg->reader_tasks_max, value, 0, 1u << 22, key, err, errlen);
 	if (!strcmp(key, "reader_memory_max"))
