@@ -229,7 +229,7 @@ static void test_counts_before_unpacking(void)
 	/* Unknown fields are kept by protobuf-c, one allocation each. */
 	r = sr = 0;
 	for (int i = 0; i < 40000; i++) {
-		request[r++] = (99 << 3) | 0;
+		r += put_varint(request + r, (99 << 3) | 0);
 		request[r++] = 0;
 	}
 	signed_req[sr++] = (1 << 3) | 2;
@@ -273,7 +273,7 @@ static void test_limits(void)
 		memset(long_image, 'i', SQUASH_PATH_MAX - 1);
 		long_image[0] = '/';
 		long_image[SQUASH_PATH_MAX - 1] = '\0';
-		const char *saved = spec.image;
+		char *saved = spec.image;
 		spec.image = long_image;
 		mount.n_images = 30; /* 30 * 4,106 bytes: 123,180 > 98,304 */
 		CHECK_STR(refusal(frame_request(&req, SQUASH_PROTOCOL_VERSION), SQUASH__STATUS__BAD_REQUEST),
