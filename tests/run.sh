@@ -15,9 +15,11 @@
 #                                sid root (Slurm 26.05), one after another
 #                                (tests/matrix: roots made with mmdebstrap
 #                                on first use, then reused), where the
-#                                header builds and distcheck, which do not
-#                                depend on the release, are left out (and
-#                                the RPM: tests/packaging); then real nodes
+#                                header builds, distcheck and the
+#                                integration tests marked host_release_only
+#                                (conftest.py), which do not depend on the
+#                                release, are left out (and the RPM:
+#                                tests/packaging); then real nodes
 #                                (tests/node): the .deb of Debian 12 and of
 #                                13, built there with its checks, installed
 #                                with apt in a Debian 12 and a 13 guest

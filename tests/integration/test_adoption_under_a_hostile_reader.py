@@ -19,6 +19,8 @@ import pytest
 from conftest import BUILD, USER1, USER2, blocking_jobs, run, uid_of, wait_until
 from test_reader_killed_under_a_running_job import KERNEL_RESENDS
 
+pytestmark = pytest.mark.host_release_only("squashd's adoption of readers: the same on every release")
+
 PTRACE_SYSCALL = BUILD / "tests" / "tools" / "ptrace_syscall"
 
 

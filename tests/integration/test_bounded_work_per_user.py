@@ -8,7 +8,11 @@ import re
 import subprocess
 import time
 
+import pytest
+
 from conftest import USER1, USER2, blocking_jobs, run, wait_until
+
+pytestmark = pytest.mark.host_release_only("squashd's own per-user bounds: the same on every release")
 
 FILES = {"hello.txt": "hello from the image\n"}
 

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from conftest import (SQUASHCTL, USER1, USER2, BlockingJob, Job, blocking_jobs, mountinfo,
                       run, wait_until)
 
@@ -54,6 +56,7 @@ class HungFilesystem:
         self.proc.wait(10)
 
 
+@pytest.mark.host_release_only("squashd's own fault handling: the same on every release")
 def test_hung_image_of_one_user_does_not_delay_another_user(cluster):
     hung = HungFilesystem(cluster, USER1, [f"h{i}.sqfs" for i in range(4)])
     try:
@@ -90,6 +93,7 @@ def test_hung_image_of_one_user_does_not_delay_another_user(cluster):
         hung.close()
 
 
+@pytest.mark.host_release_only("squashd's own fault handling: the same on every release")
 def test_sigterm_while_an_image_hangs_stops_squashd_at_once(cluster):
     """squashd is stopped while a request waits on an image whose file
     system hangs: it exits without waiting for that open (request_timeout
@@ -292,6 +296,7 @@ def test_dead_adopted_fuse_server_is_replaced(cluster):
     assert cluster.squashctl("health", check=False).returncode == 0
 
 
+@pytest.mark.host_release_only("squashd's own fault handling: the same on every release")
 def test_full_state_directory_is_a_node_error_and_fails_health(cluster):
     state = cluster.state_dir
     run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", state])
@@ -439,6 +444,7 @@ def test_damaged_registry_is_rebuilt_and_the_running_job_keeps_its_image(cluster
             f.unlink()
 
 
+@pytest.mark.host_release_only("squashd's own fault handling: the same on every release")
 def test_registry_of_a_newer_format_is_kept_aside_and_refuses_new_mounts(cluster):
     """A state file of a newer format (as after a downgrade), which only the
     squashd that wrote it can read, is moved aside instead of forgotten: squashd says why in

@@ -19,6 +19,8 @@ import pytest
 
 from conftest import RAWCLIENT, USER1, USER2, BlockingJob, proc_uids, uid_of, wait_until
 
+pytestmark = pytest.mark.host_release_only("squashd's deadlines on a stopped reader: the same on every release")
+
 FILES = {"hello.txt": "hello from the image\n"}
 FAKE_JOB = 990401
 REQUEST_TIMEOUT = 10  # tests/cluster/cluster.sh's squashd.conf

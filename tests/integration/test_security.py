@@ -7,8 +7,12 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import (RAWCLIENT, SQUASHD, USER1, USER2, BlockingJob, Job, blocking_jobs,
                       loop_backing_files, mountinfo, proc_uids, uid_of, wait_until)
+
+pytestmark = pytest.mark.host_release_only("squashd's checks of users, images and frames: the same on every release")
 
 FILES = {"hello.txt": "hello from the image\n"}
 # A job id no real job of the session uses.

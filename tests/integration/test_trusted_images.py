@@ -17,6 +17,8 @@ import pytest
 from conftest import (BUILD, USER1, BlockingJob, loop_backing_files, run, send_hup_and_wait,
                       setting, uid_of, wait_until)
 
+pytestmark = pytest.mark.host_release_only("squashd's trust walk and the kernel's mounts: the same on every release")
+
 FILES = {"hello.txt": "hello from the image\n"}
 SLOWFS = BUILD / "tests" / "bench" / "slowfs"
 # Job ids no real job of the session uses.
