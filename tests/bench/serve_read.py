@@ -51,15 +51,17 @@ def main():
     ap.add_argument("--reps", type=int, default=6)
     ap.add_argument("--mib", type=int, default=512)
     ap.add_argument("--reader", default=str(READER))
+    ap.add_argument("--poll", default="0,200",
+                    help="the --poll-us values compared, comma-separated (a value twice: a control)")
     ap.add_argument("--settle", type=float, default=0.0,
                     help="seconds to wait after dropping the caches, before the read")
     a = ap.parse_args()
     img = image(a.mib)
-    settings = [("poll-us 0", ["--poll-us", "0"]), ("poll-us 200", ["--poll-us", "200"])]
+    settings = [(f"poll-us {us} #{i + 1}", ["--poll-us", us]) for i, us in enumerate(a.poll.split(","))]
     res = {name: [] for name, _ in settings}
     with tempfile.TemporaryDirectory(prefix="serve-read.") as where:
         for rep in range(a.reps):
-            for name, extra in settings if rep % 2 == 0 else settings[::-1]:
+            for name, extra in settings[rep % len(settings):] + settings[:rep % len(settings)]:
                 m = Mounts(Path(tempfile.mkdtemp(dir=where)))
                 try:
                     d = m.dir("u")
@@ -77,7 +79,7 @@ def main():
                 print(f"rep {rep + 1} {name}: {s:.3f} s, {a.mib / s:.0f} MiB/s", flush=True)
     print(f"\n{a.mib} MiB, cold, {a.reps} repetitions; median (min)")
     for name, v in res.items():
-        print(f"{name:12} {statistics.median(v):.3f} s ({min(v):.3f} s)  "
+        print(f"{name:16} {statistics.median(v):.3f} s ({min(v):.3f} s)  "
               f"{a.mib / statistics.median(v):.0f} MiB/s")
 
 
