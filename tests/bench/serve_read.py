@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """A cold sequential read of one large file through squash-reader --serve
 (as squashd has it served), with the reader's polling worker off and on
-(--poll-us 0 and 200; docs/performance.md section 13), interleaved, without
-squashd or a cluster. As root:
+(--poll-us 0 and 200, or the values --poll names; docs/performance.md
+section 13), in rotating order, without squashd or a cluster. As root:
 
-    flock /tmp/squash-cluster.lock tests/bench/serve_read.py [--reps 6] [--mib 512]
+    flock /tmp/squash-cluster.lock tests/bench/serve_read.py [--reps 6] [--mib 512] [--poll 0,200]
 
 The kernel sends a file's readahead as several READ requests at once; a
 worker that kept the others off the set while it polled would serve them
