@@ -44,8 +44,13 @@ build=${SQUASH_BUILD_DIR:-$repo/build}
 export SQUASH_BUILD_DIR=$build
 export MAKEFLAGS=${MAKEFLAGS:--j$(nproc)}
 export PYTHONDONTWRITEBYTECODE=1  # keep __pycache__ out of the tree (and of make dist)
+export PYTHONUNBUFFERED=1      # steps are piped through tee: keep their lines coming as they are printed
 failed=()
 suite_start=$(date +%s)
+# Each step's output is kept too, so that what made a step fail is shown
+# again at the end: CI shows the end of a run, not the whole of it.
+step_logs=$(mktemp -d /tmp/squash-run-steps.XXXXXX) || exit 1
+trap 'rm -rf "$step_logs"' EXIT
 
 step() { # name command...
 	local name=$1 t0 rc
@@ -53,8 +58,8 @@ step() { # name command...
 	echo
 	echo "=== $name"
 	t0=$(date +%s)
-	"$@"
-	rc=$?
+	"$@" 2>&1 | tee "$step_logs/${#failed[@]}.log"
+	rc=${PIPESTATUS[0]}
 	if [ $rc = 0 ]; then
 		echo "=== $name: ok ($(( $(date +%s) - t0 )) s)"
 	elif [ $rc = 77 ]; then
@@ -199,6 +204,16 @@ if [ -n "$node_list" ] && [ "${1:-}" != --build-only ]; then
 	fi
 	summary+=("guests $node_list: systemd, cgroup v2, the .deb installed with apt: $verdict ($(( $(date +%s) - t0 )) s)")
 fi
+
+# What made each failed step fail, again: its error lines and its end.
+for i in "${!failed[@]}"; do
+	echo
+	echo "=== why ${failed[$i]} failed: its lines that say so, then its last 40"
+	grep -E 'FAILED|ERROR|Error|error:|[Aa]ssert|failed|not ok|Sanitizer|runtime error' \
+		"$step_logs/$i.log" | tail -n 40
+	echo "--- the end of its output:"
+	tail -n 40 "$step_logs/$i.log"
+done
 
 echo
 [ ${#summary[@]} = 0 ] || printf '=== %s\n' "${summary[@]}"
