@@ -209,7 +209,7 @@ fi
 for i in "${!failed[@]}"; do
 	echo
 	echo "=== why ${failed[$i]} failed: its lines that say so, then its last 40"
-	grep -E 'FAILED|ERROR|Error|error:|[Aa]ssert|failed|not ok|Sanitizer|runtime error' \
+	grep -E 'FAIL|\bERROR\b|\bError\b|error:|[Aa]ssert|failed|not ok|Sanitizer|runtime error' \
 		"$step_logs/$i.log" | tail -n 40
 	echo "--- the end of its output:"
 	tail -n 40 "$step_logs/$i.log"
