@@ -33,6 +33,11 @@
 #define SKIP 77
 #define TIMEOUT_MS 5000
 #define NOBODY 65534
+/* A budget is checked to bound a wait that would otherwise never end (a
+ * busy mount, a server that never answers), not to time it: the slack
+ * covers a loaded 2-core machine under ASan, where the 400 ms once
+ * allowed past the unmount's budget was thin. */
+#define SLACK_MS 2500
 
 static char tmpdir[256];
 static int failures, checks;
@@ -487,7 +492,7 @@ static void test_open_hung_fs(const struct identity *nobody)
 	check(r == RESULT_NODE_ERROR && fd == -1 &&
 		      strstr(err, "timed out") != NULL,
 	      "open on a hung file system times out: %s", err);
-	check(ms < 2000, "open timeout bounded (%ld ms for 500 ms budget)", ms);
+	check(ms < 500 + SLACK_MS, "open timeout bounded (%ld ms for 500 ms budget)", ms);
 	check(count_children() == 0, "stuck opener killed and reaped");
 	if (fd >= 0)
 		close(fd);
@@ -674,7 +679,7 @@ static void test_busy_unmount(const struct identity *root)
 		  (t1.tv_nsec - t0.tv_nsec) / 1000000;
 	check(r == RESULT_OK && !is_mount_point(mnt),
 	      "busy mount detached lazily: %s", r == RESULT_OK ? "ok" : err);
-	check(ms < 1000, "busy unmount bounded (%ld ms for 600 ms budget)", ms);
+	check(ms < 600 + SLACK_MS, "busy unmount bounded (%ld ms for 600 ms budget)", ms);
 	close(busy);
 	check(loop_released(img, 2000),
 	      "loop device released after the last user closed");
@@ -740,7 +745,7 @@ static void test_fuse_failures(const struct identity *nobody)
 		  (t1.tv_nsec - t0.tv_nsec) / 1000000;
 	check(r == RESULT_NODE_ERROR && server == 0,
 	      "silent server times out as node error: %s", err);
-	check(ms < 3000, "timeout bounded (%ld ms for 800 ms budget)", ms);
+	check(ms < 800 + SLACK_MS, "timeout bounded (%ld ms for 800 ms budget)", ms);
 	check(!is_mount_point(mnt), "no mount left after timeout");
 	check(count_children() == 0, "hung server killed and reaped");
 
