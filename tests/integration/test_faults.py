@@ -14,6 +14,9 @@ import pytest
 from conftest import (SQUASHCTL, USER1, USER2, BlockingJob, Job, blocking_jobs, mountinfo,
                       run, wait_until)
 
+# squashd's handling of its own faults, left out of the matrix's roots.
+OWN_FAULT_HANDLING = pytest.mark.host_release_only("squashd's own fault handling: the same on every release")
+
 FILES = {"hello.txt": "hello from the image\n"}
 
 
@@ -56,7 +59,7 @@ class HungFilesystem:
         self.proc.wait(10)
 
 
-@pytest.mark.host_release_only("squashd's own fault handling: the same on every release")
+@OWN_FAULT_HANDLING
 def test_hung_image_of_one_user_does_not_delay_another_user(cluster):
     hung = HungFilesystem(cluster, USER1, [f"h{i}.sqfs" for i in range(4)])
     try:
@@ -93,7 +96,7 @@ def test_hung_image_of_one_user_does_not_delay_another_user(cluster):
         hung.close()
 
 
-@pytest.mark.host_release_only("squashd's own fault handling: the same on every release")
+@OWN_FAULT_HANDLING
 def test_sigterm_while_an_image_hangs_stops_squashd_at_once(cluster):
     """squashd is stopped while a request waits on an image whose file
     system hangs: it exits without waiting for that open (request_timeout
@@ -296,7 +299,7 @@ def test_dead_adopted_fuse_server_is_replaced(cluster):
     assert cluster.squashctl("health", check=False).returncode == 0
 
 
-@pytest.mark.host_release_only("squashd's own fault handling: the same on every release")
+@OWN_FAULT_HANDLING
 def test_full_state_directory_is_a_node_error_and_fails_health(cluster):
     state = cluster.state_dir
     run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", state])
@@ -444,7 +447,7 @@ def test_damaged_registry_is_rebuilt_and_the_running_job_keeps_its_image(cluster
             f.unlink()
 
 
-@pytest.mark.host_release_only("squashd's own fault handling: the same on every release")
+@OWN_FAULT_HANDLING
 def test_registry_of_a_newer_format_is_kept_aside_and_refuses_new_mounts(cluster):
     """A state file of a newer format (as after a downgrade), which only the
     squashd that wrote it can read, is moved aside instead of forgotten: squashd says why in

@@ -17,8 +17,9 @@ the kernel, 4096 for the reader) and statvfs.
   blocks. Making it writes 4 GiB: 14-18 s here (up to 50 s with the
   machine busy), the test 18-25 s: more than the release matrix can
   afford, so it runs on the host release only (marked host_release_only:
-  left out in the roots of tests/matrix, as tests/sanitizers is). It needs 6 GiB free beside the cluster's directory (fails
-  otherwise) and deletes the image whatever happens."""
+  left out in the roots of tests/matrix, as tests/sanitizers is). It
+  needs 6 GiB free beside the cluster's directory (fails otherwise) and
+  deletes the image whatever happens."""
 
 import os
 import random
