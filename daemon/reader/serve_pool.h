@@ -15,7 +15,9 @@
  * the last one polls the set for the next for a short while instead of
  * sleeping, and the other idle workers wait off the set, so that neither
  * the scanner nor a worker is woken across CPUs for each request
- * (serve_pool.c, watch_spin). */
+ * (serve_pool.c, watch_spin); a scanner bound to one CPU is followed
+ * there instead, where the worker sleeps between its requests
+ * (bound_cpu). */
 #ifndef SQUASH_READER_SERVE_POOL_H
 #define SQUASH_READER_SERVE_POOL_H
 
@@ -24,8 +26,9 @@ struct serve_pool;
 
 /* A pool of at most max_threads workers (>= 1), idle_threads of which stay
  * when there is nothing to do; none runs before the first session. The
- * worker that answered a scan's request polls poll_us for the next (0:
- * never). NULL (errno set) when it cannot be made. */
+ * worker that answered a scan's request polls poll_us for the next, or
+ * waits for it on the scanner's CPU when the scanner is bound to one (0:
+ * neither). NULL (errno set) when it cannot be made. */
 struct serve_pool *serve_pool_new(unsigned max_threads, unsigned idle_threads, unsigned poll_us);
 
 /* Serves se's requests from now on (it must be mounted: attached to its

@@ -28,7 +28,16 @@ directory is stat'ed ("visible"); and the readers' PSS after the listings
 
 --readers OLD,NEW runs the union and serve modes once per reader binary
 (named union@0, union@1, ...), interleaved, to compare two builds side
-by side."""
+by side.
+
+A mode with "/1cpu" after its name (kernel/1cpu, serve/1cpu) runs the
+listing, the random reads and the readers on CPU 0 only: with the
+requester and the reader on one CPU no FUSE request wakes another CPU,
+the best any transport that answers on the asking CPU (FUSE over
+io_uring's per-CPU queues) could do; "/reader1cpu" and "/find1cpu" put
+only the readers or only the listing and random reads there. "/nopoll" turns the served
+reader's polling worker off (--poll-us 0), which on one CPU only keeps
+the listing from running."""
 
 import argparse
 import ctypes
@@ -104,10 +113,15 @@ def wait_mounted(d, proc, timeout=60):
         time.sleep(0.01)
 
 
-def find_count(d):
+def on_cpus(cpus):
+    """A preexec_fn that keeps a child on cpus (None: anywhere)."""
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
+def find_count(d, cpus=None):
     t0 = time.monotonic()
     out = subprocess.run(f"cd {d} && find . -print | wc -l", shell=True, check=True,
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, preexec_fn=on_cpus(cpus)).stdout
     return time.monotonic() - t0, int(out)
 
 
@@ -136,13 +150,13 @@ class Mounts:
                 p.wait()
 
 
-def serve_union(reader, bundles, d, m, extra=()):
+def serve_union(reader, bundles, d, m, extra=(), cpus=None):
     """bundles as one union on d, served by a squash-reader --serve the
     way squashd asks for it: parts of SERVE_UNION_PART images, the last
     with the /dev/fuse descriptor after them. extra: more reader options."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     p = subprocess.Popen([reader, "--serve", f"/dev/fd/{theirs.fileno()}", *extra],
-                         pass_fds=[theirs.fileno()])
+                         pass_fds=[theirs.fileno()], preexec_fn=on_cpus(cpus))
     theirs.close()
     m.procs.append(p)
     m.socks.append(ours)
@@ -164,20 +178,22 @@ def serve_union(reader, bundles, d, m, extra=()):
         raise RuntimeError(f"the union was refused: {os.strerror(err)}")
 
 
-def setup(mode, ds, bundles, m, reader=READER):
-    """Mounts mode's view; returns (its directory, seconds to visible or None)."""
+def setup(mode, ds, bundles, m, reader=READER, cpus=None, extra=()):
+    """Mounts mode's view; returns (its directory, seconds to visible or None).
+    cpus: where the readers run (None: anywhere); extra: more options for
+    a served union's reader."""
     if mode == "local":
         return ds.tree, None
     if mode in ("union", "serve"):
         d = m.dir(mode)
         t0 = time.monotonic()
         if mode == "union":
-            p = subprocess.Popen([reader, "--union", *bundles, d])
+            p = subprocess.Popen([reader, "--union", *bundles, d], preexec_fn=on_cpus(cpus))
             m.procs.append(p)
             m.points.append(d)
             wait_mounted(d, p)
         else:
-            serve_union(reader, bundles, d, m)
+            serve_union(reader, bundles, d, m, extra, cpus)
         os.stat(d / ds.tops()[-1])
         return d, time.monotonic() - t0
     lowers = []
@@ -187,7 +203,7 @@ def setup(mode, ds, bundles, m, reader=READER):
             sh("mount", "-t", "squashfs", "-o", "loop,ro", b, d)
             m.points.append(d)
         else:
-            p = subprocess.Popen([READER, b, d])
+            p = subprocess.Popen([READER, b, d], preexec_fn=on_cpus(cpus))
             m.procs.append(p)
             m.points.append(d)
             wait_mounted(d, p)
@@ -217,7 +233,7 @@ def main():
     readers = [Path(r) for r in a.readers.split(",")] if a.readers else [READER]
     modes = []
     for mode in a.modes.split(","):
-        if mode in ("union", "serve") and a.readers:
+        if mode.partition("/")[0] in ("union", "serve") and a.readers:
             modes += [f"{mode}@{i}" for i in range(len(readers))]
         else:
             modes.append(mode)
@@ -229,18 +245,29 @@ def main():
     for rep in range(a.reps):
         order = modes[rep % len(modes):] + modes[:rep % len(modes)]
         for mode in order:
-            where = Path(tempfile.mkdtemp(prefix=f"union-bench-{mode}.", dir="/tmp"))
+            where = Path(tempfile.mkdtemp(prefix=f"union-bench-{mode.replace('/', '-')}.", dir="/tmp"))
             m = Mounts(where)
             try:
                 drop_caches()
                 kind, _, i = mode.partition("@")
-                d, visible = setup(kind, ds, bundles, m, readers[int(i or 0)])
+                kind, *flags = kind.split("/")
+                cpus = {0} if "1cpu" in flags else None
+                reader_cpus = {0} if "reader1cpu" in flags else cpus
+                cpus = {0} if "find1cpu" in flags else cpus
+                d, visible = setup(kind, ds, bundles, m, readers[int(i or 0)], reader_cpus,
+                                   ["--poll-us", "0"] if "nopoll" in flags else [])
                 drop_caches()
-                rnd = read_all(d, picks)
+                mine = os.sched_getaffinity(0)
+                if cpus:
+                    os.sched_setaffinity(0, cpus)
+                try:
+                    rnd = read_all(d, picks)
+                finally:
+                    os.sched_setaffinity(0, mine)
                 res[mode]["random"].append(rnd)
                 drop_caches()
-                cold, n = find_count(d)
-                warm, n2 = find_count(d)
+                cold, n = find_count(d, cpus)
+                warm, n2 = find_count(d, cpus)
                 assert n == n2 == s["entries"] + 1, (mode, n, n2, s["entries"])
                 res[mode]["cold"].append(cold)
                 res[mode]["warm"].append(warm)
@@ -259,7 +286,7 @@ def main():
           "median (min)")
     local = statistics.median(res["local"]["cold"]) if "local" in res else None
     for mode in modes:
-        line = f"{mode:7s}"
+        line = f"{mode:12s}"
         for k in ("cold", "warm", "random", "visible", "pss"):
             v = res[mode][k]
             if v:
