@@ -1153,6 +1153,8 @@ class Bench:
             dss.append((ds, info))
             self.meta.setdefault("datasets", {})[name] = {k: v for k, v in info.items() if k != "want"}
         self.meta["dataset_mksquashfs"] = " ".join(dsmod.MKSQUASHFS_ARGS)
+        if self.args.ds_bind is not None:
+            self.meta["ds_bind"] = self.args.ds_bind
         self.save()
         self.elapsed_note("datasets ready")
         for rep in range(self.args.reps):
@@ -1264,7 +1266,7 @@ class Bench:
         recs = []
         req_find = None
         try:
-            p = run([PYTHON, self.workload_py, "find", root, "--times", "2"], timeout=3600,
+            p = run(self.ds_bound([PYTHON, self.workload_py, "find", root, "--times", "2"]), timeout=3600,
                     env=self.workload_env())
             recs = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
             if sm:  # a fresh slowfs for the random reads (its count is the find's)
@@ -1273,7 +1275,7 @@ class Bench:
                 sm.prepare_cold()
             else:
                 drop_caches()
-            p = run([PYTHON, self.workload_py, "random", root, "--list", listing], timeout=3600,
+            p = run(self.ds_bound([PYTHON, self.workload_py, "random", root, "--list", listing]), timeout=3600,
                     env=self.workload_env())
             recs += [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
         except Exception as e:  # noqa: BLE001 - keep going, record the failure
@@ -1309,6 +1311,12 @@ class Bench:
 
     # The task prints the time once PROBE is there (stat says why not).
     SHOW = 'stat -c %n "$1" >/dev/null || exit 3; date +%s.%N; shift; exec "$@"'
+
+    def ds_bound(self, cmd):
+        """cmd bound to --ds-bind's CPU, as Slurm's task binding would bind a
+        task (cmd itself when no CPU is given)."""
+        cpu = self.args.ds_bind
+        return ["taskset", "-c", str(cpu), *cmd] if cpu is not None else cmd
 
     def ds_cmd(self, spec, probe, rest=()):
         img = [f"--squash-image={spec}"] if spec else []
@@ -1406,9 +1414,9 @@ class Bench:
         drop_caches()
         mems = {"before": self.node_memory(c)}
         t0 = time.time()
-        a = c.popen_user(self.ds_cmd(spec, probe, [PYTHON, c.workload_py, "find", target,
-                                                   "--times", "2", "--sync", sync,
-                                                   "--then-random", c.random_list]))
+        a = c.popen_user(self.ds_cmd(spec, probe, self.ds_bound([PYTHON, c.workload_py, "find", target,
+                                                                 "--times", "2", "--sync", sync,
+                                                                 "--then-random", c.random_list])))
         self.children.append(a)
         ok = False
         try:
@@ -1746,6 +1754,9 @@ def parse_args(argv):
     ap.add_argument("--ds-modes", default="local,slowfs,job-kernel,job-fuse-overlay,job-fuse-union",
                     help="with --datasets: the columns (default all: local, slowfs, job-kernel, "
                          "job-fuse-overlay, job-fuse-union)")
+    ap.add_argument("--ds-bind", type=int, metavar="CPU",
+                    help="with --datasets: every listing and random read (in a job or not) bound "
+                         "to CPU (taskset), as a site's task binding binds a job's tasks")
     ap.add_argument("--no-concurrent", action="store_true",
                     help="with --datasets: skip the two concurrent 1,024-bundle jobs of one user "
                          "(1m set)")

@@ -608,6 +608,9 @@ def datasets_tables(d):
         md.append("")
     if d.meta.get("fuse_union"):
         md.append(f"squashd's `fuse_union` setting: {d.meta['fuse_union']}.\n")
+    if d.meta.get("ds_bind") is not None:
+        md.append(f"Every listing and random read ran bound to CPU {d.meta['ds_bind']} "
+                  "(`--ds-bind`, taskset), in a job or not.\n")
     # listing and random reads
     rows = []
     for ds in names:
