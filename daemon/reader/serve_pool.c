@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "reader/ops.h"
+#include "reader/worker_cpu.h"
 
 /* The largest request a session reads: libfuse's buffer (256 pages, its
  * FUSE_MAX_MAX_PAGES and later FUSE_DEFAULT_MAX_PAGES_LIMIT, plus a 4 KiB
@@ -80,8 +80,7 @@ struct serve_pool {
 	uint32_t last_pid;          /* who sent the last request answered */
 	unsigned busy;              /* workers answering a request */
 	pthread_cond_t calm;        /* the watch ended */
-	cpu_set_t cpus;             /* where workers run when they follow nobody */
-	bool have_cpus;
+	struct worker_home home;    /* where workers run when they follow nobody */
 };
 
 static int64_t now_ns(void)
@@ -104,7 +103,8 @@ static int64_t now_ns(void)
  * the set. Polled 1 request in n costs n - 1 wasted windows at most: a
  * spin that catches nothing is not tried again until requests come
  * within a window of each other. Several requesters at once, or a watcher
- * busy for FOLLOW_MS, give the set back to all workers. 1 with *ev, 0
+ * busy for FOLLOW_MS, give the set back to all workers. A scanner bound
+ * to one CPU is followed there instead (worker_cpu.h). 1 with *ev, 0
  * when nothing came. */
 static int watch_spin(struct serve_pool *p, struct epoll_event *ev)
 {
@@ -115,52 +115,6 @@ static int watch_spin(struct serve_pool *p, struct epoll_event *ev)
 		n = epoll_wait(p->epfd, ev, 1, 0);
 	while (n == 0 && now_ns() < end);
 	return n > 0 ? 1 : 0;
-}
-
-/* A scanner bound to one CPU (a Slurm task bound to a core, taskset) is
- * followed instead: the watcher moves to that CPU and sleeps there, so
- * each request and its answer are a switch on that CPU and wake no other
- * (polling there would only keep the scanner off its CPU). On a 2-vCPU
- * machine a bound hcp listing took 1.26 s against 1.72 s polled from
- * the other CPU (docs/performance.md section 13). A scanner free to move
- * cannot be followed: the scheduler would move it off the busy CPU. The
- * CPU its thread is bound to, or -1. */
-static int bound_cpu(uint32_t pid)
-{
-	cpu_set_t s;
-
-	if (sched_getaffinity((pid_t)pid, sizeof(s), &s) != 0 || CPU_COUNT(&s) != 1)
-		return -1;
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		if (CPU_ISSET(c, &s))
-			return c;
-	return -1;
-}
-
-/* Moves the calling worker to cpu; *pinned: where it is now (-1: where
- * the pool's workers run). false when it cannot (a cpuset without cpu). */
-static bool follow(int cpu, int *pinned)
-{
-	cpu_set_t s;
-
-	if (*pinned == cpu)
-		return true;
-	CPU_ZERO(&s);
-	CPU_SET(cpu, &s);
-	if (sched_setaffinity(0, sizeof(s), &s) != 0)
-		return false;
-	*pinned = cpu;
-	return true;
-}
-
-/* Back where the pool's workers run. */
-static void unfollow(const struct serve_pool *p, int *pinned)
-{
-	if (*pinned < 0)
-		return;
-	if (p->have_cpus)
-		sched_setaffinity(0, sizeof(p->cpus), &p->cpus);
-	*pinned = -1;
 }
 
 static void *worker(void *arg);
@@ -179,9 +133,7 @@ static int start_worker(struct serve_pool *p)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	/* Not the CPU of a following worker that starts it. */
-	if (p->have_cpus)
-		pthread_attr_setaffinity_np(&attr, sizeof(p->cpus), &p->cpus);
+	worker_home_attr(&p->home, &attr);
 	r = pthread_create(&t, &attr, worker, p);
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -318,7 +270,7 @@ static void *worker(void *arg)
 	void *mem = malloc(p->bufsize);
 	bool duty = false;       /* this worker has the watch (watch_spin) */
 	uint32_t served = 0;     /* the pid of the request it just answered */
-	int pinned = -1;         /* the CPU of the scanner it follows (bound_cpu) */
+	int pinned = -1;         /* the CPU of the scanner it follows (worker_cpu.h) */
 
 	pthread_mutex_lock(&p->lock);
 	while (mem && !p->stopping) {
@@ -333,12 +285,13 @@ static void *worker(void *arg)
 			p->watch_busy = false;
 			p->waiting++;
 			pthread_mutex_unlock(&p->lock);
-			int cpu = bound_cpu(served);
+			int cpu = requester_bound_cpu(served);
 
-			if (cpu >= 0 && follow(cpu, &pinned)) {
+			/* Bound to one CPU: sleep there; else poll from here. */
+			if (cpu >= 0 && worker_follow(cpu, &pinned)) {
 				n = epoll_wait(p->epfd, &ev, 1, FOLLOW_MS);
 			} else {
-				unfollow(p, &pinned);
+				worker_go_home(&p->home, &pinned);
 				n = watch_spin(p, &ev);
 			}
 			pthread_mutex_lock(&p->lock);
@@ -353,7 +306,7 @@ static void *worker(void *arg)
 			}
 		} else {
 			watch_end(p, &duty);
-			unfollow(p, &pinned);
+			worker_go_home(&p->home, &pinned);
 			/* Off the set behind a watcher, unless it is stuck. */
 			if (p->watching && (!p->watch_busy || now_ns() - p->watch_since < FOLLOW_MS * 1000000L)) {
 				struct timespec t;
@@ -372,7 +325,7 @@ static void *worker(void *arg)
 		if (n < 0) {
 			p->waiting++;
 			pthread_mutex_unlock(&p->lock);
-			unfollow(p, &pinned);
+			worker_go_home(&p->home, &pinned);
 			n = epoll_wait(p->epfd, &ev, 1, timeout);
 			pthread_mutex_lock(&p->lock);
 			p->waiting--;
@@ -446,7 +399,7 @@ struct serve_pool *serve_pool_new(unsigned max_threads, unsigned idle_threads, u
 	p->session_max = p->max_threads > 1 ? p->max_threads - 1 : 1;
 	p->spin_ok = true;
 	p->spin_ns = (int64_t)poll_us * 1000;
-	p->have_cpus = sched_getaffinity(0, sizeof(p->cpus), &p->cpus) == 0;
+	worker_home_init(&p->home);
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->gone, NULL);
 	pthread_cond_init(&p->calm, NULL);

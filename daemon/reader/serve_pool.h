@@ -17,7 +17,7 @@
  * the scanner nor a worker is woken across CPUs for each request
  * (serve_pool.c, watch_spin); a scanner bound to one CPU is followed
  * there instead, where the worker sleeps between its requests
- * (bound_cpu). */
+ * (worker_cpu.h). */
 #ifndef SQUASH_READER_SERVE_POOL_H
 #define SQUASH_READER_SERVE_POOL_H
 
