@@ -35,9 +35,9 @@ listing, the random reads and the readers on CPU 0 only: with the
 requester and the reader on one CPU no FUSE request wakes another CPU,
 the best any transport that answers on the asking CPU (FUSE over
 io_uring's per-CPU queues) could do; "/reader1cpu" and "/find1cpu" put
-only the readers or only the listing and random reads there. "/nopoll" turns the served
-reader's polling worker off (--poll-us 0), which on one CPU only keeps
-the listing from running."""
+only the readers, or only the listing and the random reads, there.
+"/nopoll" turns the served reader's polling worker off (--poll-us 0),
+which on one CPU only keeps the listing from running."""
 
 import argparse
 import ctypes
