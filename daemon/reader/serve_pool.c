@@ -37,10 +37,11 @@
  * reader at rest holds idle_threads. */
 #define LINGER_MS 2000
 
-/* Watching by polling (watch_spin): how long the other idle workers wait
- * off the set behind a watcher busy with a request before one of them
- * goes back to waiting on it. How long the watcher polls is the pool's
- * spin_ns (--poll-us). */
+/* Watching (watch_spin): how long the other idle workers wait off the
+ * set behind a watcher busy with a request before one of them goes back
+ * to waiting on it, and how long a watcher that follows a bound scanner
+ * sleeps on its CPU for the next request. How long the watcher polls is
+ * the pool's spin_ns (--poll-us). */
 #define FOLLOW_MS 5
 
 /* One session. refs: one for the armed descriptor (EPOLLONESHOT delivers
@@ -278,7 +279,7 @@ static void *worker(void *arg)
 		int timeout = p->threads > p->idle_threads ? LINGER_MS : -1;
 		int n = -1;
 
-		/* One requester alone, answered just now: watch by polling. */
+		/* One requester alone, answered just now: watch for its next. */
 		if (p->spin_ns > 0 && served && served == p->last_pid && p->busy == 0 && p->spin_ok &&
 		    (duty || !p->watching)) {
 			duty = p->watching = true;
