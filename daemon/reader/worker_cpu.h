@@ -6,9 +6,9 @@
  * another CPU: the scanner is still woken there by every answer. So the
  * worker that watches such a scan moves to the scanner's CPU and sleeps
  * there: a request and its answer are then a switch between two threads
- * of one CPU. On a 2-vCPU machine a bound hcp listing took 1.20 s so,
- * against 1.66 s polled from the other CPU (docs/performance.md, section
- * 13). A scanner free to move is not followed: the scheduler moves it off
+ * of one CPU. On a 2-vCPU machine a bound hcp listing took 1.20 s this
+ * way, against 1.66 s polled from the other CPU (docs/performance.md,
+ * section 13). A scanner free to move is not followed: the scheduler moves it off
  * the CPU the worker keeps busy. The scanner's CPU is only read. */
 #ifndef SQUASH_READER_WORKER_CPU_H
 #define SQUASH_READER_WORKER_CPU_H

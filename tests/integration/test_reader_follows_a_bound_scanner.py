@@ -1,5 +1,5 @@
 """A scan by a process bound to one CPU is answered on that CPU
-(daemon/reader/serve_pool.c, bound_cpu): while one process alone sends
+(daemon/reader/worker_cpu.c, used by serve_pool.c): while one process alone sends
 request after request, the worker that answers it moves to the CPU the
 process is bound to and sleeps there between requests, so no request
 wakes another CPU; a scanner free to move is watched from where the
