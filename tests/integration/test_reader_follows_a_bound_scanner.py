@@ -1,9 +1,10 @@
 """A scan by a process bound to one CPU is answered on that CPU
-(daemon/reader/worker_cpu.c, used by serve_pool.c): while one process alone sends
-request after request, the worker that answers it moves to the CPU the
-process is bound to and sleeps there between requests, so no request
-wakes another CPU; a scanner free to move is watched from where the
-workers run; once the scan is over, no worker stays on the scanner's CPU."""
+(daemon/reader/worker_cpu.c, used by serve_pool.c): while one process
+alone sends request after request, the worker that answers it moves to
+the CPU the process is bound to and sleeps there between requests, so no
+request wakes another CPU; a scanner free to move is watched from where
+the workers run; once the scan is over, no worker stays on the scanner's
+CPU."""
 
 import os
 from pathlib import Path
