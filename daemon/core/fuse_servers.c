@@ -130,7 +130,7 @@ void fuse_servers_watch_locked(struct daemon_state *ds, struct mount_entry *m)
 	if (w && fd >= 0) {
 		*w = (struct server_watch){ ds, m->server_pid, watched };
 		watched = w;
-		if (process_watch_add(fd, m->server_pid, server_exited, w) == 0)
+		if (process_watch_add(fd, m->server_pid, m->key.owner_uid, server_exited, w) == 0)
 			return;
 		watched = w->next;
 	}

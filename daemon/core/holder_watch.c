@@ -98,7 +98,7 @@ int holder_watch(struct daemon_state *ds, const struct job_entry *e, int pidfd)
 	if (w) {
 		*w = (struct holder){ ds, e->kind, e->job_id, e->step_id, e->session_pid,
 				      e->session_start };
-		if (process_watch_add(pidfd, e->session_pid, holder_exited, w) == 0)
+		if (process_watch_add(pidfd, e->session_pid, e->uid, holder_exited, w) == 0)
 			return 0;
 	}
 	free(w);

@@ -64,7 +64,7 @@ static int watch_next(struct job_end *w, bool extern_only)
 				close(pidfd);
 			continue; /* it ended meanwhile: look again */
 		}
-		return process_watch_add(pidfd, pid, stepd_exited, w) == 0 ? 1 : -1;
+		return process_watch_add(pidfd, pid, w->uid, stepd_exited, w) == 0 ? 1 : -1;
 	}
 	return -1;
 }

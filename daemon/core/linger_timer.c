@@ -1,16 +1,69 @@
 #include "config.h"
 #include "core/linger_timer.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "clock.h"
 #include "core/sharing.h"
+#include "process/user_executor.h"
 #include "registry/linger.h"
 #include "util/log.h"
 
 static pthread_t thread;
 static bool started;
+
+struct expired_mounts {
+	struct daemon_state *ds;
+	struct teardown td;
+};
+
+static void tear_down(void *arg)
+{
+	struct expired_mounts *x = arg;
+
+	sharing_teardown(x->ds, &x->td);
+	settings_drop(x->td.cfg);
+	free(x);
+}
+
+/* Unmounting waits on the mount's reader (up to request_timeout when it
+ * is stopped): each owner's expired mounts go to that owner's thread
+ * (process/user_executor.h), so one user's stopped reader never holds up
+ * another's expiry. At shutdown (stopping) squashd waits for them here. */
+static void tear_down_by_owner(struct daemon_state *ds, struct mount_entry *expired, bool stopping)
+{
+	while (expired) {
+		struct expired_mounts *x = malloc(sizeof(*x));
+		const struct squashd_config *cfg = settings_hold();
+		struct teardown td = TEARDOWN_INIT(cfg);
+		uid_t owner = expired->key.owner_uid;
+		struct mount_entry **tail = &td.head;
+
+		/* Moves the owner's mounts from expired to td, in order. */
+		for (struct mount_entry **pm = &expired; *pm;) {
+			struct mount_entry *m = *pm;
+
+			if (m->key.owner_uid != owner) {
+				pm = &m->teardown_next;
+				continue;
+			}
+			*pm = m->teardown_next;
+			m->teardown_next = NULL;
+			*tail = m;
+			tail = &m->teardown_next;
+		}
+		if (x && !stopping) {
+			*x = (struct expired_mounts){ ds, td };
+			if (user_executor_run(owner, tear_down, x) == 0)
+				continue;
+		}
+		free(x);
+		sharing_teardown(ds, &td);
+		settings_drop(cfg);
+	}
+}
 
 static void *expiry_loop(void *arg)
 {
@@ -24,11 +77,7 @@ static void *expiry_loop(void *arg)
 
 		if (expired) {
 			pthread_mutex_unlock(&ds->lock);
-			const struct squashd_config *cfg = settings_hold();
-			struct teardown td = TEARDOWN_INIT(cfg);
-			td.head = expired;
-			sharing_teardown(ds, &td);
-			settings_drop(cfg);
+			tear_down_by_owner(ds, expired, stopping);
 			pthread_mutex_lock(&ds->lock);
 			continue; /* the registry changed meanwhile */
 		}

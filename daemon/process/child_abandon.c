@@ -8,20 +8,13 @@
 #include "process/process_watch.h"
 #include "util/log.h"
 
-static void reaped(void *arg, pid_t pid, int status)
-{
-	(void)arg;
-	(void)pid;
-	(void)status;
-}
-
 void child_abandon(int pidfd)
 {
 	if (pidfd < 0)
 		return;
 	child_kill(pidfd);
 	/* The watcher reaps it whenever it exits; nobody waits for it. */
-	if (process_watch_add(pidfd, 0, reaped, NULL) < 0) {
+	if (process_watch_add(pidfd, 0, 0, NULL, NULL) < 0) {
 		log_warning("cannot watch an abandoned child; it stays a zombie until squashd exits");
 		close(pidfd);
 	}

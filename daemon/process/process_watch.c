@@ -14,13 +14,23 @@
 #include <unistd.h>
 
 #include "process/child_process.h"
+#include "process/user_executor.h"
 #include "util/log.h"
 
 struct watched {
 	int pidfd;
 	pid_t pid;
+	uid_t uid;
 	process_exit_fn fn;
 	void *arg;
+};
+
+/* A callback on its way to its user's thread. */
+struct exited {
+	process_exit_fn fn;
+	void *arg;
+	pid_t pid;
+	int status;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -57,7 +67,7 @@ static int start_locked(void)
 	return 0;
 }
 
-int process_watch_add(int pidfd, pid_t pid, process_exit_fn fn, void *arg)
+int process_watch_add(int pidfd, pid_t pid, uid_t uid, process_exit_fn fn, void *arg)
 {
 	uint64_t one = 1;
 	int rc = -1;
@@ -65,13 +75,38 @@ int process_watch_add(int pidfd, pid_t pid, process_exit_fn fn, void *arg)
 	pthread_mutex_lock(&lock);
 	if (start_locked() == 0 && (count < cap || (cap = cap ? 2 * cap : 64,
 			items = realloc(items, cap * sizeof(*items))) != NULL)) {
-		items[count++] = (struct watched){ pidfd, pid, fn, arg };
+		items[count++] = (struct watched){ pidfd, pid, uid, fn, arg };
 		rc = 0;
 	}
 	pthread_mutex_unlock(&lock);
 	if (rc == 0 && write(wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		log_warning("cannot wake the process watcher: %s", strerror(errno));
 	return rc;
+}
+
+static void call_back(void *arg)
+{
+	struct exited *x = arg;
+
+	x->fn(x->arg, x->pid, x->status);
+	free(x);
+}
+
+/* Hands w's callback to its user's thread; inline only when that cannot
+ * be had (out of memory or threads). */
+static void dispatch(const struct watched *w, int status)
+{
+	struct exited *x = malloc(sizeof(*x));
+
+	if (x) {
+		*x = (struct exited){ w->fn, w->arg, w->pid, status };
+		if (user_executor_run(w->uid, call_back, x) == 0)
+			return;
+		free(x);
+	}
+	log_warning("process watcher: no thread for uid %u's callback; running it here",
+		    (unsigned)w->uid);
+	w->fn(w->arg, w->pid, status);
 }
 
 static void *watch_loop(void *unused)
@@ -136,9 +171,9 @@ static void *watch_loop(void *unused)
 			if (!found)
 				continue;
 			child_wait(w.pidfd, 0, &status);
-			if (w.fn)
-				w.fn(w.arg, w.pid, status);
 			close(w.pidfd);
+			if (w.fn)
+				dispatch(&w, status);
 		}
 	}
 	return NULL;

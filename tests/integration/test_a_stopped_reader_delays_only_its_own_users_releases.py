@@ -1,0 +1,100 @@
+"""What follows a process's exit (a session's or step's release, a reader's
+restart) runs on the exiting user's own thread, never on the process
+watcher every user shares (daemon/process/process_watch.c,
+user_executor.c): a user whose reader is stopped (SIGSTOP, as anyone may)
+makes their own session's teardown wait up to request_timeout for it, and
+another user's session that ends meanwhile is released at once. Issue 37,
+mechanism 3."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import USER1, USER2, mountinfo, proc_uids, uid_of, wait_until
+from test_squash_shell import shell_cmd
+
+pytestmark = pytest.mark.host_release_only("squashd's threads for users' callbacks: the same on every release")
+
+FILES = {"hello.txt": "hello from the image\n"}
+REQUEST_TIMEOUT = 10  # tests/cluster/cluster.sh's squashd.conf: the stopped reader's wait
+
+
+def session_of(c, image):
+    """The pid of the squash-shell session squashd lists for image, or None."""
+    for m in c.list_mounts():
+        if m["image"] == str(image) and m.get("sessions"):
+            return m["sessions"][0]
+    return None
+
+
+def start_session(c, user, image, target, tag):
+    d = c.workdir(user, "stopped-reader")
+    pidfile = d / f"inner-{tag}"
+    proc = subprocess.Popen(
+        ["runuser", "-u", user, "--", *[str(x) for x in shell_cmd(
+            c, f"{image}:{target}", "--", "bash", "-c", f"echo $$ > {pidfile}; exec sleep 300")]],
+        cwd=d, env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: pidfile.exists() and session_of(c, image), 30, 0.1,
+               f"{user}'s session to start")
+    return proc, session_of(c, image)
+
+
+def mounted(c, image):
+    """Whether squashd still lists image, or the node still has its mount."""
+    listed = [m for m in c.list_mounts() if m["image"] == str(image)]
+    points = {m["mount_point"] for m in listed}
+    return bool(listed) or any(m["mount_point"] in points for m in mountinfo("self"))
+
+
+def test_a_stopped_readers_teardown_does_not_delay_another_users_session_end(cluster):
+    c = cluster
+    slow = c.make_image(c.workdir(USER1, "stopped-reader") / "slow.sqfs", FILES, owner=USER1)
+    fast = c.make_image(c.workdir(USER2, "stopped-reader") / "fast.sqfs", FILES, owner=USER2)
+    procs, stopped = [], []
+    try:
+        p1, s1 = start_session(c, USER1, slow, "/squash/slow", "slow")
+        procs.append(p1)
+        p2, s2 = start_session(c, USER2, fast, "/squash/fast", "fast")
+        procs.append(p2)
+        fast_point = next(m["mount_point"] for m in c.list_mounts() if m["image"] == str(fast))
+        uid = uid_of(USER1)
+        readers = [p for p in c.instance_fuse_servers() if proc_uids(p)[0] == uid]
+        assert readers, "no FUSE server serves the first user's mount"
+        for pid in readers:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+
+        # The first user's session ends: its teardown waits on the stopped
+        # reader (up to request_timeout, then kills it).
+        os.kill(s1, signal.SIGKILL)
+        wait_until(lambda: "session of pid %d" % s1 in c.squashd_log(), 10, 0.05,
+                   "the first session's end to be noticed")
+        time.sleep(0.5)  # its teardown is under way, waiting on the reader
+        # The second user's session ends meanwhile.
+        t = time.monotonic()
+        os.kill(s2, signal.SIGKILL)
+        wait_until(lambda: not mounted(c, fast), REQUEST_TIMEOUT + 10, 0.05,
+                   "the second user's mount to be released")
+        took = time.monotonic() - t
+        print(f"another user's session end while a stopped reader's teardown waits: "
+              f"released after {took:.1f} s")
+        assert took < 4, f"the second user's release waited {took:.1f} s behind the first's teardown"
+        assert fast_point not in [m["mount_point"] for m in mountinfo("self")]
+        # The first user's teardown ends by its deadline: the silent reader
+        # is killed and the mount goes.
+        wait_until(lambda: not mounted(c, slow), REQUEST_TIMEOUT + 10, 0.1,
+                   "the stopped reader's mount to go")
+        assert "did not exit after unmount; killing it" in c.squashd_log()
+    finally:
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            p.kill()
+            p.communicate(timeout=30)
+        wait_until(lambda: not c.list_mounts(), 30, what="the mounts to go")
