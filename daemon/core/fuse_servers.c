@@ -12,6 +12,7 @@
 
 #include "mount/fuse_keep.h"
 #include "process/process_watch.h"
+#include "process/reader_cgroup.h"
 #include "mount/reader_pool.h"
 #include "util/log.h"
 
@@ -20,6 +21,7 @@
 struct server_watch {
 	struct daemon_state *ds;
 	pid_t pid;
+	uid_t uid;
 	struct server_watch *next;
 };
 
@@ -96,6 +98,8 @@ static void server_exited(void *arg, pid_t pid, int status)
 
 	describe_death(status, how, sizeof(how));
 	reader_pool_died(pid);
+	/* Whatever it forked goes with it (its own cgroup or scope). */
+	reader_cgroup_end(w->uid, pid);
 	const struct squashd_config *cfg = settings_hold();
 	pthread_mutex_lock(&ds->lock);
 	for (struct server_watch **pw = &watched; *pw; pw = &(*pw)->next)
@@ -128,7 +132,7 @@ void fuse_servers_watch_locked(struct daemon_state *ds, struct mount_entry *m)
 	int fd = m->server_pidfd >= 0 ? fcntl(m->server_pidfd, F_DUPFD_CLOEXEC, 0) : -1;
 
 	if (w && fd >= 0) {
-		*w = (struct server_watch){ ds, m->server_pid, watched };
+		*w = (struct server_watch){ ds, m->server_pid, m->key.owner_uid, watched };
 		watched = w;
 		if (process_watch_add(fd, m->server_pid, m->key.owner_uid, server_exited, w) == 0)
 			return;

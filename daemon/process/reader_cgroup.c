@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "process/cgroup_kill.h"
 #include "process/reader_cgroup_plan.h"
 #include "process/reader_scope.h"
 #include "util/log.h"
@@ -287,9 +289,7 @@ int reader_cgroup_prepare(uid_t uid, struct reader_cgroup_join *join)
 			log_error("cannot set the limits of the reader cgroup %s: %s", dir, strerror(errno));
 			return -1;
 		}
-		if ((size_t)snprintf(join->procs[i], sizeof(join->procs[i]), "%s/cgroup.procs", dir) >=
-		    sizeof(join->procs[i]))
-			return -1;
+		snprintf(join->dirs[i], sizeof(join->dirs[i]), "%s", dir);
 	}
 	return 0;
 }
@@ -302,8 +302,14 @@ const char *reader_cgroup_base(void)
 int reader_cgroup_join(const struct reader_cgroup_join *join, char *why, size_t whylen)
 {
 	for (size_t i = 0; i < READER_CGROUP_FILES; i++) {
-		if (join->procs[i][0] && write_text_path(join->procs[i], "0") < 0) {
-			snprintf(why, whylen, "cannot join the reader cgroup (%s): %s", join->procs[i],
+		char own[PATH_MAX + 32];
+
+		if (!join->dirs[i][0])
+			continue;
+		snprintf(own, sizeof(own), "%s/reader-%d", join->dirs[i], (int)getpid());
+		if ((mkdir(own, 0755) < 0 && errno != EEXIST) ||
+		    write_text(own, "cgroup.procs", "0") < 0) {
+			snprintf(why, whylen, "cannot join the reader cgroup %s: %s", own,
 				 strerror(errno));
 			return -1;
 		}
@@ -312,6 +318,50 @@ int reader_cgroup_join(const struct reader_cgroup_join *join, char *why, size_t 
 	    reader_scope_join(join->slice, join->tasks_max, join->memory_max, why, whylen) < 0)
 		return -1;
 	return 0;
+}
+
+void reader_cgroup_end(uid_t uid, pid_t pid)
+{
+	long long deadline = squash_now_ms() + READER_CGROUP_END_MS;
+	int killed = 0;
+
+	if (under_systemd) {
+		reader_scope_end(pid);
+		return;
+	}
+	for (size_t i = 0; i < READER_CGROUP_FILES; i++) {
+		char own[PATH_MAX];
+		int n;
+
+		if (!bases[i][0] || (size_t)snprintf(own, sizeof(own), "%s/uid-%u/reader-%d", bases[i],
+						      (unsigned)uid, (int)pid) >= sizeof(own))
+			continue;
+		n = cgroup_kill_all(own, deadline);
+		if (n > killed)
+			killed = n;
+	}
+	if (killed > 0)
+		log_warning("FUSE server %d of uid %u left %d process(es) behind; killed them",
+			    (int)pid, (unsigned)uid, killed);
+}
+
+/* Removes the readers' own cgroups left in a user's (empty ones: a
+ * reader that is gone). */
+static void remove_reader_dirs(const char *user_dir)
+{
+	DIR *d = opendir(user_dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char dir[PATH_MAX];
+
+		if (!strncmp(e->d_name, "reader-", 7) &&
+		    (size_t)snprintf(dir, sizeof(dir), "%s/%s", user_dir, e->d_name) < sizeof(dir))
+			(void)rmdir(dir); /* EBUSY: still in use */
+	}
+	closedir(d);
 }
 
 void reader_cgroup_cleanup(void)
@@ -332,6 +382,7 @@ void reader_cgroup_cleanup(void)
 			if (strncmp(e->d_name, "uid-", 4) ||
 			    (size_t)snprintf(dir, sizeof(dir), "%s/%s", bases[i], e->d_name) >= sizeof(dir))
 				continue;
+			remove_reader_dirs(dir);
 			(void)rmdir(dir); /* EBUSY: a reader still runs there (it outlives us) */
 		}
 		closedir(d);

@@ -18,7 +18,9 @@
  *   cgroup of the pids and memory hierarchies.
  * (<node> has a hash of state_dir after it when that is not /run/squashd.)
  * The server joins while still root, before it drops to the user
- * (process/server_spawn.c). */
+ * (process/server_spawn.c), into a cgroup of its own below the user's
+ * (uid-<uid>/reader-<pid>, or its systemd scope), which squashd ends when
+ * the server is gone: whatever it forked goes with it. */
 #ifndef SQUASHD_READER_CGROUP_H
 #define SQUASHD_READER_CGROUP_H
 
@@ -30,10 +32,11 @@
 
 #define READER_CGROUP_FILES 2 /* v2: one; v1: the pids and the memory hierarchy */
 
-/* The cgroup.procs files a server writes "0" to ("" for none); or, under
+/* The user's cgroup directories ("" for none) a server makes a cgroup of
+ * its own in (reader-<its pid>, which squashd ends with it); or, under
  * systemd, the user's slice it asks systemd for a scope in. */
 struct reader_cgroup_join {
-	char procs[READER_CGROUP_FILES][PATH_MAX];
+	char dirs[READER_CGROUP_FILES][PATH_MAX];
 	char slice[128];
 	uint64_t tasks_max, memory_max; /* the slice's limits; 0: none */
 };
@@ -62,6 +65,13 @@ const char *reader_cgroup_problem(void);
 /* In the reader's process, as root: joins what join names. Returns 0, or
  * -1 with the reason in why. */
 int reader_cgroup_join(const struct reader_cgroup_join *join, char *why, size_t whylen);
+
+/* The server pid of uid is gone (reaped): kills whatever is left in its
+ * cgroup (its scope under systemd) and removes it. Waits on nothing of
+ * the user's longer than READER_CGROUP_END_MS; run it on the user's
+ * thread (process/user_executor.h). */
+#define READER_CGROUP_END_MS 2000
+void reader_cgroup_end(uid_t uid, pid_t pid);
 
 /* At exit: removes the users' cgroups no process is left in. */
 void reader_cgroup_cleanup(void);

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "util/log.h"
 
 #define SYSTEMD_DEST "org.freedesktop.systemd1"
 #define SYSTEMD_PATH "/org/freedesktop/systemd1"
@@ -256,6 +258,32 @@ static void stop_unit(sd_bus *bus, const char *unit)
 	(void)sd_bus_call_method(bus, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER, "StopUnit", &error,
 				 NULL, "ss", unit, "replace");
 	sd_bus_error_free(&error);
+}
+
+void reader_scope_end(pid_t pid)
+{
+	char scope[READER_SCOPE_UNIT_MAX];
+	sd_bus_error error = SD_BUS_ERROR_NULL;
+	sd_bus *bus = NULL;
+	int r;
+
+	snprintf(scope, sizeof(scope), "squashd-reader-%d.scope", (int)pid);
+	if ((r = bus_open(&bus)) < 0) {
+		log_warning("cannot reach systemd to end %s: %s", scope, strerror(-r));
+		return;
+	}
+	/* The usual case: the scope emptied with the reader and systemd
+	 * stopped it (NoSuchUnit once collected, NoSuchProcess before). */
+	r = sd_bus_call_method(bus, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER, "KillUnit", &error,
+			       NULL, "ssi", scope, "all", (int32_t)SIGKILL);
+	if (r >= 0)
+		log_warning("FUSE server %d left processes behind in %s; killed them", (int)pid, scope);
+	else if (!sd_bus_error_has_name(&error, "org.freedesktop.systemd1.NoSuchUnit") &&
+		 !sd_bus_error_has_name(&error, "org.freedesktop.systemd1.NoSuchProcess") &&
+		 !sd_bus_error_has_name(&error, "org.freedesktop.systemd1.UnitInactive"))
+		log_warning("systemd: ending %s: %s", scope, error.message ? error.message : strerror(-r));
+	sd_bus_error_free(&error);
+	sd_bus_flush_close_unref(bus);
 }
 
 void reader_scope_cleanup(const char *base)

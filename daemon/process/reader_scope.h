@@ -36,6 +36,11 @@ int reader_scope_slice_name(const char *instance, uid_t uid, char *out, size_t l
 int reader_scope_join(const char *slice, uint64_t tasks_max, uint64_t memory_max, char *why,
 		      size_t whylen);
 
+/* The reader pid is gone: SIGKILL to whatever is left in its scope
+ * (KillUnit, whom "all": every process of the scope's cgroup); the empty
+ * scope then goes (CollectMode). A scope already gone is no error. */
+void reader_scope_end(pid_t pid);
+
 /* At squashd's exit: stops the users' slices no reader is left in. base
  * is the parent slice's cgroup directory. */
 void reader_scope_cleanup(const char *base);

@@ -145,7 +145,7 @@ spawned_server(int sock, const void *payload, const int *fds, size_t nfds)
 	rq.path[sizeof(rq.path) - 1] = '\0';
 	rq.args[sizeof(rq.args) - 1] = '\0';
 	for (size_t i = 0; i < READER_CGROUP_FILES; i++)
-		rq.cgroup.procs[i][sizeof(rq.cgroup.procs[i]) - 1] = '\0';
+		rq.cgroup.dirs[i][sizeof(rq.cgroup.dirs[i]) - 1] = '\0';
 	rq.cgroup.slice[sizeof(rq.cgroup.slice) - 1] = '\0';
 	if (nfds < 2 || rq.id.ngroups < 0 || rq.id.ngroups > IDENTITY_MAX_GROUPS ||
 	    rq.argc == 0 || rq.argc > ARGC_MAX)

@@ -198,7 +198,7 @@ echo "mounts=$SQUASH_MOUNTS"
         for pid, who in readers:
             threads[who] = len(os.listdir(f"/proc/{pid}/task"))
             mine = open(f"/proc/{pid}/cgroup").read()
-            assert re.search(r"/squashd-readers\.[^/\n]+/uid-\d+$", mine, re.M), mine
+            assert re.search(rf"/squashd-readers\.[^/\n]+/uid-\d+/reader-{pid}$", mine, re.M), mine
             assert mine != squashd_cgroups
         print(f"{n} images, three jobs: built in {built:.1f} s, the jobs in "
               f"{time.monotonic() - t0 - built:.1f} s; reader threads {threads}")

@@ -95,7 +95,7 @@ def test_a_users_reader_runs_in_its_own_cgroup_without_squashds_protection(conta
         assert p.returncode == 0, p.stdout + p.stderr
         (pid,) = reader_pids(uid)
         cgroups = Path(f"/proc/{pid}/cgroup").read_text()
-        assert re.search(rf"/squashd-readers\.[^/\n]+/uid-{uid}$", cgroups, re.M), cgroups
+        assert re.search(rf"/squashd-readers\.[^/\n]+/uid-{uid}/reader-{pid}$", cgroups, re.M), cgroups
         assert Path(f"/proc/{pid}/oom_score_adj").read_text().strip() == "0"
         squashd = cluster.squashd_pid()
         # Its stdout and stderr: a pipe of its own, not squashd's log.
