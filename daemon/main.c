@@ -176,6 +176,7 @@ int main(int argc, char **argv)
 	spawner_start(spawner_ops, SPAWNER_N_OPS);
 	/* Still before any thread: under a delegated cgroup v2 squashd and
 	 * the spawner move to a leaf of their own. */
+	reader_cgroup_set_cpu_weight(cfg->reader_cpu_weight);
 	reader_cgroup_init(cfg->reader_cgroups ? "auto" : "no", ds.node_name, cfg->state_dir,
 			   cfg->reader_tasks_max, cfg->reader_memory_max);
 

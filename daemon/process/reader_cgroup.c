@@ -32,6 +32,8 @@ static char instance[80];  /* "" for the node's one squashd */
 static char problem[PATH_MAX + 256];
 static unsigned tasks_limit;
 static unsigned long long memory_limit;
+static unsigned cpu_weight = 100;
+static bool v2_cpu; /* v2: the cpu controller is enabled for users' cgroups */
 
 static int write_text_path(const char *path, const char *text)
 {
@@ -134,6 +136,9 @@ static int apply(const struct reader_cgroup_plan *plan, char *why, size_t whylen
 				 strerror(errno));
 			return -1;
 		}
+		/* Optional (the CPU weight): a kernel without it still limits. */
+		(void)write_text(CGROUP_ROOT, "cgroup.subtree_control", "+cpu");
+		v2_cpu = write_text(plan->bases[0], "cgroup.subtree_control", "+cpu") == 0;
 		return 0;
 	case READER_CGROUPS_V2_DELEGATED:
 		if (mkdir(plan->daemon_dir, 0755) < 0 && errno != EEXIST) {
@@ -153,10 +158,12 @@ static int apply(const struct reader_cgroup_plan *plan, char *why, size_t whylen
 			snprintf(why, whylen, "%s: %s", plan->bases[0], strerror(errno));
 			return -1;
 		}
+		v2_cpu = write_text(plan->own, "cgroup.subtree_control", "+cpu") == 0 &&
+			 write_text(plan->bases[0], "cgroup.subtree_control", "+cpu") == 0;
 		return 0;
 	case READER_CGROUPS_V1:
 		for (size_t i = 0; i < READER_CGROUP_FILES; i++)
-			if (make_dir(plan->bases[i], why, whylen) < 0)
+			if (plan->bases[i][0] && make_dir(plan->bases[i], why, whylen) < 0)
 				return -1;
 		return 0;
 	case READER_CGROUPS_NONE:
@@ -193,7 +200,7 @@ int reader_cgroup_init(const char *mode, const char *node_name, const char *stat
 
 	memset(bases, 0, sizeof(bases));
 	problem[0] = instance[0] = '\0';
-	v2 = under_systemd = false;
+	v2 = under_systemd = v2_cpu = false;
 	tasks_limit = tasks_max;
 	memory_limit = memory_max;
 	if (!strcmp(mode, "no")) {
@@ -231,15 +238,23 @@ int reader_cgroup_init(const char *mode, const char *node_name, const char *stat
 	v2 = plan.kind == READER_CGROUPS_V2_ROOT || plan.kind == READER_CGROUPS_V2_DELEGATED;
 	for (size_t i = 0; i < READER_CGROUP_FILES; i++)
 		snprintf(bases[i], sizeof(bases[i]), "%s", plan.bases[i]);
-	char tasks[32] = "no limit", memory[32] = "no limit";
+	char tasks[32] = "no limit", memory[32] = "no limit", cpu[48] = "none (no cpu controller)";
 	if (tasks_limit)
 		snprintf(tasks, sizeof(tasks), "%u", tasks_limit);
 	if (memory_limit)
 		snprintf(memory, sizeof(memory), "%llu bytes", memory_limit);
-	log_info("users' FUSE servers run in cgroups of their own below %s (%s; tasks: %s, memory: %s)",
+	if (under_systemd || v2_cpu || bases[2][0])
+		snprintf(cpu, sizeof(cpu), "%u", cpu_weight);
+	log_info("users' FUSE servers run in cgroups of their own below %s (%s; tasks: %s, memory: %s; "
+		 "CPU weight: %s)",
 		 bases[0], under_systemd ? "a systemd slice per user" : v2 ? "cgroup v2" : "cgroup v1",
-		 tasks, memory);
+		 tasks, memory, cpu);
 	return 0;
+}
+
+void reader_cgroup_set_cpu_weight(unsigned weight)
+{
+	cpu_weight = weight;
 }
 
 const char *reader_cgroup_problem(void)
@@ -266,6 +281,7 @@ int reader_cgroup_prepare(uid_t uid, struct reader_cgroup_join *join)
 	if (under_systemd) {
 		join->tasks_max = tasks_limit;
 		join->memory_max = memory_limit;
+		join->cpu_weight = cpu_weight;
 		return reader_scope_slice_name(instance, uid, join->slice, sizeof(join->slice));
 	}
 	for (size_t i = 0; i < READER_CGROUP_FILES; i++) {
@@ -283,12 +299,18 @@ int reader_cgroup_prepare(uid_t uid, struct reader_cgroup_join *join)
 			log_error("cannot make the reader cgroup %s: %s", dir, strerror(errno));
 			return -1;
 		}
-		bool pids = v2 || i == 0, memory = v2 || i == 1;
+		bool pids = v2 || i == 0, memory = v2 || i == 1, cpu = v2 ? v2_cpu : i == 2;
 		if ((pids && set_limit(dir, "pids.max", tasks_limit) < 0) ||
 		    (memory && set_limit(dir, v2 ? "memory.max" : "memory.limit_in_bytes", memory_limit) < 0)) {
 			log_error("cannot set the limits of the reader cgroup %s: %s", dir, strerror(errno));
 			return -1;
 		}
+		char weight[32];
+		snprintf(weight, sizeof(weight), "%llu",
+			 v2 ? (unsigned long long)cpu_weight : cpu_weight * 1024ULL / 100);
+		if (cpu && write_text(dir, v2 ? "cpu.weight" : "cpu.shares", weight) < 0)
+			log_warning("cannot set the CPU weight of the reader cgroup %s: %s", dir,
+				    strerror(errno)); /* the limits above still hold */
 		snprintf(join->dirs[i], sizeof(join->dirs[i]), "%s", dir);
 	}
 	return 0;
@@ -314,8 +336,8 @@ int reader_cgroup_join(const struct reader_cgroup_join *join, char *why, size_t 
 			return -1;
 		}
 	}
-	if (join->slice[0] &&
-	    reader_scope_join(join->slice, join->tasks_max, join->memory_max, why, whylen) < 0)
+	if (join->slice[0] && reader_scope_join(join->slice, join->tasks_max, join->memory_max,
+						join->cpu_weight, why, whylen) < 0)
 		return -1;
 	return 0;
 }

@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define READER_CGROUP_FILES 2 /* v2: one; v1: the pids and the memory hierarchy */
+#define READER_CGROUP_FILES 3 /* v2: one; v1: the pids, memory and cpu hierarchies */
 
 /* The user's cgroup directories ("" for none) a server makes a cgroup of
  * its own in (reader-<its pid>, which squashd ends with it); or, under
@@ -39,6 +39,7 @@ struct reader_cgroup_join {
 	char dirs[READER_CGROUP_FILES][PATH_MAX];
 	char slice[128];
 	uint64_t tasks_max, memory_max; /* the slice's limits; 0: none */
+	uint64_t cpu_weight;            /* the slice's CPUWeight */
 };
 
 /* Decides where (mode "auto" or "no"), once at start, before squashd's
@@ -48,6 +49,11 @@ struct reader_cgroup_join {
  * without cgroups of their own. */
 int reader_cgroup_init(const char *mode, const char *node_name, const char *state_dir,
 		       unsigned tasks_max, unsigned long long memory_max);
+
+/* The CPU weight of each user's cgroup from now on (1-10000, the
+ * kernel's 100 the default: cpu.weight, CPUWeight=; on v1 cpu.shares
+ * weight * 1024 / 100). Set before reader_cgroup_init. */
+void reader_cgroup_set_cpu_weight(unsigned weight);
 
 /* The cgroup of uid's servers, made (with its limits) when missing.
  * Returns 0 with *join filled (all empty when cgroups are off), or -1

@@ -66,15 +66,17 @@ static int plan_v2(const char *proc_cgroup, const char *instance, struct reader_
 static int plan_v1(const char *mountinfo, const char *proc_cgroup, const char *instance,
 		   struct reader_cgroup_plan *plan)
 {
-	static const char *const controllers[2] = { "pids", "memory" };
+	static const char *const controllers[3] = { "pids", "memory", "cpu" };
 	char why[128];
 
 	plan->kind = READER_CGROUPS_V1;
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < 3; i++) {
 		char mnt[READER_CGROUP_PATH_MAX / 2], own[READER_CGROUP_PATH_MAX / 2];
 
 		if (cgroup_v1_mount_point(mountinfo, controllers[i], mnt, sizeof(mnt)) < 0 ||
 		    cgroup_own_path(proc_cgroup, controllers[i], own, sizeof(own)) < 0) {
+			if (i == 2)
+				break; /* the CPU weight is optional */
 			snprintf(why, sizeof(why), "no cgroup v1 %s hierarchy", controllers[i]);
 			return fail(plan, why);
 		}

@@ -22,8 +22,9 @@ enum reader_cgroup_kind {
 struct reader_cgroup_plan {
 	enum reader_cgroup_kind kind;
 	/* SYSTEMD: [0] the parent slice's directory (status, cleanup); V2_*:
-	 * [0] where users' cgroups go; V1: [0] pids, [1] memory. */
-	char bases[2][READER_CGROUP_PATH_MAX];
+	 * [0] where users' cgroups go; V1: [0] pids, [1] memory, [2] cpu
+	 * ("" when the host has no v1 cpu hierarchy: no CPU weight then). */
+	char bases[3][READER_CGROUP_PATH_MAX];
 	char own[READER_CGROUP_PATH_MAX];        /* V2_DELEGATED: squashd's cgroup directory */
 	char daemon_dir[READER_CGROUP_PATH_MAX]; /* V2_DELEGATED: where squashd moves itself */
 	char why[512];

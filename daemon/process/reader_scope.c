@@ -74,20 +74,23 @@ static int bus_open(sd_bus **bus)
 	return sd_bus_open_system(bus);
 }
 
-static int append_limits(sd_bus_message *m, uint64_t tasks_max, uint64_t memory_max)
+static int append_limits(sd_bus_message *m, uint64_t tasks_max, uint64_t memory_max,
+			 uint64_t cpu_weight)
 {
 	int r = sd_bus_message_append(m, "(sv)", "TasksMax", "t", tasks_max ? tasks_max : UINT64_MAX);
 
 	if (r >= 0)
 		r = sd_bus_message_append(m, "(sv)", "MemoryMax", "t",
 					  memory_max ? memory_max : UINT64_MAX);
+	if (r >= 0 && cpu_weight)
+		r = sd_bus_message_append(m, "(sv)", "CPUWeight", "t", cpu_weight);
 	return r;
 }
 
 /* The user's slice with the limits in force now: made, or updated when it
  * exists (a reload may have changed them). */
 static int set_slice(sd_bus *bus, const char *slice, uint64_t tasks_max, uint64_t memory_max,
-		     char *why, size_t whylen)
+		     uint64_t cpu_weight, char *why, size_t whylen)
 {
 	sd_bus_error error = SD_BUS_ERROR_NULL;
 	sd_bus_message *m = NULL, *reply = NULL;
@@ -107,7 +110,7 @@ static int set_slice(sd_bus *bus, const char *slice, uint64_t tasks_max, uint64_
 			r = sd_bus_message_append(m, "(sv)", "Description", "s",
 						  "squashd: one user's FUSE servers (squash-reader)");
 		if (r >= 0)
-			r = append_limits(m, tasks_max, memory_max);
+			r = append_limits(m, tasks_max, memory_max, cpu_weight);
 		if (r >= 0)
 			r = sd_bus_message_close_container(m);
 		if (r >= 0 && !update)
@@ -200,8 +203,8 @@ static bool in_scope(const char *scope)
 	return false;
 }
 
-int reader_scope_join(const char *slice, uint64_t tasks_max, uint64_t memory_max, char *why,
-		      size_t whylen)
+int reader_scope_join(const char *slice, uint64_t tasks_max, uint64_t memory_max,
+		      uint64_t cpu_weight, char *why, size_t whylen)
 {
 	char scope[READER_SCOPE_UNIT_MAX];
 	sd_bus *bus = NULL;
@@ -212,7 +215,7 @@ int reader_scope_join(const char *slice, uint64_t tasks_max, uint64_t memory_max
 		snprintf(why, whylen, "cannot reach systemd over D-Bus: %s", strerror(-r));
 		return -1;
 	}
-	r = set_slice(bus, slice, tasks_max, memory_max, why, whylen);
+	r = set_slice(bus, slice, tasks_max, memory_max, cpu_weight, why, whylen);
 	if (r == 0)
 		r = start_scope(bus, scope, slice, why, whylen);
 	sd_bus_flush_close_unref(bus);

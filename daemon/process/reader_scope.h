@@ -6,7 +6,8 @@
  * against squashd.service's TasksMax:
  *
  *   squashd.slice/squashd-readers.slice/squashd-readers-u<UID>.slice
- *       TasksMax=reader_tasks_max, MemoryMax=reader_memory_max
+ *       TasksMax=reader_tasks_max, MemoryMax=reader_memory_max,
+ *       CPUWeight=reader_cpu_weight
  *     squashd-reader-<PID>.scope     one per reader process
  *
  * A reader joins its scope itself, while still root and before it becomes
@@ -33,8 +34,8 @@ int reader_scope_slice_name(const char *instance, uid_t uid, char *out, size_t l
 
 /* In the reader's process, as root: into a new scope of slice with those
  * limits (0: none). Returns 0, or -1 with the reason in why. */
-int reader_scope_join(const char *slice, uint64_t tasks_max, uint64_t memory_max, char *why,
-		      size_t whylen);
+int reader_scope_join(const char *slice, uint64_t tasks_max, uint64_t memory_max,
+		      uint64_t cpu_weight, char *why, size_t whylen);
 
 /* The reader pid is gone: SIGKILL to whatever is left in its scope
  * (KillUnit, whom "all": every process of the scope's cgroup); the empty

@@ -37,6 +37,7 @@ void config_defaults(struct squashd_config *cfg)
 	cfg->reader_cgroups = true;
 	cfg->fuse_union = true;
 	cfg->reader_tasks_max = SQUASHD_READER_TASKS_DEFAULT;
+	cfg->reader_cpu_weight = SQUASHD_READER_CPU_WEIGHT_DEFAULT;
 	cfg->reader_poll_us = SERVE_POLL_US_DEFAULT;
 }
 
@@ -220,6 +221,8 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_uint(&cfg->reader_tasks_max, value, 0, 1u << 22, key, err, errlen);
 	if (!strcmp(key, "reader_memory_max"))
 		return set_size(&cfg->reader_memory_max, value, 1ULL << 50, key, err, errlen);
+	if (!strcmp(key, "reader_cpu_weight"))
+		return set_uint(&cfg->reader_cpu_weight, value, 1, 10000, key, err, errlen);
 	if (!strcmp(key, "kernel_fs_types"))
 		return fs_types_parse(value, &cfg->kernel_fs_types, err, errlen);
 	if (!strcmp(key, "mount_mode")) {
@@ -475,6 +478,7 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("reader_poll_us", "%u", cfg->reader_poll_us);
 	SHOW("reader_tasks_max", "%u", cfg->reader_tasks_max);
 	SHOW("reader_memory_max", "%llu", cfg->reader_memory_max);
+	SHOW("reader_cpu_weight", "%u", cfg->reader_cpu_weight);
 	SHOW("debug", "%s", cfg->debug ? "yes" : "no");
 #undef SHOW
 	return n;

@@ -54,6 +54,7 @@ struct squashd_config {
 	bool reader_cgroups;         /* each user's FUSE servers in a cgroup of their own */
 	unsigned reader_tasks_max;   /* pids.max there; 0: no limit */
 	unsigned long long reader_memory_max; /* memory.max there; 0: no limit */
+	unsigned reader_cpu_weight;  /* cpu.weight there (1-10000; v1: cpu.shares weight * 1024 / 100) */
 	bool fuse_union;             /* FUSE images merged at one target: one union mount (core/union_mount.h) */
 	unsigned union_trusted_images; /* groups of this many images or more: a union even when trusted; 0: never */
 	unsigned reader_poll_us;     /* squash-reader --poll-us: a scan's next request polled for; 0: never */
@@ -63,6 +64,7 @@ struct squashd_config {
 #define SQUASHD_OVERLAY_DEFAULT (1ULL << 30)
 #define SQUASHD_OVERLAY_MAX (1ULL << 40)
 #define SQUASHD_READER_TASKS_DEFAULT 4096
+#define SQUASHD_READER_CPU_WEIGHT_DEFAULT 100 /* the kernel's and systemd's default */
 /* Requests served at once for one user (server/user_slots.h): well below
  * the 512 workers, so stuck requests of a few users leave the rest. */
 #define SQUASHD_MAX_REQUESTS_PER_USER_DEFAULT 32

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.host_release_only("squashd's cgroups and pipes for read
 FILES = {"hello.txt": "hello from the image\n"}
 FAKE_JOB = 990201
 TASKS_MAX = 40
+CPU_WEIGHT = 50
 REQUEST_TIMEOUT = 4
 
 WRAPPER = """#!/bin/sh
@@ -62,7 +63,7 @@ def contained(cluster):
     conf.write_text(re.sub(r"^squash_reader = .*$", f"squash_reader = {wrapper}", saved,
                            flags=re.M)
                     .replace("request_timeout = 10\n", f"request_timeout = {REQUEST_TIMEOUT}\n")
-                    + f"reader_tasks_max = {TASKS_MAX}\n")
+                    + f"reader_tasks_max = {TASKS_MAX}\nreader_cpu_weight = {CPU_WEIGHT}\n")
     node.squashd_stop()
     node.squashd_start()
     try:
@@ -96,6 +97,16 @@ def test_a_users_reader_runs_in_its_own_cgroup_without_squashds_protection(conta
         (pid,) = reader_pids(uid)
         cgroups = Path(f"/proc/{pid}/cgroup").read_text()
         assert re.search(rf"/squashd-readers\.[^/\n]+/uid-{uid}/reader-{pid}$", cgroups, re.M), cgroups
+        # The user's readers weigh reader_cpu_weight against others for the CPU.
+        cpu = re.search(r"^\d+:(?:[^:\n]*,)?cpu(?:,[^:\n]*)?:(.*)/reader-\d+$", cgroups, re.M)
+        if cpu:  # cgroup v1: cpu.shares, 1024 for weight 100
+            root = next(line.split()[4] for line in open("/proc/self/mountinfo")
+                        if " - cgroup " in line and "cpu" in line.split()[-1].split(","))
+            weight = Path(f"{root}{cpu.group(1)}/cpu.shares")
+            assert weight.read_text() == f"{CPU_WEIGHT * 1024 // 100}\n"
+        else:  # cgroup v2: cpu.weight of the user's cgroup
+            user = Path("/sys/fs/cgroup" + re.search(r"^0::(.*)/reader-\d+$", cgroups, re.M).group(1))
+            assert (user / "cpu.weight").read_text() == f"{CPU_WEIGHT}\n"
         assert Path(f"/proc/{pid}/oom_score_adj").read_text().strip() == "0"
         squashd = cluster.squashd_pid()
         # Its stdout and stderr: a pipe of its own, not squashd's log.
