@@ -113,9 +113,16 @@ int linger_timer_start(struct daemon_state *ds)
 	return 0;
 }
 
+/* Teardowns under way on users' threads (and releases after a process's
+ * exit) end before squashd saves its state and exits. */
+#define DRAIN_MS 10000
+
 void linger_timer_finish(void)
 {
 	if (started)
 		pthread_join(thread, NULL);
 	started = false;
+	unsigned left = user_executor_drain(squash_now_ms() + DRAIN_MS);
+	if (left)
+		log_warning("stopping with %u teardown(s) or release(s) of users still under way", left);
 }

@@ -1,7 +1,8 @@
 /* The thread that ends lingering mounts (registry/linger.h): it sleeps on
  * the registry's condition variable until the earliest expiry (or a
- * change) and tears down what expired. On stop every lingering mount is
- * torn down. */
+ * change) and hands what expired to its owner's thread
+ * (process/user_executor.h) to tear down: a stopped reader delays only its
+ * own user's. On stop every lingering mount is torn down here. */
 #ifndef SQUASHD_LINGER_TIMER_H
 #define SQUASHD_LINGER_TIMER_H
 
@@ -11,7 +12,8 @@
 int linger_timer_start(struct daemon_state *ds);
 
 /* After daemon_stop: the thread tears down every lingering mount and
- * ends; waits for it. */
+ * ends; waits for it, and (bounded) for the users' threads' work
+ * (process/user_executor.h). */
 void linger_timer_finish(void);
 
 #endif

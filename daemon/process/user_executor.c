@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 #include "util/log.h"
@@ -28,6 +29,7 @@ struct user_queue {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle = PTHREAD_COND_INITIALIZER; /* a thread ended */
 static struct user_queue *users;
 static unsigned threads;
 
@@ -86,6 +88,7 @@ static void *serve(void *arg)
 			q->served = true;
 	}
 	threads--;
+	pthread_cond_broadcast(&idle);
 	pthread_mutex_unlock(&lock);
 	return NULL;
 }
@@ -155,6 +158,30 @@ size_t user_executor_usage(struct user_executor_use *out, size_t max)
 		out[n++] = (struct user_executor_use){ q->uid, q->busy_ms, q->done, q->queued };
 	pthread_mutex_unlock(&lock);
 	return n;
+}
+
+unsigned user_executor_drain(long long deadline_ms)
+{
+	unsigned queued = 0;
+
+	pthread_mutex_lock(&lock);
+	while (threads > 0 && squash_now_ms() < deadline_ms) {
+		/* Polled in short steps: the condition variable's clock is
+		 * the wall clock, which may jump. */
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&idle, &lock, &ts);
+	}
+	for (const struct user_queue *q = users; q; q = q->next)
+		queued += q->queued;
+	pthread_mutex_unlock(&lock);
+	return queued;
 }
 
 unsigned user_executor_threads(void)

@@ -35,4 +35,9 @@ size_t user_executor_usage(struct user_executor_use *out, size_t max);
 /* How many of the executor's threads run now (for status and tests). */
 unsigned user_executor_threads(void);
 
+/* At shutdown: waits until no work is left or deadline_ms (monotonic)
+ * passes (waits on users' processes give up when squashd stops:
+ * child_process.h). Returns the number of pieces of work still queued. */
+unsigned user_executor_drain(long long deadline_ms);
+
 #endif
