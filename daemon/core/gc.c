@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "core/holders.h"
+#include "core/owner_teardown.h"
 #include "core/sharing.h"
 #include "mount/mount_users.h"
 #include "slurm/local_steps.h"
@@ -69,9 +70,12 @@ static pid_t still_used(struct daemon_state *ds, uint32_t job_id, uint32_t step_
 	return pid;
 }
 
-/* Releases what one verdict says is gone. Returns true when a job was. */
+/* Releases what one verdict says is gone. Returns true when a job was.
+ * background (the periodic pass, every user's): the unmounting, which
+ * may wait on a user's stopped reader, goes to the job's owner's thread
+ * (core/owner_teardown.h); squashctl gc answers once it is done. */
 static bool release_gone(struct daemon_state *ds, const struct squashd_config *cfg,
-			 const struct slurm_verdict *v, const char *mountinfo)
+			 const struct slurm_verdict *v, const char *mountinfo, bool background)
 {
 	pid_t user = still_used(ds, v->job_id, v->step_id, mountinfo);
 	struct teardown td = TEARDOWN_INIT(cfg);
@@ -87,6 +91,10 @@ static bool release_gone(struct daemon_state *ds, const struct squashd_config *c
 		return false;
 	}
 	pthread_mutex_lock(&ds->lock);
+	const struct job_entry *held = v->step_id == SLURM_NO_STEP
+		? registry_find_job(&ds->registry, v->job_id)
+		: registry_find_step(&ds->registry, v->job_id, v->step_id);
+	uid_t owner = held ? held->uid : 0;
 	if (v->step_id != SLURM_NO_STEP)
 		released = holders_release_step_locked(ds, v->job_id, v->step_id, &td) == HOLDER_RELEASED;
 	else
@@ -102,7 +110,10 @@ static bool release_gone(struct daemon_state *ds, const struct squashd_config *c
 			 v->state);
 		log_context_clear();
 	}
-	sharing_teardown(ds, &td);
+	if (background)
+		owner_teardown(ds, &td, owner);
+	else
+		sharing_teardown(ds, &td);
 	return released && v->step_id == SLURM_NO_STEP;
 }
 
@@ -158,7 +169,7 @@ static size_t questions(struct daemon_state *ds, uint32_t *ids, uint32_t *steps)
 }
 
 static int run_pass(struct daemon_state *ds, const struct squashd_config *cfg, uint32_t *released,
-		    size_t cap, char *err, size_t errlen)
+		    size_t cap, char *err, size_t errlen, bool background)
 {
 	uint32_t *ids = malloc(GC_BATCH * sizeof(*ids)), *steps = malloc(GC_BATCH * sizeof(*steps));
 	struct slurm_verdict *verdicts = malloc(GC_BATCH * sizeof(*verdicts));
@@ -178,7 +189,7 @@ static int run_pass(struct daemon_state *ds, const struct squashd_config *cfg, u
 	}
 	char *mountinfo = found ? mount_users_read_file("/proc/self/mountinfo", MOUNTINFO_MAX) : NULL;
 	for (int i = 0; i < found; i++) {
-		if (strcmp(verdicts[i].state, "here") && release_gone(ds, cfg, &verdicts[i], mountinfo)) {
+		if (strcmp(verdicts[i].state, "here") && release_gone(ds, cfg, &verdicts[i], mountinfo, background)) {
 			if ((size_t)count < cap)
 				released[count] = verdicts[i].job_id;
 			count++;
@@ -199,7 +210,7 @@ int gc_pass(struct daemon_state *ds, const struct squashd_config *cfg, uint32_t 
 	    size_t cap, char *err, size_t errlen)
 {
 	pthread_mutex_lock(&pass_lock);
-	int n = run_pass(ds, cfg, released, cap, err, errlen);
+	int n = run_pass(ds, cfg, released, cap, err, errlen, false);
 	pthread_mutex_unlock(&pass_lock);
 	return n;
 }
@@ -250,7 +261,10 @@ static void *timer_loop(void *arg)
 		pthread_mutex_unlock(&timer_lock);
 		const struct squashd_config *cfg = settings_hold();
 		unsigned interval = cfg->gc_interval_s;
-		if (gc_pass(ds, cfg, NULL, 0, err, sizeof(err)) < 0)
+		pthread_mutex_lock(&pass_lock);
+		int n = run_pass(ds, cfg, NULL, 0, err, sizeof(err), true);
+		pthread_mutex_unlock(&pass_lock);
+		if (n < 0)
 			log_warning("gc: %s; trying again in %u s", err, interval);
 		settings_drop(cfg);
 		struct timespec ts;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "core/owner_teardown.h"
 #include "core/sharing.h"
 #include "process/user_executor.h"
 #include "registry/linger.h"
@@ -14,28 +15,13 @@
 static pthread_t thread;
 static bool started;
 
-struct expired_mounts {
-	struct daemon_state *ds;
-	struct teardown td;
-};
-
-static void tear_down(void *arg)
-{
-	struct expired_mounts *x = arg;
-
-	sharing_teardown(x->ds, &x->td);
-	settings_drop(x->td.cfg);
-	free(x);
-}
-
 /* Unmounting waits on the mount's reader (up to request_timeout when it
  * is stopped): each owner's expired mounts go to that owner's thread
- * (process/user_executor.h), so one user's stopped reader never holds up
+ * (core/owner_teardown.h), so one user's stopped reader never holds up
  * another's expiry. At shutdown (stopping) squashd waits for them here. */
 static void tear_down_by_owner(struct daemon_state *ds, struct mount_entry *expired, bool stopping)
 {
 	while (expired) {
-		struct expired_mounts *x = malloc(sizeof(*x));
 		const struct squashd_config *cfg = settings_hold();
 		struct teardown td = TEARDOWN_INIT(cfg);
 		uid_t owner = expired->key.owner_uid;
@@ -54,13 +40,10 @@ static void tear_down_by_owner(struct daemon_state *ds, struct mount_entry *expi
 			*tail = m;
 			tail = &m->teardown_next;
 		}
-		if (x && !stopping) {
-			*x = (struct expired_mounts){ ds, td };
-			if (user_executor_run(owner, tear_down, x) == 0)
-				continue;
-		}
-		free(x);
-		sharing_teardown(ds, &td);
+		if (stopping)
+			sharing_teardown(ds, &td);
+		else
+			owner_teardown(ds, &td, owner);
 		settings_drop(cfg);
 	}
 }
