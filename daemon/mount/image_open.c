@@ -49,7 +49,7 @@ struct open_status {
 	int32_t header_err; /* errno of the read, 0 when it worked */
 	uint32_t header_len;
 	uint8_t header[SQUASH_SUPERBLOCK_SIZE];
-	char reason[400]; /* STEP_USER_FUSE's */
+	char reason[1024]; /* STEP_USER_FUSE's */
 };
 
 static void child_send(int sock, const struct open_status *status, int fd)
