@@ -116,6 +116,19 @@ int squash_mountinfo_parse(char *line, struct squash_mount *m)
 	return 0;
 }
 
+int squash_mountinfo_parse_copy(const char *line, char **copy, struct squash_mount *m)
+{
+	*copy = strndup(line, strcspn(line, "\n"));
+	return *copy ? squash_mountinfo_parse(*copy, m) : -1;
+}
+
+const char *squash_mountinfo_next_line(const char *line)
+{
+	const char *nl = strchr(line, '\n');
+
+	return nl && nl[1] ? nl + 1 : NULL;
+}
+
 char *squash_mountinfo_mount_point(char *line)
 {
 	struct squash_mount m;

@@ -31,6 +31,14 @@ struct squash_mount {
  * three fields after it, a number that is not one. Splits line. */
 int squash_mountinfo_parse(char *line, struct squash_mount *m);
 
+/* The same for the line of text at line (up to its newline or the end),
+ * in a copy of its own: *copy gets it, to be freed (NULL when out of
+ * memory). For callers that keep the text whole. */
+int squash_mountinfo_parse_copy(const char *line, char **copy, struct squash_mount *m);
+
+/* The line after line in a text, NULL after the last. */
+const char *squash_mountinfo_next_line(const char *line);
+
 /* The mount point (field 5) of one mountinfo line, unescaped in place;
  * NULL when the line does not parse. Splits line. */
 char *squash_mountinfo_mount_point(char *line);
