@@ -19,6 +19,7 @@
  * of stacked mounts above ("an overlay at /m whose layer /l is on "). */
 struct judging {
 	const struct squash_mount_table *t;
+	bool any_fuse; /* root's allow_other mounts count too */
 	int depth, judged;
 	char chain[1024];
 	char *why;
@@ -40,8 +41,11 @@ static int cannot_tell(struct judging *j, const char *cause)
 	char copy[512];
 
 	snprintf(copy, sizeof(copy), "%s", cause);
-	snprintf(j->why, j->len, "cannot be checked for a user's FUSE server (%s); squashd does not open images "
-		 "it cannot check" COPY_IT, copy);
+	if (j->any_fuse)
+		snprintf(j->why, j->len, "cannot be checked for FUSE mounts (%s); squashd's walk enters none", copy);
+	else
+		snprintf(j->why, j->len, "cannot be checked for a user's FUSE server (%s); squashd does not open "
+			 "images it cannot check" COPY_IT, copy);
 	return 1;
 }
 
@@ -69,6 +73,10 @@ static int judge_fuse(struct judging *j, const struct squash_mount *m)
 	char what[320];
 	long uid;
 
+	if (j->any_fuse) {
+		snprintf(what, sizeof(what), "a FUSE mount (%.256s); squashd's walk enters none", m->fstype);
+		return refuse(j, what);
+	}
 	if (fuse_owner(m->super_options, &uid) < 0) {
 		snprintf(what, sizeof(what), "the FUSE mount at %.256s shows no single user_id", m->mount_point);
 		return cannot_tell(j, what);
@@ -167,11 +175,17 @@ static int judge_mount(struct judging *j, const struct squash_mount *m)
 	return rc;
 }
 
-bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id, char *why, size_t len)
+bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id, bool any_fuse, char *why,
+			    size_t len)
 {
-	struct judging j = { .t = t, .why = why, .len = len };
+	struct judging j = { .t = t, .any_fuse = any_fuse, .why = why, .len = len };
 	const struct squash_mount *m = squash_mount_table_by_id(t, mnt_id);
 
+	if (!m && any_fuse) {
+		snprintf(why, len, "is on a mount (id %llu) that is not in squashd's mountinfo",
+			 (unsigned long long)mnt_id);
+		return true;
+	}
 	if (!m) {
 		/* Reached through another namespace (a path through
 		 * /proc/PID/root), where a user may have mounted anything. */
@@ -183,12 +197,30 @@ bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id,
 	return judge_mount(&j, m) != 0;
 }
 
-bool squash_user_fuse_refuses(int fd, char *why, size_t len)
+/* The verdict on mount mnt_id by /proc/self/mountinfo. */
+static bool judge_here(uint64_t mnt_id, bool any_fuse, char *why, size_t len)
 {
 	struct squash_mount_table t;
-	struct statx sx;
 	char cause[256];
 	bool refused;
+
+	if (squash_mount_table_read(MOUNTINFO, &t, cause, sizeof(cause)) < 0) {
+		struct judging j = { .any_fuse = any_fuse, .why = why, .len = len };
+		return cannot_tell(&j, cause) != 0;
+	}
+	refused = squash_user_fuse_judge(&t, mnt_id, any_fuse, why, len);
+	squash_mount_table_free(&t);
+	return refused;
+}
+
+bool squash_mount_reaches_fuse(uint64_t mnt_id, char *why, size_t len)
+{
+	return judge_here(mnt_id, true, why, len);
+}
+
+bool squash_user_fuse_refuses(int fd, char *why, size_t len)
+{
+	struct statx sx;
 
 	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) != 0 ||
 	    !(sx.stx_mask & STATX_MNT_ID)) {
@@ -196,32 +228,7 @@ bool squash_user_fuse_refuses(int fd, char *why, size_t len)
 			 "STATX_MNT_ID, Linux 5.8 and later); squashd does not open images it cannot check");
 		return true;
 	}
-	if (squash_mount_table_read(MOUNTINFO, &t, cause, sizeof(cause)) < 0) {
-		snprintf(why, len, "cannot be checked for a user's FUSE server (%s); squashd does not open images "
-			 "it cannot check", cause);
-		return true;
-	}
-	refused = squash_user_fuse_judge(&t, sx.stx_mnt_id, why, len);
-	squash_mount_table_free(&t);
-	return refused;
-}
-
-int squash_mount_lookup(uint64_t mnt_id, char *fstype, size_t fstype_len, char *opts, size_t opts_len)
-{
-	struct squash_mount_table t;
-	char why[256];
-	const struct squash_mount *m;
-
-	if (squash_mount_table_read(MOUNTINFO, &t, why, sizeof(why)) < 0)
-		return -1;
-	m = squash_mount_table_by_id(&t, mnt_id);
-	if (m) {
-		snprintf(fstype, fstype_len, "%s", m->fstype);
-		if (opts)
-			snprintf(opts, opts_len, "%s", m->super_options);
-	}
-	squash_mount_table_free(&t);
-	return m ? 1 : 0;
+	return judge_here(sx.stx_mnt_id, false, why, len);
 }
 
 bool squash_fstype_is_fuse(const char *fstype)

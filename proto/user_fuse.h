@@ -27,13 +27,15 @@
  * ("is on a FUSE file system that uid N mounted; ..."). */
 bool squash_user_fuse_refuses(int fd, char *why, size_t len);
 
-/* The same decision for mount mnt_id of table t (the unit tests' entry). */
-bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id, char *why, size_t len);
+/* The same decision for mount mnt_id of table t (the unit tests' entry);
+ * any_fuse: every FUSE mount counts, root's with allow_other too. */
+bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id, bool any_fuse, char *why,
+			    size_t len);
 
-/* The mount with this id in /proc/self/mountinfo: its type and super
- * options. Returns 1, 0 when this namespace does not list it, -1 when
- * mountinfo cannot be read or parsed. */
-int squash_mount_lookup(uint64_t mnt_id, char *fstype, size_t fstype_len, char *opts, size_t opts_len);
+/* For squashd's trusted walk, which enters no FUSE mount: whether mount
+ * mnt_id of /proc/self/mountinfo is FUSE, any kind, or stacks on one, or
+ * is not listed, or cannot be told; why then says so ("is on ..."). */
+bool squash_mount_reaches_fuse(uint64_t mnt_id, char *why, size_t len);
 
 /* fuse, fuseblk and fuse.SUBTYPE. */
 bool squash_fstype_is_fuse(const char *fstype);

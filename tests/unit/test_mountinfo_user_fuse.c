@@ -17,7 +17,7 @@
 static char why[1024];
 
 /* The verdict on mount id in text: 1 refused, 0 fine, -1 table broken. */
-static int judge(const char *text, uint64_t id)
+static int judge_as(const char *text, uint64_t id, bool any_fuse)
 {
 	struct squash_mount_table t;
 	int r;
@@ -27,9 +27,14 @@ static int judge(const char *text, uint64_t id)
 		squash_mount_table_free(&t);
 		return -1;
 	}
-	r = squash_user_fuse_judge(&t, id, why, sizeof(why));
+	r = squash_user_fuse_judge(&t, id, any_fuse, why, sizeof(why));
 	squash_mount_table_free(&t);
 	return r;
+}
+
+static int judge(const char *text, uint64_t id)
+{
+	return judge_as(text, id, false);
 }
 
 static void top_mounts(void)
@@ -141,8 +146,30 @@ static void overlays_not_understood(void)
 	CHECK_CONTAINS(why, "stacked more than");
 }
 
+/* squashd's trusted walk: root's FUSE mounts count too, below an overlay
+ * as well. */
+static void any_fuse(void)
+{
+	const char *root_fuse = BASE "3 2 0:50 / /srv rw - fuse.s s rw,user_id=0,group_id=0,allow_other\n"
+				     "4 1 0:60 / /ovl rw - overlay overlay rw,lowerdir=/srv/x\n";
+
+	CHECK_INT(judge_as(root_fuse, 2, true), 0);
+	CHECK_INT(judge_as(root_fuse, 3, true), 1);
+	CHECK_STR(why, "is on a FUSE mount (fuse.s); squashd's walk enters none");
+	CHECK_INT(judge_as(root_fuse, 4, false), 0);
+	CHECK_INT(judge_as(root_fuse, 4, true), 1);
+	CHECK_STR(why, "is on overlay at /ovl, with the layer /srv/x, which is on a FUSE mount (fuse.s); "
+		       "squashd's walk enters none");
+	CHECK_INT(judge_as(BASE "4 1 0:60 / /ovl rw - overlay overlay rw,lowerdir=x\n", 4, true), 1);
+	CHECK_CONTAINS(why, "cannot be checked for FUSE mounts (a layer path 'x' that is not absolute and plain); "
+			    "squashd's walk enters none");
+	CHECK_INT(judge_as(root_fuse, 99, true), 1);
+	CHECK_STR(why, "is on a mount (id 99) that is not in squashd's mountinfo");
+}
+
 int main(void)
 {
+	any_fuse();
 	top_mounts();
 	crafted_names();
 	overlays();
