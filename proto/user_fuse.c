@@ -21,6 +21,7 @@ struct judging {
 	const struct squash_mount_table *t;
 	bool any_fuse; /* root's allow_other mounts count too */
 	int depth, judged;
+	const struct squash_mount *above[SQUASH_STACK_DEPTH_MAX + 1]; /* the stacked mounts judging this */
 	char chain[1024];
 	char *why;
 	size_t len;
@@ -38,7 +39,7 @@ static int refuse(struct judging *j, const char *what)
 /* Not understood: refused all the same. */
 static int cannot_tell(struct judging *j, const char *cause)
 {
-	char copy[512];
+	char copy[640];
 
 	snprintf(copy, sizeof(copy), "%s", cause);
 	if (j->any_fuse)
@@ -126,7 +127,7 @@ static int normalise(const char *path, char *out, size_t len)
 static int judge_layer(const char *path, void *arg)
 {
 	struct judging *j = arg;
-	char *norm = malloc(PATH_MAX), what[320];
+	char *norm = malloc(PATH_MAX), what[600];
 	size_t n = 0, chain_len = strlen(j->chain);
 	int rc = 0;
 
@@ -143,6 +144,17 @@ static int judge_layer(const char *path, void *arg)
 		const struct squash_mount *m = &j->t->mounts[i];
 		if (strlen(m->mount_point) != n || !squash_mount_point_covers(m->mount_point, norm))
 			continue;
+		for (int k = 0; k < j->depth && !rc; k++)
+			if (j->above[k] == m) {
+				/* Its path named a mount of the mounter's
+				 * view, not of this namespace's. */
+				snprintf(what, sizeof(what), "the layer %.200s of %.32s at %.200s is not visible "
+					 "in this mount namespace (mounted before a pivot_root or chroot?)", norm,
+					 j->above[j->depth - 1]->fstype, j->above[j->depth - 1]->mount_point);
+				rc = cannot_tell(j, what);
+			}
+		if (rc)
+			break;
 		snprintf(j->chain + chain_len, sizeof(j->chain) - chain_len, "the layer %s, which is on ", norm);
 		rc = judge_mount(j, m);
 	}
@@ -166,7 +178,7 @@ static int judge_mount(struct judging *j, const struct squash_mount *m)
 		return judge_fuse(j, m);
 	snprintf(j->chain + chain_len, sizeof(j->chain) - chain_len, "%s at %s, with ", m->fstype,
 		 m->mount_point);
-	j->depth++;
+	j->above[j->depth++] = m;
 	rc = squash_mount_layers(m, judge_layer, j, what, sizeof(what));
 	j->depth--;
 	j->chain[chain_len] = '\0';
