@@ -144,17 +144,23 @@ static int judge_layer(const char *path, void *arg)
 		const struct squash_mount *m = &j->t->mounts[i];
 		if (strlen(m->mount_point) != n || !squash_mount_point_covers(m->mount_point, norm))
 			continue;
-		for (int k = 0; k < j->depth && !rc; k++)
-			if (j->above[k] == m) {
-				/* Its path named a mount of the mounter's
-				 * view, not of this namespace's. */
-				snprintf(what, sizeof(what), "the layer %.200s of %.32s at %.200s is not visible "
-					 "in this mount namespace (mounted before a pivot_root or chroot?)", norm,
-					 j->above[j->depth - 1]->fstype, j->above[j->depth - 1]->mount_point);
-				rc = cannot_tell(j, what);
-			}
-		if (rc)
+		bool seen = false;
+		for (int k = 0; k < j->depth; k++)
+			seen |= j->above[k] == m;
+		/* Its path names a mount of the mounter's view (before a
+		 * pivot_root), not of this namespace's. The trusted walk asks
+		 * only that no FUSE mount squashd sees is on its way: a
+		 * container's root must not send every trusted image to FUSE. */
+		if (seen && j->any_fuse)
+			continue;
+		if (seen) {
+			const struct squash_mount *up = j->above[j->depth - 1];
+			snprintf(what, sizeof(what), "the layer %.200s of %.32s at %.200s is not visible in this "
+				 "mount namespace (mounted before a pivot_root or chroot?)", norm, up->fstype,
+				 up->mount_point);
+			rc = cannot_tell(j, what);
 			break;
+		}
 		snprintf(j->chain + chain_len, sizeof(j->chain) - chain_len, "the layer %s, which is on ", norm);
 		rc = judge_mount(j, m);
 	}

@@ -175,6 +175,8 @@ static void any_fuse(void)
 	CHECK_INT(judge_as(BASE "4 1 0:60 / /ovl rw - overlay overlay rw,lowerdir=x\n", 4, true), 1);
 	CHECK_CONTAINS(why, "cannot be checked for FUSE mounts (a layer path 'x' that is not absolute and plain); "
 			    "squashd's walk enters none");
+	/* A container's root overlay (layers of another view): walked. */
+	CHECK_INT(judge_as("1 0 0:60 / / rw - overlay squash-x rw,lowerdir=/var/cache/root\n", 1, true), 0);
 	CHECK_INT(judge_as(root_fuse, 99, true), 1);
 	CHECK_STR(why, "is on a mount (id 99) that is not in squashd's mountinfo");
 }
