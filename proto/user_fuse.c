@@ -16,7 +16,8 @@
 #define COPY_IT " (copy it to a normal file system)"
 
 /* One decision in progress: the table, how far down it is, and the chain
- * of stacked mounts above ("an overlay at /m whose layer /l is on "). */
+ * of stacked mounts above, for the message ("overlay at /m, with the
+ * layer /l, which is on "). */
 struct judging {
 	const struct squash_mount_table *t;
 	bool any_fuse; /* root's allow_other mounts count too */
