@@ -2,6 +2,7 @@
 #include "user_fuse.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,36 +10,244 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int squash_mount_lookup(uint64_t mnt_id, char *fstype, size_t fstype_len, char *opts, size_t opts_len)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL;
-	size_t cap = 0;
-	int found = 0;
+#include "mount_layers.h"
 
-	if (!f)
+#define MOUNTINFO "/proc/self/mountinfo"
+#define COPY_IT " (copy it to a normal file system)"
+
+/* One decision in progress: the table, how far down it is, and the chain
+ * of stacked mounts above, for the message ("overlay at /m, with the
+ * layer /l, which is on "). */
+struct judging {
+	const struct squash_mount_table *t;
+	bool any_fuse; /* root's allow_other mounts count too */
+	int depth, judged;
+	const struct squash_mount *above[SQUASH_STACK_DEPTH_MAX + 1]; /* the stacked mounts judging this */
+	char chain[1024];
+	char *why;
+	size_t len;
+};
+
+static int judge_mount(struct judging *j, const struct squash_mount *m);
+
+/* Refused: "is on " + the chain + what, as one message. */
+static int refuse(struct judging *j, const char *what)
+{
+	snprintf(j->why, j->len, "is on %s%s", j->chain, what);
+	return 1;
+}
+
+/* Not understood: refused all the same. */
+static int cannot_tell(struct judging *j, const char *cause)
+{
+	char copy[640];
+
+	snprintf(copy, sizeof(copy), "%s", cause);
+	if (j->any_fuse)
+		snprintf(j->why, j->len, "cannot be checked for FUSE mounts (%s); squashd's walk enters none", copy);
+	else
+		snprintf(j->why, j->len, "cannot be checked for a user's FUSE server (%s); squashd does not open "
+			 "images it cannot check" COPY_IT, copy);
+	return 1;
+}
+
+/* user_id=N, exactly one item of the super options, N decimal. */
+static int fuse_owner(const char *opts, long *uid)
+{
+	size_t n;
+	int count;
+	const char *v = squash_mount_option(opts, "user_id", &n, &count);
+	long u = 0;
+
+	if (!v || count != 1 || n == 0 || n > 10)
 		return -1;
-	while (getline(&line, &cap, f) > 0) {
-		char *end;
-		unsigned long long id = strtoull(line, &end, 10);
-		char *sep = strstr(line, " - ");
-		if (end == line || id != mnt_id || !sep)
-			continue;
-		/* After " - ": fstype, source, super options (user_id=, allow_other). */
-		char type[64] = "", source[16], super[1024] = "";
-		if (sscanf(sep + 3, "%63s %15s %1023s", type, source, super) < 1)
-			break;
-		snprintf(fstype, fstype_len, "%s", type);
-		if (opts)
-			snprintf(opts, opts_len, "%s", super);
-		found = 1;
-		break;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -1;
+		u = u * 10 + (v[i] - '0');
 	}
-	if (!found && ferror(f))
-		found = -1;
-	free(line);
-	fclose(f);
-	return found;
+	*uid = u;
+	return 0;
+}
+
+static int judge_fuse(struct judging *j, const struct squash_mount *m)
+{
+	char what[320];
+	long uid;
+
+	if (j->any_fuse) {
+		snprintf(what, sizeof(what), "a FUSE mount (%.256s); squashd's walk enters none", m->fstype);
+		return refuse(j, what);
+	}
+	if (fuse_owner(m->super_options, &uid) < 0) {
+		snprintf(what, sizeof(what), "the FUSE mount at %.256s shows no single user_id", m->mount_point);
+		return cannot_tell(j, what);
+	}
+	if (uid != 0) {
+		snprintf(what, sizeof(what), "a FUSE file system that uid %ld mounted; squashd does not open images "
+			 "served by a user's FUSE server" COPY_IT, uid);
+		return refuse(j, what);
+	}
+	if (!squash_mount_option_flag(m->super_options, "allow_other"))
+		return refuse(j, "a FUSE file system mounted without allow_other; squashd does not open images "
+			      "there" COPY_IT);
+	return 0;
+}
+
+/* path made absolute-only, without "." or ".." components, repeated or
+ * trailing slashes; -1 when it is not such a path or too long. */
+static int normalise(const char *path, char *out, size_t len)
+{
+	size_t o = 0;
+
+	if (path[0] != '/')
+		return -1;
+	for (const char *p = path; *p;) {
+		while (*p == '/')
+			p++;
+		size_t n = strcspn(p, "/");
+		if (!n)
+			break;
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return -1;
+		if (o + 1 + n + 1 > len)
+			return -1;
+		out[o++] = '/';
+		memcpy(out + o, p, n);
+		o += n;
+		p += n;
+	}
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
+	return 0;
+}
+
+/* One layer of a stacked mount: every mount at the longest mount point
+ * above its path (all of a stack of mounts there) is judged in turn. */
+static int judge_layer(const char *path, void *arg)
+{
+	struct judging *j = arg;
+	char *norm = malloc(PATH_MAX), what[600];
+	size_t n = 0, chain_len = strlen(j->chain);
+	int rc = 0;
+
+	if (!norm)
+		return cannot_tell(j, "out of memory");
+	if (normalise(path, norm, PATH_MAX) < 0) {
+		snprintf(what, sizeof(what), "a layer path '%.256s' that is not absolute and plain", path);
+		rc = cannot_tell(j, what);
+	} else if (!(n = squash_mount_table_longest_prefix(j->t, norm))) {
+		snprintf(what, sizeof(what), "the layer %.256s is under no mount", norm);
+		rc = cannot_tell(j, what);
+	}
+	for (size_t i = 0; i < j->t->count && !rc; i++) {
+		const struct squash_mount *m = &j->t->mounts[i];
+		if (strlen(m->mount_point) != n || !squash_mount_point_covers(m->mount_point, norm))
+			continue;
+		bool seen = false;
+		for (int k = 0; k < j->depth; k++)
+			seen |= j->above[k] == m;
+		/* Its path names a mount of the mounter's view (before a
+		 * pivot_root), not of this namespace's. The trusted walk asks
+		 * only that no FUSE mount squashd sees is on its way: a
+		 * container's root must not send every trusted image to FUSE. */
+		if (seen && j->any_fuse)
+			continue;
+		if (seen) {
+			const struct squash_mount *up = j->above[j->depth - 1];
+			snprintf(what, sizeof(what), "the layer %.200s of %.32s at %.200s is not visible in this "
+				 "mount namespace (mounted before a pivot_root or chroot?)", norm, up->fstype,
+				 up->mount_point);
+			rc = cannot_tell(j, what);
+			break;
+		}
+		snprintf(j->chain + chain_len, sizeof(j->chain) - chain_len, "the layer %s, which is on ", norm);
+		rc = judge_mount(j, m);
+	}
+	j->chain[chain_len] = '\0';
+	free(norm);
+	return rc;
+}
+
+static int judge_mount(struct judging *j, const struct squash_mount *m)
+{
+	char what[512];
+	size_t chain_len = strlen(j->chain);
+	int rc;
+
+	if (j->depth > SQUASH_STACK_DEPTH_MAX || ++j->judged > SQUASH_STACK_MOUNTS_MAX) {
+		snprintf(what, sizeof(what), "mounts stacked more than %d deep or %d in all under %.256s",
+			 SQUASH_STACK_DEPTH_MAX, SQUASH_STACK_MOUNTS_MAX, m->mount_point);
+		return cannot_tell(j, what);
+	}
+	if (squash_fstype_is_fuse(m->fstype))
+		return judge_fuse(j, m);
+	snprintf(j->chain + chain_len, sizeof(j->chain) - chain_len, "%s at %s, with ", m->fstype,
+		 m->mount_point);
+	j->above[j->depth++] = m;
+	rc = squash_mount_layers(m, judge_layer, j, what, sizeof(what));
+	j->depth--;
+	j->chain[chain_len] = '\0';
+	if (rc < 0)
+		return cannot_tell(j, what);
+	return rc;
+}
+
+bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id, bool any_fuse, char *why,
+			    size_t len)
+{
+	struct judging j = { .t = t, .any_fuse = any_fuse, .why = why, .len = len };
+	const struct squash_mount *m = squash_mount_table_by_id(t, mnt_id);
+
+	if (!m && any_fuse) {
+		snprintf(why, len, "is on a mount (id %llu) that is not in squashd's mountinfo",
+			 (unsigned long long)mnt_id);
+		return true;
+	}
+	if (!m) {
+		/* Reached through another namespace (a path through
+		 * /proc/PID/root), where a user may have mounted anything. */
+		snprintf(why, len, "is on a mount of another mount namespace (a path through /proc/PID/root?), "
+			 "where its file system cannot be told; squashd does not open images there (use a path "
+			 "every process on the node sees)");
+		return true;
+	}
+	return judge_mount(&j, m) != 0;
+}
+
+/* The verdict on mount mnt_id by /proc/self/mountinfo. */
+static bool judge_here(uint64_t mnt_id, bool any_fuse, char *why, size_t len)
+{
+	struct squash_mount_table t;
+	char cause[256];
+	bool refused;
+
+	if (squash_mount_table_read(MOUNTINFO, &t, cause, sizeof(cause)) < 0) {
+		struct judging j = { .any_fuse = any_fuse, .why = why, .len = len };
+		return cannot_tell(&j, cause) != 0;
+	}
+	refused = squash_user_fuse_judge(&t, mnt_id, any_fuse, why, len);
+	squash_mount_table_free(&t);
+	return refused;
+}
+
+bool squash_mount_reaches_fuse(uint64_t mnt_id, char *why, size_t len)
+{
+	return judge_here(mnt_id, true, why, len);
+}
+
+bool squash_user_fuse_refuses(int fd, char *why, size_t len)
+{
+	struct statx sx;
+
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) != 0 ||
+	    !(sx.stx_mask & STATX_MNT_ID)) {
+		snprintf(why, len, "cannot be checked for a user's FUSE server (the kernel gives no mount id: statx "
+			 "STATX_MNT_ID, Linux 5.8 and later); squashd does not open images it cannot check");
+		return true;
+	}
+	return judge_here(sx.stx_mnt_id, false, why, len);
 }
 
 bool squash_fstype_is_fuse(const char *fstype)
@@ -46,62 +255,14 @@ bool squash_fstype_is_fuse(const char *fstype)
 	return !strcmp(fstype, "fuse") || !strncmp(fstype, "fuse.", 5) || !strcmp(fstype, "fuseblk");
 }
 
-bool squash_on_user_fuse(int fd, long *owner)
-{
-	struct statx sx;
-	char fstype[64], opts[1024];
-
-	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) != 0 ||
-	    !(sx.stx_mask & STATX_MNT_ID))
-		return false;
-	switch (squash_mount_lookup(sx.stx_mnt_id, fstype, sizeof(fstype), opts, sizeof(opts))) {
-	case 0:
-		/* Not in this namespace: reached through another one (a path
-		 * through /proc/PID/root), where a user may have mounted anything. */
-		*owner = SQUASH_MOUNT_ELSEWHERE;
-		return true;
-	case 1:
-		break;
-	default:
-		return false;
-	}
-	if (!squash_fstype_is_fuse(fstype))
-		return false;
-	char *u = strstr(opts, "user_id=");
-	long uid = u ? strtol(u + 8, NULL, 10) : 0;
-	bool allow_other = false;
-	char *save = NULL;
-	for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
-		allow_other |= !strcmp(o, "allow_other");
-	*owner = uid != 0 ? uid : -1;
-	return uid != 0 || !allow_other;
-}
-
-void squash_user_fuse_reason(long owner, char *buf, size_t len)
-{
-	if (owner == SQUASH_MOUNT_ELSEWHERE)
-		snprintf(buf, len, "is on a mount of another mount namespace (a path through /proc/PID/root?), "
-			 "where its file system cannot be told; squashd does not open images there (use a path "
-			 "every process on the node sees)");
-	else if (owner >= 0)
-		snprintf(buf, len, "is on a FUSE file system that uid %ld mounted; squashd does not open images "
-			 "served by a user's FUSE server (copy it to a normal file system)", owner);
-	else
-		snprintf(buf, len, "is on a FUSE file system mounted without allow_other; squashd does not "
-			 "open images there (copy it to a normal file system)");
-}
-
 bool squash_user_fuse_path(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_PATH | O_CLOEXEC);
-	long owner;
-	bool user;
+	bool refused;
 
 	if (fd < 0)
 		return false;
-	user = squash_on_user_fuse(fd, &owner);
+	refused = squash_user_fuse_refuses(fd, buf, len);
 	close(fd);
-	if (user)
-		squash_user_fuse_reason(owner, buf, len);
-	return user;
+	return refused;
 }

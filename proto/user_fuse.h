@@ -1,10 +1,14 @@
-/* Whether a file lies on a FUSE file system served by a user (issue 30):
- * one that a user mounted (mountinfo's user_id= is not 0, as fusermount3
- * writes it) or one without allow_other. squashd never opens such images,
- * since every close of them waits for that user's server (FUSE_FLUSH);
- * the plugin says so at submission. Decided from the file's mount id
- * (statx STATX_MNT_ID with AT_STATX_DONT_SYNC) and /proc/self/mountinfo,
- * which the kernel writes without asking any file system. */
+/* Whether a file lies on a FUSE file system served by a user (issues 30
+ * and 37): one that a user mounted (user_id= other than 0, as fusermount3
+ * writes it) or one without allow_other, found at the file's mount or at
+ * any mount below it (an overlay's layers, recursively). squashd never
+ * opens such images, since every close of them waits for that user's
+ * server (FUSE_FLUSH); the plugin says so at submission. Decided from the
+ * file's mount id (statx STATX_MNT_ID with AT_STATX_DONT_SYNC) and
+ * /proc/self/mountinfo, which the kernel writes without asking any file
+ * system; no layer path is looked up. Fails closed: what cannot be told
+ * (no mount id, mountinfo unreadable or not understood, layers too deep)
+ * is refused too. */
 #ifndef SQUASH_USER_FUSE_H
 #define SQUASH_USER_FUSE_H
 
@@ -12,27 +16,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* *owner for a mount this namespace's mountinfo does not list: one
- * reached through another namespace (/proc/PID/root), where a user may
- * have mounted their own FUSE file system; it is refused too. */
-#define SQUASH_MOUNT_ELSEWHERE (-2L)
+#include "mountinfo.h"
 
-/* fd: any descriptor of the file (O_PATH will do). True when it is on
- * such a mount, or on one this namespace does not list; *owner then gets
- * its user_id, -1 for a mount of root's without allow_other, or
- * SQUASH_MOUNT_ELSEWHERE. */
-bool squash_on_user_fuse(int fd, long *owner);
+/* How deep stacked mounts are followed, and how many are judged in all. */
+#define SQUASH_STACK_DEPTH_MAX 8
+#define SQUASH_STACK_MOUNTS_MAX 1024
 
-/* The mount with this id in /proc/self/mountinfo (the kernel writes it
- * without asking any file system): its type and super options. Returns 1,
- * 0 when this namespace does not list it, -1 when mountinfo cannot be read. */
-int squash_mount_lookup(uint64_t mnt_id, char *fstype, size_t fstype_len, char *opts, size_t opts_len);
+/* fd: any descriptor of the file (O_PATH will do). True when squashd must
+ * not open it; why then gets the reason, worded to follow "image X "
+ * ("is on a FUSE file system that uid N mounted; ..."). */
+bool squash_user_fuse_refuses(int fd, char *why, size_t len);
+
+/* The same decision for mount mnt_id of table t (the unit tests' entry);
+ * any_fuse: every FUSE mount counts, root's with allow_other too. */
+bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id, bool any_fuse, char *why,
+			    size_t len);
+
+/* For squashd's trusted walk, which enters no FUSE mount: whether mount
+ * mnt_id of /proc/self/mountinfo is FUSE, any kind, or stacks on one, or
+ * is not listed, or cannot be told; why then says so ("is on ..."). */
+bool squash_mount_reaches_fuse(uint64_t mnt_id, char *why, size_t len);
 
 /* fuse, fuseblk and fuse.SUBTYPE. */
 bool squash_fstype_is_fuse(const char *fstype);
-
-/* The refusal, for messages: "is on a FUSE file system ..." (no image). */
-void squash_user_fuse_reason(long owner, char *buf, size_t len);
 
 /* The same for a path (opened O_PATH, not followed further than open
  * does): true with the reason in buf. */

@@ -230,7 +230,7 @@ static int resolve_upper(struct squash_image_spec *item)
  * regular file with a sane squashfs superblock. */
 static int check_image(const char *image)
 {
-	char why[256];
+	char why[1024]; /* a user-FUSE refusal names the stacked mounts on the way */
 	struct stat st;
 	int fd, rc = -1;
 

@@ -79,21 +79,15 @@ static bool above_a_prefix(const struct squash_prefixes *p, const char *dir)
  * any file system), before anything is looked up below it. */
 static bool mount_walkable(const struct file_identity *fid, const char *name, char *why, size_t whylen)
 {
-	char fstype[64];
-	int listed;
+	char reason[1024];
 
 	if (!fid->has_mnt_id) {
 		snprintf(why, whylen, "the kernel gives no mount id (statx, Linux 5.8 and later)");
 		return false;
 	}
-	listed = squash_mount_lookup(fid->mnt_id, fstype, sizeof(fstype), NULL, 0);
-	if (listed != 1) {
-		snprintf(why, whylen, "%s: its mount (id %llu) is not in squashd's mountinfo", name,
-			 (unsigned long long)fid->mnt_id);
-		return false;
-	}
-	if (squash_fstype_is_fuse(fstype)) {
-		snprintf(why, whylen, "%s is on a FUSE mount (%s); squashd's walk enters none", name, fstype);
+	/* The mount, and every mount an overlay on the way stacks on. */
+	if (squash_mount_reaches_fuse(fid->mnt_id, reason, sizeof(reason))) {
+		snprintf(why, whylen, "%s %s", name, reason);
 		return false;
 	}
 	return true;

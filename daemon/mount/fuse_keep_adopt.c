@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "mount/mount_users.h"
+#include "mountinfo.h"
 #include "util/close_detached.h"
 #include "util/log.h"
 
@@ -84,12 +85,15 @@ static bool is_image(int fd, dev_t dev, ino_t ino)
  * when not found. */
 static dev_t mount_dev(const char *mountinfo, unsigned long mnt_id)
 {
-	for (const char *line = mountinfo; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
-		unsigned long id;
-		unsigned major, minor;
+	for (const char *line = mountinfo; line && *line; line = squash_mountinfo_next_line(line)) {
+		struct squash_mount m;
+		char *copy;
+		dev_t dev = squash_mountinfo_parse_copy(line, &copy, &m) == 0 && m.id == mnt_id
+				    ? makedev(m.major, m.minor) : 0;
 
-		if (sscanf(line, "%lu %*u %u:%u", &id, &major, &minor) == 3 && id == mnt_id)
-			return makedev(major, minor);
+		free(copy);
+		if (dev)
+			return dev;
 	}
 	return 0;
 }

@@ -37,7 +37,7 @@ enum open_step {
 	STEP_NOT_REG,	/* not a regular file; mode says what it is */
 	STEP_REOPEN,	/* reopening for reading failed */
 	STEP_FSTAT,
-	STEP_USER_FUSE,	/* on a FUSE mount of a user's; err: its user_id, or -1 without allow_other */
+	STEP_USER_FUSE,	/* on a user's FUSE server, or cannot be told (user_fuse.h); reason says why */
 };
 
 struct open_status {
@@ -49,6 +49,7 @@ struct open_status {
 	int32_t header_err; /* errno of the read, 0 when it worked */
 	uint32_t header_len;
 	uint8_t header[SQUASH_SUPERBLOCK_SIZE];
+	char reason[1024]; /* STEP_USER_FUSE's */
 };
 
 static void child_send(int sock, const struct open_status *status, int fd)
@@ -135,10 +136,8 @@ child_open(int sock, const char *path, const struct identity *id)
 	 * close of it (here, in squashd, in a server) would send a FLUSH only
 	 * that user's server answers, and it need not. Decided from the mount
 	 * id (AT_STATX_DONT_SYNC: from the inode cache) and mountinfo. */
-	long owner;
-	if (squash_on_user_fuse(pfd, &owner)) {
+	if (squash_user_fuse_refuses(pfd, status.reason, sizeof(status.reason))) {
 		status.step = STEP_USER_FUSE;
-		status.err = owner >= SQUASH_MOUNT_ELSEWHERE && owner <= INT32_MAX ? (int32_t)owner : -1;
 		goto out;
 	}
 	/* Reopening the O_PATH descriptor through /proc checks read
@@ -293,12 +292,9 @@ static enum result describe_failure(const struct open_status *status,
 		snprintf(err, errlen, "image %s is %s, not a regular file",
 			 path, file_type_name((mode_t)status->mode));
 		return RESULT_USER_ERROR;
-	case STEP_USER_FUSE: {
-		char why[256];
-		squash_user_fuse_reason(e, why, sizeof(why));
-		snprintf(err, errlen, "image %s %s", path, why);
+	case STEP_USER_FUSE:
+		snprintf(err, errlen, "image %s %.*s", path, (int)sizeof(status->reason), status->reason);
 		return RESULT_USER_ERROR;
-	}
 	case STEP_OPEN:
 	case STEP_REOPEN:
 	case STEP_FSTAT:

@@ -13,66 +13,49 @@
 
 #include "mountinfo.h"
 
-/* The number after tag ("shared:" or "master:") among the optional fields
- * of one mountinfo line (fields 7 up to the lone "-"), or 0. */
-static unsigned long optional_field(const char *line, const char *tag)
+/* The number after tag ("shared:" or "master:") among the optional
+ * fields of a parsed mountinfo line, or 0. */
+static unsigned long optional_field(const char *optional, const char *tag)
 {
-	const char *end = strchr(line, '\n');
 	size_t taglen = strlen(tag);
-	int field = 0;
 
-	if (!end)
-		end = line + strlen(line);
-	for (const char *p = line; p < end;) {
-		while (p < end && *p == ' ')
+	for (const char *p = optional; *p;) {
+		size_t n = strcspn(p, " ");
+
+		if (n > taglen && !strncmp(p, tag, taglen))
+			return strtoul(p + taglen, NULL, 10);
+		p += n;
+		if (*p)
 			p++;
-		const char *q = p;
-		while (q < end && *q != ' ')
-			q++;
-		if (++field > 6) {
-			if (q - p == 1 && *p == '-')
-				break;
-			if ((size_t)(q - p) > taglen && !strncmp(p, tag, taglen))
-				return strtoul(p + taglen, NULL, 10);
-		}
-		p = q;
 	}
 	return 0;
-}
-
-static const char *next_line(const char *line)
-{
-	const char *nl = strchr(line, '\n');
-	return nl ? nl + 1 : NULL;
 }
 
 void mount_users_identity(const char *mountinfo, const char *path, struct mount_identity *id)
 {
 	id->dev[0] = '\0';
 	id->peer_group = 0;
-	for (const char *line = mountinfo; line && *line; line = next_line(line)) {
-		char mdev[32], copy[PATH_MAX + 256];
-		const char *nl = strchr(line, '\n');
-		size_t len = nl ? (size_t)(nl - line) : strlen(line);
-		if (len >= sizeof(copy) || sscanf(line, "%*s %*s %31s", mdev) != 1)
-			continue;
-		memcpy(copy, line, len);
-		copy[len] = '\0';
-		const char *mp = squash_mountinfo_mount_point(copy);
-		if (mp && !strcmp(mp, path)) {
-			snprintf(id->dev, sizeof(id->dev), "%s", mdev);
-			id->peer_group = optional_field(line, "shared:");
-			return;
+	for (const char *line = mountinfo; line && *line; line = squash_mountinfo_next_line(line)) {
+		struct squash_mount m;
+		char *copy;
+		bool match = squash_mountinfo_parse_copy(line, &copy, &m) == 0 && !strcmp(m.mount_point, path);
+
+		if (match) {
+			snprintf(id->dev, sizeof(id->dev), "%u:%u", m.major, m.minor);
+			id->peer_group = optional_field(m.optional, "shared:");
 		}
+		free(copy);
+		if (match)
+			return;
 	}
 }
 
 /* Whether a mountinfo line of another namespace is a copy that mount
  * propagation keeps in step with ours. */
-static bool propagated_copy(const char *line, const struct mount_identity *id)
+static bool propagated_copy(const struct squash_mount *m, const struct mount_identity *id)
 {
-	return id->peer_group && (optional_field(line, "shared:") == id->peer_group ||
-				  optional_field(line, "master:") == id->peer_group);
+	return id->peer_group && (optional_field(m->optional, "shared:") == id->peer_group ||
+				  optional_field(m->optional, "master:") == id->peer_group);
 }
 
 char *mount_users_read_file(const char *path, size_t max)
@@ -125,11 +108,15 @@ pid_t mount_users_find(const struct mount_identity *id)
 		char *info = mount_users_read_file(path, 4 << 20);
 		if (!info)
 			continue;
-		for (const char *line = info; line && *line && !found; line = next_line(line)) {
-			char mdev[32];
-			if (sscanf(line, "%*s %*s %31s", mdev) == 1 && !strcmp(mdev, id->dev) &&
-			    !propagated_copy(line, id))
-				found = (pid_t)atoi(de->d_name);
+		for (const char *line = info; line && *line && !found; line = squash_mountinfo_next_line(line)) {
+			struct squash_mount m;
+			char *copy, mdev[32];
+			if (squash_mountinfo_parse_copy(line, &copy, &m) == 0) {
+				snprintf(mdev, sizeof(mdev), "%u:%u", m.major, m.minor);
+				if (!strcmp(mdev, id->dev) && !propagated_copy(&m, id))
+					found = (pid_t)atoi(de->d_name);
+			}
+			free(copy);
 		}
 		free(info);
 	}

@@ -6,7 +6,10 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "mountinfo.h"
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
 
@@ -21,13 +24,6 @@ static bool next_line(const char **p, const char **line, size_t *len)
 	return true;
 }
 
-/* What a mountinfo line says that matters here. */
-struct mountinfo_line {
-	char mount_point[4096];
-	char fstype[64];
-	char super_options[1024];
-};
-
 static bool copy_field(const char *start, size_t n, char *out, size_t len)
 {
 	if (n >= len)
@@ -35,41 +31,6 @@ static bool copy_field(const char *start, size_t n, char *out, size_t len)
 	memcpy(out, start, n);
 	out[n] = '\0';
 	return true;
-}
-
-static bool parse_mountinfo_line(const char *line, size_t len, struct mountinfo_line *m)
-{
-	const char *end = line + len, *f = line, *sep;
-	size_t i = 0;
-
-	/* The mount point is the fifth field. */
-	while (f < end && i < 4) {
-		const char *sp = memchr(f, ' ', (size_t)(end - f));
-
-		if (!sp)
-			return false;
-		f = sp + 1;
-		i++;
-	}
-	const char *sp = memchr(f, ' ', (size_t)(end - f));
-	if (!sp || !copy_field(f, (size_t)(sp - f), m->mount_point, sizeof(m->mount_point)))
-		return false;
-	/* The optional fields end at " - ". */
-	for (sep = sp; sep + 3 <= end; sep++)
-		if (!memcmp(sep, " - ", 3))
-			break;
-	if (sep + 3 > end)
-		return false;
-	f = sep + 3;
-	sp = memchr(f, ' ', (size_t)(end - f));
-	if (!sp || !copy_field(f, (size_t)(sp - f), m->fstype, sizeof(m->fstype)))
-		return false;
-	f = sp + 1;
-	sp = memchr(f, ' ', (size_t)(end - f));
-	if (!sp)
-		return false;
-	f = sp + 1;
-	return copy_field(f, (size_t)(end - f), m->super_options, sizeof(m->super_options));
 }
 
 /* Whether the comma-separated list holds word as a whole item. */
@@ -93,19 +54,21 @@ enum cgroup_layout cgroup_layout_from_mountinfo(const char *mountinfo)
 	const char *p = mountinfo, *line;
 	size_t len;
 	bool v1 = false, v2_root = false, v2_elsewhere = false;
-	struct mountinfo_line m;
+	struct squash_mount m;
+	char *copy;
 
 	while (next_line(&p, &line, &len)) {
-		if (!parse_mountinfo_line(line, len, &m))
-			continue;
-		if (!strcmp(m.fstype, "cgroup2")) {
-			if (!strcmp(m.mount_point, CGROUP_ROOT))
-				v2_root = true;
-			else
-				v2_elsewhere = true;
-		} else if (!strcmp(m.fstype, "cgroup")) {
-			v1 = true;
+		if (squash_mountinfo_parse_copy(line, &copy, &m) == 0) {
+			if (!strcmp(m.fstype, "cgroup2")) {
+				if (!strcmp(m.mount_point, CGROUP_ROOT))
+					v2_root = true;
+				else
+					v2_elsewhere = true;
+			} else if (!strcmp(m.fstype, "cgroup")) {
+				v1 = true;
+			}
 		}
+		free(copy);
 	}
 	if (v2_root)
 		return CGROUP_LAYOUT_V2;
@@ -118,13 +81,19 @@ int cgroup_v1_mount_point(const char *mountinfo, const char *controller, char *o
 {
 	const char *p = mountinfo, *line;
 	size_t n;
-	struct mountinfo_line m;
+	struct squash_mount m;
+	char *copy;
+	int rc = -1;
 
 	while (next_line(&p, &line, &n)) {
-		if (!parse_mountinfo_line(line, n, &m) || strcmp(m.fstype, "cgroup"))
-			continue;
-		if (list_has(m.super_options, strlen(m.super_options), controller))
-			return (size_t)snprintf(out, len, "%s", m.mount_point) < len ? 0 : -1;
+		bool match = squash_mountinfo_parse_copy(line, &copy, &m) == 0 && !strcmp(m.fstype, "cgroup") &&
+			     squash_mount_option_flag(m.super_options, controller);
+
+		if (match)
+			rc = (size_t)snprintf(out, len, "%s", m.mount_point) < len ? 0 : -1;
+		free(copy);
+		if (match)
+			return rc;
 	}
 	return -1;
 }

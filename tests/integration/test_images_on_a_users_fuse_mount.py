@@ -2,7 +2,8 @@
 user, no allow_other) are refused, decided from the mount id and
 mountinfo: squashd never holds a descriptor that only the user's server can
 let go of (closing a FUSE file sends FLUSH and waits for its answer).
-Issue 30, item 1."""
+Issue 30, item 1; issue 37: mountinfo read exactly, and the mounts below
+an overlay judged too."""
 
 import ctypes
 import os
@@ -28,9 +29,10 @@ class UserFuse:
     is root's only here, so the test opens it and mounts, as fusermount3
     would, and hands the connection to the user's server (/dev/fd/N)."""
 
-    def __init__(self, cluster, user, names):
+    def __init__(self, cluster, user, names, source="squashfuse_ll", allow_other=False):
         src = cluster.workdir(user, "ufsrc")
         for n in names:
+            (src / n).parent.mkdir(exist_ok=True)
             cluster.make_image(src / n, FILES, owner=user)
         outer = cluster.workdir(user, "ufimg") / "outer.sqfs"
         run(["mksquashfs", src, outer, "-noappend", "-quiet", "-no-progress"])
@@ -39,9 +41,10 @@ class UserFuse:
         pw = pwd.getpwnam(user)
         fd = os.open("/dev/fuse", os.O_RDWR)
         try:
-            opts = f"fd={fd},rootmode=40000,user_id={pw.pw_uid},group_id={pw.pw_gid}".encode()
+            opts = f"fd={fd},rootmode=40000,user_id={pw.pw_uid},group_id={pw.pw_gid}" \
+                   f"{',allow_other' if allow_other else ''}".encode()
             libc = ctypes.CDLL(None, use_errno=True)
-            if libc.mount(b"squashfuse_ll", str(self.mnt).encode(), b"fuse.squashfuse_ll",
+            if libc.mount(source.encode(), str(self.mnt).encode(), b"fuse.squashfuse_ll",
                           ctypes.c_ulong(2 | 4), opts) != 0:
                 raise OSError(ctypes.get_errno(), "mount")
             self.proc = subprocess.Popen(["runuser", "-u", user, "--", "squashfuse_ll", "-f", str(outer),
@@ -191,3 +194,95 @@ def test_an_image_reached_through_another_mount_namespace_is_refused(cluster):
         ns.kill()
         run(["pkill", "-u", USER1, "-x", "sleep"], check=False)
         ns.wait(10)
+
+
+def super_options(mount_point):
+    """The super options (after " - ", the third field) of the mount at
+    mount_point in this namespace's mountinfo."""
+    for line in open("/proc/self/mountinfo"):
+        left, right = line.rstrip("\n").split(" - ", 1)
+        if left.split(" ")[4] == str(mount_point):
+            return right.split(" ", 2)[2]
+    raise AssertionError(f"{mount_point} not in mountinfo")
+
+
+USERS_FUSE = r"a FUSE file system that uid {uid} mounted; squashd does not open images served by a user's " \
+             r"FUSE server"
+USER_FUSE_REASON = "is on " + USERS_FUSE
+
+
+def test_a_users_fuse_mount_whose_source_reads_like_allow_other_is_still_the_users(cluster):
+    """fusermount3 lets a user name the source (fsname=). mountinfo was read
+    with fixed widths: a source of 15 characters and then "allow_other"
+    shifted the fields, the rest of the source was taken for the super
+    options, and the user's mount passed as root's with allow_other. The
+    fields are now read as proc(5) defines them: refused at submission and
+    by squashd, with the user's uid."""
+    source = "x" * 15 + "allow_other"
+    uf = UserFuse(cluster, USER1, ["inner.sqfs"], source=source)
+    try:
+        line = [m for m in mountinfo() if m["mount_point"] == str(uf.mnt)]
+        assert line and line[0]["source"] == source, line
+        assert f"user_id={uid_of(USER1)}" in super_options(uf.mnt).split(",")
+        img = uf.path("inner.sqfs")
+        reason = USER_FUSE_REASON.format(uid=uid_of(USER1))
+        err = cluster.sbatch_refuses(USER1, img)
+        assert re.search(rf"squash: {re.escape(str(img))}: {reason}", err), err
+        p = cluster.rawclient("mount", FAKE_JOB + 200, uid_of(USER1), f"{img}:/squash/inner")
+        assert p.stdout.startswith("user-error") and re.search(rf"image {re.escape(str(img))} {reason}",
+                                                                p.stdout), p.stdout
+        assert cluster.list_mounts() == []
+    finally:
+        cluster.rawclient("release", FAKE_JOB + 200)
+        uf.close()
+
+
+def test_an_image_on_an_overlay_or_a_bind_over_a_users_fuse_mount_is_refused(cluster):
+    """An overlay whose lower layer is a directory of a user's FUSE mount
+    shows as "overlay" in mountinfo, yet its files are read, and flushed on
+    close, by that user's server. Root mounts one here, in squashd's
+    namespace, over a user's mount with allow_other (fusermount3 makes such
+    mounts for users when fuse.conf has user_allow_other; without it root
+    could not reach the layer). The check follows the overlay's layers
+    through mountinfo: refused at submission and by squashd. A bind of a
+    directory of the user's mount is the same superblock: mountinfo shows
+    it as the user's FUSE mount (checked here, not assumed), and an image
+    reached through it is refused as one."""
+    uid = uid_of(USER1)
+    uf = UserFuse(cluster, USER1, ["sub/inner.sqfs"], allow_other=True)
+    base = cluster.workdir("root", "stack")
+    empty, merged, bound = base / "empty", base / "merged", base / "bound"
+    for d in (empty, merged, bound):
+        d.mkdir()
+    mounted = []
+    try:
+        run(["mount", "-t", "overlay", "overlay", "-o", f"lowerdir={uf.mnt}/sub:{empty}", merged])
+        mounted.append(merged)
+        run(["mount", "--bind", uf.mnt / "sub", bound])
+        mounted.append(bound)
+        by_point = {m["mount_point"]: m for m in mountinfo()}
+        assert by_point[str(merged)]["fstype"] == "overlay", by_point[str(merged)]
+        assert by_point[str(bound)]["fstype"] == "fuse.squashfuse_ll", by_point[str(bound)]
+        assert by_point[str(bound)]["root"] == "/sub", by_point[str(bound)]
+        assert f"user_id={uid}" in super_options(bound).split(",")
+
+        img = merged / "inner.sqfs"
+        reason = rf"is on overlay at {re.escape(str(merged))}, with the layer {re.escape(str(uf.mnt))}/sub, " \
+                 rf"which is on {USERS_FUSE.format(uid=uid)}"
+        err = cluster.sbatch_refuses(USER1, img)
+        assert re.search(rf"squash: {re.escape(str(img))}: {reason}", err), err
+        p = cluster.rawclient("mount", FAKE_JOB + 300, uid, f"{img}:/squash/inner")
+        assert p.stdout.startswith("user-error") and re.search(rf"image {re.escape(str(img))} {reason}",
+                                                                p.stdout), p.stdout
+
+        img = bound / "inner.sqfs"
+        p = cluster.rawclient("mount", FAKE_JOB + 301, uid, f"{img}:/squash/inner")
+        assert p.stdout.startswith("user-error") and re.search(
+            rf"image {re.escape(str(img))} {USER_FUSE_REASON.format(uid=uid)}", p.stdout), p.stdout
+        assert cluster.list_mounts() == []
+    finally:
+        cluster.rawclient("release", FAKE_JOB + 300)
+        cluster.rawclient("release", FAKE_JOB + 301)
+        for m in reversed(mounted):
+            run(["umount", m], check=False)
+        uf.close()
