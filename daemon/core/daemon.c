@@ -109,6 +109,19 @@ void daemon_load(struct daemon_state *ds)
 	if (gmtime_r(&now, &tm))
 		strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
 	snprintf(aside, sizeof(aside), "%s.unreadable-%s", ds->state_path, stamp);
+	if (rc == 1) {
+		/* Some entries dropped (state_file.h), the rest loaded: a copy
+		 * for the admin; the file itself stays until the next save. */
+		if (link(ds->state_path, aside) < 0)
+			snprintf(aside, sizeof(aside), "%s (could not be copied aside: %s)", ds->state_path,
+				 strerror(errno));
+		snprintf(ds->state_rebuilt, sizeof(ds->state_rebuilt), "%.*s; kept as %.*s", PATH_MAX, err,
+			 PATH_MAX, aside);
+		log_error("cannot read all of the registry: %s; the mounts of the dropped entries are "
+			  "detached as unknown (their jobs keep their own copies), every other entry is "
+			  "kept; no admin action is needed", ds->state_rebuilt);
+		return;
+	}
 	if (rename(ds->state_path, aside) < 0)
 		snprintf(aside, sizeof(aside), "%s (could not be moved aside: %s)", ds->state_path, strerror(errno));
 	if (rc == -1) {

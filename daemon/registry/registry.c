@@ -317,7 +317,7 @@ int registry_overlay_restore(struct job_entry *job, const char *dir, unsigned ma
 {
 	char point[PATH_MAX];
 
-	if (job->overlay_dir || !*dir || mask == 0 || (job->count < 32 && mask >> job->count))
+	if (job->overlay_dir || !*dir || (job->count < 32 && mask >> job->count))
 		return -1;
 	if (!(job->overlay_dir = strdup(dir)))
 		return -1;

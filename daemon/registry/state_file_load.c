@@ -252,9 +252,14 @@ static int parse_image(struct registry *r, char **fv, int n)
 	struct job_entry *j = registry_find_job(r, job_id);
 	struct mount_entry *m = mount_id ? registry_mount_by_id(r, mount_id) : NULL;
 	char *image = decode_field(fv[3]), *target = decode_field(fv[4]);
-	if (!j || (mount_id && !m) || !image || !target)
+	if (!j || !image || !target || registry_job_add_image(j, image, target, m) < 0)
 		return -1;
-	return registry_job_add_image(j, image, target, m);
+	/* A mount the file named but that was dropped: the job lost it, as
+	 * when a mount vanishes while squashd is down (core/adopt.c). */
+	if (mount_id && !m)
+		return registry_job_set_failure(j, SQUASH__STATUS__NODE_ERROR,
+						"a mount of this job could not be read back from squashd's registry");
+	return 0;
 }
 
 static int parse_scope(struct registry *r, char **fv, int n)
@@ -288,8 +293,8 @@ static int parse_scoped_image(struct registry *r, char **fv, int n)
 		return -1;
 	struct mount_entry *m = mount_id ? registry_mount_by_id(r, mount_id) : NULL;
 	char *image = decode_field(fv[2]), *target = decode_field(fv[3]);
-	if ((mount_id && !m) || !image || !target)
-		return -1;
+	if (!image || !target)
+		return -1; /* (a dropped mount: lost, as in parse_image) */
 	return registry_job_add_image(r->scoped, image, target, m);
 }
 
@@ -349,6 +354,90 @@ static bool kind_is(const char *line, const char *kind)
 	return !strncmp(line, kind, n) && (line[n] == ' ' || line[n] == '\n');
 }
 
+/* Reads the rest of a line longer than STATE_LINE_MAX. */
+static void skip_rest_of_line(FILE *f)
+{
+	int c;
+
+	while ((c = getc(f)) != EOF && c != '\n')
+		;
+}
+
+/* The entry whose records are being read (state_file.h: a bad record
+ * drops it whole). */
+struct reading {
+	struct registry *r;
+	void *entry;        /* the mount, job or scope read last; NULL: none (the file's) */
+	char kind;          /* 'm', 'j', 's' */
+	bool dropping;      /* its records are skipped: it was dropped */
+	unsigned bad, first_bad_line;
+	const char *first_bad_why;
+};
+
+static void drop_entry(struct reading *rd, unsigned lineno, const char *why)
+{
+	if (rd->entry && rd->kind == 'm')
+		registry_remove_mount(rd->r, rd->entry);
+	else if (rd->entry && rd->kind == 'j')
+		registry_remove_job(rd->r, rd->entry);
+	else if (rd->entry && rd->kind == 's')
+		registry_remove_scoped(rd->r, rd->entry);
+	rd->entry = NULL;
+	rd->dropping = true;
+	if (rd->bad++ == 0) {
+		rd->first_bad_line = lineno;
+		rd->first_bad_why = why;
+	}
+}
+
+/* One known record; 0, or -1 when it is bad. An entry's first record
+ * makes it the current entry (its unknown records go with it). */
+static int read_record(struct reading *rd, char **fv, int n, char ***extra)
+{
+	struct registry *r = rd->r;
+	const char *kind = fv[0];
+	int rc;
+
+	if (!strcmp(kind, "next"))
+		return (n >= 2 && sscanf(fv[1], "%u", &r->next_mount_id) == 1) ? 0 : -1;
+	bool opens = !strcmp(kind, "mount") || !strcmp(kind, "merged") || !strcmp(kind, "job") ||
+		     !strcmp(kind, "scope");
+	if (opens) {
+		/* A new entry: the one before it is complete. A parser that
+		 * added its entry and then failed leaves it at the head. */
+		void *before = !strcmp(kind, "job") ? (void *)r->jobs : !strcmp(kind, "scope") ? (void *)r->scoped : (void *)r->mounts;
+		rd->entry = NULL;
+		rd->dropping = false;
+		rd->kind = kind[0]; /* 'm'ount or 'm'erged, 'j'ob, 's'cope */
+		rc = rd->kind == 'j' ? parse_job(r, fv, n) : rd->kind == 's' ? parse_scope(r, fv, n) :
+		     !strcmp(kind, "mount") ? parse_mount(r, fv, n) : parse_merged(r, fv, n);
+		void *head = rd->kind == 'j' ? (void *)r->jobs : rd->kind == 's' ? (void *)r->scoped : (void *)r->mounts;
+		if (head != before)
+			rd->entry = head; /* dropped with it when rc < 0 */
+		if (rc == 0)
+			*extra = rd->kind == 'j' ? &r->jobs->state_extra : rd->kind == 's' ? &r->scoped->state_extra :
+				 &r->mounts->state_extra;
+		return rc;
+	}
+	if (rd->dropping)
+		return 0; /* the rest of a dropped entry */
+	if (!strcmp(kind, "part"))
+		return rd->kind == 'm' && rd->entry == r->mounts ? parse_part(r, fv, n) : -1;
+	if (!strcmp(kind, "linger"))
+		return parse_linger(r, fv, n);
+	if (!strcmp(kind, "overlay"))
+		return parse_overlay(r, fv, n);
+	if (!strcmp(kind, "upper"))
+		return parse_upper(r, fv, n);
+	if (!strcmp(kind, "endwatch"))
+		return parse_endwatch(r, fv, n);
+	if (!strcmp(kind, "image"))
+		return parse_image(r, fv, n);
+	if (!strcmp(kind, "simage"))
+		return rd->kind == 's' && rd->entry == r->scoped ? parse_scoped_image(r, fv, n) : -1;
+	return -1;
+}
+
 int state_file_load(struct registry *r, const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "re");
@@ -366,22 +455,21 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 	}
 	unsigned lineno = 0, format = 0;
 	int rc = 0;
-	const char *why = "malformed record";
+	struct reading rd = { .r = r };
 	/* Where a record of an unknown kind goes: the entry whose record
 	 * came last before it (mount, job or scope), else the file. */
 	char **extra = &r->state_extra;
 	while (rc == 0 && fgets(line, STATE_LINE_MAX, f)) {
 		lineno++;
 		size_t len = strlen(line);
-		if (len == 0 || line[len - 1] != '\n') {
-			why = "record cut short (or longer than any record)";
-			rc = -1;
-			break;
-		}
 		if (lineno == 1) {
-			rc = check_magic(line, &format);
-			if (rc == -1)
-				why = "not a squashd state file";
+			rc = len && line[len - 1] == '\n' ? check_magic(line, &format) : -1;
+			continue;
+		}
+		if (len == 0 || line[len - 1] != '\n') {
+			if (!feof(f))
+				skip_rest_of_line(f);
+			drop_entry(&rd, lineno, "record cut short (or longer than any record)");
 			continue;
 		}
 		static const char *const known[] = {
@@ -393,43 +481,18 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 			is_known = kind_is(line, known[k]);
 		if (!is_known) {
 			/* A newer squashd's record: kept with its entry. */
-			rc = unknown_record_ok(line) ? keep_record(extra, line) : -1;
+			if (rd.dropping)
+				continue;
+			if (!unknown_record_ok(line) || keep_record(extra, line) < 0)
+				drop_entry(&rd, lineno, "malformed record");
 			continue;
 		}
 		char *fv[STATE_FIELDS_MAX];
 		int n = split(line, fv, STATE_FIELDS_MAX);
-		if (n <= 0)
-			rc = -1;
-		else if (!strcmp(fv[0], "next"))
-			rc = (n >= 2 && sscanf(fv[1], "%u", &r->next_mount_id) == 1) ? 0 : -1;
-		else if (!strcmp(fv[0], "mount")) {
-			rc = parse_mount(r, fv, n);
-			extra = rc == 0 ? &r->mounts->state_extra : extra;
-		} else if (!strcmp(fv[0], "merged")) {
-			rc = parse_merged(r, fv, n);
-			extra = rc == 0 ? &r->mounts->state_extra : extra;
-		} else if (!strcmp(fv[0], "part"))
-			rc = parse_part(r, fv, n);
-		else if (!strcmp(fv[0], "linger"))
-			rc = parse_linger(r, fv, n);
-		else if (!strcmp(fv[0], "overlay"))
-			rc = parse_overlay(r, fv, n);
-		else if (!strcmp(fv[0], "upper"))
-			rc = parse_upper(r, fv, n);
-		else if (!strcmp(fv[0], "job")) {
-			rc = parse_job(r, fv, n);
-			extra = rc == 0 ? &r->jobs->state_extra : extra;
-		} else if (!strcmp(fv[0], "endwatch"))
-			rc = parse_endwatch(r, fv, n);
-		else if (!strcmp(fv[0], "image"))
-			rc = parse_image(r, fv, n);
-		else if (!strcmp(fv[0], "scope")) {
-			rc = parse_scope(r, fv, n);
-			extra = rc == 0 ? &r->scoped->state_extra : extra;
-		} else if (!strcmp(fv[0], "simage"))
-			rc = parse_scoped_image(r, fv, n);
-		else
-			rc = -1;
+		if (n <= 0 || read_record(&rd, fv, n, &extra) < 0)
+			drop_entry(&rd, lineno, "malformed record");
+		if (rd.dropping)
+			extra = &r->state_extra; /* (unknown records are skipped meanwhile) */
 	}
 	bool read_error = ferror(f);
 	free(line);
@@ -444,7 +507,7 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 		if (read_error)
 			snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
 		else
-			snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
+			snprintf(err, errlen, "%s:1: not a squashd state file", path);
 		registry_free(r);
 		return -1;
 	}
@@ -452,6 +515,11 @@ int state_file_load(struct registry *r, const char *path, char *err, size_t errl
 	for (struct mount_entry *m = r->mounts; m; m = m->next)
 		if (m->id > r->next_mount_id)
 			r->next_mount_id = m->id;
+	if (rd.bad) {
+		snprintf(err, errlen, "%s:%u: %s (%u bad record%s: the entries they belong to were dropped, "
+			 "the others kept)", path, rd.first_bad_line, rd.first_bad_why, rd.bad, rd.bad == 1 ? "" : "s");
+		return 1;
+	}
 	return 0;
 }
 

@@ -126,12 +126,14 @@ static void overlay_records_round_trip_through_the_mask(void)
 	CHECK_INT(registry_overlay_path(path, sizeof(path), "/mnt/j9", 'u', 1), 0);
 	CHECK_STR(path, "/mnt/j9/u1");
 	CHECK_INT(registry_overlay_path(path, 8, "/mnt/j9", 'u', 1), -1);
-	/* A second record, an empty mask, a bit beyond the images: refused. */
+	/* A second record, a bit beyond the images: refused; an empty mask
+	 * (the job's overlay directory, no overlay in it yet): kept. */
 	CHECK_INT(registry_overlay_restore(job, "/mnt/j9", 0x2), -1);
 	struct job_entry *other = registry_add_job(&r, 8, 1000);
 	registry_job_add_image(other, "/a", "/squash/a", NULL);
-	CHECK_INT(registry_overlay_restore(other, "/mnt/j10", 0), -1);
 	CHECK_INT(registry_overlay_restore(other, "/mnt/j10", 0x4), -1);
+	CHECK_INT(registry_overlay_restore(other, "/mnt/j10", 0), 0);
+	CHECK(other->overlay_dir && !other->images[0].overlay);
 	registry_free(&r);
 }
 
