@@ -95,7 +95,9 @@ static int parse_mount(struct registry *r, char **fv, int n)
 	key.mtime_nsec = nsec;
 	key.mode = (Squash__MountMode)mode;
 	key.owner_uid = owner < 0 ? MOUNT_OWNER_ANY : (uid_t)owner;
+	unsigned next = r->next_mount_id; /* (the file's id, not a new one) */
 	struct mount_entry *m = registry_add_mount(r, &key, image, mp);
+	r->next_mount_id = next;
 	if (!m)
 		return -1;
 	m->id = id;
@@ -136,7 +138,9 @@ static int parse_merged(struct registry *r, char **fv, int n)
 		lowers[count++] = l;
 	}
 	struct mount_key key = { .mode = MOUNT_MODE_MERGED, .owner_uid = MOUNT_OWNER_ANY };
+	unsigned next = r->next_mount_id;
 	struct mount_entry *m = registry_add_mount(r, &key, image, mp);
+	r->next_mount_id = next;
 	int rc = m ? registry_set_lowers(m, lowers, count) : -1;
 	free(lowers);
 	if (m)
