@@ -47,6 +47,17 @@ struct daemon_state {
 	unsigned long long save_taken, save_durable, save_failed;
 	bool save_writing;
 	pthread_cond_t saved;       /* a save finished */
+	/* The saver thread formats and writes the newest snapshot taken
+	 * (registry/snapshot.h) without the lock; an older one not yet
+	 * written is dropped for it. */
+	struct registry *save_next;
+	unsigned long long save_next_seq;
+	pthread_cond_t save_wanted;
+	pthread_t saver;
+	bool saver_running, saver_exit;
+	/* Writes of the file, in order (not under lock): the newest on disk. */
+	pthread_mutex_t save_io;
+	unsigned long long save_io_written;
 	const char *fuse_reader;    /* what serves FUSE mounts (mount/fuse_reader.h); set at start */
 	bool fuse_reader_resumes;   /* it can take over a dead one's connection (mount/fuse_keep.h) */
 	bool fuse_reader_pools;     /* one process serves all of a user's mounts (mount/reader_pool.h) */
@@ -85,14 +96,17 @@ int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg);
  * get mounts of their own. */
 void daemon_load(struct daemon_state *ds);
 
-/* Frees the registry (no other thread uses it any more). */
+/* Writes the last snapshot, stops the saver and frees the registry (no
+ * other thread uses it any more). */
 void daemon_free(struct daemon_state *ds);
 
 /* Stopping: wakes every waiter; new requests are answered UNAVAILABLE. */
 void daemon_stop(struct daemon_state *ds);
 
-/* Saves the registry (lock held); on failure remembers why (health, new
- * mounts refuse) and returns -1. */
+/* Saves the registry (lock held): takes a snapshot of it (a copy, no
+ * formatting) for the saver thread, which writes the newest one without
+ * the lock, in order. Returns -1 while saving fails (save_error says why:
+ * health, new mounts refuse), else 0. */
 int daemon_save_locked(struct daemon_state *ds);
 
 /* The same as a group commit, for requests that answer many at once: the

@@ -627,7 +627,9 @@ static void squashd_keeps_a_damaged_file_aside_and_rebuilds(const char *text, co
 	CHECK_CONTAINS(ds.state_rebuilt, aside);
 	CHECK(ds.registry.mounts && ds.registry.mounts->id == 2 && !ds.registry.mounts->next);
 	CHECK_INT(refusal(&ds, why, sizeof(why)), SQUASH__STATUS__OK);
-	CHECK_INT(daemon_save_locked(&ds), 0); /* (adoption saves) */
+	pthread_mutex_lock(&ds.lock);
+	CHECK_INT(daemon_save_grouped_locked(&ds), 0); /* (adoption saves) */
+	pthread_mutex_unlock(&ds.lock);
 
 	CHECK_INT(daemon_init(&again, cfg), 0);
 	daemon_load(&again);
