@@ -49,6 +49,10 @@ bool state_file_keeps_entry(const struct job_entry *e);
 /* The registry as the file's text (malloc'd into *text). Returns 0 or -1. */
 int state_file_format(const struct registry *r, char **text, size_t *len);
 
+/* The bytes entry e's records take in the file, as written (escaping
+ * included), whether or not it is kept yet. */
+size_t state_file_entry_bytes(const struct job_entry *e);
+
 /* Writes text to path atomically and durably (temp file, fsync, rename).
  * Returns 0, or -1 with err. */
 int state_file_write(const char *path, const char *text, size_t len, char *err, size_t errlen);
