@@ -26,10 +26,10 @@ bool state_file_keeps_mount(const struct mount_entry *m)
 
 bool state_file_keeps_entry(const struct job_entry *e)
 {
-	/* A pending job's prolog retries against the new squashd, unless
-	 * its mounts are made (settling); a pending step or session asks
-	 * again. */
-	return e->kind == HOLDER_JOB ? !e->pending || e->settling : !e->pending;
+	/* A pending entry's request is retried against the new squashd,
+	 * unless its mounts are made (settling: its answer waits for the
+	 * save). */
+	return !e->pending || e->settling;
 }
 
 /* Percent-encodes everything but printable non-space ASCII, so a field never

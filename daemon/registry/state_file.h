@@ -38,8 +38,9 @@
 /* The format this squashd reads and writes. 1: since slurm-squash 0.1.0. */
 #define STATE_FILE_FORMAT 1
 
-/* What the file keeps: mounts READY or LINGERING; jobs not pending (or
- * settling), steps and sessions not pending. */
+/* What the file keeps: mounts READY or LINGERING; jobs, steps and
+ * sessions not pending, or settling (made, their answer waits for the
+ * save). */
 bool state_file_keeps_mount(const struct mount_entry *m);
 bool state_file_keeps_entry(const struct job_entry *e);
 

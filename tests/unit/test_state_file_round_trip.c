@@ -234,6 +234,7 @@ static void op_scope(struct registry *r, uint32_t *next_pid)
 	e->session_pid = session ? (pid_t)(*next_pid)++ : 0;
 	e->session_start = session ? ((unsigned long long)rnd(1u << 31) << 20) : 0;
 	e->pending = rnd(5) == 0;
+	e->settling = e->pending && rnd(2);
 	op_images(r, e);
 	op_failure(e);
 }
