@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "registry/registry.h"
+#include "registry/usage.h"
 #include "settings/settings.h"
 #include "squash.pb-c.h"
 
@@ -117,6 +118,10 @@ int daemon_save_locked(struct daemon_state *ds);
  * does: nobody else drops it). Returns 0 once a save that includes every
  * change made before the call is on disk, or -1 (as daemon_save_locked). */
 int daemon_save_grouped_locked(struct daemon_state *ds);
+
+/* The users with the most registry bytes (registry/usage.h; lock held):
+ * at most max into out; returns how many users hold entries. */
+size_t daemon_registry_users_locked(struct daemon_state *ds, struct registry_user_usage *out, size_t max);
 
 /* Waits on ds->changed until deadline_ms (lock held); false on timeout or
  * stop. */
