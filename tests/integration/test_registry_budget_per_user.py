@@ -4,6 +4,8 @@ so each user has a budget (registry_entries_per_user,
 registry_bytes_per_user). A user over it gets a clear error naming the
 setting; another user's job still mounts."""
 
+import re
+
 import pytest
 
 from conftest import USER1, USER2, send_hup_and_wait, setting, uid_of
@@ -28,6 +30,9 @@ def test_a_user_over_registry_entries_per_user_is_refused_and_another_user_still
         for i in range(2):
             p = cluster.rawclient("mount", str(FAKE_JOB + i), uid, f"{mine}:/squash/b{i}")
             assert p.stdout.startswith("ok"), p.stdout + p.stderr
+        # squashctl status shows what the user holds.
+        st = cluster.squashctl("status").stdout
+        assert re.search(rf"^  uid {uid}: 2 entries, \d+ bytes$", st, re.M), st
         # A third: refused, for this user, naming the setting.
         p = cluster.rawclient("mount", str(FAKE_JOB + 2), uid, f"{mine}:/squash/b2")
         assert p.stdout.startswith("user-error"), p.stdout + p.stderr
