@@ -3,17 +3,13 @@
 #include "config.h"
 #include "registry/state_file.h"
 
-#include "clock.h"
-#include "registry/linger.h"
 #include "registry/state_file_records.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define STATE_MAGIC_WORD "squashd-state"
 #define STATE_LINE_MAX (4 * 3 * SQUASH_PATH_MAX)
