@@ -403,6 +403,47 @@ static void compare(struct registry *a, struct registry *b)
 		count_list(b->scoped) == kept_scopes, "entry count");
 }
 
+static size_t count_kept(const struct registry *r)
+{
+	size_t n = 0;
+	for (const struct mount_entry *m = r->mounts; m; m = m->next)
+		n += state_file_keeps_mount(m);
+	for (const struct job_entry *j = r->jobs; j; j = j->next)
+		n += state_file_keeps_entry(j);
+	for (const struct job_entry *e = r->scoped; e; e = e->next)
+		n += state_file_keeps_entry(e);
+	return n;
+}
+
+/* One byte after the first line changed (a disk error, a hand edit): the
+ * load still succeeds, dropping at most the entries of bad records
+ * (state_file.h), never more entries than were kept. */
+static void damage_one_byte(const char *path, char *text, size_t len, const struct registry *saved)
+{
+	char *first = memchr(text, '\n', len), err[1024];
+	size_t head = first ? (size_t)(first - text) + 1 : len;
+	struct registry loaded = { 0 };
+
+	if (head >= len)
+		return;
+	size_t at = head + rnd((uint32_t)(len - head));
+	text[at] = rnd(4) ? (char)(1 + rnd(255)) : '\n';
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return;
+	fwrite(text, 1, len, f);
+	fclose(f);
+	int rc = state_file_load(&loaded, path, err, sizeof(err));
+	differs(rc == 0 || rc == 1, "load of a damaged file (0 or 1)");
+	size_t n = 0;
+	for (const struct mount_entry *m = loaded.mounts; m; m = m->next)
+		n++;
+	n += count_list(loaded.jobs) + count_list(loaded.scoped);
+	/* (A byte can turn one record into two entries at most.) */
+	differs(n <= count_kept(saved) + 1, "entries after damage");
+	registry_free(&loaded);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/test_state_file_round_trip.XXXXXX", path[256], err[1024];
@@ -445,6 +486,7 @@ int main(void)
 		CHECK_INT(rc, 0);
 		if (rc == 0)
 			compare(&saved, &loaded);
+		damage_one_byte(path, text, len, &saved);
 		free(text);
 		registry_free(&saved);
 		registry_free(&loaded);
