@@ -240,7 +240,7 @@ int main(int argc, char **argv)
 	/* Requests that outlived the grace period may still hold the lock's
 	 * data; the save takes the lock, and exit ends them. */
 	pthread_mutex_lock(&ds.lock);
-	daemon_save_locked(&ds);
+	daemon_save_grouped_locked(&ds); /* (on disk before exit: the saver thread writes it) */
 	pthread_mutex_unlock(&ds.lock);
 	spawner_stop();
 	reader_cgroup_cleanup();

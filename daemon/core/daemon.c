@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "registry/snapshot.h"
 #include "registry/state_file.h"
 #include "util/log.h"
 
@@ -40,7 +41,8 @@ int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg)
 		log_error("state_dir %s is too long", cfg->state_dir);
 		return -1;
 	}
-	if (pthread_mutex_init(&ds->lock, NULL) != 0 || pthread_condattr_init(&attr) != 0) {
+	if (pthread_mutex_init(&ds->lock, NULL) != 0 || pthread_mutex_init(&ds->save_io, NULL) != 0 ||
+	    pthread_condattr_init(&attr) != 0) {
 		log_error("cannot initialise locks");
 		return -1;
 	}
@@ -48,6 +50,8 @@ int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg)
 	int rc = pthread_cond_init(&ds->changed, &attr);
 	if (rc == 0)
 		rc = pthread_cond_init(&ds->saved, NULL);
+	if (rc == 0)
+		rc = pthread_cond_init(&ds->save_wanted, NULL);
 	pthread_condattr_destroy(&attr);
 	if (rc != 0)
 		log_error("cannot initialise locks");
@@ -109,6 +113,19 @@ void daemon_load(struct daemon_state *ds)
 	if (gmtime_r(&now, &tm))
 		strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
 	snprintf(aside, sizeof(aside), "%s.unreadable-%s", ds->state_path, stamp);
+	if (rc == 1) {
+		/* Some entries dropped (state_file.h), the rest loaded: a copy
+		 * for the admin; the file itself stays until the next save. */
+		if (link(ds->state_path, aside) < 0)
+			snprintf(aside, sizeof(aside), "%s (could not be copied aside: %s)", ds->state_path,
+				 strerror(errno));
+		snprintf(ds->state_rebuilt, sizeof(ds->state_rebuilt), "%.*s; kept as %.*s", PATH_MAX, err,
+			 PATH_MAX, aside);
+		log_error("cannot read all of the registry: %s; the mounts of the dropped entries are "
+			  "detached as unknown (their jobs keep their own copies), every other entry is "
+			  "kept; no admin action is needed", ds->state_rebuilt);
+		return;
+	}
 	if (rename(ds->state_path, aside) < 0)
 		snprintf(aside, sizeof(aside), "%s (could not be moved aside: %s)", ds->state_path, strerror(errno));
 	if (rc == -1) {
@@ -134,13 +151,20 @@ void daemon_load(struct daemon_state *ds)
 
 void daemon_free(struct daemon_state *ds)
 {
+	pthread_mutex_lock(&ds->lock);
+	ds->saver_exit = true;
+	pthread_cond_signal(&ds->save_wanted);
+	pthread_mutex_unlock(&ds->lock);
+	if (ds->saver_running)
+		pthread_join(ds->saver, NULL); /* (it writes the last snapshot first) */
+	ds->saver_running = false;
+	registry_snapshot_free(ds->save_next);
+	ds->save_next = NULL;
 	registry_free(&ds->registry);
 }
 
-/* Writes are serialised here, not under ds->lock; a snapshot older than
- * the one already written is not written over it. */
-static pthread_mutex_t save_io = PTHREAD_MUTEX_INITIALIZER;
-static unsigned long long save_io_written; /* guarded by save_io */
+/* Writes are serialised by ds->save_io, not under ds->lock; a snapshot
+ * older than the one already written is not written over it. */
 
 /* Writes snapshot seq (ds->lock may or may not be held; never taken). */
 static int write_snapshot(struct daemon_state *ds, unsigned long long seq, const char *text,
@@ -148,13 +172,13 @@ static int write_snapshot(struct daemon_state *ds, unsigned long long seq, const
 {
 	int rc = 0;
 
-	pthread_mutex_lock(&save_io);
-	if (seq > save_io_written) {
+	pthread_mutex_lock(&ds->save_io);
+	if (seq > ds->save_io_written) {
 		rc = state_file_write(ds->state_path, text, len, err, errlen);
 		if (rc == 0)
-			save_io_written = seq;
+			ds->save_io_written = seq;
 	}
-	pthread_mutex_unlock(&save_io);
+	pthread_mutex_unlock(&ds->save_io);
 	return rc;
 }
 
@@ -180,60 +204,101 @@ static int record_save(struct daemon_state *ds, unsigned long long seq, int rc, 
 	return 0;
 }
 
-int daemon_save_locked(struct daemon_state *ds)
+/* Formats snapshot seq and writes it (unlocked). */
+static int format_and_write(struct daemon_state *ds, const struct registry *snap, unsigned long long seq,
+			    char *err, size_t errlen)
 {
-	char err[PATH_MAX + 256];
 	char *text = NULL;
 	size_t len = 0;
-	unsigned long long seq = ++ds->save_taken;
-	int rc;
+	int rc = -1;
 
-	if (state_file_format(&ds->registry, &text, &len) < 0) {
-		snprintf(err, sizeof(err), "cannot write %s: out of memory", ds->state_path);
-		rc = -1;
-	} else {
-		rc = write_snapshot(ds, seq, text, len, err, sizeof(err));
-	}
+	if (state_file_format(snap, &text, &len) < 0)
+		snprintf(err, errlen, "cannot write %s: out of memory", ds->state_path);
+	else
+		rc = write_snapshot(ds, seq, text, len, err, errlen);
 	free(text);
+	return rc;
+}
+
+static void *saver_main(void *arg)
+{
+	struct daemon_state *ds = arg;
+	char err[PATH_MAX + 256];
+
+	pthread_mutex_lock(&ds->lock);
+	for (;;) {
+		while (!ds->save_next && !ds->saver_exit)
+			pthread_cond_wait(&ds->save_wanted, &ds->lock);
+		if (!ds->save_next)
+			break;
+		struct registry *snap = ds->save_next;
+		unsigned long long seq = ds->save_next_seq;
+		ds->save_next = NULL;
+		ds->save_writing = true;
+		pthread_mutex_unlock(&ds->lock);
+		int rc = format_and_write(ds, snap, seq, err, sizeof(err));
+		registry_snapshot_free(snap);
+		pthread_mutex_lock(&ds->lock);
+		ds->save_writing = false;
+		record_save(ds, seq, rc, err);
+		pthread_cond_broadcast(&ds->saved);
+	}
+	pthread_mutex_unlock(&ds->lock);
+	return NULL;
+}
+
+/* Formats and writes the registry now, under the lock: when saving
+ * failed (a fault: rare), so the caller learns at once whether it can. */
+static int save_now_locked(struct daemon_state *ds)
+{
+	char err[PATH_MAX + 256];
+	unsigned long long seq = ++ds->save_taken;
+	int rc = format_and_write(ds, &ds->registry, seq, err, sizeof(err));
+
 	rc = record_save(ds, seq, rc, err);
 	pthread_cond_broadcast(&ds->saved);
 	return rc;
 }
 
+/* Hands a snapshot to the saver (lock held); returns its number. The
+ * lock is held for the copy only (registry/snapshot.h). */
+static unsigned long long take_snapshot_locked(struct daemon_state *ds)
+{
+	struct registry *snap = registry_snapshot(&ds->registry);
+
+	if (!snap || (!ds->saver_running && pthread_create(&ds->saver, NULL, saver_main, ds) != 0)) {
+		registry_snapshot_free(snap);
+		save_now_locked(ds); /* (no memory or thread: the old way) */
+		return ds->save_taken;
+	}
+	ds->saver_running = true;
+	registry_snapshot_free(ds->save_next); /* an older one not yet written: the newest wins */
+	ds->save_next = snap;
+	ds->save_next_seq = ++ds->save_taken;
+	pthread_cond_signal(&ds->save_wanted);
+	return ds->save_next_seq;
+}
+
+int daemon_save_locked(struct daemon_state *ds)
+{
+	take_snapshot_locked(ds);
+	return ds->save_error[0] ? -1 : 0;
+}
+
 int daemon_save_grouped_locked(struct daemon_state *ds)
 {
-	/* Any snapshot taken from now on holds this caller's changes. */
-	unsigned long long want = ds->save_taken + 1;
+	/* Every caller until the saver takes it shares one snapshot: a burst
+	 * pays for a few writes. */
+	unsigned long long seq = take_snapshot_locked(ds);
 
-	while (ds->save_durable < want) {
-		if (ds->save_failed >= want)
-			return -1;
-		if (ds->save_writing) {
-			pthread_cond_wait(&ds->saved, &ds->lock);
-			continue;
-		}
-		/* Nobody is writing: take the snapshot (all changes so far) and
-		 * write it unlocked; those who come meanwhile wait for the next. */
-		char err[PATH_MAX + 256];
-		char *text = NULL;
-		size_t len = 0;
-		unsigned long long seq = ++ds->save_taken;
-		int rc = -1;
+	while (ds->save_durable < seq && ds->save_failed < seq)
+		pthread_cond_wait(&ds->saved, &ds->lock);
+	return ds->save_durable >= seq ? 0 : -1;
+}
 
-		if (state_file_format(&ds->registry, &text, &len) < 0) {
-			snprintf(err, sizeof(err), "cannot write %s: out of memory", ds->state_path);
-		} else {
-			ds->save_writing = true;
-			pthread_mutex_unlock(&ds->lock);
-			rc = write_snapshot(ds, seq, text, len, err, sizeof(err));
-			pthread_mutex_lock(&ds->lock);
-			ds->save_writing = false;
-		}
-		free(text);
-		record_save(ds, seq, rc, err);
-		pthread_cond_broadcast(&ds->saved);
-	}
-	return 0;
+size_t daemon_registry_users_locked(struct daemon_state *ds, struct registry_user_usage *out, size_t max)
+{
+	return registry_usage_by_user(&ds->registry, out, max);
 }
 
 int daemon_time_left(long long deadline_ms)
@@ -269,7 +334,7 @@ Squash__Status daemon_refuse_new_mounts_locked(struct daemon_state *ds, char *wh
 			 "\"Upgrading slurm-squash itself\")", ds->state_lost);
 		return SQUASH__STATUS__NODE_ERROR;
 	}
-	if (ds->save_error[0] && daemon_save_locked(ds) < 0) {
+	if (ds->save_error[0] && save_now_locked(ds) < 0) {
 		snprintf(why, len, "squashd on this node cannot save its registry (%s); it mounts nothing "
 			 "until it can", ds->save_error);
 		return SQUASH__STATUS__NODE_ERROR;

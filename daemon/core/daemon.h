@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "registry/registry.h"
+#include "registry/usage.h"
 #include "settings/settings.h"
 #include "squash.pb-c.h"
 
@@ -47,6 +48,17 @@ struct daemon_state {
 	unsigned long long save_taken, save_durable, save_failed;
 	bool save_writing;
 	pthread_cond_t saved;       /* a save finished */
+	/* The saver thread formats and writes the newest snapshot taken
+	 * (registry/snapshot.h) without the lock; an older one not yet
+	 * written is dropped for it. */
+	struct registry *save_next;
+	unsigned long long save_next_seq;
+	pthread_cond_t save_wanted;
+	pthread_t saver;
+	bool saver_running, saver_exit;
+	/* Writes of the file, in order (not under lock): the newest on disk. */
+	pthread_mutex_t save_io;
+	unsigned long long save_io_written;
 	const char *fuse_reader;    /* what serves FUSE mounts (mount/fuse_reader.h); set at start */
 	bool fuse_reader_resumes;   /* it can take over a dead one's connection (mount/fuse_keep.h) */
 	bool fuse_reader_pools;     /* one process serves all of a user's mounts (mount/reader_pool.h) */
@@ -85,14 +97,17 @@ int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg);
  * get mounts of their own. */
 void daemon_load(struct daemon_state *ds);
 
-/* Frees the registry (no other thread uses it any more). */
+/* Writes the last snapshot, stops the saver and frees the registry (no
+ * other thread uses it any more). */
 void daemon_free(struct daemon_state *ds);
 
 /* Stopping: wakes every waiter; new requests are answered UNAVAILABLE. */
 void daemon_stop(struct daemon_state *ds);
 
-/* Saves the registry (lock held); on failure remembers why (health, new
- * mounts refuse) and returns -1. */
+/* Saves the registry (lock held): takes a snapshot of it (a copy, no
+ * formatting) for the saver thread, which writes the newest one without
+ * the lock, in order. Returns -1 while saving fails (save_error says why:
+ * health, new mounts refuse), else 0. */
 int daemon_save_locked(struct daemon_state *ds);
 
 /* The same as a group commit, for requests that answer many at once: the
@@ -103,6 +118,10 @@ int daemon_save_locked(struct daemon_state *ds);
  * does: nobody else drops it). Returns 0 once a save that includes every
  * change made before the call is on disk, or -1 (as daemon_save_locked). */
 int daemon_save_grouped_locked(struct daemon_state *ds);
+
+/* The users with the most registry bytes (registry/usage.h; lock held):
+ * at most max into out; returns how many users hold entries. */
+size_t daemon_registry_users_locked(struct daemon_state *ds, struct registry_user_usage *out, size_t max);
 
 /* Waits on ds->changed until deadline_ms (lock held); false on timeout or
  * stop. */

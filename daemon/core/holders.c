@@ -12,6 +12,7 @@
 #include "core/sharing.h"
 #include "core/union_mount.h"
 #include "process/identity.h"
+#include "registry/usage.h"
 #include "util/log.h"
 
 struct job_entry *holders_find_job_locked(struct daemon_state *ds, uint32_t job_id)
@@ -116,11 +117,18 @@ static enum result record_image(struct daemon_state *ds, const struct squashd_co
 				struct mount_entry *m, char *err, size_t errlen)
 {
 	pthread_mutex_lock(&ds->lock);
-	if (registry_job_add_image(e, spec->image, spec->target, m) < 0) {
+	/* Over the user's registry budget (registry/usage.h): refused for
+	 * this user only. */
+	bool over = registry_user_admit(&ds->registry, e->uid, spec->image, spec->target,
+					cfg->registry_entries_per_user, cfg->registry_bytes_per_user,
+					err, errlen) < 0;
+	if (over || registry_job_add_image(e, spec->image, spec->target, m) < 0) {
 		struct teardown td = TEARDOWN_INIT(cfg);
 		sharing_put_locked(ds, m, &td);
 		pthread_mutex_unlock(&ds->lock);
 		sharing_teardown(ds, &td);
+		if (over)
+			return RESULT_USER_ERROR;
 		snprintf(err, errlen, "out of memory");
 		return RESULT_NODE_ERROR;
 	}

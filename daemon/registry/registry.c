@@ -203,6 +203,7 @@ int registry_job_add_image(struct job_entry *job, const char *image,
 	}
 	ji->mount = m;
 	job->count++;
+	job->state_bytes = 0;
 	return 0;
 }
 
@@ -215,6 +216,7 @@ int registry_job_set_failure(struct job_entry *job, Squash__Status status,
 	free(job->message);
 	job->message = copy;
 	job->status = status;
+	job->state_bytes = 0;
 	return 0;
 }
 
@@ -317,7 +319,7 @@ int registry_overlay_restore(struct job_entry *job, const char *dir, unsigned ma
 {
 	char point[PATH_MAX];
 
-	if (job->overlay_dir || !*dir || mask == 0 || (job->count < 32 && mask >> job->count))
+	if (job->overlay_dir || !*dir || (job->count < 32 && mask >> job->count))
 		return -1;
 	if (!(job->overlay_dir = strdup(dir)))
 		return -1;

@@ -97,6 +97,7 @@ struct job_entry {
 	struct job_image *images; /* count of them, room for cap (grown as added) */
 	size_t cap;
 	char *state_extra; /* state file records of a newer squashd about it, kept as read (state_file.h) */
+	size_t state_bytes; /* its records' bytes in the state file (usage.h); 0: to be counted again */
 	struct job_entry *next;
 	/* Scoped entries only. */
 	enum holder_kind kind;

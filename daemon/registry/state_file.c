@@ -19,12 +19,31 @@
 #define XSTR(x) STR(x)
 #define STATE_MAGIC STATE_MAGIC_WORD " " XSTR(STATE_FILE_FORMAT)
 
+bool state_file_keeps_mount(const struct mount_entry *m)
+{
+	return m && (m->state == MOUNT_READY || m->state == MOUNT_LINGERING);
+}
+
+bool state_file_keeps_entry(const struct job_entry *e)
+{
+	/* A pending entry's request is retried against the new squashd,
+	 * unless its mounts are made (settling: its answer waits for the
+	 * save). */
+	return !e->pending || e->settling;
+}
+
 /* Percent-encodes everything but printable non-space ASCII, so a field never
- * contains a space or newline. "-" stands for an empty/absent string. */
+ * contains a space or newline. "-" stands for an empty/absent string (a
+ * string that is just "-" is written "%2D"). Each byte becomes at most
+ * three (STATE_FILE_ESCAPE_MAX). */
 static void put_field(FILE *f, const char *s)
 {
 	if (!s || !*s) {
 		fputs(" -", f);
+		return;
+	}
+	if (!strcmp(s, "-")) {
+		fputs(" %2D", f);
 		return;
 	}
 	fputc(' ', f);
@@ -51,6 +70,75 @@ static void put_extra(FILE *f, const char *extra)
 		fputs(extra, f);
 }
 
+static void put_job(FILE *f, const struct job_entry *j)
+{
+	fprintf(f, "job %u %u %d", j->job_id, (unsigned)j->uid, (int)j->status);
+	put_field(f, j->message);
+	fputc('\n', f);
+	if (j->ends_with_extern)
+		fprintf(f, "endwatch %u\n", j->job_id);
+	for (size_t i = 0; i < j->count; i++) {
+		const struct mount_entry *m = j->images[i].mount;
+
+		fprintf(f, "image %u %u", j->job_id, state_file_keeps_mount(m) ? m->id : 0);
+		put_field(f, j->images[i].image);
+		put_field(f, j->images[i].target);
+		fputc('\n', f);
+	}
+	if (j->overlay_dir) {
+		fprintf(f, "overlay %u", j->job_id);
+		put_field(f, j->overlay_dir);
+		fprintf(f, " %x\n", registry_overlay_mask(j));
+		for (size_t i = 0; i < j->count; i++) {
+			if (!j->images[i].upper || !j->images[i].overlay)
+				continue;
+			fprintf(f, "upper %u %zu", j->job_id, i);
+			put_field(f, j->images[i].upper);
+			fputc('\n', f);
+		}
+	}
+	put_extra(f, j->state_extra);
+}
+
+static void put_scope(FILE *f, const struct job_entry *e)
+{
+	fprintf(f, "scope %d %u %u %d %llu %u %d", (int)e->kind, e->job_id, e->step_id,
+		(int)e->session_pid, e->session_start, (unsigned)e->uid, (int)e->status);
+	put_field(f, e->message);
+	fputc('\n', f);
+	for (size_t i = 0; i < e->count; i++) {
+		const struct mount_entry *m = e->images[i].mount;
+
+		fprintf(f, "simage %u", state_file_keeps_mount(m) ? m->id : 0);
+		put_field(f, e->images[i].image);
+		put_field(f, e->images[i].target);
+		fputc('\n', f);
+	}
+	put_extra(f, e->state_extra);
+}
+
+static ssize_t count_write(void *cookie, const char *buf, size_t len)
+{
+	(void)buf;
+	*(size_t *)cookie += len;
+	return (ssize_t)len;
+}
+
+size_t state_file_entry_bytes(const struct job_entry *e)
+{
+	size_t bytes = 0;
+	FILE *f = fopencookie(&bytes, "w", (cookie_io_functions_t){ .write = count_write });
+
+	if (!f)
+		return 0;
+	if (e->kind == HOLDER_JOB)
+		put_job(f, e);
+	else
+		put_scope(f, e);
+	fclose(f);
+	return bytes;
+}
+
 int state_file_format(const struct registry *r, char **text, size_t *len)
 {
 	FILE *f = open_memstream(text, len);
@@ -62,7 +150,7 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 	/* Only finished mounts: a restarted squashd finds anything half-made
 	 * as an unknown leftover and removes it. */
 	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
-		if ((m->state != MOUNT_READY && m->state != MOUNT_LINGERING) || m->key.mode == MOUNT_MODE_MERGED)
+		if (!state_file_keeps_mount(m) || m->key.mode == MOUNT_MODE_MERGED)
 			continue;
 		fprintf(f, "mount %u %d %ju %ju %jd %" PRId64 " %ld %jd %d",
 			m->id, (int)m->key.mode, (uintmax_t)m->key.dev, (uintmax_t)m->key.ino,
@@ -86,15 +174,18 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 	 * IMAGE LOWERID,..." (bottom first; core/merge.h). Who merges them is
 	 * not recorded: a holder's images at one target. */
 	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
-		if ((m->state != MOUNT_READY && m->state != MOUNT_LINGERING) || m->key.mode != MOUNT_MODE_MERGED)
+		if (!state_file_keeps_mount(m) || m->key.mode != MOUNT_MODE_MERGED)
 			continue;
 		fprintf(f, "merged %u", m->id);
 		put_field(f, m->mount_point);
 		put_field(f, m->image);
 		fputc(' ', f);
 		bool any = false;
+		/* Only lowers the file holds: one that died or vanished is
+		 * left out, as adoption leaves out a vanished one (the merged
+		 * mount keeps working on its own copy of it). */
 		for (size_t i = 0; i < m->n_lowers; i++)
-			if (m->lowers[i]) {
+			if (state_file_keeps_mount(m->lowers[i]) && m->lowers[i]->key.mode != MOUNT_MODE_MERGED) {
 				fprintf(f, "%s%u", any ? "," : "", m->lowers[i]->id);
 				any = true;
 			}
@@ -103,54 +194,13 @@ int state_file_format(const struct registry *r, char **text, size_t *len)
 			fprintf(f, "linger %u %jd\n", m->id, (intmax_t)linger_expiry_wall(m, squash_now_ms(), time(NULL)));
 		put_extra(f, m->state_extra);
 	}
-	for (const struct job_entry *j = r->jobs; j; j = j->next) {
-		if (j->pending && !j->settling)
-			continue; /* its prolog retries against the new squashd */
-		fprintf(f, "job %u %u %d", j->job_id, (unsigned)j->uid, (int)j->status);
-		put_field(f, j->message);
-		fputc('\n', f);
-		if (j->ends_with_extern)
-			fprintf(f, "endwatch %u\n", j->job_id);
-		for (size_t i = 0; i < j->count; i++) {
-			const struct mount_entry *m = j->images[i].mount;
-
-			fprintf(f, "image %u %u", j->job_id, m && m->state == MOUNT_READY ? m->id : 0);
-			put_field(f, j->images[i].image);
-			put_field(f, j->images[i].target);
-			fputc('\n', f);
-		}
-		if (j->overlay_dir) {
-			fprintf(f, "overlay %u", j->job_id);
-			put_field(f, j->overlay_dir);
-			fprintf(f, " %x\n", registry_overlay_mask(j));
-			for (size_t i = 0; i < j->count; i++) {
-				if (!j->images[i].upper || !j->images[i].overlay)
-					continue;
-				fprintf(f, "upper %u %zu", j->job_id, i);
-				put_field(f, j->images[i].upper);
-				fputc('\n', f);
-			}
-		}
-		put_extra(f, j->state_extra);
-	}
+	for (const struct job_entry *j = r->jobs; j; j = j->next)
+		if (state_file_keeps_entry(j))
+			put_job(f, j);
 	/* Steps' and sessions' own images: "scope" then its "simage" lines. */
-	for (const struct job_entry *e = r->scoped; e; e = e->next) {
-		if (e->pending)
-			continue;
-		fprintf(f, "scope %d %u %u %d %llu %u %d", (int)e->kind, e->job_id, e->step_id,
-			(int)e->session_pid, e->session_start, (unsigned)e->uid, (int)e->status);
-		put_field(f, e->message);
-		fputc('\n', f);
-		for (size_t i = 0; i < e->count; i++) {
-			const struct mount_entry *m = e->images[i].mount;
-
-			fprintf(f, "simage %u", m && m->state == MOUNT_READY ? m->id : 0);
-			put_field(f, e->images[i].image);
-			put_field(f, e->images[i].target);
-			fputc('\n', f);
-		}
-		put_extra(f, e->state_extra);
-	}
+	for (const struct job_entry *e = r->scoped; e; e = e->next)
+		if (state_file_keeps_entry(e))
+			put_scope(f, e);
 	if (fclose(f) != 0) {
 		free(*text);
 		*text = NULL;

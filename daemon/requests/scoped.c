@@ -12,12 +12,19 @@ void scoped_finish_locked(struct request *rq, struct job_entry *e, enum result r
 	struct daemon_state *ds = rq->ds;
 	struct reply *out = rq->out;
 
-	holders_settle_locked(ds, e);
-	if (res == RESULT_OK && daemon_save_locked(ds) < 0) {
-		snprintf(err, errlen, "squashd on this node cannot save its registry (%s); "
-			 "the mounts were undone", ds->save_error);
-		res = RESULT_NODE_ERROR;
+	/* "Mounted" is answered once the registry that records it is on
+	 * disk: saved as made (settling), still pending (nobody drops it)
+	 * while the saver writes it (core/daemon.h). */
+	if (res == RESULT_OK) {
+		e->settling = true;
+		if (daemon_save_grouped_locked(ds) < 0) {
+			snprintf(err, errlen, "squashd on this node cannot save its registry (%s); "
+				 "the mounts were undone", ds->save_error);
+			res = RESULT_NODE_ERROR;
+		}
+		e->settling = false;
 	}
+	holders_settle_locked(ds, e);
 	if (res == RESULT_OK && reply_add_mounts(out, e) == 0) {
 		log_info("%s: %zu image(s) ready for uid %u", who, e->count, (unsigned)e->uid);
 	} else {

@@ -101,6 +101,11 @@ static bool apply(const char *key, const struct squashd_config *fresh, struct sq
 	} else if (!strcmp(key, "overlay_size")) {
 		/* For overlays mounted from now on. */
 		next->overlay_size = fresh->overlay_size;
+	} else if (!strcmp(key, "registry_entries_per_user")) {
+		/* Checked at each image; entries over a lowered budget stay. */
+		next->registry_entries_per_user = fresh->registry_entries_per_user;
+	} else if (!strcmp(key, "registry_bytes_per_user")) {
+		next->registry_bytes_per_user = fresh->registry_bytes_per_user;
 	} else if (!strcmp(key, "max_loop_devices")) {
 		next->max_loop_devices = fresh->max_loop_devices;
 	} else if (!strcmp(key, "kernel_fs_types")) {

@@ -34,6 +34,8 @@ void config_defaults(struct squashd_config *cfg)
 	cfg->max_requests_per_user = SQUASHD_MAX_REQUESTS_PER_USER_DEFAULT;
 	cfg->gc_interval_s = 60;
 	cfg->overlay_size = SQUASHD_OVERLAY_DEFAULT;
+	cfg->registry_entries_per_user = SQUASHD_REGISTRY_ENTRIES_DEFAULT;
+	cfg->registry_bytes_per_user = SQUASHD_REGISTRY_BYTES_DEFAULT;
 	cfg->reader_cgroups = true;
 	cfg->fuse_union = true;
 	cfg->reader_tasks_max = SQUASHD_READER_TASKS_DEFAULT;
@@ -171,6 +173,10 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_uint(&cfg->linger_s, value, 0, SQUASHD_LINGER_MAX_S, key, err, errlen);
 	if (!strcmp(key, "overlay_size"))
 		return set_size(&cfg->overlay_size, value, SQUASHD_OVERLAY_MAX, key, err, errlen);
+	if (!strcmp(key, "registry_entries_per_user"))
+		return set_uint(&cfg->registry_entries_per_user, value, 1, 1000000, key, err, errlen);
+	if (!strcmp(key, "registry_bytes_per_user"))
+		return set_size(&cfg->registry_bytes_per_user, value, 1ULL << 30, key, err, errlen);
 	if (!strcmp(key, "base_dir"))
 		return set_path(cfg->base_dir, sizeof(cfg->base_dir), value, key, err, errlen);
 	if (!strcmp(key, "squashfuse"))
@@ -470,6 +476,8 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("gc_interval", "%u", cfg->gc_interval_s);
 	SHOW("linger", "%u", cfg->linger_s);
 	SHOW("overlay_size", "%llu", cfg->overlay_size);
+	SHOW("registry_entries_per_user", "%u", cfg->registry_entries_per_user);
+	SHOW("registry_bytes_per_user", "%llu", cfg->registry_bytes_per_user);
 	SHOW("slurm_conf", "%s", cfg->slurm_conf);
 	SHOW("node_name", "%s", cfg->node_name);
 	SHOW("reader_cgroups", "%s", cfg->reader_cgroups ? "yes" : "no");

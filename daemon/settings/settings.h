@@ -51,6 +51,8 @@ struct squashd_config {
 	bool debug;                  /* log debug messages (also: squashd --debug) */
 	unsigned linger_s;           /* keep an unused node-level mount this long; 0: unmount at once */
 	unsigned long long overlay_size; /* bytes of a job's writable-overlay tmpfs per node; 0: no :rw */
+	unsigned registry_entries_per_user; /* a user's jobs, steps and sessions in the registry */
+	unsigned long long registry_bytes_per_user; /* their records in the state file, as written */
 	bool reader_cgroups;         /* each user's FUSE servers in a cgroup of their own */
 	unsigned reader_tasks_max;   /* pids.max there; 0: no limit */
 	unsigned long long reader_memory_max; /* memory.max there; 0: no limit */
@@ -61,6 +63,10 @@ struct squashd_config {
 };
 
 #define SQUASHD_LINGER_MAX_S 3600
+/* Per-user registry budgets (registry/usage.h): far above a real site's
+ * use (a user's jobs, steps and sessions on one node, a few images each). */
+#define SQUASHD_REGISTRY_ENTRIES_DEFAULT 4096
+#define SQUASHD_REGISTRY_BYTES_DEFAULT (16ULL << 20)
 #define SQUASHD_OVERLAY_DEFAULT (1ULL << 30)
 #define SQUASHD_OVERLAY_MAX (1ULL << 40)
 #define SQUASHD_READER_TASKS_DEFAULT 4096

@@ -393,10 +393,11 @@ def test_step_mounts_the_images_its_prolog_did_not(cluster):
 
 def test_damaged_registry_is_rebuilt_and_the_running_job_keeps_its_image(cluster):
     """A state file with a malformed line (a disk error, a hand edit) while a
-    job runs: squashd keeps the file aside, says so in its log, `status`
-    and `health` (healthy: no admin is needed), and rebuilds from the node.
-    The running job keeps reading its image, its mount and FUSE server go
-    at its end, and the next image job on the node runs."""
+    job runs: squashd keeps a copy of the file aside, says so in its log,
+    `status` and `health` (healthy: no admin is needed), and drops only
+    the entry of the bad record (registry/state_file.h): the running job
+    keeps its registry entry and its shared mount, its mount and FUSE
+    server go at its end, and the next image job on the node runs."""
     node = cluster.nodes[0]
     img = image_of(cluster, USER1, "damaged.sqfs")
     state = cluster.state_dir / "state"
@@ -412,17 +413,19 @@ def test_damaged_registry_is_rebuilt_and_the_running_job_keeps_its_image(cluster
         log = log_since(cluster, offset)
         aside = list(cluster.state_dir.glob("state.unreadable-*"))
         assert len(aside) == 1 and aside[0].read_text().endswith("mount this is not a record\n"), aside
-        assert re.search(r"cannot read the registry: .*state:\d+: malformed record; kept as "
-                         r".*state\.unreadable-\d{8}T\d{6}Z; rebuilding it from the node", log), log
+        assert re.search(r"cannot read all of the registry: .*state:\d+: malformed record \(1 bad record: "
+                         r"the entries they belong to were dropped, the others kept\); kept as "
+                         r".*state\.unreadable-\d{8}T\d{6}Z", log), log
         st = cluster.squashctl("status").stdout
         assert re.search(r"^registry: rebuilt from the node at start: .*malformed record", st, re.M), st
         p = cluster.squashctl("health", check=False)
         assert p.returncode == 0, p.stdout
         assert re.search(r"^note: registry rebuilt from the node at start: .*kept as .*unreadable", p.stdout,
                          re.M), p.stdout
-        # The running job's copy is still served by its reader.
+        # The running job's entry and shared mount survived the bad record.
+        assert cluster.shared_mount(img, [blk])["server_pid"] == server
         assert os.path.exists(f"/proc/{server}")
-        # The next image job runs without an admin (a mount of its own).
+        # The next image job runs without an admin.
         job = cluster.run_job(USER1, "cat /squash/damaged/hello.txt\n", [f"--squash-image={img}"])
         assert job.state == "COMPLETED", job.output()
         assert job.output() == FILES["hello.txt"]

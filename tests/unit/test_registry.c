@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "registry/registry.h"
+#include "registry/state_file.h"
+#include "registry/usage.h"
 #include "unit.h"
 
 static struct mount_key key_of(unsigned ino, uid_t owner)
@@ -126,12 +128,39 @@ static void overlay_records_round_trip_through_the_mask(void)
 	CHECK_INT(registry_overlay_path(path, sizeof(path), "/mnt/j9", 'u', 1), 0);
 	CHECK_STR(path, "/mnt/j9/u1");
 	CHECK_INT(registry_overlay_path(path, 8, "/mnt/j9", 'u', 1), -1);
-	/* A second record, an empty mask, a bit beyond the images: refused. */
+	/* A second record, a bit beyond the images: refused; an empty mask
+	 * (the job's overlay directory, no overlay in it yet): kept. */
 	CHECK_INT(registry_overlay_restore(job, "/mnt/j9", 0x2), -1);
 	struct job_entry *other = registry_add_job(&r, 8, 1000);
 	registry_job_add_image(other, "/a", "/squash/a", NULL);
-	CHECK_INT(registry_overlay_restore(other, "/mnt/j10", 0), -1);
 	CHECK_INT(registry_overlay_restore(other, "/mnt/j10", 0x4), -1);
+	CHECK_INT(registry_overlay_restore(other, "/mnt/j10", 0), 0);
+	CHECK(other->overlay_dir && !other->images[0].overlay);
+	registry_free(&r);
+}
+
+/* A user's budget counts their entries and their records' bytes as
+ * written (a non-ASCII byte is three), and refuses that user only. */
+static void each_user_has_a_registry_budget(void)
+{
+	struct registry r = { 0 };
+	char why[512];
+	struct job_entry *a = registry_add_job(&r, 1, 1000);
+	struct job_entry *step = registry_add_scoped(&r, HOLDER_STEP, 1, 0, 1000);
+	registry_add_job(&r, 2, 1001);
+
+	registry_job_add_image(a, "/i", "/t", NULL);
+	struct registry_usage u = registry_user_usage(&r, 1000);
+	CHECK_INT(u.entries, 2);
+	CHECK_INT(u.bytes, strlen("job 1 1000 0 -\nimage 1 0 /i /t\n") + strlen("scope 1 1 0 0 0 1000 0 -\n"));
+	registry_job_add_image(step, "/\xc3\xa9", "/t", NULL); /* 2 bytes, 6 written */
+	CHECK_INT(registry_user_usage(&r, 1000).bytes, u.bytes + strlen("simage 0 /%C3%A9 /t\n"));
+	CHECK_INT(registry_user_admit(&r, 1000, "/x", "/y", 2, 1 << 20, why, sizeof(why)), 0);
+	CHECK_INT(registry_user_admit(&r, 1000, "/x", "/y", 1, 1 << 20, why, sizeof(why)), -1);
+	CHECK(strstr(why, "registry_entries_per_user = 1") != NULL);
+	CHECK_INT(registry_user_admit(&r, 1000, "/x", "/y", 2, 100, why, sizeof(why)), -1);
+	CHECK(strstr(why, "registry_bytes_per_user = 100") != NULL);
+	CHECK_INT(registry_user_admit(&r, 1001, "/x", "/y", 1, 100, why, sizeof(why)), 0); /* another user */
 	registry_free(&r);
 }
 
@@ -143,5 +172,6 @@ int main(void)
 	jobs_steps_and_sessions_are_found_by_their_own_keys();
 	a_job_holds_at_most_the_image_limit_and_knows_what_it_uses();
 	overlay_records_round_trip_through_the_mask();
+	each_user_has_a_registry_budget();
 	return unit_exit_code();
 }

@@ -149,7 +149,11 @@ static void releasing_a_job_drops_its_references_and_its_steps(void)
 	CHECK_INT(holders_release_job_locked(&ds, 51, &td), HOLDER_RELEASED);
 	CHECK_INT(shared->refcount, 0);
 	CHECK_INT(shared->state, MOUNT_UNMOUNTING);
-	/* Every release saved the registry. */
+	/* Every release saved the registry (the saver thread writes it). */
+	pthread_mutex_lock(&ds.lock);
+	while (ds.save_durable < ds.save_taken && ds.save_failed < ds.save_taken)
+		pthread_cond_wait(&ds.saved, &ds.lock);
+	pthread_mutex_unlock(&ds.lock);
 	struct registry saved = { 0 };
 	char err[512];
 	CHECK_INT(state_file_load(&saved, ds.state_path, err, sizeof(err)), 0);
@@ -172,7 +176,9 @@ static void new_mounts_are_refused_while_stopping_or_unsaved(void)
 	char saved_path[sizeof(ds.state_path)];
 	memcpy(saved_path, ds.state_path, sizeof(saved_path));
 	snprintf(ds.state_path, sizeof(ds.state_path), "%s/gone/state", dir);
-	CHECK_INT(daemon_save_locked(&ds), -1);
+	pthread_mutex_lock(&ds.lock);
+	CHECK_INT(daemon_save_grouped_locked(&ds), -1); /* (waits for the saver) */
+	pthread_mutex_unlock(&ds.lock);
 	CHECK_INT(ds.registry_save_errors, 1);
 	CHECK_INT(daemon_refuse_new_mounts_locked(&ds, why, sizeof(why)), SQUASH__STATUS__NODE_ERROR);
 	CHECK_CONTAINS(why, "squashd on this node cannot save its registry (cannot write ");

@@ -180,6 +180,8 @@ static void what_was_saved_is_read_back(void)
 }
 
 static int load_text(const char *text, char *err, size_t errlen);
+/* Entries (mounts, jobs, scopes) the last load_text kept. */
+static size_t loaded_entries;
 
 /* A merged mount (several images at one target) is recorded after the
  * mounts it stacks, with their ids, bottom first; who merges it is not
@@ -224,7 +226,7 @@ static void merged_mounts_are_read_back(void)
 	registry_free(&saved);
 	registry_free(&loaded);
 
-	/* A merged record naming a mount not read before it is refused. */
+	/* A merged record naming a mount not read before it is dropped. */
 	static const char *const bad[] = {
 		"squashd-state 1\nmerged 3 /m/m3 /x 9\n",
 		"squashd-state 1\nmerged 3 /m/m3 /x 1x\n",
@@ -232,8 +234,10 @@ static void merged_mounts_are_read_back(void)
 		"squashd-state 1\nmerged 3 /m/m3 /x 3\n", /* itself */
 		NULL,
 	};
-	for (size_t i = 0; bad[i]; i++)
-		CHECK_INT(load_text(bad[i], err, sizeof(err)), -1);
+	for (size_t i = 0; bad[i]; i++) {
+		CHECK_INT(load_text(bad[i], err, sizeof(err)), 1);
+		CHECK_INT(loaded_entries, 0);
+	}
 }
 
 /* A union mount (core/union_mount.h) is recorded with its images' keys,
@@ -285,8 +289,10 @@ static void union_mounts_are_read_back(void)
 		"squashd-state 1\nmount 1 1 0 0 0 0 0 1000 0 - /m/m1 /x\npart 1 2049 x 4096 1 5\n",
 		NULL,
 	};
-	for (size_t i = 0; bad[i]; i++)
-		CHECK_INT(load_text(bad[i], err, sizeof(err)), -1);
+	for (size_t i = 0; bad[i]; i++) {
+		CHECK_INT(load_text(bad[i], err, sizeof(err)), 1);
+		CHECK_INT(loaded_entries, 0);
+	}
 }
 
 static void a_missing_file_is_an_empty_registry(void)
@@ -299,8 +305,8 @@ static void a_missing_file_is_an_empty_registry(void)
 	CHECK(r.mounts == NULL && r.jobs == NULL && r.scoped == NULL);
 }
 
-/* Loading text either succeeds or leaves the registry empty with a reason
- * naming the line. */
+/* Loading text succeeds, drops the entries of bad records (1) with a
+ * reason naming the line, or fails (-1, -2) leaving the registry empty. */
 static int load_text(const char *text, char *err, size_t errlen)
 {
 	struct registry r = { 0 };
@@ -310,6 +316,13 @@ static int load_text(const char *text, char *err, size_t errlen)
 	int rc = state_file_load(&r, path, err, errlen);
 	if (rc < 0)
 		CHECK(r.mounts == NULL && r.jobs == NULL && r.scoped == NULL && r.state_extra == NULL);
+	loaded_entries = 0;
+	for (struct mount_entry *m = r.mounts; m; m = m->next)
+		loaded_entries++;
+	for (struct job_entry *j = r.jobs; j; j = j->next)
+		loaded_entries++;
+	for (struct job_entry *e = r.scoped; e; e = e->next)
+		loaded_entries++;
 	registry_free(&r);
 	return rc;
 }
@@ -445,10 +458,11 @@ static void a_truncated_file_loads_whole_records_or_nothing(void)
 	free(full);
 	CHECK_INT(load_text("", err, sizeof(err)), 0);
 	CHECK_INT(load_text("squashd-state 1", err, sizeof(err)), -1); /* no newline: not the magic line */
-	CHECK_CONTAINS(err, ":1: record cut short");
+	CHECK_CONTAINS(err, ":1: not a squashd state file");
 	/* A record kind this version does not know, cut short, is not kept. */
-	CHECK_INT(load_text("squashd-state 1\nnext 3\nmou", err, sizeof(err)), -1);
+	CHECK_INT(load_text("squashd-state 1\nnext 3\nmou", err, sizeof(err)), 1);
 	CHECK_CONTAINS(err, ":3: record cut short");
+	CHECK_INT(loaded_entries, 0);
 }
 
 static void hostile_records_are_refused_with_the_line(void)
@@ -468,8 +482,7 @@ static void hostile_records_are_refused_with_the_line(void)
 		"squashd-state 1\nmount 1 1 2049 7 10 1 0 -1 0 - /mnt/m1 /img%zz\n",
 		/* Images of unknown jobs or mounts; a job twice. */
 		"squashd-state 1\nimage 5 0 /a /b\n",
-		"squashd-state 1\njob 5 1000 0 -\nimage 5 9 /a /b\n",
-		"squashd-state 1\njob 5 1000 0 -\njob 5 1000 0 -\n",
+		"squashd-state 1\njob 5 1000 0 -\njob 5 1000 0 -\n", /* (the first stays) */
 		/* Linger of a mount that is not there. */
 		"squashd-state 1\nlinger 3 1700000000\n",
 		/* An overlay beyond the job's images; an upper without overlay. */
@@ -486,15 +499,32 @@ static void hostile_records_are_refused_with_the_line(void)
 	char err[512];
 
 	for (size_t i = 0; bad[i]; i++) {
-		CHECK_INT(load_text(bad[i], err, sizeof(err)), -1);
+		CHECK_INT(load_text(bad[i], err, sizeof(err)), 1);
 		CHECK_CONTAINS(err, ": malformed record");
+		CHECK_INT(loaded_entries, strstr(bad[i], "job 5 1000 0 -\njob 5") ? 1 : 0);
 	}
+	/* A bad record costs its own entry only: the next one loads, and an
+	 * image of the dropped mount is lost like a vanished one. */
+	CHECK_INT(load_text("squashd-state 1\nmount 1 9 2049 7 10 1 0 -1 0 - /mnt/m1 /img\nmountnote 1\n"
+			    "mount 2 1 2049 8 10 1 0 -1 0 - /mnt/m2 /img2\njob 5 1000 0 -\nimage 5 1 /img /a\n"
+			    "image 5 2 /img2 /b\njob 6 1001 0 -\nimage 6 2 /img2 /c\n", err, sizeof(err)), 1);
+	CHECK_CONTAINS(err, ":2: malformed record (1 bad record");
+	CHECK_INT(loaded_entries, 3);
+	struct registry r = { 0 };
+	CHECK_INT(state_file_load(&r, path, err, sizeof(err)), 1);
+	struct job_entry *j5 = registry_find_job(&r, 5), *j6 = registry_find_job(&r, 6);
+	CHECK(j5 && j5->count == 2 && !j5->images[0].mount && j5->images[1].mount &&
+	      j5->status == SQUASH__STATUS__NODE_ERROR);
+	CHECK(j6 && j6->count == 1 && j6->images[0].mount && j6->status == SQUASH__STATUS__OK);
+	CHECK(r.mounts && !r.mounts->next && !r.mounts->state_extra); /* its note went with it */
+	registry_free(&r);
 	size_t cap = 32 * (SQUASH_MAX_IMAGES + 4);
 	char *many = malloc(cap), where[32];
 	size_t used = (size_t)snprintf(many, cap, "squashd-state 1\njob 5 1000 0 -\n");
 	for (int i = 0; i <= SQUASH_MAX_IMAGES; i++)
 		used += (size_t)snprintf(many + used, cap - used, "image 5 0 /a%d /t%d\n", i, i);
-	CHECK_INT(load_text(many, err, sizeof(err)), -1);
+	CHECK_INT(load_text(many, err, sizeof(err)), 1);
+	CHECK_INT(loaded_entries, 0);
 	snprintf(where, sizeof(where), ":%d: malformed record", SQUASH_MAX_IMAGES + 3);
 	CHECK_CONTAINS(err, where);
 	free(many);
@@ -573,9 +603,10 @@ static void squashd_keeps_an_unreadable_file_aside_and_refuses_mounts(const char
 	core_fixture_stop(d, cfg, &ds);
 }
 
-/* A damaged file (a malformed line) is kept aside and the registry
- * starts empty, to be rebuilt from the node: nothing is refused, now or
- * after a restart with the damaged file still aside. */
+/* A damaged file (a malformed line) is kept aside (a copy) and the
+ * entry of the bad record is dropped, to be rebuilt from the node, the
+ * others kept: nothing is refused, now or after a restart with the
+ * damaged file still aside. */
 static void squashd_keeps_a_damaged_file_aside_and_rebuilds(const char *text, const char *reason)
 {
 	char d[] = "/tmp/test_state_file_core.XXXXXX", aside[PATH_MAX + 64], why[4 * PATH_MAX];
@@ -592,11 +623,13 @@ static void squashd_keeps_a_damaged_file_aside_and_rebuilds(const char *text, co
 	daemon_load(&ds);
 	CHECK_STR(ds.state_lost, "");
 	CHECK_CONTAINS(ds.state_rebuilt, reason);
-	CHECK(access(ds.state_path, F_OK) != 0);
 	aside_file(&ds, aside, sizeof(aside));
 	CHECK_CONTAINS(ds.state_rebuilt, aside);
-	CHECK(ds.registry.mounts == NULL);
+	CHECK(ds.registry.mounts && ds.registry.mounts->id == 2 && !ds.registry.mounts->next);
 	CHECK_INT(refusal(&ds, why, sizeof(why)), SQUASH__STATUS__OK);
+	pthread_mutex_lock(&ds.lock);
+	CHECK_INT(daemon_save_grouped_locked(&ds), 0); /* (adoption saves) */
+	pthread_mutex_unlock(&ds.lock);
 
 	CHECK_INT(daemon_init(&again, cfg), 0);
 	daemon_load(&again);
@@ -625,7 +658,8 @@ int main(void)
 	a_file_of_another_format_is_refused_as_such();
 	squashd_keeps_an_unreadable_file_aside_and_refuses_mounts("squashd-state 2\nnext 3\nmount 1\n",
 								  "format 2, written by a newer squashd");
-	squashd_keeps_a_damaged_file_aside_and_rebuilds("squashd-state 1\nnext 3\nmount 1 x\n",
+	squashd_keeps_a_damaged_file_aside_and_rebuilds("squashd-state 1\nnext 3\nmount 1 x\n"
+							"mount 2 1 0 0 0 0 0 -1 0 - /m/m2 /i\n",
 								  ":3: malformed record");
 	unlink(path);
 	rmdir(dir);

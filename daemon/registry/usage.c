@@ -1,0 +1,97 @@
+/* Per-user registry budgets (usage.h). */
+#include "config.h"
+#include "registry/usage.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry/state_file.h"
+
+struct registry_usage registry_user_usage(struct registry *r, uid_t uid)
+{
+	struct registry_usage u = { 0, 0 };
+	struct job_entry *lists[] = { r->jobs, r->scoped };
+
+	for (size_t l = 0; l < 2; l++)
+		for (struct job_entry *e = lists[l]; e; e = e->next)
+			if (e->uid == uid) {
+				/* Counted once per change (registry.c resets it), so
+				 * a check formats only the entry that changed. */
+				if (!e->state_bytes)
+					e->state_bytes = state_file_entry_bytes(e);
+				u.entries++;
+				u.bytes += e->state_bytes;
+			}
+	return u;
+}
+
+int registry_user_admit(struct registry *r, uid_t uid, const char *image, const char *target,
+			size_t max_entries, unsigned long long max_bytes, char *why, size_t len)
+{
+	struct registry_usage u = registry_user_usage(r, uid);
+	/* The image record to come, at its largest: "image JOB MOUNT" and
+	 * both paths escaped. */
+	size_t add = 40 + STATE_FILE_ESCAPE_MAX * (strlen(image) + strlen(target));
+
+	if (u.entries > max_entries) {
+		snprintf(why, len, "squashd on this node holds %zu jobs, steps and sessions of this user, more "
+			 "than registry_entries_per_user = %zu (squashd.conf); end some, or ask the admin",
+			 u.entries, max_entries);
+		return -1;
+	}
+	if (u.bytes + add > max_bytes) {
+		snprintf(why, len, "this user's images take %zu bytes of squashd's registry on this node; one "
+			 "more would pass registry_bytes_per_user = %llu (squashd.conf); end some jobs or "
+			 "steps, or use shorter paths", u.bytes, max_bytes);
+		return -1;
+	}
+	return 0;
+}
+
+static int by_uid(const void *a, const void *b)
+{
+	uid_t x = ((const struct registry_user_usage *)a)->uid, y = ((const struct registry_user_usage *)b)->uid;
+	return x < y ? -1 : x > y;
+}
+
+static int by_bytes_down(const void *a, const void *b)
+{
+	size_t x = ((const struct registry_user_usage *)a)->usage.bytes;
+	size_t y = ((const struct registry_user_usage *)b)->usage.bytes;
+	return x > y ? -1 : x < y;
+}
+
+size_t registry_usage_by_user(struct registry *r, struct registry_user_usage *out, size_t max)
+{
+	struct job_entry *lists[] = { r->jobs, r->scoped };
+	size_t n = 0, users = 0;
+
+	for (size_t l = 0; l < 2; l++)
+		for (struct job_entry *e = lists[l]; e; e = e->next)
+			n++;
+	struct registry_user_usage *all = malloc((n ? n : 1) * sizeof(*all));
+	if (!all)
+		return 0;
+	/* One row per entry, sorted by user, then summed per user. */
+	n = 0;
+	for (size_t l = 0; l < 2; l++)
+		for (struct job_entry *e = lists[l]; e; e = e->next) {
+			if (!e->state_bytes)
+				e->state_bytes = state_file_entry_bytes(e);
+			all[n++] = (struct registry_user_usage){ e->uid, { 1, e->state_bytes } };
+		}
+	qsort(all, n, sizeof(*all), by_uid);
+	for (size_t i = 0; i < n; i++) {
+		if (users && all[users - 1].uid == all[i].uid) {
+			all[users - 1].usage.entries++;
+			all[users - 1].usage.bytes += all[i].usage.bytes;
+		} else {
+			all[users++] = all[i];
+		}
+	}
+	qsort(all, users, sizeof(*all), by_bytes_down);
+	memcpy(out, all, (users < max ? users : max) * sizeof(*out));
+	free(all);
+	return users;
+}

@@ -1,0 +1,40 @@
+/* What one user costs the registry: their jobs, steps and sessions, and
+ * the bytes their records take in the state file as written (escaping
+ * included: a byte of a path becomes up to STATE_FILE_ESCAPE_MAX). Every
+ * save copies and writes all of it, so each user has a budget
+ * (squashd.conf registry_entries_per_user, registry_bytes_per_user): one
+ * user's many steps or long non-ASCII paths cannot make every user's saves
+ * slow; over budget, that user's next image is refused, nobody else's. */
+#ifndef SQUASHD_REGISTRY_USAGE_H
+#define SQUASHD_REGISTRY_USAGE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "registry/registry.h"
+
+struct registry_usage {
+	size_t entries; /* jobs, steps and sessions (pending ones included) */
+	size_t bytes;   /* their records in the state file, as written */
+};
+
+/* uid's usage now (lock held; caches each entry's bytes until it
+ * changes: registry.c). For squashctl status too. Changes made outside
+ * registry.c (an overlay's paths) are counted at the entry's next change. */
+struct registry_usage registry_user_usage(struct registry *r, uid_t uid);
+
+/* The users holding entries, at most max of them (those with the most
+ * bytes, most first) into out; returns how many users hold entries (lock
+ * held; for squashctl status). */
+struct registry_user_usage {
+	uid_t uid;
+	struct registry_usage usage;
+};
+size_t registry_usage_by_user(struct registry *r, struct registry_user_usage *out, size_t max);
+
+/* Whether uid may add image/target to its entry (lock held): 0, or -1
+ * with why (naming the setting) when that would put uid over a budget. */
+int registry_user_admit(struct registry *r, uid_t uid, const char *image, const char *target,
+			size_t max_entries, unsigned long long max_bytes, char *why, size_t len);
+
+#endif
