@@ -24,6 +24,7 @@ static struct reading {
 	int fd;
 	struct peer peer;
 	long long deadline_ms;
+	bool starved;
 } *reading;
 static size_t n_reading, cap_reading;
 static uint8_t *frame_buf; /* one frame at a time, SQUASH_FRAME_MAX */
@@ -83,7 +84,7 @@ bool connections_full(void)
 	return full;
 }
 
-bool connection_read_start(int fd, const struct peer *peer)
+bool connection_read_start(int fd, const struct peer *peer, bool starved)
 {
 	if (!frame_buf && !(frame_buf = malloc(SQUASH_FRAME_MAX)))
 		return false;
@@ -95,7 +96,7 @@ bool connection_read_start(int fd, const struct peer *peer)
 		reading = more;
 		cap_reading = cap;
 	}
-	reading[n_reading++] = (struct reading){ fd, *peer, squash_now_ms() + CONNECTION_IDLE_MS };
+	reading[n_reading++] = (struct reading){ fd, *peer, squash_now_ms() + CONNECTION_IDLE_MS, starved };
 	return true;
 }
 
@@ -128,7 +129,7 @@ void connections_read(const struct pollfd *pfd, size_t n, long long now_ms,
 			continue; /* nothing yet */
 		reading[i] = reading[--n_reading];
 		if (rc == SQUASH_FRAME_OK || rc == SQUASH_FRAME_ETOOBIG) {
-			got(arg, r.fd, &r.peer, frame_buf, len, rc);
+			got(arg, r.fd, &r.peer, frame_buf, len, r.starved ? CONNECTION_STARVED : rc);
 			continue;
 		}
 		if (rc == SQUASH_FRAME_ETIMEDOUT)

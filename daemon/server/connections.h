@@ -30,9 +30,15 @@ void connection_close(int fd, const struct peer *peer);
 /* Whether MAX_CONNECTIONS are open. */
 bool connections_full(void);
 
-/* Starts reading a request from fd (admitted, non-blocking). False (fd
- * left to the caller) when out of memory. */
-bool connection_read_start(int fd, const struct peer *peer);
+/* got's rc for a frame read from a connection accepted with squashd out
+ * of descriptors (accept_guard.h): answered and closed, not served. It is
+ * read first because closing a connection with its request unread resets
+ * it, and the client would not see why. */
+#define CONNECTION_STARVED 1
+
+/* Starts reading a request from fd (admitted, non-blocking); starved: see
+ * CONNECTION_STARVED. False (fd left to the caller) when out of memory. */
+bool connection_read_start(int fd, const struct peer *peer, bool starved);
 
 /* How many are being read; fills pfd[0..n) with them for poll. */
 size_t connections_reading(void);
@@ -40,8 +46,8 @@ void connections_poll_fill(struct pollfd *pfd);
 
 /* After poll: reads every readable connection among pfd[0..n) (as filled
  * above) and calls got(arg, fd, peer, frame, len, rc) with rc a
- * squash_frame_recv result (SQUASH_FRAME_OK or SQUASH_FRAME_ETOOBIG: the
- * connection is got's to close); closes the ones closed or idle too long
+ * squash_frame_recv result (SQUASH_FRAME_OK or SQUASH_FRAME_ETOOBIG) or
+ * CONNECTION_STARVED (the connection is got's to close); closes the ones closed or idle too long
  * by now_ms. */
 void connections_read(const struct pollfd *pfd, size_t n, long long now_ms,
 		      void (*got)(void *arg, int fd, const struct peer *peer, const uint8_t *frame,

@@ -182,6 +182,13 @@ static void request_read(void *arg, int fd, const struct peer *peer, const uint8
 			 int rc)
 {
 	(void)arg;
+	if (rc == CONNECTION_STARVED) {
+		server_refuse(fd, peer, SQUASH__STATUS__NODE_ERROR,
+			      "squashd on this node is out of file descriptors; ask again shortly");
+		connection_close(fd, peer);
+		accept_guard_refill();
+		return;
+	}
 	if (rc == SQUASH_FRAME_ETOOBIG) {
 		server_refuse_oversized(fd, peer);
 		connection_close(fd, peer);
@@ -217,26 +224,21 @@ static void request_read(void *arg, int fd, const struct peer *peer, const uint8
 
 static void accept_connections(int listen_fd)
 {
-	accept_guard_refill();
 	while (!connections_full()) {
 		bool starved;
 		int fd = accept_guarded(listen_fd, &starved);
 		if (fd < 0)
 			return;
-		if (starved) {
-			/* With the reserve descriptor: say why, and let go of it. */
-			server_refuse(fd, &(struct peer){ .pid = 0 }, SQUASH__STATUS__NODE_ERROR,
-				      "squashd on this node is out of file descriptors; ask again shortly");
-			close(fd);
-			accept_guard_refill();
-			return;
-		}
 		struct peer peer;
 		if (peer_identify(fd, &peer) < 0) {
 			close(fd);
+			if (starved)
+				accept_guard_refill();
 			continue;
 		}
 		if (!connection_admit(&peer)) {
+			if (starved)
+				accept_guard_refill();
 			log_warning("too many connections from uid %u; refusing one from pid %d",
 				    (unsigned)peer.uid, (int)peer.pid);
 			close(fd);
@@ -246,10 +248,12 @@ static void accept_connections(int listen_fd)
 		int sndbuf = SQUASH_FRAME_MAX + 4096;
 		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
 			(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-		if (!connection_read_start(fd, &peer)) {
+		if (!connection_read_start(fd, &peer, starved)) {
 			log_error("out of memory reading a request from uid %u pid %d", (unsigned)peer.uid,
 				  (int)peer.pid);
 			connection_close(fd, &peer);
+			if (starved)
+				accept_guard_refill();
 		}
 	}
 }
@@ -357,6 +361,7 @@ int server_run(int listen_fd, struct daemon_state *ds)
 	int stop = 0;
 	sd_notify(0, "READY=1\nSTATUS=serving");
 	while (!stop) {
+		accept_guard_refill(); /* a starved connection's ended */
 		size_t n_read = connections_reading();
 		if (3 + n_read > pfd_cap) {
 			size_t cap = 2 * (3 + n_read);
