@@ -180,57 +180,61 @@ HUNG_JOBS = 990370
 def test_hung_requests_of_one_user_wait_without_threads_and_past_the_queue_are_refused(cluster):
     """Eight of root's mount requests for one user, whose images sit on a
     hung file system (slurmd's prologs for eight jobs): with
-    max_requests_per_user = 2 and max_queued_per_user = 4, squashd works on
-    two (two threads), queues four without a thread and refuses two at once
-    naming the setting; `squashctl status` shows the user's budgets;
-    root's own status and another user's job are served meanwhile."""
+    max_requests_per_user = 2 squashd works on two (two threads) and queues
+    six without a thread; `squashctl status` shows the user's budgets;
+    root's own status and another user's job are served meanwhile. Then
+    max_queued_per_user = 4 (reloaded): two more are refused at once,
+    naming the setting."""
     from test_faults import HungFilesystem
-    hung = HungFilesystem(cluster, USER1, [f"q{i}.sqfs" for i in range(8)])
+    hung = HungFilesystem(cluster, USER1, [f"q{i}.sqfs" for i in range(10)])
     procs = []
+    uid = uid_of(USER1)
     try:
-        with squashd_configured(cluster, "max_requests_per_user = 2\nmax_queued_per_user = 4\n"
-                                "request_timeout = 20\n"):
+        with squashd_configured(cluster, "max_requests_per_user = 2\nrequest_timeout = 20\n"):
             squashd = cluster.squashd_pid()
             idle_threads = threads(squashd)
             hung.hang()
-            t = time.monotonic()
             procs = [raw_mount(cluster, HUNG_JOBS + i, USER1, f"{hung.path(f'q{i}.sqfs')}:/squash/q{i}")
                      for i in range(8)]
-            budgets = wait_until(lambda: (b := budgets_of(cluster, USER1)).get("requests queued", (0,))[0] == 4
-                                 and b, 10, 0.2, "four requests of the user to be queued")
-            assert budgets["requests running"] == (2, 2), budgets
-            assert budgets["requests queued"] == (4, 4), budgets
-            text = cluster.squashctl("status").stdout
-            assert re.search(rf"^  uid {uid_of(USER1)} \({USER1}\):\n    requests running: 2 / 2\n"
-                             r"    requests queued: 4 / 4$", text, re.M), text
-            wait_until(lambda: sum(p.poll() is not None for p in procs) >= 2, 5, 0.1,
-                       "two requests to be refused")
-            time.sleep(0.5)
-            refused = [p for p in procs if p.poll() is not None]
-            assert len(refused) == 2, [p.poll() for p in procs]
-            for p in refused:
-                out = p.stdout.read()
-                assert re.match(r"node-error: squashd on this node already has 4 requests for uid "
-                                rf"{uid_of(USER1)} waiting behind the 2 it works on \(max_queued_per_user = 4",
-                                out), out
-            print(f"refused at once in {time.monotonic() - t:.1f} s")
+            wait_until(lambda: threads(squashd) - idle_threads >= 2, 10, 0.1, "two workers to hang")
             seen = []
             for _ in range(10):
                 seen.append(threads(squashd) - idle_threads)
                 time.sleep(0.2)
             print(f"squashd threads beyond idle while 8 requests of one user hang: {sorted(set(seen))}")
             assert max(seen) <= 2, seen
+            budgets = budgets_of(cluster, USER1)
+            assert budgets["requests running"] == (2, 2), budgets
+            assert budgets["requests queued"] == (6, 64), budgets
+            text = cluster.squashctl("status").stdout
+            assert re.search(rf"^  uid {uid} \({USER1}\):\n    requests running: 2 / 2\n"
+                             r"    requests queued: 6 / 64$", text, re.M), text
             t = time.monotonic()
-            assert cluster.squashctl("status").returncode == 0
             other = image_of(cluster, USER2, "fine.sqfs")
             job = cluster.run_job(USER2, "cat /squash/fine/hello.txt\n", [f"--squash-image={other}"])
             assert job.state == "COMPLETED", job.output()
             assert job.output() == FILES["hello.txt"]
             print(f"another user's job meanwhile: {time.monotonic() - t:.1f} s")
+
+            conf = cluster.dir / "squashd.conf"
+            conf.write_text(conf.read_text() + "max_queued_per_user = 4\n")
+            os.kill(squashd, signal.SIGHUP)
+            wait_until(lambda: re.search(r"^  max_queued_per_user = 4$", cluster.squashctl("status").stdout,
+                                         re.M), 10, 0.1, "the reload")
+            t = time.monotonic()
+            more = [raw_mount(cluster, HUNG_JOBS + i, USER1, f"{hung.path(f'q{i}.sqfs')}:/squash/q{i}")
+                    for i in (8, 9)]
+            procs += more
+            for p in more:
+                out = p.communicate(timeout=10)[0]
+                assert re.match(r"node-error: squashd on this node already has 6 requests for uid "
+                                rf"{uid} waiting behind the 2 it works on \(max_queued_per_user = 4", out), out
+            print(f"refused at once in {time.monotonic() - t:.1f} s")
+            assert all(p.poll() is None for p in procs[:8])
             os.kill(hung.proc.pid, signal.SIGCONT)
             for p in procs:
                 p.wait(60)
-            for i in range(8):
+            for i in range(10):
                 cluster.rawclient("release", HUNG_JOBS + i)
     finally:
         for p in procs:
@@ -238,7 +242,7 @@ def test_hung_requests_of_one_user_wait_without_threads_and_past_the_queue_are_r
                 p.kill()
                 p.wait()
         hung.close()
-        for i in range(8):
+        for i in range(10):
             cluster.rawclient("release", HUNG_JOBS + i)
 
 
