@@ -65,7 +65,7 @@ struct squashd_config {
 #define SQUASHD_OVERLAY_DEFAULT (1ULL << 30)
 #define SQUASHD_OVERLAY_MAX (1ULL << 40)
 #define SQUASHD_READER_TASKS_DEFAULT 4096
-/* Requests served at once for one user (server/user_slots.h): well below
+/* Requests served at once for one user (server/user_queues.h): well below
  * the 512 workers, so stuck requests of a few users leave the rest. */
 #define SQUASHD_MAX_REQUESTS_PER_USER_DEFAULT 32
 #define SQUASHD_MAX_REQUESTS_PER_USER_MAX 256
