@@ -93,12 +93,13 @@ static const char *op_name(Squash__Request__OpCase op)
 }
 
 uid_t server_worked_for(struct daemon_state *ds, const struct peer *peer, const uint8_t *buf,
-			size_t len)
+			size_t len, bool *release)
 {
 	struct squash_decoded_request d;
 	Squash__Status status;
 	char err[256];
 
+	*release = false;
 	if (peer->uid != 0)
 		return peer->uid;
 	/* Root's frame is decoded once more by its worker: a few
@@ -106,6 +107,7 @@ uid_t server_worked_for(struct daemon_state *ds, const struct peer *peer, const 
 	if (squash_request_decode(buf, len, &d, &status, err, sizeof(err)) < 0)
 		return 0;
 	uid_t uid = worked_for(ds, peer, d.request);
+	*release = d.request->op_case == SQUASH__REQUEST__OP_RELEASE_JOB;
 	squash_decoded_request_free(&d);
 	return uid;
 }

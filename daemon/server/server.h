@@ -7,6 +7,7 @@
 #ifndef SQUASHD_SERVER_H
 #define SQUASHD_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -15,9 +16,10 @@
 #include "util/peer.h"
 
 /* The user the request in buf works for (user_queues.h): the peer, or
- * for root's requests about a job that job's user; 0 for nobody. */
+ * for root's requests about a job that job's user; 0 for nobody.
+ * *release: it is root's release (an epilog), which only gives back. */
 uid_t server_worked_for(struct daemon_state *ds, const struct peer *peer, const uint8_t *buf,
-			size_t len);
+			size_t len, bool *release);
 
 /* Serves the request in buf (len bytes) from peer for uid and answers on
  * fd; the request gives up at deadline_ms (monotonic). */

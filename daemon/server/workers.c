@@ -204,10 +204,14 @@ static void request_read(void *arg, int fd, const struct peer *peer, const uint8
 	const struct squashd_config *cfg = settings_hold();
 	*p = (struct parked){ .fd = fd, .peer = *peer, .len = len };
 	memcpy(p->frame, frame, len);
-	p->uid = server_worked_for(served, peer, frame, len);
+	bool release;
+	p->uid = server_worked_for(served, peer, frame, len, &release);
 	p->deadline_ms = squash_now_ms() + (long long)cfg->request_timeout_s * 1000;
+	/* An epilog's release waits past max_queued_per_user (bounded by the
+	 * connections): refusing it would leave the job's mounts to gc. */
+	unsigned max_queued = release ? MAX_CONNECTIONS : cfg->max_queued_per_user;
 	unsigned running = 0, queued = 0;
-	if (!user_queue_push(p, cfg->max_requests_per_user, cfg->max_queued_per_user, &running, &queued)) {
+	if (!user_queue_push(p, cfg->max_requests_per_user, max_queued, &running, &queued)) {
 		log_warning("request from uid %u pid %d for uid %u refused: %u requests for that user in "
 			    "progress and %u waiting (max_queued_per_user)", (unsigned)peer->uid,
 			    (int)peer->pid, (unsigned)p->uid, running, queued);
