@@ -98,6 +98,7 @@ void print_status(FILE *out, const Squash__NodeStatus *n)
 		fprintf(out, "settings in force:\n");
 	for (size_t i = 0; i < n->n_settings; i++)
 		fprintf(out, "  %s = %s\n", n->settings[i]->key, n->settings[i]->value);
+	print_user_budgets(out, n);
 	for (size_t i = 0; i < n->n_problems; i++)
 		fprintf(out, "problem: %s\n", n->problems[i]);
 }
@@ -173,7 +174,9 @@ void print_status_json(FILE *out, const Squash__NodeStatus *n)
 		fputc(':', out);
 		json_write_string(out, n->settings[i]->value);
 	}
-	fprintf(out, "},\"problems\":[");
+	fputc('}', out);
+	print_user_budgets_json(out, n);
+	fprintf(out, ",\"problems\":[");
 	for (size_t i = 0; i < n->n_problems; i++) {
 		fprintf(out, "%s", i ? "," : "");
 		json_write_string(out, n->problems[i]);

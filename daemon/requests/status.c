@@ -20,6 +20,7 @@
 #include "core/holders.h"
 #include "core/loop_devices.h"
 #include "core/sharing.h"
+#include "core/user_budgets.h"
 #include "requests/requests.h"
 #include "core/request_stats.h"
 #include "frame.h"
@@ -36,6 +37,9 @@
 #define STATE_DIR_SLACK (16 * 1024)
 /* Users shown with their registry usage (those with the most bytes). */
 #define STATUS_USERS_MAX 64
+/* Rows of per-user budgets answered (a few per user; about 30 bytes each
+ * on the wire); beyond it the rest are left out. */
+#define USER_BUDGET_ROWS_MAX 2048
 
 struct status_extra {
 	struct request_stats_view stats;
@@ -51,7 +55,27 @@ struct status_extra {
 	char problem_text[EXTRA_PROBLEMS][PATH_MAX + 256];
 	size_t n_extra;
 	unsigned gone_untold; /* jobs gone from Slurm beyond the lines above */
+	Squash__UserBudget budgets[USER_BUDGET_ROWS_MAX];
+	Squash__UserBudget *budget_ptrs[USER_BUDGET_ROWS_MAX];
+	size_t n_budgets;
 };
+
+/* One row of core/user_budgets.h (budget names are string literals). */
+static void add_budget(void *arg, uid_t uid, const char *budget, uint64_t used, uint64_t limit)
+{
+	struct status_extra *x = arg;
+	Squash__UserBudget *b = &x->budgets[x->n_budgets];
+
+	if (x->n_budgets >= USER_BUDGET_ROWS_MAX)
+		return;
+	squash__user_budget__init(b);
+	b->uid = (uint32_t)uid;
+	b->budget = (char *)budget;
+	b->used = used;
+	b->has_limit = limit > 0;
+	b->limit = limit;
+	x->budget_ptrs[x->n_budgets++] = b;
+}
 
 static void add_problem(struct reply *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_problem(struct reply *out, const char *fmt, ...)
@@ -267,6 +291,10 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 		}
 	st->mount_groups = x->group_ptrs;
 	st->n_mount_groups = g;
+
+	user_budgets_collect(ds, rq->cfg, add_budget, x);
+	st->user_budgets = x->budget_ptrs;
+	st->n_user_budgets = x->n_budgets;
 
 	check_state_dir(ds, rq->cfg, x);
 	/* Readers without limits: one user's could take the node's tasks. */

@@ -2,6 +2,8 @@
 #include "server/server.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,11 +13,11 @@
 #include "core/policy.h"
 #include "core/request_stats.h"
 #include "core/sharing.h"
+#include "core/user_fds.h"
 #include "frame.h"
 #include "request_codec.h"
 #include "requests/requests.h"
 #include "server/credential.h"
-#include "server/user_slots.h"
 #include "util/log.h"
 
 /* Journal fields (JOB_ID, USER_ID) for every line this request logs. */
@@ -59,7 +61,7 @@ static const struct request_kind *kind_of(const Squash__Request *req)
 	return NULL;
 }
 
-/* The user a request works for (user_slots.h): the job's for root's
+/* The user a request works for (user_queues.h): the job's for root's
  * requests about a job, else the peer. */
 static uid_t worked_for(struct daemon_state *ds, const struct peer *peer, const Squash__Request *req)
 {
@@ -90,8 +92,38 @@ static const char *op_name(Squash__Request__OpCase op)
 	return "unknown";
 }
 
+uid_t server_worked_for(struct daemon_state *ds, const struct peer *peer, const uint8_t *buf,
+			size_t len, bool *release)
+{
+	struct squash_decoded_request d;
+	Squash__Status status;
+	char err[256];
+
+	*release = false;
+	if (peer->uid != 0)
+		return peer->uid;
+	/* Root's frame is decoded once more by its worker: a few
+	 * microseconds, and nothing decoded is shared between threads. */
+	if (squash_request_decode(buf, len, &d, &status, err, sizeof(err)) < 0)
+		return 0;
+	uid_t uid = worked_for(ds, peer, d.request);
+	*release = d.request->op_case == SQUASH__REQUEST__OP_RELEASE_JOB;
+	squash_decoded_request_free(&d);
+	return uid;
+}
+
+/* Images a request would mount (the descriptors budget, user_fds.h). */
+static unsigned images_to_mount(const Squash__Request *req)
+{
+	if (req->op_case == SQUASH__REQUEST__OP_MOUNT_JOB)
+		return (unsigned)req->mount_job->n_images;
+	if (req->op_case == SQUASH__REQUEST__OP_SESSION_MOUNT)
+		return (unsigned)req->session_mount->n_images;
+	return 0;
+}
+
 void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, const uint8_t *buf,
-		   size_t len)
+		   size_t len, uid_t uid, long long deadline_ms)
 {
 	struct reply *out = malloc(sizeof(*out));
 	struct squash_decoded_request d;
@@ -124,22 +156,16 @@ void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, con
 		const struct request_kind *kind = kind_of(d.request);
 		struct request rq = {
 			.ds = ds, .cfg = cfg, .peer = peer, .fd = fd, .msg = d.request,
-			.deadline_ms = start + (long long)cfg->request_timeout_s * 1000,
+			.deadline_ms = deadline_ms,
 			.out = out, .td = &td,
 		};
 		op = d.request->op_case;
 		log_context_request(d.request);
-		uid_t uid = worked_for(ds, peer, d.request);
-		unsigned busy = 0;
-		if (!user_slot_take(uid, cfg->max_requests_per_user, rq.deadline_ms, &busy)) {
-			log_warning("%s from uid %u pid %d for uid %u refused: %u requests for that user still "
-				    "in progress after %u s (max_requests_per_user)", op_name(op),
-				    (unsigned)peer->uid, (int)peer->pid, (unsigned)uid, busy, cfg->request_timeout_s);
-			reply_error(out, SQUASH__STATUS__NODE_ERROR,
-				    "squashd on this node is still working on %u requests for uid %u "
-				    "(max_requests_per_user = %u) and none ended within %u s; is one of that "
-				    "user's file systems hung?", busy, (unsigned)uid, cfg->max_requests_per_user,
-				    cfg->request_timeout_s);
+		uint64_t reserved = 0;
+		if (!user_fds_reserve(ds, cfg, uid, images_to_mount(d.request), &reserved, err, sizeof(err))) {
+			log_warning("%s from uid %u pid %d for uid %u refused: %s", op_name(op),
+				    (unsigned)peer->uid, (int)peer->pid, (unsigned)uid, err);
+			reply_error(out, SQUASH__STATUS__USER_ERROR, "%s", err);
 		} else {
 			pthread_mutex_lock(&ds->lock);
 			ds->requests_in_progress++;
@@ -151,7 +177,7 @@ void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, con
 			pthread_mutex_lock(&ds->lock);
 			ds->requests_in_progress--;
 			pthread_mutex_unlock(&ds->lock);
-			user_slot_put(uid);
+			user_fds_unreserve(uid, reserved);
 		}
 	}
 	/* A peer of another protocol version gets its refusal in its own
@@ -188,5 +214,26 @@ void server_refuse_oversized(int fd, const struct peer *peer)
 	reply_error(out, SQUASH__STATUS__BAD_REQUEST, "request larger than %d bytes", SQUASH_FRAME_MAX);
 	squash_response_send(fd, &out->resp);
 	request_stats_record(SQUASH__REQUEST__OP__NOT_SET, false, 0);
+	free(out);
+}
+
+void server_refuse(int fd, const struct peer *peer, Squash__Status status, const char *fmt, ...)
+{
+	struct reply *out = malloc(sizeof(*out));
+	char why[1024];
+	va_list ap;
+
+	if (!out)
+		return;
+	reply_init(out);
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	reply_error(out, status, "%s", why);
+	if (squash_response_send(fd, &out->resp) < 0)
+		log_debug("could not answer uid %u pid %d: %s", (unsigned)peer->uid, (int)peer->pid,
+			  strerror(errno));
+	request_stats_record(SQUASH__REQUEST__OP__NOT_SET, false, 0);
+	reply_free(out);
 	free(out);
 }

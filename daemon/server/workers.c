@@ -2,6 +2,7 @@
 #include "server/workers.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
@@ -19,20 +20,19 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "clock.h"
 #include "core/gc.h"
+#include "core/user_budgets.h"
+#include "core/user_fds.h"
 #include "frame.h"
 #include "process/child_process.h"
+#include "server/accept_guard.h"
+#include "server/connections.h"
 #include "server/server.h"
+#include "server/user_queues.h"
 #include "util/log.h"
 #include "util/peer.h"
 
-/* Requests served at once. Beyond it connections wait in the listen
- * backlog (they are not dropped) until a worker is free. */
-#define MAX_WORKERS 512
-/* Non-root peers (users' squashctl and steps' queries) share the node
- * fairly; root (slurmd's prolog and epilog, slurmstepd) is never limited. */
-#define MAX_CONNECTIONS_PER_USER 16
-#define CONNECTION_IDLE_MS 5000
 #define WORKER_STACK (512 * 1024)
 /* After a burst of at least this many requests at once, free memory goes
  * back to the system once the daemon is idle (see trim_after_burst). */
@@ -40,23 +40,12 @@
 /* How long a stop waits for requests in progress. */
 #define STOP_GRACE_MS 3000
 
-struct connection {
-	int fd;
-	struct peer peer;
-	struct daemon_state *ds;
-};
-
-/* Who is connected: guards the counts below; the main loop waits on it. */
-static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t conn_idle = PTHREAD_COND_INITIALIZER;
-static unsigned active;
+static struct daemon_state *served;
+/* Workers signal their end: the stop waits on it. */
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
 static unsigned peak; /* most requests at once since the last trim */
-static struct {
-	uid_t uid;
-	unsigned count;
-} per_user[MAX_WORKERS];
-static size_t n_users;
-static int wake_fd = -1; /* a worker finished while the main loop waited for one */
+static int wake_fd = -1; /* a worker finished: the main loop starts the next */
 static void (*reload_fn)(void *);
 static void *reload_arg;
 
@@ -105,117 +94,155 @@ int server_listen(const char *path, char *err, size_t errlen)
 	return fd;
 }
 
-static void connection_done(const struct connection *c)
+static void *serve_parked(void *arg)
 {
+	struct parked *p = arg;
 	uint64_t one = 1;
+	int flags = fcntl(p->fd, F_GETFL);
 
-	pthread_mutex_lock(&conn_lock);
-	active--;
-	for (size_t i = 0; i < n_users; i++) {
-		if (per_user[i].uid == c->peer.uid) {
-			if (--per_user[i].count == 0)
-				per_user[i] = per_user[--n_users];
-			break;
-		}
-	}
-	pthread_cond_broadcast(&conn_idle);
-	pthread_mutex_unlock(&conn_lock);
+	/* Read without blocking by the main loop; answered the usual way. */
+	if (flags >= 0)
+		(void)fcntl(p->fd, F_SETFL, flags & ~O_NONBLOCK);
+	server_answer(served, p->fd, &p->peer, p->frame, p->len, p->uid, p->deadline_ms);
+	connection_close(p->fd, &p->peer);
+	user_queue_done(p->uid);
+	free(p);
+	pthread_mutex_lock(&done_lock);
+	pthread_cond_broadcast(&done_cond);
+	pthread_mutex_unlock(&done_lock);
 	if (write(wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		log_debug("cannot wake the main loop: %s", strerror(errno));
-}
-
-static void *serve_connection(void *arg)
-{
-	struct connection *c = arg;
-	uint8_t *buf = malloc(SQUASH_FRAME_MAX);
-	size_t len = 0;
-
-	if (!buf) {
-		log_error("out of memory reading a request from uid %u pid %d", (unsigned)c->peer.uid,
-			  (int)c->peer.pid);
-	} else {
-		int rc = squash_frame_recv(c->fd, buf, &len, CONNECTION_IDLE_MS);
-		if (rc == SQUASH_FRAME_OK)
-			server_answer(c->ds, c->fd, &c->peer, buf, len);
-		else if (rc == SQUASH_FRAME_ETOOBIG)
-			server_refuse_oversized(c->fd, &c->peer);
-		else if (rc == SQUASH_FRAME_ETIMEDOUT)
-			log_debug("closing idle connection from uid %u pid %d", (unsigned)c->peer.uid,
-				  (int)c->peer.pid);
-	}
-	free(buf);
-	close(c->fd);
-	connection_done(c);
-	free(c);
 	return NULL;
 }
 
-/* Admits a connection (conn_lock held). Returns false when the peer is
- * over its share; root always gets in. */
-static bool admit(const struct peer *peer)
+static void start_worker(struct parked *p)
 {
-	size_t i;
-
-	for (i = 0; i < n_users && per_user[i].uid != peer->uid; i++)
-		;
-	if (peer->uid != 0 && i < n_users && per_user[i].count >= MAX_CONNECTIONS_PER_USER)
-		return false;
-	if (i == n_users)
-		per_user[n_users++] = (typeof(per_user[0])){ peer->uid, 0 };
-	per_user[i].count++;
-	active++;
-	if (active > peak)
-		peak = active;
-	return true;
-}
-
-static void start_worker(struct daemon_state *ds, int fd, const struct peer *peer)
-{
-	struct connection *c = malloc(sizeof(*c));
 	pthread_attr_t attr;
 	pthread_t t;
-	int rc = -1;
 
-	if (c) {
-		*c = (struct connection){ fd, *peer, ds };
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&attr, WORKER_STACK);
-		rc = pthread_create(&t, &attr, serve_connection, c);
-		pthread_attr_destroy(&attr);
-	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, WORKER_STACK);
+	int rc = pthread_create(&t, &attr, serve_parked, p);
+	pthread_attr_destroy(&attr);
 	if (rc != 0) {
-		log_error("cannot start a worker for uid %u pid %d: %s", (unsigned)peer->uid,
-			  (int)peer->pid, c ? strerror(rc) : "out of memory");
-		free(c);
-		close(fd);
-		connection_done(&(struct connection){ .peer = *peer });
+		log_error("cannot start a worker for uid %u pid %d: %s", (unsigned)p->peer.uid,
+			  (int)p->peer.pid, strerror(rc));
+		server_refuse(p->fd, &p->peer, SQUASH__STATUS__UNAVAILABLE,
+			      "squashd on this node cannot start a thread: %s", strerror(rc));
+		connection_close(p->fd, &p->peer);
+		user_queue_done(p->uid);
+		free(p);
 	}
 }
 
-static void accept_connections(int listen_fd, struct daemon_state *ds)
+/* Starts every queued request the pool and the users' shares allow. */
+static void start_waiting(void)
 {
-	for (;;) {
-		pthread_mutex_lock(&conn_lock);
-		bool full = active >= MAX_WORKERS;
-		pthread_mutex_unlock(&conn_lock);
-		if (full)
-			return; /* the rest wait in the backlog */
-		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-				log_warning("accept: %s", strerror(errno));
-			return;
+	const struct squashd_config *cfg = settings_hold();
+	struct parked *p;
+
+	while ((p = user_queue_next(cfg->max_requests_per_user)))
+		start_worker(p);
+	settings_drop(cfg);
+	unsigned running = user_queue_running();
+	if (running > peak)
+		peak = running;
+}
+
+/* Refuses the queued requests whose deadline passed (every one when
+ * now_ms < 0: stopping). */
+static void refuse_waiting(long long now_ms)
+{
+	const struct squashd_config *cfg = settings_hold();
+	unsigned running = 0;
+	struct parked *p;
+
+	while ((p = user_queue_expired(now_ms, &running))) {
+		if (now_ms < 0) {
+			server_refuse(p->fd, &p->peer, SQUASH__STATUS__UNAVAILABLE, "squashd is stopping");
+		} else {
+			log_warning("request from uid %u pid %d for uid %u refused: %u requests for that user still "
+				    "in progress after %u s (max_requests_per_user)", (unsigned)p->peer.uid,
+				    (int)p->peer.pid, (unsigned)p->uid, running, cfg->request_timeout_s);
+			server_refuse(p->fd, &p->peer, SQUASH__STATUS__NODE_ERROR,
+				      "squashd on this node is still working on %u requests for uid %u "
+				      "(max_requests_per_user = %u) and none ended within %u s; is one of that "
+				      "user's file systems hung?", running, (unsigned)p->uid,
+				      cfg->max_requests_per_user, cfg->request_timeout_s);
 		}
+		connection_close(p->fd, &p->peer);
+		free(p);
+	}
+	settings_drop(cfg);
+}
+
+/* A request frame was read (main loop): queued for the user it works for. */
+static void request_read(void *arg, int fd, const struct peer *peer, const uint8_t *frame, size_t len,
+			 int rc)
+{
+	(void)arg;
+	if (rc == CONNECTION_STARVED) {
+		server_refuse(fd, peer, SQUASH__STATUS__NODE_ERROR,
+			      "squashd on this node is out of file descriptors; ask again shortly");
+		connection_close(fd, peer);
+		accept_guard_refill();
+		return;
+	}
+	if (rc == SQUASH_FRAME_ETOOBIG) {
+		server_refuse_oversized(fd, peer);
+		connection_close(fd, peer);
+		return;
+	}
+	struct parked *p = malloc(sizeof(*p) + len);
+	if (!p) {
+		log_error("out of memory reading a request from uid %u pid %d", (unsigned)peer->uid,
+			  (int)peer->pid);
+		connection_close(fd, peer);
+		return;
+	}
+	const struct squashd_config *cfg = settings_hold();
+	*p = (struct parked){ .fd = fd, .peer = *peer, .len = len };
+	memcpy(p->frame, frame, len);
+	bool release;
+	p->uid = server_worked_for(served, peer, frame, len, &release);
+	p->deadline_ms = squash_now_ms() + (long long)cfg->request_timeout_s * 1000;
+	/* An epilog's release waits past max_queued_per_user (bounded by the
+	 * connections): refusing it would leave the job's mounts to gc. */
+	unsigned max_queued = release ? MAX_CONNECTIONS : cfg->max_queued_per_user;
+	unsigned running = 0, queued = 0;
+	if (!user_queue_push(p, cfg->max_requests_per_user, max_queued, &running, &queued)) {
+		log_warning("request from uid %u pid %d for uid %u refused: %u requests for that user in "
+			    "progress and %u waiting (max_queued_per_user)", (unsigned)peer->uid,
+			    (int)peer->pid, (unsigned)p->uid, running, queued);
+		server_refuse(fd, peer, SQUASH__STATUS__NODE_ERROR,
+			      "squashd on this node already has %u requests for uid %u waiting behind the %u it "
+			      "works on (max_queued_per_user = %u, max_requests_per_user = %u); is one of that "
+			      "user's file systems hung?", queued, (unsigned)p->uid, running,
+			      cfg->max_queued_per_user, cfg->max_requests_per_user);
+		connection_close(fd, peer);
+		free(p);
+	}
+	settings_drop(cfg);
+}
+
+static void accept_connections(int listen_fd)
+{
+	while (!connections_full()) {
+		bool starved;
+		int fd = accept_guarded(listen_fd, &starved);
+		if (fd < 0)
+			return;
 		struct peer peer;
 		if (peer_identify(fd, &peer) < 0) {
 			close(fd);
+			if (starved)
+				accept_guard_refill();
 			continue;
 		}
-		pthread_mutex_lock(&conn_lock);
-		bool ok = admit(&peer);
-		pthread_mutex_unlock(&conn_lock);
-		if (!ok) {
+		if (!connection_admit(&peer)) {
+			if (starved)
+				accept_guard_refill();
 			log_warning("too many connections from uid %u; refusing one from pid %d",
 				    (unsigned)peer.uid, (int)peer.pid);
 			close(fd);
@@ -225,7 +252,13 @@ static void accept_connections(int listen_fd, struct daemon_state *ds)
 		int sndbuf = SQUASH_FRAME_MAX + 4096;
 		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
 			(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-		start_worker(ds, fd, &peer);
+		if (!connection_read_start(fd, &peer, starved)) {
+			log_error("out of memory reading a request from uid %u pid %d", (unsigned)peer.uid,
+				  (int)peer.pid);
+			connection_close(fd, &peer);
+			if (starved)
+				accept_guard_refill();
+		}
 	}
 }
 
@@ -235,13 +268,10 @@ static void accept_connections(int listen_fd, struct daemon_state *ds)
  * millisecond, off every request's path (docs/performance.md, "Memory"). */
 static void trim_after_burst(void)
 {
-	pthread_mutex_lock(&conn_lock);
-	bool trim = active == 0 && peak >= TRIM_AFTER_PEAK;
-	if (trim)
+	if (user_queue_running() == 0 && peak >= TRIM_AFTER_PEAK) {
 		peak = 0;
-	pthread_mutex_unlock(&conn_lock);
-	if (trim)
 		malloc_trim(0);
+	}
 }
 
 /* Returns 1 when asked to stop. */
@@ -287,13 +317,27 @@ static void wait_for_workers(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += STOP_GRACE_MS / 1000;
-	pthread_mutex_lock(&conn_lock);
-	while (active > 0)
-		if (pthread_cond_timedwait(&conn_idle, &conn_lock, &ts) == ETIMEDOUT)
+	pthread_mutex_lock(&done_lock);
+	while (user_queue_running() > 0)
+		if (pthread_cond_timedwait(&done_cond, &done_lock, &ts) == ETIMEDOUT)
 			break;
-	if (active > 0)
-		log_warning("stopping with %u request(s) still in progress", active);
-	pthread_mutex_unlock(&conn_lock);
+	unsigned left = user_queue_running();
+	if (left > 0)
+		log_warning("stopping with %u request(s) still in progress", left);
+	pthread_mutex_unlock(&done_lock);
+}
+
+/* poll's timeout: until the earliest of the deadlines given (-1: none). */
+static int poll_timeout(long long now, const long long *deadlines, size_t n)
+{
+	long long next = -1;
+
+	for (size_t i = 0; i < n; i++)
+		if (deadlines[i] > 0 && (next < 0 || deadlines[i] < next))
+			next = deadlines[i];
+	if (next < 0)
+		return -1;
+	return next <= now ? 0 : (int)(next - now < 60000 ? next - now : 60000);
 }
 
 int server_run(int listen_fd, struct daemon_state *ds)
@@ -311,19 +355,38 @@ int server_run(int listen_fd, struct daemon_state *ds)
 		return -1;
 	}
 	child_set_stop_fd(stop_fd);
+	served = ds;
+	accept_guard_init();
+	user_budgets_add_source(user_queue_budget_rows);
+	user_budgets_add_source(user_fds_budget_rows);
 
+	struct pollfd *pfd = NULL;
+	size_t pfd_cap = 0;
 	int stop = 0;
 	sd_notify(0, "READY=1\nSTATUS=serving");
 	while (!stop) {
-		struct pollfd pfd[3] = {
-			{ .fd = sfd, .events = POLLIN },
-			{ .fd = wake_fd, .events = POLLIN },
-			{ .fd = listen_fd, .events = POLLIN },
-		};
-		pthread_mutex_lock(&conn_lock);
-		bool full = active >= MAX_WORKERS;
-		pthread_mutex_unlock(&conn_lock);
-		if (poll(pfd, full ? 2 : 3, -1) < 0 && errno != EINTR) {
+		accept_guard_refill(); /* a starved connection's ended */
+		size_t n_read = connections_reading();
+		if (3 + n_read > pfd_cap) {
+			size_t cap = 2 * (3 + n_read);
+			struct pollfd *more = realloc(pfd, cap * sizeof(*pfd));
+			if (!more) {
+				log_error("out of memory polling %zu connections", n_read);
+				break;
+			}
+			pfd = more;
+			pfd_cap = cap;
+		}
+		long long now = squash_now_ms();
+		bool listen = !connections_full() && !accept_guard_paused_until();
+		pfd[0] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = wake_fd, .events = POLLIN };
+		pfd[2] = (struct pollfd){ .fd = listen ? listen_fd : -1, .events = POLLIN };
+		connections_poll_fill(pfd + 3);
+		long long deadlines[] = { connections_next_deadline(), user_queue_next_deadline(),
+					  accept_guard_paused_until() };
+		int timeout = poll_timeout(now, deadlines, sizeof(deadlines) / sizeof(deadlines[0]));
+		if (poll(pfd, 3 + n_read, timeout) < 0 && errno != EINTR) {
 			log_error("poll: %s", strerror(errno));
 			break;
 		}
@@ -335,9 +398,16 @@ int server_run(int listen_fd, struct daemon_state *ds)
 				;
 			trim_after_burst();
 		}
-		if (!stop && (full || (pfd[2].revents & POLLIN)))
-			accept_connections(listen_fd, ds);
+		if (stop)
+			break;
+		now = squash_now_ms();
+		connections_read(pfd + 3, n_read, now, request_read, NULL);
+		refuse_waiting(now);
+		if (pfd[2].revents & POLLIN)
+			accept_connections(listen_fd);
+		start_waiting();
 	}
+	free(pfd);
 	/* Stop promptly: waits give up (stop_fd, the condition variable) and
 	 * answer UNAVAILABLE, so clients retry against the next squashd. */
 	uint64_t one = 1;
@@ -345,6 +415,8 @@ int server_run(int listen_fd, struct daemon_state *ds)
 		log_warning("cannot signal the stop: %s", strerror(errno));
 	daemon_stop(ds);
 	gc_stop();
+	connections_close_reading();
+	refuse_waiting(-1);
 	wait_for_workers();
 	close(sfd);
 	sd_notify(0, "STOPPING=1");

@@ -1,9 +1,13 @@
-/* squashd's worker manager: the main thread listens on the socket,
- * handles signals and starts a worker thread per connection, which reads
- * one request frame and hands it to the server's table of request kinds
- * (server/server.h). Root is never refused; other users get a fair share
- * of the workers. A stop wakes every wait and gives requests in progress a
- * short grace period; after a burst, freed memory goes back. */
+/* squashd's main loop: the main thread listens on the socket, handles
+ * signals, reads each connection's one request frame without blocking
+ * (server/connections.h), queues it for the user it works for and starts
+ * a worker thread for it when that user's share and the pool allow
+ * (server/user_queues.h); the worker hands it to the server's table of
+ * request kinds (server/server.h). Root is never refused; users take turns
+ * for the workers. Out of descriptors, accepting pauses
+ * (server/accept_guard.h). A stop wakes every wait, answers the queued
+ * requests UNAVAILABLE and gives requests in progress a short grace
+ * period; after a burst, freed memory goes back. */
 #ifndef SQUASHD_WORKERS_H
 #define SQUASHD_WORKERS_H
 

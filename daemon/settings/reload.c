@@ -93,6 +93,10 @@ static bool apply(const char *key, const struct squashd_config *fresh, struct sq
 		next->request_timeout_s = fresh->request_timeout_s;
 	} else if (!strcmp(key, "max_requests_per_user")) {
 		next->max_requests_per_user = fresh->max_requests_per_user;
+	} else if (!strcmp(key, "max_queued_per_user")) {
+		next->max_queued_per_user = fresh->max_queued_per_user;
+	} else if (!strcmp(key, "max_fds_per_user")) {
+		next->max_fds_per_user = fresh->max_fds_per_user;
 	} else if (!strcmp(key, "max_images_per_job")) {
 		next->max_images_per_job = fresh->max_images_per_job;
 	} else if (!strcmp(key, "linger")) {

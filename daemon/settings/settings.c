@@ -32,6 +32,7 @@ void config_defaults(struct squashd_config *cfg)
 	cfg->max_images_per_job = SQUASH_MAX_IMAGES;
 	cfg->request_timeout_s = 30;
 	cfg->max_requests_per_user = SQUASHD_MAX_REQUESTS_PER_USER_DEFAULT;
+	cfg->max_queued_per_user = SQUASHD_MAX_QUEUED_PER_USER_DEFAULT;
 	cfg->gc_interval_s = 60;
 	cfg->overlay_size = SQUASHD_OVERLAY_DEFAULT;
 	cfg->registry_entries_per_user = SQUASHD_REGISTRY_ENTRIES_DEFAULT;
@@ -207,6 +208,11 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 	if (!strcmp(key, "max_requests_per_user"))
 		return set_uint(&cfg->max_requests_per_user, value, 0, SQUASHD_MAX_REQUESTS_PER_USER_MAX, key, err,
 				errlen);
+	if (!strcmp(key, "max_queued_per_user"))
+		return set_uint(&cfg->max_queued_per_user, value, 0, SQUASHD_MAX_QUEUED_PER_USER_MAX, key, err,
+				errlen);
+	if (!strcmp(key, "max_fds_per_user"))
+		return set_uint(&cfg->max_fds_per_user, value, 0, 1u << 30, key, err, errlen);
 	if (!strcmp(key, "max_images_per_job"))
 		return set_uint(&cfg->max_images_per_job, value, 1, SQUASH_MAX_IMAGES, key, err, errlen);
 	if (!strcmp(key, "debug"))
@@ -473,6 +479,8 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("max_loop_devices", "%u", cfg->max_loop_devices);
 	SHOW("request_timeout", "%u", cfg->request_timeout_s);
 	SHOW("max_requests_per_user", "%u", cfg->max_requests_per_user);
+	SHOW("max_queued_per_user", "%u", cfg->max_queued_per_user);
+	SHOW("max_fds_per_user", "%u", cfg->max_fds_per_user);
 	SHOW("gc_interval", "%u", cfg->gc_interval_s);
 	SHOW("linger", "%u", cfg->linger_s);
 	SHOW("overlay_size", "%llu", cfg->overlay_size);

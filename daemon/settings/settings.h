@@ -44,6 +44,8 @@ struct squashd_config {
 	unsigned max_images_per_job;
 	unsigned request_timeout_s;
 	unsigned max_requests_per_user; /* requests served at once for one user; 0: no limit */
+	unsigned max_queued_per_user; /* requests of one user waiting for those; 0: none wait */
+	unsigned max_fds_per_user;   /* descriptors held for one user's mounts; 0: RLIMIT_NOFILE / 4 */
 	unsigned gc_interval_s;      /* reconcile with Slurm this often; 0: only on demand */
 	char slurm_conf[PATH_MAX];   /* empty: libslurm's default (SLURM_CONF or /etc/slurm) */
 	char node_name[256];         /* this node's Slurm name; empty: short host name */
@@ -71,10 +73,14 @@ struct squashd_config {
 #define SQUASHD_OVERLAY_MAX (1ULL << 40)
 #define SQUASHD_READER_TASKS_DEFAULT 4096
 #define SQUASHD_READER_CPU_WEIGHT_DEFAULT 100 /* the kernel's and systemd's default */
-/* Requests served at once for one user (server/user_slots.h): well below
+/* Requests served at once for one user (server/user_queues.h): well below
  * the 512 workers, so stuck requests of a few users leave the rest. */
 #define SQUASHD_MAX_REQUESTS_PER_USER_DEFAULT 32
 #define SQUASHD_MAX_REQUESTS_PER_USER_MAX 256
+/* Requests of one user waiting, without a thread, for one of those
+ * (server/user_queues.h); beyond it they are refused at once. */
+#define SQUASHD_MAX_QUEUED_PER_USER_DEFAULT 64
+#define SQUASHD_MAX_QUEUED_PER_USER_MAX 4096
 
 /* Fills cfg with defaults, then reads path. Refuses a file that is not a
  * regular file owned by root or that group or others may write. A missing
@@ -105,7 +111,7 @@ void settings_drop(const struct squashd_config *cfg);
 
 /* The configuration as key/value text, one per setting (for the status
  * answer and the reload log). Returns how many were filled. */
-#define SETTINGS_SHOWN_MAX 32
+#define SETTINGS_SHOWN_MAX 40
 struct setting_text {
 	const char *key;
 	char value[PATH_MAX * 2];

@@ -1,16 +1,23 @@
-"""No user makes squashd work without bound (issue 30, item 5): a reader's
-stderr flooded, a request frame of absurd counts, more requests for one
-user than max_requests_per_user. Each test measures squashd itself (CPU
-time, memory, requests in progress) and checks another user is served."""
+"""No user makes squashd work without bound (issue 30, item 5; issue 37,
+mechanisms 5 and 6): a reader's stderr flooded, a request frame of absurd
+counts, more requests for one user than max_requests_per_user (and the
+threads they hold), squashd out of descriptors, more mounts for one user
+than max_fds_per_user. Each test measures squashd itself (CPU time,
+memory, requests in progress, threads) and checks another user is
+served."""
 
+import json
 import os
 import re
+import signal
+import socket
 import subprocess
 import time
+from contextlib import contextmanager
 
 import pytest
 
-from conftest import USER1, USER2, blocking_jobs, run, wait_until
+from conftest import RAWCLIENT, USER1, USER2, blocking_jobs, run, uid_of, wait_until
 
 pytestmark = pytest.mark.host_release_only("squashd's own per-user bounds: the same on every release")
 
@@ -127,3 +134,193 @@ def test_one_users_requests_hold_at_most_max_requests_per_user_workers(cluster):
         conf.write_text(saved)
         node.squashd_stop()
         node.squashd_start()
+
+
+@contextmanager
+def squashd_configured(cluster, extra):
+    """squashd restarted with extra lines in squashd.conf; as it was after."""
+    node = cluster.nodes[0]
+    conf = cluster.dir / "squashd.conf"
+    saved = conf.read_text()
+    conf.write_text(saved + extra)
+    node.squashd_stop()
+    node.squashd_start()
+    try:
+        yield
+    finally:
+        conf.write_text(saved)
+        node.squashd_stop()
+        node.squashd_start()
+
+
+def threads(pid):
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def raw_mount(cluster, job_id, user, *specs):
+    """root's MountJobRequest for user's job, as slurmd's prolog sends it, running."""
+    return subprocess.Popen([RAWCLIENT, "--socket", cluster.socket, "--munge-socket", cluster.munge_socket,
+                             "mount", str(job_id), str(uid_of(user)), *specs],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def budgets_of(cluster, user):
+    """The user's rows of `squashctl status --json`: {budget: (used, limit)}."""
+    rows = json.loads(cluster.squashctl("status", "--json").stdout)["user_budgets"]
+    for r in rows:
+        if r["uid"] == uid_of(user):
+            assert r["user"] == user, r
+            return {k: (v["used"], v["limit"]) for k, v in r["budgets"].items()}
+    return {}
+
+
+HUNG_JOBS = 990370
+
+
+def test_hung_requests_of_one_user_wait_without_threads_and_past_the_queue_are_refused(cluster):
+    """Eight of root's mount requests for one user, whose images sit on a
+    hung file system (slurmd's prologs for eight jobs): with
+    max_requests_per_user = 2 squashd works on two (two threads) and queues
+    six without a thread; `squashctl status` shows the user's budgets;
+    root's own status and another user's job are served meanwhile. Then
+    max_queued_per_user = 4 (reloaded): two more are refused at once,
+    naming the setting."""
+    from test_faults import HungFilesystem
+    hung = HungFilesystem(cluster, USER1, [f"q{i}.sqfs" for i in range(10)])
+    procs = []
+    uid = uid_of(USER1)
+    try:
+        with squashd_configured(cluster, "max_requests_per_user = 2\nrequest_timeout = 20\n"):
+            squashd = cluster.squashd_pid()
+            idle_threads = threads(squashd)
+            hung.hang()
+            procs = [raw_mount(cluster, HUNG_JOBS + i, USER1, f"{hung.path(f'q{i}.sqfs')}:/squash/q{i}")
+                     for i in range(8)]
+            wait_until(lambda: threads(squashd) - idle_threads >= 2, 10, 0.1, "two workers to hang")
+            seen = []
+            for _ in range(10):
+                seen.append(threads(squashd) - idle_threads)
+                time.sleep(0.2)
+            print(f"squashd threads beyond idle while 8 requests of one user hang: {sorted(set(seen))}")
+            assert max(seen) <= 2, seen
+            budgets = budgets_of(cluster, USER1)
+            assert budgets["requests running"] == (2, 2), budgets
+            assert budgets["requests queued"] == (6, 64), budgets
+            text = cluster.squashctl("status").stdout
+            assert re.search(rf"^  uid {uid} \({USER1}\):\n    requests running: 2 / 2\n"
+                             r"    requests queued: 6 / 64$", text, re.M), text
+            t = time.monotonic()
+            other = image_of(cluster, USER2, "fine.sqfs")
+            job = cluster.run_job(USER2, "cat /squash/fine/hello.txt\n", [f"--squash-image={other}"])
+            assert job.state == "COMPLETED", job.output()
+            assert job.output() == FILES["hello.txt"]
+            print(f"another user's job meanwhile: {time.monotonic() - t:.1f} s")
+
+            conf = cluster.dir / "squashd.conf"
+            conf.write_text(conf.read_text() + "max_queued_per_user = 4\n")
+            os.kill(squashd, signal.SIGHUP)
+            wait_until(lambda: re.search(r"^  max_queued_per_user = 4$", cluster.squashctl("status").stdout,
+                                         re.M), 10, 0.1, "the reload")
+            t = time.monotonic()
+            more = [raw_mount(cluster, HUNG_JOBS + i, USER1, f"{hung.path(f'q{i}.sqfs')}:/squash/q{i}")
+                    for i in (8, 9)]
+            procs += more
+            for p in more:
+                out = p.communicate(timeout=10)[0]
+                assert re.match(r"node-error: squashd on this node already has 6 requests for uid "
+                                rf"{uid} waiting behind the 2 it works on \(max_queued_per_user = 4", out), out
+            print(f"refused at once in {time.monotonic() - t:.1f} s")
+            assert all(p.poll() is None for p in procs[:8])
+            os.kill(hung.proc.pid, signal.SIGCONT)
+            for p in procs:
+                p.wait(60)
+            for i in range(10):
+                cluster.rawclient("release", HUNG_JOBS + i)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        hung.close()
+        for i in range(10):
+            cluster.rawclient("release", HUNG_JOBS + i)
+
+
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_squashd_out_of_descriptors_refuses_connections_without_spinning(cluster):
+    """squashd's RLIMIT_NOFILE lowered to the descriptors it has open
+    (prlimit), so every accept() fails with EMFILE, while a client
+    connects over and over for 3 s: squashd refuses a connection now and
+    then with a clear error instead of polling and failing at 100% CPU,
+    and serves again as soon as it has descriptors."""
+    squashd = cluster.squashd_pid()
+    limits = run(["prlimit", f"--pid={squashd}", "--nofile", "--raw", "--noheadings",
+                  "--output=SOFT,HARD"]).stdout.split()
+    try:
+        run(["prlimit", f"--pid={squashd}", f"--nofile={open_fds(squashd)}:{limits[1]}"])
+        before = cpu_seconds(squashd)
+        t = time.monotonic()
+        answers = set()
+        while time.monotonic() - t < 3:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.settimeout(0.3)
+            try:
+                s.connect(str(cluster.socket))
+                s.send(b"SQSH\0\x02\0\x01")
+                answers.add(b"out of file descriptors" in s.recv(65536))
+            except OSError:
+                pass
+            finally:
+                s.close()
+        used = cpu_seconds(squashd) - before
+        print(f"squashd CPU time during 3 s of connections at EMFILE: {used:.2f} s")
+        assert used < 0.5, used
+        assert True in answers, answers
+        p = cluster.rawclient("list", user=USER2)
+        assert p.stdout.startswith("node-error: squashd on this node is out of file descriptors"), p.stdout
+    finally:
+        run(["prlimit", f"--pid={squashd}", f"--nofile={limits[0]}:{limits[1]}"])
+    assert cluster.rawclient("list", user=USER2).stdout.startswith("ok")
+    assert cluster.squashd_pid() == squashd
+
+
+FDS_JOBS = 990390
+
+
+def test_one_users_mounts_past_max_fds_per_user_are_refused_for_that_user_only(cluster):
+    """max_fds_per_user = 9 (three FUSE mounts at three descriptors each):
+    a job of one user mounting two images is served, a second job of three
+    more images is refused with an error naming the setting, `squashctl
+    status` shows the user's descriptors and mounts against their limits,
+    and another user's job mounts meanwhile in under 5 s."""
+    imgs = [image_of(cluster, USER1, f"fd{i}.sqfs") for i in range(5)]
+    other = image_of(cluster, USER2, "fdother.sqfs")
+    try:
+        with squashd_configured(cluster, "max_fds_per_user = 9\n"):
+            p = cluster.rawclient("mount", FDS_JOBS, uid_of(USER1), f"{imgs[0]}:/squash/fd0",
+                                  f"{imgs[1]}:/squash/fd1")
+            assert p.stdout.startswith("ok"), p.stdout
+            budgets = budgets_of(cluster, USER1)
+            print(f"budgets after two mounts: {budgets}")
+            assert budgets["mounts"] == (2, 3), budgets
+            assert 2 <= budgets["descriptors"][0] <= 6 and budgets["descriptors"][1] == 9, budgets
+            p = cluster.rawclient("mount", FDS_JOBS + 1, uid_of(USER1),
+                                  *(f"{img}:/squash/fd{i + 2}" for i, img in enumerate(imgs[2:])))
+            assert re.match(rf"user-error: squashd on this node holds \d+ descriptors for the 2 mounts of "
+                            rf"uid {uid_of(USER1)} .*would pass max_fds_per_user = 9", p.stdout), p.stdout
+            assert budgets_of(cluster, USER1)["mounts"] == (2, 3)
+            t = time.monotonic()
+            p = cluster.rawclient("mount", FDS_JOBS + 2, uid_of(USER2), f"{other}:/squash/fdother")
+            took = time.monotonic() - t
+            assert p.stdout.startswith("ok"), p.stdout
+            print(f"another user's mount meanwhile: {took:.2f} s")
+            assert took < 5, took
+            text = cluster.squashctl("status").stdout
+            assert re.search(rf"^  uid {uid_of(USER2)} \({USER2}\):\n(    .*\n)*    mounts: 1 / 3$", text,
+                             re.M), text
+    finally:
+        for i in range(3):
+            cluster.rawclient("release", FDS_JOBS + i)
