@@ -101,9 +101,10 @@ static void add_counters(struct daemon_state *ds, struct reply *out)
 
 	squash__node_status__init(st);
 	pthread_mutex_lock(&ds->lock);
-	/* A failed save is retried here so health clears as soon as it can. */
+	/* A failed save is retried here, and waited for (the state directory
+	 * is squashd's own), so health clears as soon as it can. */
 	if (ds->save_error[0])
-		daemon_save_locked(ds);
+		daemon_save_grouped_locked(ds);
 	st->version = (char *)PACKAGE_VERSION;
 	st->has_protocol_version = st->has_state_format = true;
 	st->protocol_version = SQUASH_PROTOCOL_VERSION;

@@ -8,7 +8,6 @@ The reader does not fork by itself: the test puts a process of the user
 into the reader's cgroup, which is what a forked child looks like to the
 kernel. Issue 37, mechanism 8."""
 
-import os
 import pwd
 import re
 import subprocess
@@ -32,6 +31,14 @@ def v1_pids_root():
         if fields[sep + 1] == "cgroup" and "pids" in fields[sep + 3].split(","):
             return fields[4]
     return None
+
+
+def exited(pid):
+    """Whether pid is gone or a zombie (it may go between the two looks)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 def reader_cgroup(pid):
@@ -68,9 +75,7 @@ def test_a_process_in_a_readers_cgroup_is_killed_when_the_reader_ends(cluster):
         # The job ends: the reader served its last mount and exits.
         p = c.rawclient("release", FAKE_JOB)
         assert p.returncode == 0, p.stdout + p.stderr
-        wait_until(lambda: not os.path.exists(f"/proc/{reader}") or
-                   Path(f"/proc/{reader}/stat").read_text().split(") ")[1][0] == "Z", 15,
-                   what="the reader to exit")
+        wait_until(lambda: exited(reader), 15, what="the reader to exit")
         # What it left behind goes with it, and so does its cgroup.
         wait_until(lambda: sleeper.poll() is not None, 10, 0.05,
                    "the process left in the reader's cgroup to be killed")
