@@ -39,7 +39,7 @@
 
 /* Watching (watch_spin): how long the other idle workers wait off the
  * set behind a watcher busy with a request before one of them goes back
- * to waiting on it, and how long a watcher that follows a bound scanner
+ * to waiting on it, and how long a worker that follows a bound requester
  * sleeps on its CPU for the next request. How long the watcher polls is
  * the pool's spin_ns (--poll-us). */
 #define FOLLOW_MS 5
@@ -104,7 +104,7 @@ static int64_t now_ns(void)
  * the set. Polled 1 request in n costs n - 1 wasted windows at most: a
  * spin that catches nothing is not tried again until requests come
  * within a window of each other. Several requesters at once, or a watcher
- * busy for FOLLOW_MS, give the set back to all workers. A scanner bound
+ * busy for FOLLOW_MS, give the set back to all workers. A requester bound
  * to one CPU is followed there instead (worker_cpu.h). 1 with *ev, 0
  * when nothing came. */
 static int watch_spin(struct serve_pool *p, struct epoll_event *ev)
