@@ -39,7 +39,7 @@
 
 /* Watching (watch_spin): how long the other idle workers wait off the
  * set behind a watcher busy with a request before one of them goes back
- * to waiting on it, and how long a watcher that follows a bound scanner
+ * to waiting on it, and how long a worker that follows a bound requester
  * sleeps on its CPU for the next request. How long the watcher polls is
  * the pool's spin_ns (--poll-us). */
 #define FOLLOW_MS 5
@@ -104,7 +104,7 @@ static int64_t now_ns(void)
  * the set. Polled 1 request in n costs n - 1 wasted windows at most: a
  * spin that catches nothing is not tried again until requests come
  * within a window of each other. Several requesters at once, or a watcher
- * busy for FOLLOW_MS, give the set back to all workers. A scanner bound
+ * busy for FOLLOW_MS, give the set back to all workers. A requester bound
  * to one CPU is followed there instead (worker_cpu.h). 1 with *ev, 0
  * when nothing came. */
 static int watch_spin(struct serve_pool *p, struct epoll_event *ev)
@@ -192,9 +192,10 @@ static void watch_end(struct serve_pool *p, bool *duty)
 }
 
 /* Serves one request of s, whose armed reference the caller holds.
- * Returns the pid that sent it when it may be a scan's (watch_spin), 0
- * when none was served or it was a read. duty: the caller has the watch. */
-static uint32_t serve_one(struct serve_pool *p, struct pooled *s, void *mem, bool *duty)
+ * Returns the pid that sent it, 0 when none was served; *is_read: it was a
+ * READ (never a scan's: watch_spin). duty: the caller has the watch. */
+static uint32_t serve_one(struct serve_pool *p, struct pooled *s, void *mem, bool *duty,
+			  bool *is_read)
 {
 	uint32_t pid;
 	struct fuse_buf buf;
@@ -228,8 +229,8 @@ static uint32_t serve_one(struct serve_pool *p, struct pooled *s, void *mem, boo
 	 * and each may take a while: the other workers must be on the set for
 	 * them, and a streaming read is no scan (polling cost it a quarter of
 	 * its rate). */
-	if (((const struct fuse_in_header *)mem)->opcode == FUSE_READ) {
-		pid = 0;
+	*is_read = ((const struct fuse_in_header *)mem)->opcode == FUSE_READ;
+	if (*is_read) {
 		if (*duty) {
 			pthread_mutex_lock(&p->lock);
 			watch_end(p, duty);
@@ -270,31 +271,43 @@ static void *worker(void *arg)
 	/* Per worker: a request stays in it until it is answered. */
 	void *mem = malloc(p->bufsize);
 	bool duty = false;       /* this worker has the watch (watch_spin) */
-	uint32_t served = 0;     /* the pid of the request it just answered */
-	int pinned = -1;         /* the CPU of the scanner it follows (worker_cpu.h) */
+	uint32_t served = 0;     /* the pid of the request it just answered, unless a read */
+	int follow = -1;         /* the one CPU its requester is bound to (worker_cpu.h) */
+	int pinned = -1;         /* the CPU it follows a requester on */
 
 	pthread_mutex_lock(&p->lock);
 	while (mem && !p->stopping) {
 		struct epoll_event ev = { 0 };
 		int timeout = p->threads > p->idle_threads ? LINGER_MS : -1;
-		int n = -1;
+		int n = -1, cpu = follow;
 
-		/* One requester alone, answered just now: watch for its next. */
-		if (p->spin_ns > 0 && served && served == p->last_pid && p->busy == 0 && p->spin_ok &&
-		    (duty || !p->watching)) {
+		follow = -1;
+		/* A requester bound to one CPU, alone and answered just now (its
+		 * read too: a small file's open, read and close is one READ):
+		 * wait for its next request on its CPU. The other workers stay
+		 * on the set, as epoll wakes the thread that began to wait last
+		 * first: this one. (Keeping them off made every request that
+		 * came while this one was busy wait for it, up to FOLLOW_MS, and
+		 * each read moved this worker home and back.) */
+		if (cpu >= 0 && p->busy == 0 && !p->watching) {
+			watch_end(p, &duty);
+			p->waiting++;
+			pthread_mutex_unlock(&p->lock);
+			if (worker_follow(cpu, &pinned))
+				n = epoll_wait(p->epfd, &ev, 1, FOLLOW_MS);
+			pthread_mutex_lock(&p->lock);
+			p->waiting--;
+			if (n <= 0)
+				n = -1;
+		} else if (p->spin_ns > 0 && served && served == p->last_pid && p->busy == 0 &&
+			   p->spin_ok && (duty || !p->watching)) {
+			/* One requester alone, answered just now: watch for its next. */
 			duty = p->watching = true;
 			p->watch_busy = false;
 			p->waiting++;
 			pthread_mutex_unlock(&p->lock);
-			int cpu = requester_bound_cpu(served);
-
-			/* Bound to one CPU: sleep there; else poll from here. */
-			if (cpu >= 0 && worker_follow(cpu, &pinned)) {
-				n = epoll_wait(p->epfd, &ev, 1, FOLLOW_MS);
-			} else {
-				worker_go_home(&p->home, &pinned);
-				n = watch_spin(p, &ev);
-			}
+			worker_go_home(&p->home, &pinned);
+			n = watch_spin(p, &ev);
 			pthread_mutex_lock(&p->lock);
 			p->waiting--;
 			if (n > 0) {
@@ -349,10 +362,15 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&p->lock);
 		if (grow)
 			start_worker(p);
-		uint32_t pid = serve_one(p, ev.data.ptr, mem, &duty);
+		bool was_read = false;
+		uint32_t pid = serve_one(p, ev.data.ptr, mem, &duty, &was_read);
 
+		/* Only read, outside the lock. */
+		follow = pid && p->spin_ns > 0 ? requester_bound_cpu(pid) : -1;
 		pthread_mutex_lock(&p->lock);
 		p->busy--;
+		if (was_read)
+			pid = 0; /* no scan's: never polled for */
 		/* Another requester in between: not a scan of one. */
 		served = pid && (pid == p->last_pid || !duty) ? pid : 0;
 		if (pid)

@@ -15,9 +15,9 @@
  * the last one polls the set for the next for a short while instead of
  * sleeping, and the other idle workers wait off the set, so that neither
  * the scanner nor a worker is woken across CPUs for each request
- * (serve_pool.c, watch_spin); a scanner bound to one CPU is followed
- * there instead, where the worker sleeps between its requests
- * (worker_cpu.h). */
+ * (serve_pool.c, watch_spin); a requester bound to one CPU is followed
+ * there instead, reads included, where the worker sleeps between its
+ * requests while the others stay on the set (worker_cpu.h). */
 #ifndef SQUASH_READER_SERVE_POOL_H
 #define SQUASH_READER_SERVE_POOL_H
 

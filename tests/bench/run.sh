@@ -3,6 +3,7 @@
 #
 #   tests/bench/run.sh [--quick] [bench.py options]
 #   tests/bench/run.sh --datasets [hcp,1m] [--reps N] [--lock FILE]
+#   tests/bench/run.sh --small-files [--reps N] [--lock FILE]
 #
 # Builds what it needs (the project, if SQUASH_BUILD_DIR holds no build, and
 # with it the slow-filesystem stand-in tests/bench/slowfs.c and the squashd
@@ -23,7 +24,12 @@
 # measures the job's start and the node's memory with the bundles mounted,
 # and two concurrent 1,024-bundle jobs of one user; `--lock FILE` holds
 # flock(FILE) during each dataset's repetition only (a machine shared with
-# other cluster users). `tests/bench/bench.py --help` lists every option.
+# other cluster users). `--small-files` instead reads every file of a tree
+# of 24,000 small files in a job, from the user's image (squash-reader) and
+# the same image trusted (the kernel's squashfs), cold, interleaved
+# (tests/bench/small_files.py, which has its own options; `--lock FILE`
+# holds flock(FILE) while its cluster runs). `tests/bench/bench.py --help`
+# lists every option of the other modes.
 #
 # Environment:
 #   BENCH_CACHE       downloads, venv, trees, images, mount points
@@ -61,6 +67,12 @@ if [ ${#need[@]} -gt 0 ] || [ ! -x "$build/daemon/squashd" ] ||
    [ ! -f "$build/spank/.libs/spank_squash.so" ] || [ ! -f "$build/tests/Makefile" ]; then
 	log "building the project first (tests/run.sh --build-only)"
 	"$repo/tests/run.sh" --build-only
+fi
+
+# The small-files mode needs neither the venv nor the benchmark's C tools.
+if [ "${1:-}" = --small-files ]; then
+	shift
+	exec /usr/bin/python3 "$here/small_files.py" "$@"
 fi
 
 mkdir -p "$cache"/wheels

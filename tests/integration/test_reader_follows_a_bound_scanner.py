@@ -2,9 +2,10 @@
 (daemon/reader/worker_cpu.c, used by serve_pool.c): while one process
 alone sends request after request, the worker that answers it moves to
 the CPU the process is bound to and sleeps there between requests, so no
-request wakes another CPU; a scanner free to move is watched from where
-the workers run; once the scan is over, no worker stays on the scanner's
-CPU."""
+request wakes another CPU; its reads too (a small file's open, read and
+close is one READ: issue 38); a scanner free to move is watched from
+where the workers run; once the scan is over, no worker stays on the
+scanner's CPU."""
 
 import os
 from pathlib import Path
@@ -35,6 +36,20 @@ scan("free", 3)
 os.sched_setaffinity(0, {1})
 scan("bound", 4)
 open(f"{marks}/done", "w").close()
+# Then, once the test has seen the workers home, reads alone, bound: the
+# file read again and again, its pages dropped after each (a READ each).
+end = time.monotonic() + 60
+while not os.path.exists(f"{marks}/read") and time.monotonic() < end:
+    time.sleep(0.1)
+n, end = 0, time.monotonic() + 4
+while time.monotonic() < end:
+    fd = os.open(f"{mnt}/f.txt", os.O_RDONLY)
+    os.read(fd, 4096)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    n += 1
+print("reads", n, flush=True)
+open(f"{marks}/read-done", "w").close()
 end = time.monotonic() + 60
 while not os.path.exists(f"{marks}/end") and time.monotonic() < end:
     time.sleep(0.1)
@@ -90,10 +105,17 @@ def test_a_scanner_bound_to_one_cpu_is_answered_on_that_cpu(cluster):
         # After the scan, every worker is back where the pool's workers run.
         wait_until(lambda: set(cpus_of_threads(reader).values()) == {full}, 10,
                    what="the reader's workers to leave CPU 1")
+        (marks / "read").touch()
+        reads = watch(reader, 3.0)
+        wait_until(lambda: (marks / "read-done").exists(), 30, what="the bound reads to end")
+        wait_until(lambda: set(cpus_of_threads(reader).values()) == {full}, 10,
+                   what="the reader's workers to leave CPU 1 after the reads")
         (marks / "end").touch()
         jobs[0].job.wait()
     out = jobs[0].job.output()
-    assert "free " in out and "bound " in out, out
-    # A scanner that may run anywhere is not followed; bound to CPU 1 it is.
+    assert "free " in out and "bound " in out and "reads " in out, out
+    # A scanner that may run anywhere is not followed; bound to CPU 1 it
+    # is, and so is a process that only reads.
     assert free == {full}, free
     assert "1" in bound, bound
+    assert "1" in reads, reads
