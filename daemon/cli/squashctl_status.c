@@ -87,13 +87,6 @@ void print_status(FILE *out, const Squash__NodeStatus *n)
 	if (n->has_registry_save_errors)
 		fprintf(out, " (%llu failed saves since start)", (unsigned long long)n->registry_save_errors);
 	fputc('\n', out);
-	/* Per user, against registry_entries_per_user and registry_bytes_per_user. */
-	for (size_t i = 0; i < n->n_registry_users; i++)
-		fprintf(out, "  uid %u: %llu entries, %llu bytes\n", n->registry_users[i]->uid,
-			(unsigned long long)n->registry_users[i]->entries,
-			(unsigned long long)n->registry_users[i]->bytes);
-	if (n->has_registry_users_total && n->registry_users_total > n->n_registry_users)
-		fprintf(out, "  and %u more users\n", n->registry_users_total - (unsigned)n->n_registry_users);
 	if (n->n_settings)
 		fprintf(out, "settings in force:\n");
 	for (size_t i = 0; i < n->n_settings; i++)
@@ -159,14 +152,6 @@ void print_status_json(FILE *out, const Squash__NodeStatus *n)
 	}
 	if (n->has_registry_save_errors)
 		json_uint(out, "save_errors", n->registry_save_errors);
-	fprintf(out, ",\"users\":[");
-	for (size_t i = 0; i < n->n_registry_users; i++)
-		fprintf(out, "%s{\"uid\":%u,\"entries\":%llu,\"bytes\":%llu}", i ? "," : "",
-			n->registry_users[i]->uid, (unsigned long long)n->registry_users[i]->entries,
-			(unsigned long long)n->registry_users[i]->bytes);
-	fputc(']', out);
-	if (n->has_registry_users_total)
-		json_uint(out, "users_total", n->registry_users_total);
 	fprintf(out, "},\"settings\":{");
 	for (size_t i = 0; i < n->n_settings; i++) {
 		fprintf(out, "%s", i ? "," : "");

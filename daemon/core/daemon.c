@@ -296,11 +296,6 @@ int daemon_save_grouped_locked(struct daemon_state *ds)
 	return ds->save_durable >= seq ? 0 : -1;
 }
 
-size_t daemon_registry_users_locked(struct daemon_state *ds, struct registry_user_usage *out, size_t max)
-{
-	return registry_usage_by_user(&ds->registry, out, max);
-}
-
 int daemon_time_left(long long deadline_ms)
 {
 	long long left = deadline_ms - squash_now_ms();

@@ -119,10 +119,6 @@ int daemon_save_locked(struct daemon_state *ds);
  * change made before the call is on disk, or -1 (as daemon_save_locked). */
 int daemon_save_grouped_locked(struct daemon_state *ds);
 
-/* The users with the most registry bytes (registry/usage.h; lock held):
- * at most max into out; returns how many users hold entries. */
-size_t daemon_registry_users_locked(struct daemon_state *ds, struct registry_user_usage *out, size_t max);
-
 /* Waits on ds->changed until deadline_ms (lock held); false on timeout or
  * stop. */
 bool daemon_wait_locked(struct daemon_state *ds, long long deadline_ms);

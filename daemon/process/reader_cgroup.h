@@ -79,6 +79,14 @@ int reader_cgroup_join(const struct reader_cgroup_join *join, char *why, size_t 
 #define READER_CGROUP_END_MS 2000
 void reader_cgroup_end(uid_t uid, pid_t pid);
 
+/* Calls fn(arg, uid, cpu_ms) for each user whose servers' cgroup (or
+ * slice) exists now, with the CPU time its processes took (those ended
+ * included, while the user's cgroup stays): v2's cpu.stat usage_usec, v1's
+ * cpuacct.usage. Reads cgroupfs only, which waits on no user; users whose
+ * time cannot be read are left out. For squashctl status. */
+typedef void (*reader_cpu_fn)(void *arg, uid_t uid, unsigned long long cpu_ms);
+void reader_cgroup_cpu_usage(reader_cpu_fn fn, void *arg);
+
 /* At exit: removes the users' cgroups no process is left in. */
 void reader_cgroup_cleanup(void);
 

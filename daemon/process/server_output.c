@@ -62,22 +62,54 @@ static void stream_free(struct stream *s)
 	free(s);
 }
 
+/* The lines s may log at now (streams_lock held). */
+static unsigned lines_at(const struct stream *s, long long now)
+{
+	unsigned long more = (unsigned long)((now - s->refilled_ms) / REFILL_MS);
+
+	return more >= BURST - s->tokens ? BURST : s->tokens + (unsigned)more;
+}
+
+/* The bytes s may have read at now (streams_lock held). */
+static size_t bytes_at(const struct stream *s, long long now)
+{
+	unsigned long long more = (unsigned long long)(now - s->bytes_ms) * BYTES_PER_S / 1000;
+
+	return more >= BYTES_BURST - s->bytes ? BYTES_BURST : s->bytes + (size_t)more;
+}
+
+/* Budgets refilled to now (streams_lock held: squashctl status reads them). */
+static void refill_lines(struct stream *s, long long now)
+{
+	if (now - s->refilled_ms >= REFILL_MS) {
+		s->tokens = lines_at(s, now);
+		s->refilled_ms = now;
+	}
+}
+
+static void refill_bytes(struct stream *s, long long now)
+{
+	if ((unsigned long long)(now - s->bytes_ms) * BYTES_PER_S / 1000) {
+		s->bytes = bytes_at(s, now);
+		s->bytes_ms = now;
+	}
+}
+
 static void emit(struct stream *s, const char *line, size_t len)
 {
 	long long now = squash_now_ms();
 	char text[LINE_MAX_BYTES + 1];
 
-	if (now - s->refilled_ms >= REFILL_MS) {
-		unsigned long more = (unsigned long)((now - s->refilled_ms) / REFILL_MS);
-
-		s->tokens = more >= BURST - s->tokens ? BURST : s->tokens + (unsigned)more;
-		s->refilled_ms = now;
-	}
-	if (s->tokens == 0) {
+	pthread_mutex_lock(&streams_lock);
+	refill_lines(s, now);
+	bool spent = s->tokens == 0;
+	if (!spent)
+		s->tokens--;
+	pthread_mutex_unlock(&streams_lock);
+	if (spent) {
 		s->suppressed++;
 		return;
 	}
-	s->tokens--;
 	if (s->suppressed) {
 		log_warning("%s pid %d (uid %u): %lu lines not logged (more than %d at once, then one a second)",
 			    s->name, (int)s->pid, (unsigned)s->uid, s->suppressed, BURST);
@@ -95,15 +127,14 @@ static void emit(struct stream *s, const char *line, size_t len)
 static bool bytes_left(struct stream *s)
 {
 	long long now = squash_now_ms();
-	unsigned long long more = (unsigned long long)(now - s->bytes_ms) * BYTES_PER_S / 1000;
 
-	if (more) {
-		s->bytes = more >= BYTES_BURST - s->bytes ? BYTES_BURST : s->bytes + (size_t)more;
-		s->bytes_ms = now;
-	}
-	if (s->bytes >= LINE_MAX_BYTES)
+	pthread_mutex_lock(&streams_lock);
+	refill_bytes(s, now);
+	size_t left = s->bytes;
+	pthread_mutex_unlock(&streams_lock);
+	if (left >= LINE_MAX_BYTES)
 		return true;
-	s->paused_until = now + (long long)(LINE_MAX_BYTES - s->bytes) * 1000 / BYTES_PER_S + 1;
+	s->paused_until = now + (long long)(LINE_MAX_BYTES - left) * 1000 / BYTES_PER_S + 1;
 	/* Out of epoll, not only without EPOLLIN: a hang-up would still be
 	 * reported, over and over. */
 	epoll_ctl(epfd, EPOLL_CTL_DEL, s->fd, NULL);
@@ -117,8 +148,11 @@ static bool drain(struct stream *s)
 		if (!bytes_left(s))
 			return true;
 		ssize_t n = read(s->fd, s->buf + s->len, sizeof(s->buf) - s->len);
-		if (n > 0)
+		if (n > 0) {
+			pthread_mutex_lock(&streams_lock);
 			s->bytes -= (size_t)n < s->bytes ? (size_t)n : s->bytes;
+			pthread_mutex_unlock(&streams_lock);
+		}
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -230,4 +264,29 @@ void server_output_watch(int fd, pid_t pid, uid_t uid, const char *path)
 	pthread_mutex_unlock(&streams_lock);
 	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 		stream_free(s);
+}
+
+size_t server_output_usage(struct server_output_use *out, size_t max)
+{
+	long long now = squash_now_ms();
+	size_t n = 0;
+
+	pthread_mutex_lock(&streams_lock);
+	for (struct stream *s = streams; s; s = s->next) {
+		size_t i;
+
+		for (i = 0; i < n && out[i].uid != s->uid; i++)
+			;
+		if (i == n) {
+			if (n == max)
+				continue;
+			out[n++] = (struct server_output_use){ .uid = s->uid };
+		}
+		out[i].lines += BURST - lines_at(s, now);
+		out[i].lines_burst += BURST;
+		out[i].bytes += BYTES_BURST - bytes_at(s, now);
+		out[i].bytes_burst += BYTES_BURST;
+	}
+	pthread_mutex_unlock(&streams_lock);
+	return n;
 }

@@ -155,7 +155,7 @@ size_t user_executor_usage(struct user_executor_use *out, size_t max)
 
 	pthread_mutex_lock(&lock);
 	for (const struct user_queue *q = users; q && n < max; q = q->next)
-		out[n++] = (struct user_executor_use){ q->uid, q->busy_ms, q->done, q->queued };
+		out[n++] = (struct user_executor_use){ q->uid, q->busy_ms, q->done, q->queued, q->served };
 	pthread_mutex_unlock(&lock);
 	return n;
 }

@@ -26,6 +26,7 @@ struct user_executor_use {
 	unsigned long long busy_ms; /* time spent in uid's work since start */
 	unsigned long long done;    /* pieces of work finished */
 	unsigned queued;            /* waiting or running now */
+	unsigned threads;           /* serving uid now: 0 or 1 (one thread per user) */
 };
 
 /* The users whose work ran, up to max of them, into out. Returns how

@@ -51,47 +51,40 @@ int registry_user_admit(struct registry *r, uid_t uid, const char *image, const 
 
 static int by_uid(const void *a, const void *b)
 {
-	uid_t x = ((const struct registry_user_usage *)a)->uid, y = ((const struct registry_user_usage *)b)->uid;
+	uid_t x = ((const struct job_entry *const *)a)[0]->uid, y = ((const struct job_entry *const *)b)[0]->uid;
 	return x < y ? -1 : x > y;
 }
 
-static int by_bytes_down(const void *a, const void *b)
-{
-	size_t x = ((const struct registry_user_usage *)a)->usage.bytes;
-	size_t y = ((const struct registry_user_usage *)b)->usage.bytes;
-	return x > y ? -1 : x < y;
-}
-
-size_t registry_usage_by_user(struct registry *r, struct registry_user_usage *out, size_t max)
+int registry_usage_each_user(struct registry *r, registry_usage_fn fn, void *arg)
 {
 	struct job_entry *lists[] = { r->jobs, r->scoped };
-	size_t n = 0, users = 0;
+	size_t n = 0;
 
 	for (size_t l = 0; l < 2; l++)
 		for (struct job_entry *e = lists[l]; e; e = e->next)
 			n++;
-	struct registry_user_usage *all = malloc((n ? n : 1) * sizeof(*all));
+	struct job_entry **all = malloc((n ? n : 1) * sizeof(*all));
 	if (!all)
-		return 0;
-	/* One row per entry, sorted by user, then summed per user. */
+		return -1;
+	/* The entries sorted by user, then summed per user. */
 	n = 0;
 	for (size_t l = 0; l < 2; l++)
 		for (struct job_entry *e = lists[l]; e; e = e->next) {
 			if (!e->state_bytes)
 				e->state_bytes = state_file_entry_bytes(e);
-			all[n++] = (struct registry_user_usage){ e->uid, { 1, e->state_bytes } };
+			all[n++] = e;
 		}
 	qsort(all, n, sizeof(*all), by_uid);
-	for (size_t i = 0; i < n; i++) {
-		if (users && all[users - 1].uid == all[i].uid) {
-			all[users - 1].usage.entries++;
-			all[users - 1].usage.bytes += all[i].usage.bytes;
-		} else {
-			all[users++] = all[i];
+	for (size_t i = 0; i < n;) {
+		struct registry_usage u = { 0, 0 };
+		uid_t uid = all[i]->uid;
+
+		for (; i < n && all[i]->uid == uid; i++) {
+			u.entries++;
+			u.bytes += all[i]->state_bytes;
 		}
+		fn(arg, uid, u);
 	}
-	qsort(all, users, sizeof(*all), by_bytes_down);
-	memcpy(out, all, (users < max ? users : max) * sizeof(*out));
 	free(all);
-	return users;
+	return 0;
 }

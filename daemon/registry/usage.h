@@ -23,14 +23,11 @@ struct registry_usage {
  * registry.c (an overlay's paths) are counted at the entry's next change. */
 struct registry_usage registry_user_usage(struct registry *r, uid_t uid);
 
-/* The users holding entries, at most max of them (those with the most
- * bytes, most first) into out; returns how many users hold entries (lock
- * held; for squashctl status). */
-struct registry_user_usage {
-	uid_t uid;
-	struct registry_usage usage;
-};
-size_t registry_usage_by_user(struct registry *r, struct registry_user_usage *out, size_t max);
+/* Calls fn once per user holding entries, in uid order, with that
+ * user's usage (lock held; for squashctl status's per-user budgets).
+ * Returns 0, or -1 when out of memory (nothing called). */
+typedef void (*registry_usage_fn)(void *arg, uid_t uid, struct registry_usage usage);
+int registry_usage_each_user(struct registry *r, registry_usage_fn fn, void *arg);
 
 /* Whether uid may add image/target to its entry (lock held): 0, or -1
  * with why (naming the setting) when that would put uid over a budget. */

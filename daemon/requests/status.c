@@ -35,10 +35,8 @@
 /* Space the registry needs beyond two copies of itself (old and new file
  * exist together during the atomic rewrite). */
 #define STATE_DIR_SLACK (16 * 1024)
-/* Users shown with their registry usage (those with the most bytes). */
-#define STATUS_USERS_MAX 64
-/* Rows of per-user budgets answered (a few per user; about 30 bytes each
- * on the wire); beyond it the rest are left out. */
+/* Rows of per-user budgets answered (about a dozen per user; about 30
+ * bytes each on the wire); beyond it the rest are left out. */
 #define USER_BUDGET_ROWS_MAX 2048
 
 struct status_extra {
@@ -48,9 +46,6 @@ struct status_extra {
 	Squash__Setting *setting_ptrs[SETTINGS_SHOWN_MAX];
 	Squash__MountGroup groups[MODES * MOUNT_STATES];
 	Squash__MountGroup *group_ptrs[MODES * MOUNT_STATES];
-	struct registry_user_usage usage[STATUS_USERS_MAX];
-	Squash__RegistryUser users[STATUS_USERS_MAX];
-	Squash__RegistryUser *user_ptrs[STATUS_USERS_MAX];
 	char *problems[8 + EXTRA_PROBLEMS];
 	char problem_text[EXTRA_PROBLEMS][PATH_MAX + 256];
 	size_t n_extra;
@@ -264,19 +259,7 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 	unsigned in_use = loop_devices_in_use_locked(ds);
 	st->has_registry_save_errors = true;
 	st->registry_save_errors = ds->registry_save_errors;
-	size_t users = daemon_registry_users_locked(ds, x->usage, STATUS_USERS_MAX);
 	pthread_mutex_unlock(&ds->lock);
-	st->has_registry_users_total = true;
-	st->registry_users_total = (uint32_t)users;
-	for (size_t i = 0; i < users && i < STATUS_USERS_MAX; i++) {
-		squash__registry_user__init(&x->users[i]);
-		x->users[i].uid = (uint32_t)x->usage[i].uid;
-		x->users[i].entries = x->usage[i].usage.entries;
-		x->users[i].bytes = x->usage[i].usage.bytes;
-		x->user_ptrs[i] = &x->users[i];
-	}
-	st->registry_users = x->user_ptrs;
-	st->n_registry_users = users < STATUS_USERS_MAX ? users : STATUS_USERS_MAX;
 	st->has_fuse_servers = st->has_loop_devices = true;
 	st->fuse_servers = servers;
 	st->loop_devices = loops;

@@ -21,6 +21,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "clock.h"
+#include "core/budget_rows.h"
 #include "core/gc.h"
 #include "core/user_budgets.h"
 #include "core/user_fds.h"
@@ -359,6 +360,9 @@ int server_run(int listen_fd, struct daemon_state *ds)
 	accept_guard_init();
 	user_budgets_add_source(user_queue_budget_rows);
 	user_budgets_add_source(user_fds_budget_rows);
+	user_budgets_add_source(registry_budget_rows);
+	user_budgets_add_source(watcher_budget_rows);
+	user_budgets_add_source(reader_budget_rows);
 
 	struct pollfd *pfd = NULL;
 	size_t pfd_cap = 0;

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import USER1, USER2, mountinfo, proc_uids, uid_of, wait_until
+from test_bounded_work_per_user import budgets_of
 from test_squash_shell import shell_cmd
 
 pytestmark = pytest.mark.host_release_only("squashd's threads for users' callbacks: the same on every release")
@@ -73,6 +74,11 @@ def test_a_stopped_readers_teardown_does_not_delay_another_users_session_end(clu
         wait_until(lambda: "session of pid %d" % s1 in c.squashd_log(), 10, 0.05,
                    "the first session's end to be noticed")
         time.sleep(0.5)  # its teardown is under way, waiting on the reader
+        # squashctl status shows it: the user's one thread, busy with it.
+        rows = budgets_of(c, USER1)
+        assert rows["watcher threads"] == (1, 1), rows
+        assert rows["watcher work queued"][0] >= 1 and rows["watcher work queued"][1] is None, rows
+        assert "watcher busy ms" in rows, rows
         # The second user's session ends meanwhile.
         t = time.monotonic()
         os.kill(s2, signal.SIGKILL)

@@ -50,6 +50,14 @@ def test_a_reader_flooding_its_stderr_costs_squashd_under_a_second_of_cpu(cluste
                 timeout=30)
         assert time.monotonic() - t >= 9.5, (p.returncode, p.stderr)
         assert p.returncode == 124, (p.returncode, p.stderr)  # killed by timeout, not refused
+        # squashctl status shows the user's output budget spent (the pipe
+        # still holds 64 KiB, read at 16 KiB a second: it stays spent).
+        rows = budgets_of(cluster, USER1)
+        print(f"the reader's output budget right after: {rows}")
+        lines, lines_burst = rows["reader log lines"]
+        spent, burst = rows["reader log bytes"]
+        assert lines_burst % 20 == 0 and lines >= 19, rows
+        assert burst % 65536 == 0 and spent >= 32768, rows
         used = cpu_seconds(squashd) - before
         print(f"squashd CPU time during 10 s of /dev/zero into the reader's stderr: {used:.2f} s")
         assert used < 1.0, used

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from conftest import USER1, USER2, send_hup_and_wait, setting, uid_of
+from test_bounded_work_per_user import budgets_of
 
 pytestmark = pytest.mark.host_release_only("squashd's own per-user registry budget: the same on every release")
 
@@ -30,9 +31,18 @@ def test_a_user_over_registry_entries_per_user_is_refused_and_another_user_still
         for i in range(2):
             p = cluster.rawclient("mount", str(FAKE_JOB + i), uid, f"{mine}:/squash/b{i}")
             assert p.stdout.startswith("ok"), p.stdout + p.stderr
-        # squashctl status shows what the user holds.
+        # squashctl status shows what the user holds, with the other budgets.
         st = cluster.squashctl("status").stdout
-        assert re.search(rf"^  uid {uid}: 2 entries, \d+ bytes$", st, re.M), st
+        block = re.search(rf"^  uid {uid} \({USER1}\):\n((?:    .*\n)+)", st, re.M)
+        assert block, st
+        assert "    registry entries: 2 / 2\n" in block[1], st
+        assert re.search(r"^    registry bytes: [1-9]\d* / 16777216$", block[1], re.M), st
+        assert "entries," not in st, st  # the separate registry lines are gone
+        mine_rows = budgets_of(cluster, USER1)
+        assert mine_rows["registry entries"] == (2, 2), mine_rows
+        # Its reader's output budget (one reader: 20 lines, 64 KiB at once).
+        assert mine_rows["reader log lines"][1] == 20, mine_rows
+        assert mine_rows["reader log bytes"][1] == 65536, mine_rows
         # A third: refused, for this user, naming the setting.
         p = cluster.rawclient("mount", str(FAKE_JOB + 2), uid, f"{mine}:/squash/b2")
         assert p.stdout.startswith("user-error"), p.stdout + p.stderr

@@ -52,15 +52,16 @@ static bool wait_done(int n, long long ms)
 	}
 }
 
-static unsigned long long busy_ms_of(uid_t uid)
+/* uid's row of user_executor_usage (squashctl status's watcher rows). */
+static struct user_executor_use use_of(uid_t uid)
 {
 	struct user_executor_use use[8];
 	size_t n = user_executor_usage(use, 8);
 
 	for (size_t i = 0; i < n; i++)
 		if (use[i].uid == uid)
-			return use[i].busy_ms;
-	return 0;
+			return use[i];
+	return (struct user_executor_use){ 0 };
 }
 
 int main(void)
@@ -78,6 +79,9 @@ int main(void)
 	usleep(100 * 1000);
 	pthread_mutex_lock(&lock);
 	CHECK_INT(done, 3); /* 1001's second piece still waits for its first */
+	/* What status shows of 1001 meanwhile: its one thread, two pieces. */
+	CHECK_INT(use_of(1001).threads, 1);
+	CHECK_INT(use_of(1001).queued, 2);
 	release_blocked = true;
 	pthread_cond_broadcast(&cond);
 	pthread_mutex_unlock(&lock);
@@ -86,7 +90,10 @@ int main(void)
 	/* Idle users' threads end; the time 1001's work took is its own. */
 	CHECK_INT(user_executor_drain(squash_now_ms() + 5000), 0);
 	CHECK_INT(user_executor_threads(), 0);
-	CHECK(busy_ms_of(1001) >= 90);
-	CHECK(busy_ms_of(1002) < 90);
+	CHECK(use_of(1001).busy_ms >= 90);
+	CHECK(use_of(1002).busy_ms < 90);
+	CHECK_INT(use_of(1001).threads, 0);
+	CHECK_INT(use_of(1001).queued, 0);
+	CHECK_INT(use_of(1001).done, 2);
 	return unit_exit_code();
 }
