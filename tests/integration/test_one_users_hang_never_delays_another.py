@@ -350,7 +350,7 @@ def test_every_request_ends_by_its_deadline_over_a_stopped_squash_reader(cluster
     stopped, fake = [], []
     try:
         holder.wait_ready()
-        p = cluster.rawclient("mount", BASE_JOB + 1, uid_of(USER1), f"{base}:/squash/base,{a}:/squash/a2")
+        p = cluster.rawclient("mount", BASE_JOB + 1, uid_of(USER1), f"{base}:/squash/base", f"{a}:/squash/a2")
         assert p.returncode == 0, p.stdout + p.stderr
         readers = [pid for pid in cluster.instance_fuse_servers() if proc_uids(pid)[0] == uid_of(USER1)]
         assert readers, "no squash-reader serves the user's mounts"
