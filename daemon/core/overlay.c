@@ -9,9 +9,13 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "process/identity.h"
+#include "util/deadline_call.h"
 #include "util/log.h"
 #include "mount/overlay_upper.h"
 #include "mount/unmount.h"
@@ -24,15 +28,61 @@ static bool any_writable(const struct job_entry *job)
 	return false;
 }
 
+/* The mount of one overlay, made where the request can give up on it:
+ * overlayfs asks its lower layer (a user's reader's FUSE mount) for
+ * STATFS, LOOKUP and GETATTR, and a stopped reader never answers. Once
+ * the request gave up, the job's whole directory is the late function's:
+ * it removes the directory after the mount returned (made or not). */
+struct overlay_call {
+	char point[PATH_MAX];
+	char dir[PATH_MAX];
+	char opts[3 * PATH_MAX + 64];
+	int timeout_ms;
+	int err; /* the mount's errno, 0 when it was made */
+};
+
+static void overlay_call_mount(void *arg)
+{
+	struct overlay_call *c = arg;
+
+	c->err = mount("overlay", c->point, "overlay", MS_NOSUID | MS_NODEV, c->opts) < 0 ? errno : 0;
+}
+
+static void overlay_call_late(void *arg)
+{
+	struct overlay_call *c = arg;
+
+	overlay_remove_dir(c->dir, c->timeout_ms);
+	log_info("the overlay %s that a request gave up on has %s; its directory is removed", c->point,
+		 c->err ? "failed" : "been made after all");
+}
+
+/* Kills the FUSE server of lower (the image's node-level mount): it did
+ * not answer the overlay mount in time. The mount recovers as after any
+ * reader's death, and the overlay mount's thread ends. */
+static void kill_lower_server(struct daemon_state *ds, const struct mount_entry *lower)
+{
+	pthread_mutex_lock(&ds->lock);
+	if (lower->server_pidfd >= 0 &&
+	    syscall(SYS_pidfd_send_signal, lower->server_pidfd, SIGKILL, NULL, 0) == 0)
+		log_warning("killed FUSE server pid %d of image %s: it did not answer the overlay "
+			    "mount of a :rw image in time", (int)lower->server_pid, lower->image);
+	pthread_mutex_unlock(&ds->lock);
+}
+
 /* Upper directory for image i, looking like the image's root: overlayfs
  * shows the upper root's owner and mode, and a user must be able to write
  * where the image lets them. The root's attributes are read as the user
  * (the lower layer may be their reader's FUSE mount), without set-uid and
- * set-gid bits (overlay_lower_root). */
-static int make_upper(const char *dir, size_t i, const char *lower, const struct identity *id,
-		      int timeout_ms, char *err, size_t errlen)
+ * set-gid bits (overlay_lower_root). *gave_up: the mount did not return
+ * by deadline_ms; dir is then the mount's thread's to remove. */
+static int make_upper(struct daemon_state *ds, const char *dir, size_t i,
+		      const struct mount_entry *lower_mount, const struct identity *id,
+		      long long deadline_ms, bool *gave_up, char *err, size_t errlen)
 {
 	char upper[PATH_MAX], work[PATH_MAX], point[PATH_MAX];
+	const char *lower = lower_mount->mount_point;
+	int timeout_ms = daemon_time_left(deadline_ms);
 	uid_t uid;
 	gid_t gid;
 	mode_t mode;
@@ -57,14 +107,43 @@ static int make_upper(const char *dir, size_t i, const char *lower, const struct
 		snprintf(err, errlen, "cannot prepare the overlay in %s: %s", dir, strerror(errno));
 		return -1;
 	}
-	char opts[3 * PATH_MAX + 64];
-	if (snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work) >=
-	    (int)sizeof(opts)) {
-		snprintf(err, errlen, "overlay options too long");
+	struct overlay_call *c = calloc(1, sizeof(*c));
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (mount("overlay", point, "overlay", MS_NOSUID | MS_NODEV, opts) < 0) {
-		snprintf(err, errlen, "cannot mount an overlay on %s: %s", lower, strerror(errno));
+	snprintf(c->point, sizeof(c->point), "%s", point);
+	snprintf(c->dir, sizeof(c->dir), "%s", dir);
+	c->timeout_ms = timeout_ms > 1000 ? timeout_ms : 1000;
+	if (snprintf(c->opts, sizeof(c->opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper,
+		     work) >= (int)sizeof(c->opts)) {
+		snprintf(err, errlen, "overlay options too long");
+		free(c);
+		return -1;
+	}
+	/* A second at least: readers are killed for silence, not for a late
+	 * request (as for a merge, core/merge.c). */
+	long long now = squash_now_ms();
+	int done = deadline_call(overlay_call_mount, overlay_call_late, free, c,
+				 deadline_ms > now + 1000 ? deadline_ms : now + 1000);
+	if (done < 0) {
+		snprintf(err, errlen, "cannot start a thread for the overlay mount: %s", strerror(errno));
+		free(c);
+		return -1;
+	}
+	if (!done) {
+		*gave_up = true;
+		kill_lower_server(ds, lower_mount);
+		snprintf(err, errlen, "the overlay of the :rw image %s did not mount within the request's "
+			 "deadline: the FUSE server of the image (your squash-reader) did not answer "
+			 "(stopped or hung); squashd killed it, and its mounts restart",
+			 lower_mount->image);
+		return -1;
+	}
+	int mount_err = c->err;
+	free(c);
+	if (mount_err) {
+		snprintf(err, errlen, "cannot mount an overlay on %s: %s", lower, strerror(mount_err));
 		return -1;
 	}
 	return 0;
@@ -86,9 +165,8 @@ static const struct job_entry *upper_in_use(struct daemon_state *ds, const struc
 }
 
 /* The overlay of image i with the user's own upper directory. */
-static enum result mount_named(struct daemon_state *ds, const struct squashd_config *cfg,
-			       struct job_entry *job, size_t i,
-			       const char *dir, const struct identity *id, char *err, size_t errlen)
+static enum result mount_named(struct daemon_state *ds, struct job_entry *job, size_t i, const char *dir,
+			       const struct identity *id, long long deadline_ms, char *err, size_t errlen)
 {
 	char point[PATH_MAX];
 	const char *upper = job->images[i].upper;
@@ -111,12 +189,13 @@ static enum result mount_named(struct daemon_state *ds, const struct squashd_con
 		return RESULT_NODE_ERROR;
 	}
 	return overlay_mount_named_upper(upper, id, job->images[i].mount->mount_point, point,
-					 (int)cfg->request_timeout_s * 1000, err, errlen);
+					 daemon_time_left(deadline_ms), err, errlen);
 }
 
 enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_config *cfg,
-			      struct job_entry *job, char *err, size_t errlen)
+			      struct job_entry *job, char *err, size_t errlen, long long deadline_ms)
 {
+	bool gave_up = false;
 	struct identity *id = NULL;
 	char dir[PATH_MAX], opts[64], *points[SQUASH_MAX_IMAGES] = { NULL };
 
@@ -170,11 +249,11 @@ enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_conf
 			continue;
 		}
 		if (job->images[i].upper) {
-			res = mount_named(ds, cfg, job, i, dir, id, err, errlen);
+			res = mount_named(ds, job, i, dir, id, deadline_ms, err, errlen);
 			if (res != RESULT_OK)
 				continue;
-		} else if (make_upper(dir, i, job->images[i].mount->mount_point, id,
-				      (int)cfg->request_timeout_s * 1000, err, errlen) < 0) {
+		} else if (make_upper(ds, dir, i, job->images[i].mount, id, deadline_ms, &gave_up, err,
+				      errlen) < 0) {
 			res = RESULT_NODE_ERROR;
 			continue;
 		}
@@ -192,7 +271,8 @@ enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_conf
 	if (res != RESULT_OK) {
 		for (size_t i = 0; i < SQUASH_MAX_IMAGES; i++)
 			free(points[i]);
-		overlay_remove_dir(dir, (int)cfg->request_timeout_s * 1000);
+		if (!gave_up) /* else the late mount's thread removes it */
+			overlay_remove_dir(dir, (int)cfg->request_timeout_s * 1000);
 		return res;
 	}
 	pthread_mutex_lock(&ds->lock);

@@ -16,9 +16,11 @@
 
 /* Mounts the overlays of job's writable images (unlocked; the job is
  * pending and its images are mounted). RESULT_OK also when it has none;
- * on failure nothing is left and err says why. */
+ * on failure nothing is left and err says why. Gives up at deadline_ms
+ * on a lower whose FUSE server does not answer: kills that server, and
+ * removes what the mount made once it returns. */
 enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_config *cfg,
-			      struct job_entry *job, char *err, size_t errlen);
+			      struct job_entry *job, char *err, size_t errlen, long long deadline_ms);
 
 /* Moves job's overlay directory to td, to be torn down after the answer
  * and before td's mounts (ds->lock held). */

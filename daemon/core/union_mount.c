@@ -11,6 +11,7 @@
 #include "core/sharing.h"
 #include "mount/fuse_keep.h"
 #include "mount/mount_fuse.h"
+#include "util/close_detached.h"
 #include "util/log.h"
 
 bool union_mount_wanted(const struct daemon_state *ds, const struct squashd_config *cfg,
@@ -49,11 +50,13 @@ static struct mount_entry *find_union(struct registry *r, const void *what)
 	return registry_find_union(r, w->owner, w->keys, w->n);
 }
 
+/* The images' descriptors may lie on a FUSE mount whose server hangs:
+ * closing one sends FLUSH, which must not hold the request. */
 static void close_all(int *fds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (fds[i] >= 0)
-			close(fds[i]);
+			close_detached(fds[i]);
 }
 
 enum result union_mount_get(struct daemon_state *ds, const struct squashd_config *cfg,

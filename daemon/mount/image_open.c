@@ -24,6 +24,7 @@
 #include "imagespec.h"
 #include "read_full.h"
 #include "user_fuse.h"
+#include "util/close_detached.h"
 #include "util/file_identity.h"
 #include "util/log.h"
 
@@ -235,7 +236,7 @@ static int receive_status(int sock, struct open_status *status, int *fd)
 			if (nfds++ == 0)
 				*fd = got;
 			else
-				close(got);
+				close_detached(got);
 		}
 	}
 	int failed = spawner_failure_errno(status, (size_t)n, nfds);
@@ -250,7 +251,7 @@ static int receive_status(int sock, struct open_status *status, int *fd)
 	if (n != (ssize_t)sizeof(*status) || (msg.msg_flags & MSG_CTRUNC) ||
 	    nfds > 1 || (status->step == STEP_OK) != (nfds == 1)) {
 		if (*fd >= 0)
-			close(*fd);
+			close_detached(*fd); /* FLUSH: its server may hang */
 		*fd = -1;
 		return -1;
 	}
@@ -433,13 +434,13 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 	struct file_identity fid;
 	if (file_identity_of(fd, &fid, st) < 0) {
 		snprintf(err, errlen, "image %s: statx: %s", path, strerror(errno));
-		close(fd);
+		close_detached(fd);
 		return RESULT_NODE_ERROR;
 	}
 	if (!S_ISREG(st->st_mode)) { /* cannot happen; never trust the peer */
 		snprintf(err, errlen, "image %s is %s, not a regular file", path,
 			 file_type_name(st->st_mode));
-		close(fd);
+		close_detached(fd);
 		return RESULT_USER_ERROR;
 	}
 	if (header) {

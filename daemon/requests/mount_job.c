@@ -137,7 +137,7 @@ void request_mount_job(struct request *rq)
 		res = holders_mount_images(ds, rq->cfg, job, req->uid, req->images, req->n_images, NULL,
 					   err, sizeof(err), rq->deadline_ms);
 	if (res == RESULT_OK)
-		res = overlay_job_mount(ds, rq->cfg, job, err, sizeof(err));
+		res = overlay_job_mount(ds, rq->cfg, job, err, sizeof(err), rq->deadline_ms);
 
 	pthread_mutex_lock(&ds->lock);
 	finish(rq, job, res, err, sizeof(err));

@@ -14,14 +14,17 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import SQUASHD, USER1, USER2, BlockingJob, mountinfo, run, wait_until
+from conftest import (RAWCLIENT, SQUASHD, USER1, USER2, BlockingJob, mountinfo, proc_uids, run,
+                      wait_until)
 
 LIMIT_MB = 16
 FILES = {"hello.txt": "hello from the image\n", "data/keep.txt": "kept\n"}
@@ -420,3 +423,70 @@ def test_rw_gets_no_set_gid_root_and_rw_dir_is_opened_with_the_users_rights_alon
     finally:
         cluster.rawclient("release", "3999996")
         shutil.rmtree(locked)
+
+
+REQUEST_TIMEOUT = 10  # tests/cluster/cluster.sh's squashd.conf
+
+
+@pytest.mark.host_release_only("squashd's deadline on a stopped reader: the same on every release")
+def test_rw_over_a_stopped_readers_mount_fails_by_its_deadline_and_leaves_nothing(cluster, overlay_limit):
+    """The overlay of a plain :rw image asks its lower layer, the user's
+    reader's FUSE mount, for STATFS (and LOOKUP, GETATTR) while it
+    mounts. A user who stops their reader (SIGSTOP) must not hold the
+    request's worker: the mount runs on a thread the request gives up on
+    at its deadline (daemon/core/overlay.c, daemon/util/deadline_call.c);
+    the request fails with the reason, the silent reader is killed, and
+    the mount's thread removes the job's overlay directory once the mount
+    returns. Issue 37, item 2."""
+    img = user_image(cluster, cluster.workdir(USER1, "rwstop") / "rwstop.sqfs", USER1, USER1)
+    other = user_image(cluster, cluster.workdir(USER2, "rwother") / "other.sqfs", USER2, USER2)
+    uid = pwd.getpwnam(USER1).pw_uid
+    job_id = "3999995"
+    holder = BlockingJob(cluster, USER1, f"{img}:/squash/held")
+    stopped, request = [], None
+    try:
+        holder.wait_ready()
+        readers = [p for p in cluster.instance_fuse_servers() if proc_uids(p)[0] == uid]
+        assert readers, "no squash-reader serves the user's mount"
+        for pid in readers:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        # The prolog's request for a job with the held image :rw (root asks
+        # for the user, as slurmd's prolog does).
+        t = time.monotonic()
+        request = subprocess.Popen(
+            [RAWCLIENT, "--socket", cluster.socket, "--munge-socket", cluster.munge_socket,
+             "mount", job_id, str(uid), f"{img}:/squash/w:rw"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        # Another user's job runs meanwhile.
+        t2 = time.monotonic()
+        job = cluster.run_job(USER2, "cat /squash/o/hello.txt\n", [f"--squash-image={other}:/squash/o"])
+        assert job.state == "COMPLETED" and job.output() == FILES["hello.txt"], job.output()
+        print(f"another user's job meanwhile: {time.monotonic() - t2:.1f} s")
+
+        out, err = request.communicate(timeout=REQUEST_TIMEOUT + 30)
+        took = time.monotonic() - t
+        print(f":rw over a stopped reader's mount: failed after {took:.1f} s: {out.strip()}")
+        assert out.startswith("node-error"), (out, err)
+        assert "did not mount within the request's deadline" in out and str(img) in out, out
+        assert took < REQUEST_TIMEOUT + 5
+        assert "it did not answer the overlay mount of a :rw image in time" in cluster.squashd_log()
+        # Nothing is left: no overlay, no tmpfs in squashd's mount directory.
+        overlays_gone(cluster)
+        assert not [m for m in mountinfo() if m["fstype"] in ("overlay", "tmpfs")
+                    and m["mount_point"].startswith(str(cluster.state_dir / "mnt") + "/")]
+    finally:
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        if request:
+            if request.poll() is None:
+                request.communicate(timeout=60)
+            cluster.rawclient("release", job_id)
+        holder.release()
+        wait_until(lambda: not cluster.list_mounts(), 30, what="the mounts to go")
+    # The holder's job ran on: its mount recovered after the reader's death.
+    assert holder.job.state == "COMPLETED", holder.job.output()
