@@ -21,6 +21,7 @@
 #include "mount/unmount.h"
 #include "registry/linger.h"
 #include "superblock.h"
+#include "util/close_detached.h"
 #include "util/log.h"
 
 /* A merged mount's references to its lowers, once it is gone (lock held). */
@@ -146,11 +147,11 @@ enum result sharing_open(const struct squashd_config *cfg, const struct identity
 	if (mode == SQUASH__MOUNT_MODE__KERNEL) {
 		/* From here on only root's own descriptor: the loop device
 		 * reads the file squashd itself reached. */
-		close(fd);
+		close_detached(fd);
 		fd = kernel_fd;
 		if (fstat(fd, &st) < 0) {
 			snprintf(err, errlen, "image %s: fstat: %s", spec->image, strerror(errno));
-			close(fd);
+			close_detached(fd);
 			return RESULT_NODE_ERROR;
 		}
 	}
@@ -158,20 +159,20 @@ enum result sharing_open(const struct squashd_config *cfg, const struct identity
 		/* FUSE servers parse untrusted images; they never run as root. */
 		snprintf(err, errlen, "image %s: jobs of root may only use trusted images "
 			 "(its FUSE server would run as root)", spec->image);
-		close(fd);
+		close_detached(fd);
 		return RESULT_USER_ERROR;
 	}
 	enum squash_reader reader = mode == SQUASH__MOUNT_MODE__KERNEL ? SQUASH_READER_KERNEL
 									: SQUASH_READER_FUSE;
 	if (header.read_errno) {
 		snprintf(err, errlen, "image %s: cannot read image: %s", spec->image, strerror(header.read_errno));
-		close(fd);
+		close_detached(fd);
 		return RESULT_NODE_ERROR;
 	}
 	if (squash_superblock_check(header.bytes, header.len, (uint64_t)st.st_size, reader, NULL,
 				    why, sizeof(why)) < 0) {
 		snprintf(err, errlen, "image %s: %s", spec->image, why);
-		close(fd);
+		close_detached(fd);
 		return RESULT_USER_ERROR;
 	}
 	*key = (struct mount_key){
@@ -260,13 +261,13 @@ enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_con
 					 deadline_ms);
 	if (shared != 0) {
 		pthread_mutex_unlock(&ds->lock);
-		close(fd);
+		close_detached(fd);
 		return shared > 0 ? RESULT_OK : res;
 	}
 	struct mount_entry *m = registry_new_mount(&ds->registry, &key, spec->image, ds->mount_dir);
 	if (!m) {
 		pthread_mutex_unlock(&ds->lock);
-		close(fd);
+		close_detached(fd);
 		snprintf(err, errlen, "out of memory");
 		return RESULT_NODE_ERROR;
 	}
@@ -279,7 +280,7 @@ enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_con
 	res = make_mount(ds, cfg, m, fd, id, deadline_ms, &server, &server_pidfd, &conn_fd, loop_dev,
 			 sizeof(loop_dev), why, sizeof(why));
 	struct fuse_keep *keep = res == RESULT_OK && conn_fd >= 0 ? fuse_keep_new(conn_fd, &fd, 1, id) : NULL;
-	close(fd);
+	close_detached(fd);
 
 	pthread_mutex_lock(&ds->lock);
 	if (res == RESULT_OK) {

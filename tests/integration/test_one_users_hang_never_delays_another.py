@@ -35,13 +35,13 @@ the hangs), a squash-shell session (as the user); and once per phase,
 squashd-wide: status, list, health, gc, reload (SIGHUP), and the release of
 the job mounted before the hangs.
 
-Found by the matrix and fixed here: a plain :rw overlay over a stopped
-reader (core/overlay.c), and the image descriptors image_open.c and
-union_mount.c closed with close() (FLUSH). Found and left, in KNOWN or as
-a strict xfail: squash-shell's own realpath() of the image in the user's
-process (lookup, getattr, stopped: the user's hang, squashd never asked),
-and daemon/core/sharing.c's close() of the image descriptor on the request
-thread (the FLUSH column; there the prolog's request never ends).
+Found by the matrix and fixed: a plain :rw overlay over a stopped reader
+(core/overlay.c), and the image descriptors image_open.c, union_mount.c
+and core/sharing.c closed with close() on the request thread (close sends
+FUSE_FLUSH: the FLUSH column's prolog never ended); they are closed
+detached now. Found and left, in KNOWN: squash-shell's own realpath() of
+the image in the user's process (lookup, getattr, stopped: the user's own
+client waits, squashd is never asked).
 
 Each phase's cells are fired at once; every one must end within
 request_timeout + 5 s, with success or a (node|user)-error that names a
@@ -328,9 +328,6 @@ def test_every_request_ends_by_its_deadline_whatever_fuse_request_hangs(cluster,
 
 
 @pytest.mark.host_release_only("the hang matrix's FLUSH column: squashd's own closes")
-@pytest.mark.xfail(strict=True, reason="issue 37: daemon/core/sharing.c closes the image descriptor with "
-                   "close() on the request thread, and close sends FUSE_FLUSH, which a hung server "
-                   "never answers (close_detached would do, as image_open.c and union_mount.c now)")
 def test_a_hung_flush_never_holds_a_request(cluster, short_timeout):
     run_fuse_matrix(cluster, ["flush"], ["mount", "rw", "merge", "step"], node_wide=False)
 
