@@ -3,11 +3,26 @@
 #ifndef SQUASH_CORE_FIXTURE_H
 #define SQUASH_CORE_FIXTURE_H
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "core/daemon.h"
+
+/* Calls a *_locked function under ds->lock, as squashd does: saves hand
+ * snapshots to the saver thread, which takes the lock too. */
+#define LOCKED(ds, expr) __extension__({ \
+	pthread_mutex_lock(&(ds)->lock); \
+	__typeof__(expr) locked_value_ = (expr); \
+	pthread_mutex_unlock(&(ds)->lock); \
+	locked_value_; \
+})
+#define LOCKED_DO(ds, stmt) do { \
+	pthread_mutex_lock(&(ds)->lock); \
+	stmt; \
+	pthread_mutex_unlock(&(ds)->lock); \
+} while (0)
 
 /* Makes dir (a mkdtemp template), *cfg and ds. Returns 0, or -1 having
  * said why. */

@@ -33,31 +33,31 @@ static struct mount_entry *ready_mount(unsigned ino)
 
 static void a_new_job_is_pending_until_its_request_settles(void)
 {
-	struct job_entry *job = holders_add_job_locked(&ds, 60, 1000);
+	struct job_entry *job = LOCKED(&ds, holders_add_job_locked(&ds, 60, 1000));
 
 	CHECK(job != NULL);
-	CHECK(holders_find_job_locked(&ds, 60) == job);
+	CHECK(LOCKED(&ds, holders_find_job_locked(&ds, 60)) == job);
 	CHECK(job->pending);
 	CHECK_INT(job->uid, 1000);
-	holders_settle_locked(&ds, job);
+	LOCKED_DO(&ds, holders_settle_locked(&ds, job));
 	CHECK(!job->pending);
-	CHECK(holders_settled_job_locked(&ds, 60, 0) == job);
-	CHECK(holders_find_job_locked(&ds, 61) == NULL);
+	CHECK(LOCKED(&ds, holders_settled_job_locked(&ds, 60, 0)) == job);
+	CHECK(LOCKED(&ds, holders_find_job_locked(&ds, 61)) == NULL);
 	struct teardown td = TEARDOWN_INIT(cfg);
-	CHECK_INT(holders_release_job_locked(&ds, 60, &td), HOLDER_RELEASED);
+	CHECK_INT(LOCKED(&ds, holders_release_job_locked(&ds, 60, &td)), HOLDER_RELEASED);
 }
 
 static void a_failed_job_lets_go_of_its_mounts_and_keeps_why(void)
 {
 	struct teardown td = TEARDOWN_INIT(cfg);
 	struct mount_entry *m = ready_mount(10);
-	struct job_entry *job = holders_add_job_locked(&ds, 62, 1000);
+	struct job_entry *job = LOCKED(&ds, holders_add_job_locked(&ds, 62, 1000));
 
 	registry_job_add_image(job, "/a", "/squash/a", m);
 	m->refcount = 1;
-	holders_settle_locked(&ds, job);
-	holders_fail_job_locked(&ds, job, SQUASH__STATUS__USER_ERROR, "image /a: not squashfs", &td);
-	CHECK(holders_find_job_locked(&ds, 62) == job);
+	LOCKED_DO(&ds, holders_settle_locked(&ds, job));
+	LOCKED_DO(&ds, holders_fail_job_locked(&ds, job, SQUASH__STATUS__USER_ERROR, "image /a: not squashfs", &td));
+	CHECK(LOCKED(&ds, holders_find_job_locked(&ds, 62)) == job);
 	CHECK_INT(job->status, SQUASH__STATUS__USER_ERROR);
 	CHECK_STR(job->message, "image /a: not squashfs");
 	CHECK(job->images[0].mount == NULL);
@@ -65,55 +65,55 @@ static void a_failed_job_lets_go_of_its_mounts_and_keeps_why(void)
 	CHECK_INT(m->state, MOUNT_UNMOUNTING);
 	CHECK(td.head == m);
 	/* Its release then forgets it without touching the mount again. */
-	CHECK_INT(holders_release_job_locked(&ds, 62, &td), HOLDER_RELEASED);
-	CHECK(holders_find_job_locked(&ds, 62) == NULL);
+	CHECK_INT(LOCKED(&ds, holders_release_job_locked(&ds, 62, &td)), HOLDER_RELEASED);
+	CHECK(LOCKED(&ds, holders_find_job_locked(&ds, 62)) == NULL);
 	registry_remove_mount(&ds.registry, m);
 }
 
 static void steps_and_sessions_are_pending_and_record_who_asked(void)
 {
-	struct job_entry *step = holders_add_step_locked(&ds, 63, 4, 1000, 4242, 99);
-	struct job_entry *s1 = holders_add_session_locked(&ds, 1000, 5001, 7);
-	struct job_entry *s2 = holders_add_session_locked(&ds, 1000, 5002, 8);
-	struct job_entry *s3 = holders_add_session_locked(&ds, 1001, 5003, 9);
+	struct job_entry *step = LOCKED(&ds, holders_add_step_locked(&ds, 63, 4, 1000, 4242, 99));
+	struct job_entry *s1 = LOCKED(&ds, holders_add_session_locked(&ds, 1000, 5001, 7));
+	struct job_entry *s2 = LOCKED(&ds, holders_add_session_locked(&ds, 1000, 5002, 8));
+	struct job_entry *s3 = LOCKED(&ds, holders_add_session_locked(&ds, 1001, 5003, 9));
 
 	CHECK(step && s1 && s2 && s3);
-	CHECK(holders_find_step_locked(&ds, 63, 4) == step);
-	CHECK(holders_find_step_locked(&ds, 63, 5) == NULL);
+	CHECK(LOCKED(&ds, holders_find_step_locked(&ds, 63, 4)) == step);
+	CHECK(LOCKED(&ds, holders_find_step_locked(&ds, 63, 5)) == NULL);
 	CHECK(step->pending);
 	CHECK_INT(step->kind, HOLDER_STEP);
 	CHECK_INT(step->session_pid, 4242);
 	CHECK_INT(step->session_start, 99);
-	CHECK(holders_find_session_locked(&ds, 5002) == s2);
-	CHECK(holders_find_session_locked(&ds, 5009) == NULL);
+	CHECK(LOCKED(&ds, holders_find_session_locked(&ds, 5002)) == s2);
+	CHECK(LOCKED(&ds, holders_find_session_locked(&ds, 5009)) == NULL);
 	CHECK(s2->pending);
 	CHECK_INT(s2->kind, HOLDER_SESSION);
 	CHECK_INT(s2->session_start, 8);
-	CHECK_INT(holders_sessions_of_locked(&ds, 1000), 2);
-	CHECK_INT(holders_sessions_of_locked(&ds, 1001), 1);
-	CHECK_INT(holders_sessions_of_locked(&ds, 1002), 0);
+	CHECK_INT(LOCKED(&ds, holders_sessions_of_locked(&ds, 1000)), 2);
+	CHECK_INT(LOCKED(&ds, holders_sessions_of_locked(&ds, 1001)), 1);
+	CHECK_INT(LOCKED(&ds, holders_sessions_of_locked(&ds, 1002)), 0);
 	struct teardown td = TEARDOWN_INIT(cfg);
-	holders_drop_locked(&ds, step, &td);
-	holders_drop_locked(&ds, s1, &td);
-	holders_drop_locked(&ds, s2, &td);
-	holders_drop_locked(&ds, s3, &td);
-	CHECK_INT(holders_sessions_of_locked(&ds, 1000), 0);
+	LOCKED_DO(&ds, holders_drop_locked(&ds, step, &td));
+	LOCKED_DO(&ds, holders_drop_locked(&ds, s1, &td));
+	LOCKED_DO(&ds, holders_drop_locked(&ds, s2, &td));
+	LOCKED_DO(&ds, holders_drop_locked(&ds, s3, &td));
+	CHECK_INT(LOCKED(&ds, holders_sessions_of_locked(&ds, 1000)), 0);
 }
 
 static void walking_the_holders_takes_jobs_then_steps_and_sessions(void)
 {
 	struct mount_entry *m = ready_mount(11), *other = ready_mount(12);
 	const struct job_entry *e;
-	struct job_entry *j1 = holders_add_job_locked(&ds, 70, 1000);
-	struct job_entry *j2 = holders_add_job_locked(&ds, 71, 1000);
-	struct job_entry *st = holders_add_step_locked(&ds, 70, 1, 1000, 1, 0);
-	struct job_entry *se = holders_add_session_locked(&ds, 1000, 6000, 1);
+	struct job_entry *j1 = LOCKED(&ds, holders_add_job_locked(&ds, 70, 1000));
+	struct job_entry *j2 = LOCKED(&ds, holders_add_job_locked(&ds, 71, 1000));
+	struct job_entry *st = LOCKED(&ds, holders_add_step_locked(&ds, 70, 1, 1000, 1, 0));
+	struct job_entry *se = LOCKED(&ds, holders_add_session_locked(&ds, 1000, 6000, 1));
 	size_t n = 0, jobs = 0;
 
 	registry_job_add_image(j2, "/a", "/squash/a", m);
 	registry_job_add_image(j1, "/b", "/squash/b", other);
 	registry_job_add_image(se, "/a", "/squash/a", m);
-	for (e = holders_next_locked(&ds, NULL, NULL); e; e = holders_next_locked(&ds, e, NULL)) {
+	for (e = LOCKED(&ds, holders_next_locked(&ds, NULL, NULL)); e; e = LOCKED(&ds, holders_next_locked(&ds, e, NULL))) {
 		jobs += e->kind == HOLDER_JOB;
 		CHECK(n < 4);
 		/* Every job comes before every step and session. */
@@ -123,29 +123,29 @@ static void walking_the_holders_takes_jobs_then_steps_and_sessions(void)
 	CHECK_INT(n, 4);
 	CHECK_INT(jobs, 2);
 	/* Only the holders of m, whichever list they are on. */
-	e = holders_next_locked(&ds, NULL, m);
+	e = LOCKED(&ds, holders_next_locked(&ds, NULL, m));
 	CHECK(e == j2);
-	e = holders_next_locked(&ds, e, m);
+	e = LOCKED(&ds, holders_next_locked(&ds, e, m));
 	CHECK(e == se);
-	CHECK(holders_next_locked(&ds, e, m) == NULL);
+	CHECK(LOCKED(&ds, holders_next_locked(&ds, e, m)) == NULL);
 	/* A mount nobody uses has no holders; neither has an empty registry. */
 	struct mount_entry *unused = ready_mount(13);
-	CHECK(holders_next_locked(&ds, NULL, unused) == NULL);
+	CHECK(LOCKED(&ds, holders_next_locked(&ds, NULL, unused)) == NULL);
 	n = 0;
-	for (const struct mount_entry *x = sharing_next_mount_locked(&ds, NULL); x;
-	     x = sharing_next_mount_locked(&ds, x))
+	for (const struct mount_entry *x = LOCKED(&ds, sharing_next_mount_locked(&ds, NULL)); x;
+	     x = LOCKED(&ds, sharing_next_mount_locked(&ds, x)))
 		n++;
 	CHECK_INT(n, 3);
 	struct teardown td = TEARDOWN_INIT(cfg);
-	holders_drop_locked(&ds, j1, &td);
-	holders_drop_locked(&ds, j2, &td);
-	holders_drop_locked(&ds, st, &td);
-	holders_drop_locked(&ds, se, &td);
-	CHECK(holders_next_locked(&ds, NULL, NULL) == NULL);
+	LOCKED_DO(&ds, holders_drop_locked(&ds, j1, &td));
+	LOCKED_DO(&ds, holders_drop_locked(&ds, j2, &td));
+	LOCKED_DO(&ds, holders_drop_locked(&ds, st, &td));
+	LOCKED_DO(&ds, holders_drop_locked(&ds, se, &td));
+	CHECK(LOCKED(&ds, holders_next_locked(&ds, NULL, NULL)) == NULL);
 	/* Only steps and sessions left: the walk starts on them. */
-	se = holders_add_session_locked(&ds, 1000, 6001, 1);
-	CHECK(holders_next_locked(&ds, NULL, NULL) == se);
-	holders_drop_locked(&ds, se, &td);
+	se = LOCKED(&ds, holders_add_session_locked(&ds, 1000, 6001, 1));
+	CHECK(LOCKED(&ds, holders_next_locked(&ds, NULL, NULL)) == se);
+	LOCKED_DO(&ds, holders_drop_locked(&ds, se, &td));
 	registry_remove_mount(&ds.registry, m);
 	registry_remove_mount(&ds.registry, other);
 	registry_remove_mount(&ds.registry, unused);

@@ -46,16 +46,16 @@ static void the_last_reference_of_a_ready_mount_queues_its_unmount(void)
 	struct mount_entry *m = mount_in(MOUNT_READY, 2, 1);
 
 	cfg->linger_s = 0;
-	sharing_put_locked(&ds, m, &td);
+	LOCKED_DO(&ds, sharing_put_locked(&ds, m, &td));
 	CHECK_INT(m->refcount, 1);
 	CHECK(td.head == NULL);
-	sharing_put_locked(&ds, m, &td);
+	LOCKED_DO(&ds, sharing_put_locked(&ds, m, &td));
 	CHECK_INT(m->refcount, 0);
 	CHECK_INT(m->state, MOUNT_UNMOUNTING);
 	CHECK(td.head == m);
 	/* An unmounting mount is never shared and takes no more puts. */
 	CHECK(registry_find_mount(&ds.registry, &m->key) == NULL);
-	sharing_put_locked(&ds, m, &td);
+	LOCKED_DO(&ds, sharing_put_locked(&ds, m, &td));
 	CHECK_INT(m->refcount, 0);
 	registry_remove_mount(&ds.registry, m);
 }
@@ -66,14 +66,14 @@ static void with_linger_the_last_reference_keeps_the_mount_for_the_next_job(void
 	struct mount_entry *m = mount_in(MOUNT_READY, 1, 2);
 
 	cfg->linger_s = 30;
-	sharing_put_locked(&ds, m, &td);
+	LOCKED_DO(&ds, sharing_put_locked(&ds, m, &td));
 	CHECK_INT(m->state, MOUNT_LINGERING);
 	CHECK(td.head == NULL);
 	CHECK(registry_find_mount(&ds.registry, &m->key) == m);
 	/* But not while squashd stops. */
 	struct mount_entry *n = mount_in(MOUNT_READY, 1, 3);
 	ds.stopping = true;
-	sharing_put_locked(&ds, n, &td);
+	LOCKED_DO(&ds, sharing_put_locked(&ds, n, &td));
 	ds.stopping = false;
 	CHECK_INT(n->state, MOUNT_UNMOUNTING);
 	CHECK(td.head == n);
@@ -89,15 +89,15 @@ static void failed_and_dead_mounts_are_forgotten_with_their_last_reference(void)
 
 	mount_in(MOUNT_FAILED, 1, 4);
 	struct mount_entry *dead = mount_in(MOUNT_DEAD, 2, 5);
-	sharing_put_locked(&ds, ds.registry.mounts->next, &td); /* the failed one */
+	LOCKED_DO(&ds, sharing_put_locked(&ds, ds.registry.mounts->next, &td)); /* the failed one */
 	CHECK_INT(mounts(), before + 1);
-	sharing_put_locked(&ds, dead, &td);
+	LOCKED_DO(&ds, sharing_put_locked(&ds, dead, &td));
 	CHECK_INT(mounts(), before + 1);
-	sharing_put_locked(&ds, dead, &td);
+	LOCKED_DO(&ds, sharing_put_locked(&ds, dead, &td));
 	CHECK_INT(mounts(), before);
 	CHECK(td.head == NULL);
 	/* NULL (a mount lost in a restart) is nothing to drop. */
-	sharing_put_locked(&ds, NULL, &td);
+	LOCKED_DO(&ds, sharing_put_locked(&ds, NULL, &td));
 }
 
 static void a_mount_being_made_stays_while_its_mounter_holds_it(void)
@@ -105,8 +105,8 @@ static void a_mount_being_made_stays_while_its_mounter_holds_it(void)
 	struct teardown td = TEARDOWN_INIT(cfg);
 	struct mount_entry *m = mount_in(MOUNT_MOUNTING, 2, 6);
 
-	sharing_put_locked(&ds, m, &td);
-	sharing_put_locked(&ds, m, &td);
+	LOCKED_DO(&ds, sharing_put_locked(&ds, m, &td));
+	LOCKED_DO(&ds, sharing_put_locked(&ds, m, &td));
 	CHECK_INT(m->state, MOUNT_MOUNTING);
 	CHECK(td.head == NULL);
 	registry_remove_mount(&ds.registry, m);
@@ -128,7 +128,7 @@ static void releasing_a_job_drops_its_references_and_its_steps(void)
 	registry_job_add_image(step, "/a", "/squash/c", shared);
 	pending_step->pending = true;
 
-	CHECK_INT(holders_release_job_locked(&ds, 50, &td), HOLDER_RELEASED);
+	CHECK_INT(LOCKED(&ds, holders_release_job_locked(&ds, 50, &td)), HOLDER_RELEASED);
 	CHECK(registry_find_job(&ds.registry, 50) == NULL);
 	CHECK(registry_find_step(&ds.registry, 50, 2) == NULL);
 	CHECK(registry_find_step(&ds.registry, 50, 3) == pending_step); /* still mounting */
@@ -136,17 +136,17 @@ static void releasing_a_job_drops_its_references_and_its_steps(void)
 	CHECK_INT(own->state, MOUNT_UNMOUNTING);
 	CHECK(td.head == own);
 	/* Idempotent: again, and for a job never seen. */
-	CHECK_INT(holders_release_job_locked(&ds, 50, &td), HOLDER_UNKNOWN);
-	CHECK_INT(holders_release_job_locked(&ds, 999, &td), HOLDER_UNKNOWN);
+	CHECK_INT(LOCKED(&ds, holders_release_job_locked(&ds, 50, &td)), HOLDER_UNKNOWN);
+	CHECK_INT(LOCKED(&ds, holders_release_job_locked(&ds, 999, &td)), HOLDER_UNKNOWN);
 	/* A job whose mount request is at work is not released. */
 	other->pending = true;
-	CHECK_INT(holders_release_job_locked(&ds, 51, &td), HOLDER_PENDING);
+	CHECK_INT(LOCKED(&ds, holders_release_job_locked(&ds, 51, &td)), HOLDER_PENDING);
 	other->pending = false;
-	CHECK_INT(holders_release_step_locked(&ds, 50, 3, &td), HOLDER_PENDING);
+	CHECK_INT(LOCKED(&ds, holders_release_step_locked(&ds, 50, 3, &td)), HOLDER_PENDING);
 	pending_step->pending = false;
-	CHECK_INT(holders_release_step_locked(&ds, 50, 3, &td), HOLDER_RELEASED);
-	CHECK_INT(holders_release_step_locked(&ds, 50, 3, &td), HOLDER_UNKNOWN);
-	CHECK_INT(holders_release_job_locked(&ds, 51, &td), HOLDER_RELEASED);
+	CHECK_INT(LOCKED(&ds, holders_release_step_locked(&ds, 50, 3, &td)), HOLDER_RELEASED);
+	CHECK_INT(LOCKED(&ds, holders_release_step_locked(&ds, 50, 3, &td)), HOLDER_UNKNOWN);
+	CHECK_INT(LOCKED(&ds, holders_release_job_locked(&ds, 51, &td)), HOLDER_RELEASED);
 	CHECK_INT(shared->refcount, 0);
 	CHECK_INT(shared->state, MOUNT_UNMOUNTING);
 	/* Every release saved the registry (the saver thread writes it). */
@@ -167,9 +167,9 @@ static void new_mounts_are_refused_while_stopping_or_unsaved(void)
 {
 	char why[1024];
 
-	CHECK_INT(daemon_refuse_new_mounts_locked(&ds, why, sizeof(why)), SQUASH__STATUS__OK);
+	CHECK_INT(LOCKED(&ds, daemon_refuse_new_mounts_locked(&ds, why, sizeof(why))), SQUASH__STATUS__OK);
 	ds.stopping = true;
-	CHECK_INT(daemon_refuse_new_mounts_locked(&ds, why, sizeof(why)), SQUASH__STATUS__UNAVAILABLE);
+	CHECK_INT(LOCKED(&ds, daemon_refuse_new_mounts_locked(&ds, why, sizeof(why))), SQUASH__STATUS__UNAVAILABLE);
 	CHECK_STR(why, "squashd is stopping");
 	ds.stopping = false;
 	/* The registry cannot be saved (its directory is gone). */
@@ -180,12 +180,12 @@ static void new_mounts_are_refused_while_stopping_or_unsaved(void)
 	CHECK_INT(daemon_save_grouped_locked(&ds), -1); /* (waits for the saver) */
 	pthread_mutex_unlock(&ds.lock);
 	CHECK_INT(ds.registry_save_errors, 1);
-	CHECK_INT(daemon_refuse_new_mounts_locked(&ds, why, sizeof(why)), SQUASH__STATUS__NODE_ERROR);
+	CHECK_INT(LOCKED(&ds, daemon_refuse_new_mounts_locked(&ds, why, sizeof(why))), SQUASH__STATUS__NODE_ERROR);
 	CHECK_CONTAINS(why, "squashd on this node cannot save its registry (cannot write ");
 	CHECK_CONTAINS(why, "it mounts nothing until it can");
 	/* It can again: the refusal ends with the next try. */
 	memcpy(ds.state_path, saved_path, sizeof(saved_path));
-	CHECK_INT(daemon_refuse_new_mounts_locked(&ds, why, sizeof(why)), SQUASH__STATUS__OK);
+	CHECK_INT(LOCKED(&ds, daemon_refuse_new_mounts_locked(&ds, why, sizeof(why))), SQUASH__STATUS__OK);
 	CHECK_STR(ds.save_error, "");
 }
 
