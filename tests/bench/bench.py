@@ -774,7 +774,7 @@ class Bench:
                 cls = {"slow-kernel": KernelMode, "slow-fuse": FuseMode, "slow-reader": ReaderMode}[n]
                 for f in self.formats:
                     modes.append(SlowImageMode(self, cls(self, f.name)))
-            elif n.startswith("slow-") and any(x.startswith(n[5:] + "=") for x in self.args.extra_fuse):
+            elif any(x.startswith(n.removeprefix("slow-") + "=") for x in self.args.extra_fuse):
                 pass  # with its --extra-fuse below
             elif n in ("job-kernel", "job-fuse"):
                 if self.cluster:
@@ -786,7 +786,8 @@ class Bench:
             if not name or not os.access(path, os.X_OK) or name in ("kernel", "fuse", "reader", "reader-uring", "local", "slowfs"):
                 raise SystemExit(f"--extra-fuse {spec}: want NAME=PATH of an executable squashfuse_ll")
             for f in self.formats:
-                modes.append(FuseMode(self, f.name, name, path))
+                if name in names or f"slow-{name}" not in names:
+                    modes.append(FuseMode(self, f.name, name, path))
                 if f"slow-{name}" in names:
                     modes.append(SlowImageMode(self, FuseMode(self, f.name, name, path)))
         self.modes = modes
@@ -1780,7 +1781,8 @@ def parse_args(argv):
     ap.add_argument("--extra-fuse", action="append", default=[], metavar="NAME=PATH",
                     help="one more FUSE mode per format, NAME:FMT, served by the squashfuse_ll at "
                          "PATH (e.g. a multithreaded upstream build, or another squash-reader); "
-                         "may be given twice; with slow-NAME in --modes also slow-NAME:FMT")
+                         "may be given twice; with slow-NAME in --modes slow-NAME:FMT too (then NAME:FMT only if "
+                         "NAME is in --modes)")
     ap.add_argument("--product-squashfuse", metavar="PATH",
                     help="the squashfuse_ll squashd runs for the job-fuse mode and part 2 "
                          "(default: the one on PATH, as installed)")
