@@ -27,6 +27,11 @@
 /* The most of the metadata region (image_meta.c, md_prefetch_range) the
  * reader asks the kernel to read ahead when it opens an image. */
 #define MD_PREFETCH_MAX (64ull << 20)
+/* How much of the image the reader asks the kernel to read ahead of a data
+ * block or fragment it reads (image_data.c, read_ahead), in calls of
+ * DATA_READAHEAD_CHUNK. */
+#define DATA_READAHEAD_MAX (512ull << 10)
+#define DATA_READAHEAD_CHUNK (128ull << 10)
 
 /* Where the previous READ of a file ended in its block list: sequential
  * reads resume there instead of summing the sizes of all earlier blocks. */

@@ -19,6 +19,10 @@ large sequential read, and N processes importing the stack at once. Modes:
                 N); needs a reader built against a libfuse >= 3.18 that was
                 itself built with liburing (Debian sid's 3.18.3 is not: it
                 falls back to /dev/fuse) and a kernel with CONFIG_FUSE_IO_URING
+  slow-kernel:FMT, slow-fuse:FMT, slow-reader:FMT  the same three with the
+                image file itself behind slowfs (every read request delayed
+                too: --read-delay-us, --bw-mib), as a site keeps images on
+                Lustre or GPFS; the run's slowfs requests and bytes recorded
   job-kernel    the product path: a job (srun --squash-image) on a throwaway
   job-fuse      cluster; a trusted image (kernel mount by squashd) or a
                 user's image (squashfuse_ll as the user), seen through the
@@ -340,24 +344,65 @@ class SlowFSMode(MountedMode):
 
     def __init__(self, bench, name="slowfs", source=None):
         super().__init__(bench, name)
-        self.stats = bench.cache / "mnt" / f"{name}.stats"
+        self.stats = bench.cache / "mnt" / f"{name.replace(':', '-')}.stats"
         self.requests = None
+        self.served = {}  # the stats file: delayed_requests, read_requests, read_bytes
         self.source = source  # default: the stack's tree
 
     def mount(self):
         self.stats.unlink(missing_ok=True)
+        a = self.b.args
         self.start_server([self.b.build / "tests" / "bench" / "slowfs", self.source or self.b.stack.tree,
                            self.mnt, "-f",
-                           "-o", f"ro,allow_other,delay_us={self.b.args.delay_us},stats={self.stats}",
+                           "-o", f"ro,allow_other,delay_us={a.delay_us},stats={self.stats}",
+                           "-o", f"read_delay_us={a.read_delay_us},bw_mib={a.bw_mib}",
                            "-o", "entry_timeout={0},attr_timeout={0},negative_timeout={0}".format(
-                               self.b.args.slowfs_cache_s)])
+                               a.slowfs_cache_s)])
 
     def stop(self):
         super().stop()
         try:
-            self.requests = int(self.stats.read_text().split()[1])
-        except (OSError, IndexError, ValueError):
-            self.requests = None
+            self.served = {k: int(v) for k, v in
+                           (l.split() for l in self.stats.read_text().splitlines() if l.strip())}
+        except (OSError, ValueError):
+            self.served = {}
+        self.requests = self.served.get("delayed_requests")
+
+
+class SlowImageMode(Mode):
+    """The image file itself on the slow FS (a site's Lustre or GPFS): a
+    slowfs over the images directory, the image served from there by the
+    kernel (squashfs on a loop device), squashfuse_ll or squash-reader.
+    Both are fresh for every cold run, so the slowfs's counts are the run's
+    (cold and warm: the warm run reads from the page cache)."""
+
+    def __init__(self, bench, inner):
+        super().__init__(bench)
+        fmt = self.fmt = inner.fmt
+        self.inner = inner
+        self.slow = SlowFSMode(bench, f"slowimg-{inner.kind}-{fmt}", bench.stack.images[fmt].parent)
+        # Its own mount point: the plain mode's may be mounted meanwhile.
+        self.inner.mnt = bench.cache / "mnt" / f"slow-{self.inner.kind}-{fmt}"
+        self.inner.mnt.mkdir(parents=True, exist_ok=True)
+        self.kind = f"slow-{self.inner.kind}"
+        self.name = f"slow-{self.inner.name}"
+        self.inner.image_path = lambda: self.slow.mnt / bench.stack.images[fmt].name
+
+    def root(self):
+        return self.inner.root()
+
+    def prepare_cold(self):
+        self.stop()
+        drop_caches()
+        self.slow.mount()
+        self.inner.mount()
+
+    def after_run(self):
+        return self.inner.after_run()
+
+    def stop(self):
+        self.inner.stop()
+        self.slow.stop()
 
 
 class KernelMode(MountedMode):
@@ -368,8 +413,10 @@ class KernelMode(MountedMode):
         self.fmt = fmt
 
     def mount(self):
-        run(["mount", "-t", "squashfs", "-o", "ro,loop,nosuid,nodev",
-             self.b.stack.images[self.fmt], self.mnt])
+        run(["mount", "-t", "squashfs", "-o", "ro,loop,nosuid,nodev", self.image_path(), self.mnt])
+
+    def image_path(self):
+        return self.b.stack.images[self.fmt]
 
 
 class FuseMode(MountedMode):
@@ -383,7 +430,10 @@ class FuseMode(MountedMode):
         self.binary = binary or shutil.which("squashfuse_ll") or "/usr/bin/squashfuse_ll"
 
     def mount(self):
-        self.start_server([self.binary, "-f", self.b.stack.images[self.fmt], self.mnt])
+        self.start_server([self.binary, "-f", self.image_path(), self.mnt])
+
+    def image_path(self):
+        return self.b.stack.images[self.fmt]
 
     def after_run(self):
         if self.proc and self.proc.poll() is None:
@@ -720,6 +770,12 @@ class Bench:
                     self.prepare_uring()
                 for f in self.formats:
                     modes.append(cls(self, f.name))
+            elif n in ("slow-kernel", "slow-fuse", "slow-reader"):
+                cls = {"slow-kernel": KernelMode, "slow-fuse": FuseMode, "slow-reader": ReaderMode}[n]
+                for f in self.formats:
+                    modes.append(SlowImageMode(self, cls(self, f.name)))
+            elif any(x.startswith(n.removeprefix("slow-") + "=") for x in self.args.extra_fuse):
+                pass  # with its --extra-fuse below
             elif n in ("job-kernel", "job-fuse"):
                 if self.cluster:
                     modes.append(JobMode(self, n[4:], self.product_format))
@@ -730,7 +786,10 @@ class Bench:
             if not name or not os.access(path, os.X_OK) or name in ("kernel", "fuse", "reader", "reader-uring", "local", "slowfs"):
                 raise SystemExit(f"--extra-fuse {spec}: want NAME=PATH of an executable squashfuse_ll")
             for f in self.formats:
-                modes.append(FuseMode(self, f.name, name, path))
+                if name in names or f"slow-{name}" not in names:
+                    modes.append(FuseMode(self, f.name, name, path))
+                if f"slow-{name}" in names:
+                    modes.append(SlowImageMode(self, FuseMode(self, f.name, name, path)))
         self.modes = modes
 
     def prepare_uring(self):
@@ -780,11 +839,18 @@ class Bench:
             added.append(self.add("workload", rep=rep, workload=workload, n=n, mode=mode.name,
                                   kind=mode.kind, format=mode.fmt, cache=cache,
                                   seconds=r["seconds"], note=note, **extra_r, **extra))
-        if isinstance(mode, SlowFSMode):
+        slow = mode if isinstance(mode, SlowFSMode) else getattr(mode, "slow", None)
+        if slow:
             mode.stop()
-            if mode.requests is not None:
+            if slow.requests is not None:
                 self.add("slowfs_requests", rep=rep, workload=workload, n=n, mode=mode.name,
-                         value=mode.requests, note="delayed requests, cold+warm runs")
+                         value=slow.requests, note="delayed requests, cold+warm runs")
+            for key in ("read_requests", "read_bytes"):
+                if key in slow.served:
+                    self.add(f"slowfs_{key}", rep=rep, workload=workload, n=n, mode=mode.name,
+                             value=slow.served[key], note="cold+warm runs")
+            if slow.served:
+                log(f"  {mode.name:24} {workload:6} slowfs served {slow.served}")
         secs = ", ".join(f"{r['seconds']:.3f}" for r in recs)
         others = ", ".join(str(r.get("others_cpu_share", "?")) for r in added)
         log(f"  {mode.name:24} {workload:6} n={n:<3} {secs}  ({wall:.1f} s; others' CPU share {others})")
@@ -1702,6 +1768,8 @@ def parse_args(argv):
     ap.add_argument("--product-format", help="format of the job-* modes and part 2 (default: the first)")
     ap.add_argument("--modes", default="slowfs,local,kernel,fuse,reader,job-kernel,job-fuse",
                     help="modes of part 1 (kernel, fuse and reader run once per format); "
+                         "slow-kernel, slow-fuse, slow-reader (not by default): the same with "
+                         "the image file behind slowfs (--delay-us, --read-delay-us, --bw-mib); "
                          "reader-uring (not by default): squash-reader over FUSE io_uring, the "
                          "fuse module's enable_uring set to Y for each of its mounts and to N "
                          "for the reader mode's and after (machine-wide: nothing else should "
@@ -1712,7 +1780,9 @@ def parse_args(argv):
                     help="workloads of part 1 (empty: skip part 1)")
     ap.add_argument("--extra-fuse", action="append", default=[], metavar="NAME=PATH",
                     help="one more FUSE mode per format, NAME:FMT, served by the squashfuse_ll at "
-                         "PATH (e.g. a multithreaded upstream build); may be given twice")
+                         "PATH (e.g. a multithreaded upstream build, or another squash-reader); "
+                         "may be given twice; with slow-NAME in --modes slow-NAME:FMT too (then NAME:FMT only if "
+                         "NAME is in --modes)")
     ap.add_argument("--product-squashfuse", metavar="PATH",
                     help="the squashfuse_ll squashd runs for the job-fuse mode and part 2 "
                          "(default: the one on PATH, as installed)")
@@ -1724,6 +1794,10 @@ def parse_args(argv):
     ap.add_argument("--start-reps", type=int, help="repetitions of the start workload (default 2; quick 1)")
     ap.add_argument("--delay-us", type=int, default=300,
                     help="slowfs delay per metadata request in microseconds (default 300)")
+    ap.add_argument("--read-delay-us", type=int, default=300,
+                    help="slowfs delay per read request in microseconds (default 300)")
+    ap.add_argument("--bw-mib", type=int, default=0,
+                    help="slowfs bandwidth in MiB/s shared by its reads (default 0: no cap)")
     ap.add_argument("--slowfs-cache-s", type=float, default=3600,
                     help="how long the kernel may cache slowfs's entries and attributes, negative "
                          "ones included (default 3600: for the whole run, as a Lustre client keeps "

@@ -1,19 +1,24 @@
 /* slowfs: a read-only FUSE passthrough that adds a fixed delay to every
  * metadata request, standing in for a parallel filesystem (Lustre, GPFS,
  * NFS) whose every lookup/getattr/open/readdir is a round trip to a
- * metadata server. Data reads are passed through without delay.
+ * metadata server. Data reads are passed through without delay, unless
+ * read_delay_us (a round trip to an object server per read request) or
+ * bw_mib (the link's bandwidth, shared by all requests) is given.
  *
- *   slowfs SOURCE MOUNTPOINT [-o delay_us=N] [-o stats=FILE] [FUSE options]
+ *   slowfs SOURCE MOUNTPOINT [-o delay_us=N] [-o read_delay_us=N]
+ *          [-o bw_mib=N] [-o stats=FILE] [FUSE options]
  *
  * Delayed: getattr (the kernel's LOOKUP and GETATTR both end here),
- * readlink, open, opendir, readdir, statfs, access. Not delayed: read,
- * release, releasedir, flush, forget. The kernel caches entries and
+ * readlink, open, opendir, readdir, statfs, access; read by read_delay_us
+ * plus its bytes at bw_mib MiB/s. Not delayed: release, releasedir, flush,
+ * forget. The kernel caches entries and
  * attributes for entry_timeout/attr_timeout/negative_timeout seconds
  * (libfuse's default: 1 s; set them with -o), as a Lustre client caches
  * metadata under its locks. Multithreaded (libfuse's default), so
  * concurrent requests wait in parallel, as they do on a network.
- * With -o stats=FILE the number of delayed requests is written to FILE
- * when the filesystem is unmounted. With -o stall_uid=N the metadata
+ * With -o stats=FILE the number of delayed metadata requests, of read
+ * requests and of the bytes they returned is written to FILE when the
+ * filesystem is unmounted. With -o stall_uid=N the metadata
  * requests of uid N are never answered (a server hung as that uid sees it;
  * the integration tests use it to show squashd never asks one).
  *
@@ -26,6 +31,7 @@
 #include <fcntl.h>
 #include <fuse.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,35 +44,78 @@
 
 struct slowfs_opts {
 	unsigned delay_us;
+	unsigned read_delay_us;
+	unsigned bw_mib;
 	char *stats;
 	int stall_uid;
 };
 
 static struct slowfs_opts opts = { .delay_us = 300, .stall_uid = -1 };
 static int source_fd = -1;
-static unsigned long n_delayed;
+static unsigned long n_delayed, n_reads;
+static unsigned long long read_bytes;
+/* bw_mib: when the link is free again (CLOCK_MONOTONIC, ns). */
+static pthread_mutex_t link_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long long link_free_ns;
 
 static const struct fuse_opt option_spec[] = {
 	{ "delay_us=%u", offsetof(struct slowfs_opts, delay_us), 0 },
+	{ "read_delay_us=%u", offsetof(struct slowfs_opts, read_delay_us), 0 },
+	{ "bw_mib=%u", offsetof(struct slowfs_opts, bw_mib), 0 },
 	{ "stats=%s", offsetof(struct slowfs_opts, stats), 0 },
 	{ "stall_uid=%d", offsetof(struct slowfs_opts, stall_uid), 0 },
 	FUSE_OPT_END
 };
 
-static void delay(void)
+static void sleep_us(unsigned us)
 {
 	struct timespec ts;
 
+	if (!us)
+		return;
+	ts.tv_sec = us / 1000000;
+	ts.tv_nsec = (long)(us % 1000000) * 1000;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static void delay(void)
+{
 	__atomic_add_fetch(&n_delayed, 1, __ATOMIC_RELAXED);
 	if (opts.stall_uid >= 0 && fuse_get_context()->uid == (uid_t)opts.stall_uid)
 		for (;;)
 			pause(); /* this worker only; the others go on serving */
-	if (!opts.delay_us)
+	sleep_us(opts.delay_us);
+}
+
+static unsigned long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+/* A read's round trip, then its bytes over a link of bw_mib MiB/s that all
+ * requests share: each reserves its transfer time after the previous
+ * one's and sleeps until its own ends. */
+static void read_delay(size_t bytes)
+{
+	unsigned long long start, done;
+
+	sleep_us(opts.read_delay_us);
+	if (!opts.bw_mib)
 		return;
-	ts.tv_sec = opts.delay_us / 1000000;
-	ts.tv_nsec = (long)(opts.delay_us % 1000000) * 1000;
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	pthread_mutex_lock(&link_lock);
+	start = now_ns();
+	if (link_free_ns > start)
+		start = link_free_ns;
+	done = start + (unsigned long long)bytes * 1000000000ull / ((unsigned long long)opts.bw_mib << 20);
+	link_free_ns = done;
+	pthread_mutex_unlock(&link_lock);
+	start = now_ns();
+	if (done > start)
+		sleep_us((unsigned)((done - start) / 1000));
 }
 
 /* FUSE paths start with '/'; make them relative to the source directory. */
@@ -93,7 +142,8 @@ static void sf_destroy(void *data)
 		return;
 	f = fopen(opts.stats, "w");
 	if (f) {
-		fprintf(f, "delayed_requests %lu\n", n_delayed);
+		fprintf(f, "delayed_requests %lu\nread_requests %lu\nread_bytes %llu\n",
+			n_delayed, n_reads, read_bytes);
 		fclose(f);
 	}
 }
@@ -144,7 +194,12 @@ static int sf_read(const char *path, char *buf, size_t size, off_t off,
 {
 	ssize_t n = pread((int)fi->fh, buf, size, off);
 
-	return n < 0 ? -errno : (int)n;
+	if (n < 0)
+		return -errno;
+	__atomic_add_fetch(&n_reads, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&read_bytes, (unsigned long long)n, __ATOMIC_RELAXED);
+	read_delay((size_t)n);
+	return (int)n;
 }
 
 static int sf_release(const char *path, struct fuse_file_info *fi)
@@ -230,7 +285,8 @@ int main(int argc, char **argv)
 
 	if (argc < 3 || argv[1][0] == '-') {
 		fprintf(stderr,
-			"usage: slowfs SOURCE MOUNTPOINT [-o delay_us=N] [-o stats=FILE] [-o stall_uid=N] [FUSE options]\n");
+			"usage: slowfs SOURCE MOUNTPOINT [-o delay_us=N] [-o read_delay_us=N] [-o bw_mib=N]\n"
+			"       [-o stats=FILE] [-o stall_uid=N] [FUSE options]\n");
 		return 2;
 	}
 	source_fd = open(argv[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
