@@ -55,7 +55,7 @@ static void usage(FILE *out)
 		"  --plus WHAT        which entries a listing (READDIRPLUS) hands the kernel\n"
 		"                     with their attributes: all; dirs (files are looked up\n"
 		"                     when stat'ed); auto (dirs, all for a thread that has\n"
-		"                     looked a file up; default auto)\n"
+		"                     looked a file up; default all)\n"
 		"  -d                 FUSE debug output\n"
 		"  -h, --help         this text\n",
 		PACKAGE_VERSION, DEFAULT_THREADS, SERVE_POLL_US_DEFAULT, SERVE_POLL_US_MAX);
@@ -139,8 +139,11 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	/* max_threads 0: not given */
+	/* --plus all: files unlinked lose more where a listing's files are
+	 * stat'ed or opened by another process than a walk by names wins
+	 * (docs/performance.md section 15). */
 	struct session_options opt = { .max_threads = 0, .poll_us = SERVE_POLL_US_DEFAULT,
-				       .plus = PLUS_AUTO };
+				       .plus = PLUS_ALL };
 	struct reader rd = { 0 };
 	const char *serve_socket = NULL;
 	bool union_mode = false;

@@ -2,7 +2,7 @@
  *
  * What makes it fast is what it lets the kernel stop asking: READDIRPLUS
  * answers a directory's entries with their attributes (no LOOKUP per name
- * on a walk; files unlinked for a walk by names, plus_policy.h); OPEN and OPENDIR are declined where the kernel supports
+ * on a walk; --plus dirs|auto send files unlinked, plus_policy.h); OPEN and OPENDIR are declined where the kernel supports
  * zero-message opens (no OPEN/RELEASE pair per file, and the kernel then
  * keeps the page cache and caches directory listings); entries, negative
  * entries, attributes and symlink targets are cached for ever (the image

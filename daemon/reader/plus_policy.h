@@ -5,12 +5,15 @@
  *
  * Linking costs the kernel an inode and a dentry per entry (about 1 KiB,
  * charged to the walker) and is wasted on a walk that only needs names
- * and types (find, os.walk): on the HCP set a cold find takes 20% less
+ * and types (find, os.walk): on the HCP set a cold find takes 20-40% less
  * with files unlinked. But a requester that then stats them pays a LOOKUP
  * per file, 2.8 times the walk (docs/performance.md section 15). So in
  * the "auto" mode files go unlinked until the requesting thread looks
  * one up by name; from then on its listings link everything: a stat walk
- * pays the lookups of one directory, a walk that never stats none. */
+ * pays the lookups of one directory, a walk that never stats none. What
+ * neither mode helps: files listed by one process and stat'ed or opened
+ * by another (find | xargs stat, a pool of workers) cost a LOOKUP each,
+ * which is why "all" is the default (main.c). */
 #ifndef SQUASH_READER_PLUS_POLICY_H
 #define SQUASH_READER_PLUS_POLICY_H
 
