@@ -52,6 +52,10 @@ static void usage(FILE *out)
 		"  --poll-us N        with --serve: the worker that answered one process's\n"
 		"                     request polls N microseconds for its next one instead of\n"
 		"                     sleeping (default %d; 0..%d; 0: never)\n"
+		"  --plus WHAT        which entries a listing (READDIRPLUS) hands the kernel\n"
+		"                     with their attributes: all; dirs (files are looked up\n"
+		"                     when stat'ed); auto (dirs, all for a thread that has\n"
+		"                     looked a file up; default all)\n"
 		"  -d                 FUSE debug output\n"
 		"  -h, --help         this text\n",
 		PACKAGE_VERSION, DEFAULT_THREADS, SERVE_POLL_US_DEFAULT, SERVE_POLL_US_MAX);
@@ -130,11 +134,16 @@ int main(int argc, char **argv)
 		{ "serve", required_argument, NULL, 'S' },
 		{ "union", no_argument, NULL, 'U' },
 		{ "poll-us", required_argument, NULL, 'P' },
+		{ "plus", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	/* max_threads 0: not given */
-	struct session_options opt = { .max_threads = 0, .poll_us = SERVE_POLL_US_DEFAULT };
+	/* --plus all: files unlinked lose more where a listing's files are
+	 * stat'ed or opened by another process than a walk by names wins
+	 * (docs/performance.md section 16). */
+	struct session_options opt = { .max_threads = 0, .poll_us = SERVE_POLL_US_DEFAULT,
+				       .plus = PLUS_ALL };
 	struct reader rd = { 0 };
 	const char *serve_socket = NULL;
 	bool union_mode = false;
@@ -173,6 +182,12 @@ int main(int argc, char **argv)
 			opt.poll_us = (unsigned)us;
 			break;
 		}
+		case 'L':
+			if (plus_mode_parse(optarg, &opt.plus) < 0) {
+				fprintf(stderr, "squash-reader: --plus wants all, dirs or auto\n");
+				return 2;
+			}
+			break;
 		case 'R':
 			opt.resume = true;
 			break;

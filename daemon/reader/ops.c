@@ -42,6 +42,13 @@ static void entry_of(const struct image *img, const struct inode *in, struct fus
 	inode_stat(in, &e->attr);
 }
 
+void unlinked_entry(uint64_t ino, mode_t type, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->attr.st_ino = (ino_t)ino;
+	e->attr.st_mode = type;
+}
+
 void reader_negotiate(struct reader *rd, struct fuse_conn_info *conn)
 {
 	unsigned want = FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_ASYNC_READ |
@@ -85,6 +92,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -r);
 		return;
 	}
+	if (!S_ISDIR(in.mode))
+		plus_note_file_lookup(&rd_of(req)->plus, fuse_req_ctx(req)->pid);
 	entry_of(img, &in, &e);
 	fuse_reply_entry(req, &e);
 }
@@ -174,6 +183,7 @@ static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 static void readdir_common(fuse_req_t req, fuse_ino_t node, size_t size, off_t off, bool plus)
 {
 	struct image *img = rd_of(req)->img;
+	bool dirs_only = plus && !plus_links_files(&rd_of(req)->plus, fuse_req_ctx(req)->pid);
 	struct inode dir;
 	struct dir_iter it;
 	struct dir_entry de;
@@ -217,9 +227,14 @@ static void readdir_common(fuse_req_t req, fuse_ino_t node, size_t size, off_t o
 		size_t n;
 
 		if (plus) {
-			if ((r = inode_get(img, de.id, &in)) < 0)
-				break;
-			entry_of(img, &in, &e);
+			/* Unlinked: not even its inode is read. */
+			if (dirs_only && !S_ISDIR(dir_entry_mode(de.type))) {
+				unlinked_entry(de.ino, dir_entry_mode(de.type), &e);
+			} else {
+				if ((r = inode_get(img, de.id, &in)) < 0)
+					break;
+				entry_of(img, &in, &e);
+			}
 			n = fuse_add_direntry_plus(req, buf + used, size - used, de.name, &e,
 						   (off_t)de.cookie);
 		} else {

@@ -2,7 +2,7 @@
  *
  * What makes it fast is what it lets the kernel stop asking: READDIRPLUS
  * answers a directory's entries with their attributes (no LOOKUP per name
- * on a walk); OPEN and OPENDIR are declined where the kernel supports
+ * on a walk; --plus dirs|auto send files unlinked, plus_policy.h); OPEN and OPENDIR are declined where the kernel supports
  * zero-message opens (no OPEN/RELEASE pair per file, and the kernel then
  * keeps the page cache and caches directory listings); entries, negative
  * entries, attributes and symlink targets are cached for ever (the image
@@ -16,6 +16,7 @@
 
 #include "reader/block_cache.h"
 #include "reader/image.h"
+#include "reader/plus_policy.h"
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
@@ -33,7 +34,15 @@ struct reader {
 	unsigned nlayers;
 	bool no_open;    /* the kernel supports zero-message opens */
 	bool no_opendir;
+	struct plus_policy plus; /* which READDIRPLUS entries go linked */
 };
+
+/* An entry of a READDIRPLUS answer the kernel does not link: node id 0
+ * (fuse_direntplus_link skips it: no inode, no dentry, no lookup counted,
+ * so no FORGET either), its number and type for the listing only. A stat
+ * of it then costs a LOOKUP; a walk that only needs names and types (find
+ * without -printf) skips an inode and a dentry per file. */
+void unlinked_entry(uint64_t ino, mode_t type, struct fuse_entry_param *e);
 
 extern const struct fuse_lowlevel_ops reader_ops;
 extern const struct fuse_lowlevel_ops union_ops;

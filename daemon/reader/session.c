@@ -91,6 +91,7 @@ struct session *session_open(struct reader *rd, const struct session_options *op
 		return NULL;
 	}
 	s->own_signals = opt->own_signals;
+	rd->plus.mode = opt->plus;
 	s->max_threads = opt->max_threads;
 	s->argv[argc++] = (char *)"squash-reader";
 	snprintf(s->opts, sizeof(s->opts),

@@ -17,6 +17,7 @@ struct session_options {
 	unsigned poll_us;        /* serve.h: a scan's next request polled for this long */
 	bool resume;             /* /dev/fd/N already answered FUSE_INIT */
 	bool own_signals;        /* the only session: SIGINT, SIGTERM end it cleanly */
+	enum plus_mode plus;     /* which READDIRPLUS entries go linked (plus_policy.h) */
 	bool debug;
 };
 

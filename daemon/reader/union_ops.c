@@ -52,6 +52,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (r < 0) {
 		fuse_reply_err(req, -r);
 	} else {
+		if (!S_ISDIR(n.in.mode))
+			plus_note_file_lookup(&((struct reader *)fuse_req_userdata(req))->plus,
+					      fuse_req_ctx(req)->pid);
 		entry_of(node, &n, &e);
 		fuse_reply_entry(req, &e);
 	}
@@ -151,8 +154,12 @@ static int fill_one(void *ctx, const struct union_dirent *d)
 	struct fuse_entry_param e;
 	size_t n;
 
-	if (f->plus) {
+	if (f->plus && d->node) {
 		entry_of(d->node, &d->n, &e);
+		n = fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, d->name, &e,
+					   (off_t)d->cookie);
+	} else if (f->plus) {
+		unlinked_entry(d->ino, d->type, &e);
 		n = fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, d->name, &e,
 					   (off_t)d->cookie);
 	} else {
@@ -202,7 +209,12 @@ static void readdir_common(fuse_req_t req, fuse_ino_t node, size_t size, off_t o
 			goto reply;
 		f.used += n;
 	}
-	r = union_readdir(u, node, off > 2 ? (uint64_t)off : 0, plus, fill_one, &f);
+	r = union_readdir(u, node, off > 2 ? (uint64_t)off : 0,
+			  !plus ? UNION_PLUS_NONE
+			  : plus_links_files(&((struct reader *)fuse_req_userdata(req))->plus,
+					     fuse_req_ctx(req)->pid) ? UNION_PLUS_ALL
+								     : UNION_PLUS_DIRS,
+			  fill_one, &f);
 	/* A damaged entry: what came before it is still answered. */
 	if (r < 0 && f.used == 0) {
 		free(f.buf);

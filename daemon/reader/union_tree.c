@@ -292,7 +292,13 @@ int union_lookup(struct union_fs *u, uint64_t parent, const char *name, uint64_t
 	return 0;
 }
 
-int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, bool plus,
+/* Whether plus asks for the node of an entry of type (S_IF*). */
+static bool plus_wants(enum union_plus plus, mode_t type)
+{
+	return plus == UNION_PLUS_ALL || (plus == UNION_PLUS_DIRS && S_ISDIR(type));
+}
+
+int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, enum union_plus plus,
 		  union_emit_fn emit, void *ctx)
 {
 	struct union_node p;
@@ -324,7 +330,7 @@ int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, bool plus,
 			e.cookie = i + 3;
 			e.type = dir_entry_mode(c->type);
 			e.ino = (uint64_t)c->layer << 32 | c->ino;
-			if (plus) {
+			if (plus_wants(plus, e.type)) {
 				if ((r = child_node(u, l, c, &e.node, &e.n)) < 0)
 					return r;
 				union_stat(&e.n, &st);
@@ -348,7 +354,7 @@ int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, bool plus,
 		e.cookie = de.cookie;
 		e.type = dir_entry_mode(de.type);
 		e.ino = (uint64_t)p.layer << 32 | de.ino;
-		if (plus || is_chr_type(de.type)) {
+		if (plus_wants(plus, e.type) || is_chr_type(de.type)) {
 			e.n.layer = p.layer;
 			if ((r = inode_get(img, de.id, &e.n.in)) < 0)
 				return r;

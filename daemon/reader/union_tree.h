@@ -64,7 +64,14 @@ void union_stat(const struct union_node *n, struct stat *st);
 int union_lookup(struct union_fs *u, uint64_t parent, const char *name, uint64_t *node,
 		 struct union_node *child);
 
-/* One entry of a listing. plus: node and n are filled (READDIRPLUS). */
+/* What a listing fills in besides names and types: nothing (READDIR), the
+ * node and n of every entry (READDIRPLUS), or of directories only
+ * (READDIRPLUS with the other entries sent unlinked, ops.h). false and
+ * true are the first two. */
+enum union_plus { UNION_PLUS_NONE, UNION_PLUS_ALL, UNION_PLUS_DIRS };
+
+/* One entry of a listing. node and n are filled as plus asks (node 0:
+ * not filled). */
 struct union_dirent {
 	const char *name;
 	uint64_t cookie;     /* the position after this entry (> 2) */
@@ -79,7 +86,7 @@ struct union_dirent {
  * listing ends. Returns 0 or -errno (entries emitted before an error
  * stay emitted). */
 typedef int (*union_emit_fn)(void *ctx, const struct union_dirent *e);
-int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, bool plus,
+int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, enum union_plus plus,
 		  union_emit_fn emit, void *ctx);
 
 /* Extended attributes as overlayfs shows them: those of the node's inode

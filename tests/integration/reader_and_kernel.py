@@ -19,8 +19,9 @@ READER = Path(os.environ.get("SQUASH_READER") or BUILD / "daemon" / "reader" / "
 
 
 @contextlib.contextmanager
-def kernel_and_reader(img, where):
-    """Yields (kernel mount, squash-reader mount) of img under where.
+def kernel_and_reader(img, where, reader_args=()):
+    """Yields (kernel mount, squash-reader mount) of img under where
+    (reader_args: more squash-reader options).
     Unmounts both (the loop device goes with the kernel's: autoclear) and
     stops the reader whatever the test did; when it passed, the reader
     must have exited 0 on its unmount."""
@@ -33,7 +34,7 @@ def kernel_and_reader(img, where):
     try:
         run(["mount", "-t", "squashfs", "-o", "loop,ro", img, kdir])
         with open(log, "wb") as out:
-            reader = subprocess.Popen([READER, img, fdir], stdout=out, stderr=subprocess.STDOUT)
+            reader = subprocess.Popen([READER, *reader_args, img, fdir], stdout=out, stderr=subprocess.STDOUT)
         wait_until(lambda: reader.poll() is not None or mounted(fdir), 10,
                    what="squash-reader's mount")
         assert reader.poll() is None, log.read_text()

@@ -1,0 +1,131 @@
+"""squash-reader --plus dirs and --plus auto (issue 38; docs/performance.md
+section 15) send a listing's files unlinked (node id 0 in READDIRPLUS: the
+kernel builds no inode or dentry for them), and a walk still sees what the
+kernel's squashfs shows: every name, type and inode number of readdir
+(os.scandir, which find and os.walk rely on), then every lstat. With the
+kernel's FUSE tracepoint (a tracefs instance of the test's own, filtered
+to the reader's connection), also that the files really went unlinked: a
+walk by names sends no LOOKUP, and stat'ing the files afterwards sends one
+per file with dirs, none with all, and only a first directory's with auto
+(the stat'ing thread gets everything linked from then on)."""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import run
+from reader_and_kernel import kernel_and_reader, stats
+
+TRACING = Path("/sys/kernel/tracing")
+DIRS, FILES_PER_DIR = 8, 40
+
+
+def scan(root):
+    """Names, types and dirent inode numbers of every directory, by
+    readdir alone (no stat)."""
+    out, todo = {}, [root]
+    while todo:
+        d = todo.pop()
+        with os.scandir(d) as it:
+            for e in it:
+                rel = os.path.relpath(e.path, root)
+                out[rel] = (e.inode(), e.is_dir(follow_symlinks=False), e.is_symlink(),
+                            e.is_file(follow_symlinks=False))
+                if e.is_dir(follow_symlinks=False):
+                    todo.append(e.path)
+    return out
+
+
+class Lookups:
+    """Counts FUSE_LOOKUP requests sent on one connection."""
+
+    def __init__(self, dev):
+        self.dir = TRACING / "instances" / f"unlinked-{os.getpid()}"
+        self.dir.mkdir()
+        self.ev = self.dir / "events" / "fuse" / "fuse_request_send"
+        (self.ev / "filter").write_text(f"connection == {dev}\n")
+        (self.ev / "enable").write_text("1\n")
+
+    def take(self):
+        """LOOKUPs since the last take, and READDIRPLUSes."""
+        text = (self.dir / "trace").read_text()
+        (self.dir / "trace").write_text("")
+        return text.count("(FUSE_LOOKUP)"), text.count("(FUSE_READDIRPLUS)")
+
+    def close(self):
+        (self.ev / "enable").write_text("0\n")
+        self.dir.rmdir()
+
+
+@pytest.fixture(scope="module")
+def image():
+    src = Path(tempfile.mkdtemp(prefix="unlinked.", dir="/dev/shm"))
+    try:
+        for i in range(DIRS):
+            d = src / f"d{i}" / "sub"
+            d.mkdir(parents=True)
+            for j in range(FILES_PER_DIR):
+                (src / f"d{i}" / f"f{j:03d}").write_text(f"{i} {j}\n")
+            os.symlink("../f000", d / "link")
+            os.mkfifo(d / "fifo")
+        img = src.with_suffix(".sqfs")
+        run(["mksquashfs", src, img, "-noappend", "-quiet", "-no-progress", "-comp", "zstd"])
+        yield img
+    finally:
+        shutil.rmtree(src)
+        src.with_suffix(".sqfs").unlink(missing_ok=True)
+
+
+def traced(fdir):
+    """Lookups on fdir's connection (the kernel's dev_t: major << 20 |
+    minor), None without the tracepoint."""
+    dev = os.stat(fdir).st_dev
+    dev = os.major(dev) << 20 | os.minor(dev)
+    return Lookups(dev) if (TRACING / "events" / "fuse").is_dir() else None
+
+
+@pytest.mark.parametrize("plus", ["all", "dirs", "auto"])
+def test_a_walk_sees_unlinked_files_as_the_kernel_shows_them(image, plus):
+    where = Path(tempfile.mkdtemp(prefix=f"unlinked-{plus}.", dir="/dev/shm"))
+    files = DIRS * (FILES_PER_DIR + 2)  # each directory's files, its sub's link and fifo
+    lookups = None
+    try:
+        # A walk by names, then a stat of everything it listed.
+        (where / "1").mkdir()
+        with kernel_and_reader(image, where / "1", ["--plus", plus]) as (kdir, fdir):
+            lookups = traced(fdir)
+            listed = scan(fdir)
+            assert listed == scan(kdir)
+            assert sum(1 for v in listed.values() if not v[1]) == files
+            if lookups:
+                n, plusses = lookups.take()
+                assert plusses > 0 and n == 0, (n, plusses)
+            fs, ks = stats(fdir), stats(kdir)
+            assert fs == ks, {k: (fs.get(k), ks.get(k)) for k in set(fs) | set(ks)
+                              if fs.get(k) != ks.get(k)}
+            assert (fdir / "d3" / "f007").read_text() == "3 7\n"
+            if lookups:
+                # The kernel cached the listings (no READDIRPLUS again):
+                # every file listed unlinked is looked up once.
+                n, _ = lookups.take()
+                assert n == {"all": 0, "dirs": files, "auto": files}[plus], n
+                lookups.close()
+                lookups = None
+        # A stat walk on a fresh mount: auto links everything for the
+        # walker once it has looked up the files of its first directory
+        # (d0, after the root's directories).
+        (where / "2").mkdir()
+        with kernel_and_reader(image, where / "2", ["--plus", plus]) as (kdir, fdir):
+            lookups = traced(fdir)
+            fs, ks = stats(fdir), stats(kdir)
+            assert fs == ks
+            if lookups:
+                n, _ = lookups.take()
+                assert n == {"all": 0, "dirs": files, "auto": FILES_PER_DIR}[plus], n
+    finally:
+        if lookups:
+            lookups.close()
+        shutil.rmtree(where)
