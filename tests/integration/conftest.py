@@ -104,6 +104,16 @@ def run(cmd, check=True, timeout=120, **kw):
     return p
 
 
+def resume(pids):
+    """SIGCONT to each stopped process a test stopped (gone ones skipped),
+    so that what it held ends and cleanup can run."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
 def wait_until(pred, timeout=30.0, interval=0.1, what="condition"):
     """Polls pred() until it returns a truthy value; returns that value."""
     deadline = time.monotonic() + timeout

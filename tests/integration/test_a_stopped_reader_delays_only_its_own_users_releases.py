@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import USER1, USER2, mountinfo, proc_uids, uid_of, wait_until
+from conftest import USER1, USER2, mountinfo, proc_uids, resume, uid_of, wait_until
 from test_bounded_work_per_user import budgets_of
 from test_squash_shell import shell_cmd
 
@@ -95,11 +95,7 @@ def test_a_stopped_readers_teardown_does_not_delay_another_users_session_end(clu
                    "the stopped reader's mount to go")
         assert "did not exit after unmount; killing it" in c.squashd_log()
     finally:
-        for pid in stopped:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        resume(stopped)
         for p in procs:
             p.kill()
             p.communicate(timeout=30)

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import RAWCLIENT, USER1, USER2, BlockingJob, proc_uids, uid_of, wait_until
+from conftest import BlockingJob, RAWCLIENT, USER1, USER2, proc_uids, resume, uid_of, wait_until
 
 pytestmark = pytest.mark.host_release_only("squashd's deadlines on a stopped reader: the same on every release")
 
@@ -110,11 +110,7 @@ def test_new_merges_over_a_stopped_readers_mounts_end_by_their_deadline(cluster,
         print(f"squashd stop and start afterwards: {time.monotonic() - t:.1f} s")
         assert time.monotonic() - t < 10
     finally:
-        for pid in stopped:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        resume(stopped)
         for j in fake:
             cluster.rawclient("release", j)
         holder.release()

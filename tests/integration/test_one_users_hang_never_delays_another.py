@@ -62,7 +62,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (BUILD, RAWCLIENT, BlockingJob, SQUASHCTL, USER1, USER2, proc_uids, run, uid_of,
+from conftest import (BUILD, RAWCLIENT, BlockingJob, SQUASHCTL, USER1, USER2, proc_uids, resume, run, uid_of,
                       wait_until)
 from test_squash_shell import shell_cmd
 from test_writable_overlay import squashd_with
@@ -367,10 +367,6 @@ def test_every_request_ends_by_its_deadline_over_a_stopped_squash_reader(cluster
         # The holder's mounts were adopted: its job still reads them.
         assert any(m["image"] == str(a) for m in cluster.list_mounts()), cluster.list_mounts()
     finally:
-        for pid in stopped:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        resume(stopped)
         holder.release()
         cleanup(cluster, fake, [])

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (RAWCLIENT, SQUASHD, USER1, USER2, BlockingJob, mountinfo, proc_uids, run,
+from conftest import (RAWCLIENT, SQUASHD, USER1, USER2, BlockingJob, mountinfo, proc_uids, resume, run,
                       wait_until)
 
 LIMIT_MB = 16
@@ -477,11 +477,7 @@ def test_rw_over_a_stopped_readers_mount_fails_by_its_deadline_and_leaves_nothin
         assert not [m for m in mountinfo() if m["fstype"] in ("overlay", "tmpfs")
                     and m["mount_point"].startswith(str(cluster.state_dir / "mnt") + "/")]
     finally:
-        for pid in stopped:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        resume(stopped)
         if request:
             if request.poll() is None:
                 request.communicate(timeout=60)
