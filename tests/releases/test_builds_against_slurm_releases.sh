@@ -34,8 +34,11 @@ fi
 
 mkdir -p "$work"
 base_cache=$work/config.cache.base
-failed=()
-for rel in "${releases[@]}"; do
+
+# build_release REL: configures and builds against REL's headers, saying
+# ok or FAIL; returns 1 on failure.
+build_release() {
+	local rel=$1 dir inc syms want_mode have_mode ver
 	dir=$work/$rel
 	inc=$(cd "$headers/$rel" && pwd)
 	rm -rf "$dir"
@@ -49,7 +52,7 @@ for rel in "${releases[@]}"; do
 	if ! (cd "$dir" && "$repo/configure" -q --cache-file=config.cache \
 		--with-slurm-includedir="$inc" >configure.log 2>&1); then
 		echo "FAIL: configure against Slurm $rel"; tail -20 "$dir/configure.log"
-		failed+=("$rel"); continue
+		return 1
 	fi
 	[ -f "$base_cache" ] || cp "$dir/config.cache" "$base_cache"
 	grep -E 'SQUASH_(HOSTLIST|GET_JOB_STEPS|LOAD_JOB)|SLURM_SPANK_INIT_FAILURE|SQUASH_SLURM_BUILD' "$dir/config.h" | sed 's/^/    /'
@@ -57,7 +60,7 @@ for rel in "${releases[@]}"; do
 	   ! make -C "$dir/spank" -s CFLAGS="-g -O0 -Werror" >>"$dir/make.log" 2>&1 ||
 	   ! make -C "$dir/daemon" -s CFLAGS="-g -O0 -Werror" slurm/squashd-slurm_query.o >>"$dir/make.log" 2>&1; then
 		echo "FAIL: build against Slurm $rel"; grep -E 'error|warning' "$dir/make.log" | head -20
-		failed+=("$rel"); continue
+		return 1
 	fi
 	# The plugin must carry the 25.05 failure mode exactly where the
 	# release knows it, and the release it was built for.
@@ -66,14 +69,31 @@ for rel in "${releases[@]}"; do
 	have_mode=$(grep -c ' slurm_spank_init_failure_mode$' <<<"$syms" || true)
 	if [ "$want_mode" -gt 0 ] && [ "$have_mode" = 0 ]; then
 		echo "FAIL: Slurm $rel has slurm_spank_init_failure_mode, the plugin does not export it"
-		failed+=("$rel"); continue
+		return 1
 	fi
 	ver=$(sed -n 's/^#define SQUASH_SLURM_BUILD_VERSION "\(.*\)"/\1/p' "$dir/config.h")
 	case $rel in
 	"$ver"*) ;;
-	*) echo "FAIL: headers of $rel configured as Slurm $ver"; failed+=("$rel"); continue ;;
+	*) echo "FAIL: headers of $rel configured as Slurm $ver"; return 1 ;;
 	esac
 	echo "ok: Slurm $rel"
+}
+
+# The first release alone (it makes the configure cache the others reuse),
+# then as many at once as there are CPUs: configure runs on one CPU.
+failed=()
+build_release "${releases[0]}" || failed+=("${releases[0]}")
+jobs=$(nproc)
+for ((i = 1; i < ${#releases[@]}; i += jobs)); do
+	batch=("${releases[@]:i:jobs}")
+	for rel in "${batch[@]}"; do
+		build_release "$rel" >"$work/$rel.out" 2>&1 &
+	done
+	wait
+	for rel in "${batch[@]}"; do
+		cat "$work/$rel.out"
+		grep -q "^ok: Slurm $rel$" "$work/$rel.out" || failed+=("$rel")
+	done
 done
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "FAILED: ${failed[*]}"
