@@ -13,6 +13,7 @@
 #include "process/child_process.h"
 #include "process/process_watch.h"
 #include "util/log.h"
+#include "util/small_file.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
@@ -22,18 +23,10 @@ unsigned long long holder_start_time(pid_t pid)
 {
 	char path[64], buf[1024];
 	unsigned long long start = 0;
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (small_file_read(path, buf, sizeof(buf)) < 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	/* comm may hold spaces and parentheses: count from the last ')'. */
 	char *p = strrchr(buf, ')');
 	for (int field = 2; p && field < 22; field++)

@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "process/child_process.h"
 #include "util/log.h"
+#include "util/small_file.h"
 
 #define ROUND_PAUSE_MS 10
 /* One round's reading of cgroup.procs: a reader's cgroup holds at most
@@ -35,18 +36,10 @@ static bool still_member(pid_t pid, const char *tail)
 {
 	char path[64], text[4096];
 	size_t t = strlen(tail);
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (small_file_read(path, text, sizeof(text)) < 0)
 		return false;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	text[n] = '\0';
 	for (char *line = text; *line;) {
 		size_t len = strcspn(line, "\n");
 

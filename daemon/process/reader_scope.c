@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "util/log.h"
+#include "util/small_file.h"
 
 #define SYSTEMD_DEST "org.freedesktop.systemd1"
 #define SYSTEMD_PATH "/org/freedesktop/systemd1"
@@ -240,17 +241,10 @@ int reader_scope_join(const char *slice, uint64_t tasks_max, uint64_t memory_max
 static bool unpopulated(const char *dir)
 {
 	char path[4096], text[256];
-	int fd;
-	ssize_t n;
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/cgroup.events", dir) >= sizeof(path) ||
-	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	    small_file_read(path, text, sizeof(text)) < 0)
 		return false;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	text[n] = '\0';
 	return strstr(text, "populated 0") != NULL;
 }
 
