@@ -181,6 +181,7 @@ def test_lost_epilog_is_reconciled_with_slurm(cluster):
     wait_until(lambda: not os.path.exists(f"/proc/{server}"), 10, what="the FUSE server to exit")
 
 
+@OWN_FAULT_HANDLING
 def test_gc_ignores_copies_that_mount_propagation_removes(cluster):
     """On a systemd node /run is a shared mount, so squashd's node-level
     mounts also appear in every namespace that is a slave of it (services
@@ -270,6 +271,7 @@ def kill_until_dead(cluster, img):
     raise AssertionError(f"the mount of {img} outlived 8 of its servers")
 
 
+@OWN_FAULT_HANDLING
 def test_dead_adopted_fuse_server_is_replaced(cluster):
     img = image_of(cluster, USER1, "dead.sqfs")
     after = "srun cat /squash/dead/hello.txt\n"
@@ -391,6 +393,7 @@ def test_step_mounts_the_images_its_prolog_did_not(cluster):
     wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the epilog to release the job")
 
 
+@OWN_FAULT_HANDLING
 def test_damaged_registry_is_rebuilt_and_the_running_job_keeps_its_image(cluster):
     """A state file with a malformed line (a disk error, a hand edit) while a
     job runs: squashd keeps a copy of the file aside, says so in its log,

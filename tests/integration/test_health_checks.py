@@ -8,6 +8,8 @@ import re
 import signal
 import subprocess
 
+import pytest
+
 from conftest import USER1, blocking_jobs, run, wait_until
 
 FILES = {"hello.txt": "hello from the image\n"}
@@ -28,6 +30,7 @@ def reload_conf(cluster, text, expect):
                what=f"squashd to log {expect!r}")
 
 
+@pytest.mark.host_release_only("squashctl health: squashd's own checks, the same on every release")
 def test_health_names_a_mount_of_a_job_that_no_longer_runs_here(cluster):
     d = cluster.workdir(USER1, "img")
     running = cluster.make_image(d / "running.sqfs", FILES, owner=USER1)
@@ -71,6 +74,7 @@ def test_health_names_a_mount_of_a_job_that_no_longer_runs_here(cluster):
         assert blk.job.state == "COMPLETED", blk.job.output()
 
 
+@pytest.mark.host_release_only("squashctl health: squashd's own checks, the same on every release")
 def test_health_reports_exhausted_loop_devices(cluster):
     os.chmod(cluster.trusted, 0o755)
     a = cluster.make_image(cluster.trusted / "loop-a.sqfs", FILES, owner="root")
@@ -101,6 +105,7 @@ def test_health_reports_exhausted_loop_devices(cluster):
         reload_conf(cluster, original, "reload: max_loop_devices is now '0'")
 
 
+@pytest.mark.host_release_only("squashctl health: squashd's own checks, the same on every release")
 def test_health_reports_a_full_state_directory(cluster):
     state = cluster.state_dir
     run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", state])

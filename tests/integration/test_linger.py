@@ -58,6 +58,7 @@ def read_both_job(cluster, user, kernel, fuse, name):
     return job
 
 
+@pytest.mark.host_release_only("squashd's own linger timers: the same on every release")
 def test_next_job_takes_over_the_lingering_mount_until_it_expires(cluster):
     kernel, fuse = images(cluster, "pipe")
     linger = 8
@@ -107,6 +108,7 @@ def test_next_job_takes_over_the_lingering_mount_until_it_expires(cluster):
                    what="the FUSE server to exit")
 
 
+@pytest.mark.host_release_only("squashd's own linger timers: the same on every release")
 def test_lingering_mounts_per_sharing_domain_dead_server_crash_and_stop(cluster):
     """A lingering FUSE mount serves only its user; its server's death
     removes it; a crashed squashd's successor keeps lingering mounts until
@@ -168,6 +170,7 @@ def test_linger_out_of_bounds_is_refused(cluster, value):
     assert "linger must be a number from 0 to 3600" in p.stderr + p.stdout, p.stderr
 
 
+@pytest.mark.host_release_only("squashd's own linger timers: the same on every release")
 def test_writable_overlay_goes_at_release_while_its_image_lingers(cluster):
     """The job's overlay is torn down at release (before the node-level
     mount below it, which then lingers) and the next job takes over the

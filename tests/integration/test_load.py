@@ -6,6 +6,8 @@ leak check then finds nothing left."""
 import os
 import re
 
+import pytest
+
 from conftest import USER1, USER2, Job, run, wait_until
 
 FILES = {"hello.txt": "hello under load\n"}
@@ -45,6 +47,7 @@ def test_32_jobs_at_once_on_one_image_share_one_mount(cluster):
     assert len(re.findall(r"mounted image " + re.escape(str(img)) + " at", log)) == 1, log[-3000:]
 
 
+@pytest.mark.host_release_only("squashd's own concurrency: one burst of 32 jobs runs on every release")
 def test_32_jobs_at_once_on_distinct_images(cluster):
     jobs = []
     for i in range(32):
@@ -57,6 +60,7 @@ def test_32_jobs_at_once_on_distinct_images(cluster):
     assert_all_read(jobs, lambda i: f"/squash/d{i}\nimage {i}\n")
 
 
+@pytest.mark.host_release_only("squashd's own restart under load: the same on every release")
 def test_squashd_restart_during_a_burst_fails_no_job(cluster):
     d = cluster.workdir(USER1, "img")
     img = cluster.make_image(d / "restart.sqfs", FILES, owner=USER1)

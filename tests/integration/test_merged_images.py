@@ -13,6 +13,8 @@ import re
 import signal
 import time
 
+import pytest
+
 from conftest import REPO, USER1, USER2, BlockingJob, mountinfo, run, send_hup_and_wait, wait_until
 
 TARGET = "/squash/data"
@@ -149,6 +151,7 @@ def test_two_jobs_with_the_same_list_share_one_union_mount(cluster):
     assert not [m for m in cluster.list_mounts()], cluster.list_mounts()
 
 
+@pytest.mark.host_release_only("squashd's and the reader's scale: the same on every release")
 def test_1024_image_jobs_of_one_user_and_another_run_at_once(cluster):
     """The most a job may have, 1,024, at one target, twice at once for one
     user under the default settings (two orders: two unions of 1,024
@@ -254,6 +257,7 @@ echo "images=$SQUASH_IMAGES"
     assert "b*.sqfs matches 1025 files; with the other images that is 1025, more than the 1024" in err, err
 
 
+@pytest.mark.host_release_only("squashd's own restart and adoption: the same on every release")
 def test_a_union_mount_outlives_a_squashd_restart_and_its_readers_death(cluster):
     """The state file records a union mount with its images; a restarted
     squashd adopts it and its reader's connection, links the job's images
@@ -293,6 +297,7 @@ def test_a_union_mount_outlives_a_squashd_restart_and_its_readers_death(cluster)
     wait_until(lambda: not fuse_mounts(cluster), 10, 0.1, "the union mount to go")
 
 
+@pytest.mark.host_release_only("squashd's own restart and adoption: the same on every release")
 def test_a_merged_overlay_outlives_a_squashd_restart(cluster):
     """The same for trusted images: their overlay is recorded after the
     mounts it stacks and linked to the job's images again."""

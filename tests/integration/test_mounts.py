@@ -5,6 +5,8 @@ import os
 import pwd
 import re
 
+import pytest
+
 from conftest import (USER1, USER2, BlockingJob, blocking_jobs, mountinfo, run,
                       wait_until)
 
@@ -167,6 +169,7 @@ def test_srun_and_salloc(cluster):
     wait_until(lambda: not cluster.squeue_ids(), 30, 0.2, "the allocation to end")
 
 
+@pytest.mark.host_release_only("squashd's own restart and adoption: the same on every release")
 def test_squashd_restart_keeps_running_jobs_mounts(cluster):
     """A restart of squashd (KillMode=process in the unit) leaves the FUSE
     server and the mount to the running job; the new squashd adopts them

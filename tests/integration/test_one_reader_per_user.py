@@ -92,6 +92,7 @@ def damaged_id_table_image(cluster):
     return img
 
 
+@pytest.mark.host_release_only("squashd's own reader bookkeeping: the same on every release")
 def test_an_image_the_reader_cannot_read_fails_its_job_and_leaves_no_reader(cluster):
     img = damaged_id_table_image(cluster)
     job = cluster.run_job(USER1, "echo should not run\n", [f"--squash-image={img}:/squash/d"])
@@ -102,6 +103,7 @@ def test_an_image_the_reader_cannot_read_fails_its_job_and_leaves_no_reader(clus
     wait_until(lambda: not readers_on_node(cluster), 10, what="the unused reader to go")
 
 
+@pytest.mark.host_release_only("squashd's own reader bookkeeping: the same on every release")
 @pytest.mark.skipif(not KERNEL_RESENDS, reason="the kernel predates FUSE_NOTIFY_RESEND")
 def test_killed_shared_reader_is_replaced_by_one_for_all_its_mounts(cluster):
     img, want = data_image(cluster, "shared_kill")
@@ -128,6 +130,7 @@ def test_killed_shared_reader_is_replaced_by_one_for_all_its_mounts(cluster):
     assert "the other mount" in held[0].job.output(), held[0].job.output()
 
 
+@pytest.mark.host_release_only("squashd's own restart and adoption: the same on every release")
 def test_after_a_squashd_restart_the_old_reader_serves_its_mounts_until_they_go(cluster):
     a = user_image(cluster, USER1, "restart_a", "mounted before the restart\n")
     b = user_image(cluster, USER1, "restart_b", "mounted after the restart\n")
@@ -183,6 +186,7 @@ def numbered_images(d, n, owner):
     run(["chown", "-R", owner, d])
 
 
+@pytest.mark.host_release_only("the reader's own threads: the same on every release")
 def test_a_readers_threads_do_not_grow_with_its_mounts(cluster):
     """200 mounts of one user are served by one reader with 3 threads at
     rest (its main thread and two idle workers), not 3 per mount as when
@@ -239,6 +243,7 @@ def job_reader_polls(cluster, user, image, text, poll_us):
     assert text in jobs[0].job.output(), jobs[0].job.output()
 
 
+@pytest.mark.host_release_only("squashd's own settings: the same on every release")
 def test_reader_poll_us_reaches_the_readers_started_after_it(cluster):
     """squashd hands reader_poll_us (default 200) to every reader it starts
     as --poll-us; after a reload, readers started from then on get the new

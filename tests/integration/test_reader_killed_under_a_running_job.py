@@ -122,6 +122,7 @@ def connection_named_in_fdinfo(pid):
     return False
 
 
+@pytest.mark.host_release_only("squashd's own restart and adoption: the same on every release")
 def test_reader_killed_after_a_squashd_restart_is_restarted_too(cluster):
     img, want = data_image(cluster, "adopted")
     job, stop = start_reading_job(cluster, img, want)
@@ -146,6 +147,7 @@ def test_reader_killed_after_a_squashd_restart_is_restarted_too(cluster):
     assert_job_read_through(cluster, job)
 
 
+@pytest.mark.host_release_only("squashd's own restart policy: the same on every release")
 def test_reader_that_keeps_dying_is_given_up_as_before(cluster):
     img, want = data_image(cluster, "giveup")
     job, stop = start_reading_job(cluster, img, want)

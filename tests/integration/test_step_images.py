@@ -9,6 +9,8 @@ import re
 import signal
 import subprocess
 
+import pytest
+
 from conftest import RAWCLIENT, SQUASHD, USER1, BlockingJob, mountinfo, run, uid_of, wait_until
 
 A_FILES = {"a.txt": "from the job image\n"}
@@ -136,6 +138,7 @@ echo SAME; srun --squash-image={a} cat /squash/jobimg/a.txt; echo "rc=$?"
     assert not re.search(rf"step {job.id}\.\d+", cluster.squashd_log())
 
 
+@pytest.mark.host_release_only("squashd's own checks of a raw request: the same on every release")
 def test_squashd_refuses_a_clash_it_is_sent_directly(cluster):
     """The policy lives in squashd: a step mount whose target is a job
     image's is refused even when the plugin's check is bypassed."""
@@ -282,6 +285,7 @@ srun -N3 --ntasks-per-node=1 bash -c 'echo "plain $(hostname): $SQUASH_MOUNTS"'
         assert re.search(rf"step {blk.job.id}\.0 released", n.squashd_log()), n.name
 
 
+@pytest.mark.host_release_only("squashd's own restart and adoption: the same on every release")
 def test_squashd_restart_keeps_a_running_steps_images(cluster):
     """squashd restarted while a step with images of its own runs: the new
     squashd adopts the step (and its watch on the step's slurmstepd), and

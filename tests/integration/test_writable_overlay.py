@@ -129,6 +129,7 @@ echo end
     assert out2.endswith("hello from the image\nkept\n"), out2
 
 
+@pytest.mark.host_release_only("squashd's own overlays: the same on every release")
 def test_rw_with_default_target_and_two_jobs_do_not_share_their_overlays(cluster, overlay_limit):
     img = user_image(cluster, cluster.trusted / "shared-rw.sqfs", "root", USER1)
     d = cluster.workdir(USER1, "rwpair")
@@ -157,6 +158,7 @@ cat /squash/shared-rw/mine.txt
     overlays_gone(cluster)
 
 
+@pytest.mark.host_release_only("squashd's own settings: the same on every release")
 def test_rw_refused_when_the_node_disables_overlays(cluster):
     img = user_image(cluster, cluster.workdir(USER1, "rwoff") / "off.sqfs", USER1, USER1)
     with squashd_with(cluster, "overlay_size = 0\n"):
@@ -175,6 +177,7 @@ def test_bad_flag_refused_at_submit(cluster):
     assert "unknown flag 'ro' after the target (the only flag is rw" in err, err
 
 
+@pytest.mark.host_release_only("squashd's own restart: the same on every release")
 def test_squashd_restart_keeps_the_jobs_overlay_and_removes_unknown_ones(cluster, overlay_limit):
     img = user_image(cluster, cluster.workdir(USER1, "rwrestart") / "keep.sqfs", USER1, USER1)
     # What a crashed squashd could leave: an overlay directory no record
@@ -270,6 +273,7 @@ srun cat /squash/k/new.txt
     assert job3.output() == "hello from the image\nkept\n", job3.output()
 
 
+@pytest.mark.host_release_only("squashd's own checks of rw=DIR: the same on every release")
 def test_rw_dir_refused_when_not_the_users_or_in_use(cluster, overlay_limit):
     img = user_image(cluster, cluster.workdir(USER1, "useimg") / "use.sqfs", USER1, USER1)
     mine = cluster.workdir(USER1, "inuse")
@@ -309,6 +313,7 @@ def test_rw_dir_refused_when_not_the_users_or_in_use(cluster, overlay_limit):
     assert blk.job.state == "COMPLETED", blk.job.output()
 
 
+@pytest.mark.host_release_only("squashd's own checks of rw=DIR: the same on every release")
 def test_rw_dir_never_gets_a_root_owned_copy_of_a_set_uid_file(cluster, overlay_limit):
     """A user's image may claim that a file is set-uid root. Changing it
     through an overlay that keeps its changes in the user's directory must
@@ -383,6 +388,7 @@ def test_rw_is_refused_for_a_steps_own_images(cluster):
     assert re.search(r"^srun=[1-9]", out, re.M), out
 
 
+@pytest.mark.host_release_only("squashd's own checks of rw=DIR: the same on every release")
 def test_rw_gets_no_set_gid_root_and_rw_dir_is_opened_with_the_users_rights_alone(cluster, overlay_limit):
     """A user's image may claim a set-gid root directory of group root. The
     plain :rw overlay's root takes the image root's owner and mode, read as
