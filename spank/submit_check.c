@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "catalog.h"
+#include "catalog_image.h"
 #include "errmsg.h"
 #include "image_glob.h"
 #include "imagespec.h"
@@ -32,6 +34,7 @@ struct item_state {
 	bool image_deferred;
 	bool target_deferred;
 	bool target_default; /* derived from the image's name, not written */
+	char catalog_name[SQUASH_CATALOG_NAME_MAX + 1]; /* "@NAME": NAME, the default target's */
 };
 
 /* The submitter's name, for %u (the job runs as the submitter). */
@@ -167,17 +170,16 @@ oom:
 /* Resolves the image against the working directory and replaces it with
  * the absolute path. split_nearby: the option had a ',' or ':' next to this
  * path, so a missing file may be a path cut at an unescaped ',' or ':'. */
-static int resolve_image(struct squash_image_spec *item, bool split_nearby)
+static int resolve_image(struct squash_image_spec *item, bool split_nearby,
+			 struct submit_catalogs *sc)
 {
 	char *abs = realpath(item->image, NULL);
 
 	if (!abs) {
-		int e = errno;
-
-		slurm_error("squash: %s: %s%s", item->image, strerror(e),
-			    e == ENOENT && split_nearby
-				    ? " (if ',' or ':' is part of the file name, write it as '\\,' or '\\:' in --squash-image)"
-				    : "");
+		if (errno == ENOENT)
+			submit_explain_missing(item->image, split_nearby, sc);
+		else
+			slurm_error("squash: %s: %s", item->image, strerror(errno));
 		return -1;
 	}
 	/* A symlink may lead to a name that must not reach a terminal. */
@@ -270,8 +272,8 @@ static int check_target(struct squash_image_spec *item, struct item_state *st,
 	if (!item->target) {
 		char buf[SQUASH_PATH_MAX];
 
-		if (squash_default_target(item->image, s->default_target, buf,
-					  sizeof buf, why, sizeof why)) {
+		if (squash_default_target(st->catalog_name[0] ? st->catalog_name : item->image,
+					  s->default_target, buf, sizeof buf, why, sizeof why)) {
 			slurm_error("squash: %s: %s", item->image, why);
 			return -1;
 		}
@@ -303,18 +305,21 @@ static int check_target(struct squash_image_spec *item, struct item_state *st,
 /* Readies one item: pattern syntax, plain paths resolved and checked,
  * deferred ones made absolute, targets filled in and checked. */
 static int check_item(struct squash_image_spec *item, struct item_state *st,
-		      bool split_nearby, const struct squash_settings *s)
+		      bool split_nearby, const struct squash_settings *s, struct submit_catalogs *sc)
 {
 	if (check_pattern_syntax(item->image, item->image) ||
 	    check_pattern_syntax(item->image, item->target))
 		return -1;
 	st->image_deferred = squash_pattern_needs_job(item->image);
 	st->target_deferred = item->target && squash_pattern_needs_job(item->target);
-	if (st->image_deferred) {
+	if (squash_catalog_is_ref(item->image)) {
+		if (submit_catalog_image(item, st->catalog_name, sc) || check_image(item->image))
+			return -1;
+	} else if (st->image_deferred) {
 		if (absolute_pattern(item))
 			return -1;
 	} else if (expand_now(item->image, &item->image) ||
-		   resolve_image(item, split_nearby) || check_image(item->image)) {
+		   resolve_image(item, split_nearby, sc) || check_image(item->image)) {
 		return -1;
 	}
 	if (item->target && !st->target_deferred &&
@@ -448,6 +453,7 @@ int squash_submit_check(spank_t sp, const char *option,
 			const struct squash_settings *s, bool srun)
 {
 	struct squash_image_list *list;
+	struct submit_catalogs sc = { 0 };
 	struct item_state *st = NULL;
 	char why[1024];
 	int rc = -1;
@@ -472,12 +478,13 @@ int squash_submit_check(spank_t sp, const char *option,
 		goto out;
 	for (size_t i = 0; i < list->count; i++)
 		if (check_item(&list->items[i], &st[i],
-			       list->count > 1 || list->items[i].target, s) ||
+			       list->count > 1 || list->items[i].target, s, &sc) ||
 		    (list->items[i].upper && resolve_upper(&list->items[i])))
 			goto out;
 	if (check_overlaps(list, st) == 0)
 		rc = hand_to_prolog(sp, list, st, srun);
 out:
+	submit_catalogs_done(&sc);
 	free(st);
 	squash_imagespec_free(list);
 	free(list);
@@ -487,6 +494,7 @@ out:
 int squash_submit_check_list(const char *option, const struct squash_settings *s,
 			     struct squash_image_list *list)
 {
+	struct submit_catalogs sc = { 0 };
 	struct item_state *st = NULL;
 	char why[1024];
 
@@ -500,7 +508,8 @@ int squash_submit_check_list(const char *option, const struct squash_settings *s
 	if (expand_globs(list) < 0 || !(st = new_states(list)))
 		goto bad;
 	for (size_t i = 0; i < list->count; i++) {
-		if (check_item(&list->items[i], &st[i], list->count > 1 || list->items[i].target, s))
+		if (check_item(&list->items[i], &st[i], list->count > 1 || list->items[i].target, s,
+			       &sc))
 			goto bad;
 		/* A step runs now: nothing is left for a prolog to expand. */
 		if (st[i].image_deferred || st[i].target_deferred) {
@@ -510,10 +519,12 @@ int squash_submit_check_list(const char *option, const struct squash_settings *s
 		}
 	}
 	if (check_overlaps(list, st) == 0) {
+		submit_catalogs_done(&sc);
 		free(st);
 		return 0;
 	}
 bad:
+	submit_catalogs_done(&sc);
 	free(st);
 	squash_imagespec_free(list);
 	return -1;
