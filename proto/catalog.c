@@ -108,9 +108,9 @@ const struct squash_catalog_entry *squash_catalogs_find(const struct squash_cata
 		/* The name is this catalog's: a later one never supplies it. */
 		if (version && squash_catalog_index_find(&cat->index, name, NULL)) {
 			versions_of(&cat->index, name, list, sizeof list);
-			squash_errf(err, errlen, "%s has no version %s in the %s catalog %s (its versions, "
-				    "newest first: %s)", name, version,
-				    cat->source == SQUASH_CATALOG_SITE ? "site" : "your", cat->dir, list);
+			squash_errf(err, errlen, "%s has no version %s in %s %s (its versions, newest "
+				    "first: %s)", name, version, cat->source == SQUASH_CATALOG_SITE ?
+				    "the site catalog" : "your catalog", cat->dir, list);
 			return NULL;
 		}
 	}
