@@ -200,8 +200,6 @@ static int parse_line(const char *s, const char *end, struct squash_catalog_entr
 		return -1;
 	while (s < end && (*s == ' ' || *s == '\t'))
 		s++;
-	while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
-		end--;
 	e->file = strdup(file);
 	e->description = strndup(s, (size_t)(end - s));
 	if (!e->file || !e->description) {
@@ -258,8 +256,11 @@ int squash_catalog_index_parse(const char *text, size_t len, const char *path,
 				    SQUASH_CATALOG_LINE_MAX - 1);
 			goto bad;
 		}
+		/* Blanks at both ends (and a CRLF's CR) are no part of a field. */
 		while (s < eol && (*s == ' ' || *s == '\t' || *s == '\r'))
 			s++;
+		while (eol > s && (eol[-1] == ' ' || eol[-1] == '\t' || eol[-1] == '\r'))
+			eol--;
 		if (s == eol || *s == '#')
 			continue;
 		if (out->count == SQUASH_CATALOG_ENTRIES_MAX) {
