@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "catalog.h"
 #include "catalog_image.h"
 #include "errmsg.h"
 #include "image_glob.h"
@@ -170,16 +169,12 @@ oom:
 /* Resolves the image against the working directory and replaces it with
  * the absolute path. split_nearby: the option had a ',' or ':' next to this
  * path, so a missing file may be a path cut at an unescaped ',' or ':'. */
-static int resolve_image(struct squash_image_spec *item, bool split_nearby,
-			 struct submit_catalogs *sc)
+static int resolve_image(struct squash_image_spec *item, bool split_nearby)
 {
 	char *abs = realpath(item->image, NULL);
 
 	if (!abs) {
-		if (errno == ENOENT)
-			submit_explain_missing(item->image, split_nearby, sc);
-		else
-			slurm_error("squash: %s: %s", item->image, strerror(errno));
+		submit_image_missing(item->image, errno, split_nearby);
 		return -1;
 	}
 	/* A symlink may lead to a name that must not reach a terminal. */
@@ -305,21 +300,19 @@ static int check_target(struct squash_image_spec *item, struct item_state *st,
 /* Readies one item: pattern syntax, plain paths resolved and checked,
  * deferred ones made absolute, targets filled in and checked. */
 static int check_item(struct squash_image_spec *item, struct item_state *st,
-		      bool split_nearby, const struct squash_settings *s, struct submit_catalogs *sc)
+		      bool split_nearby, const struct squash_settings *s)
 {
 	if (check_pattern_syntax(item->image, item->image) ||
 	    check_pattern_syntax(item->image, item->target))
 		return -1;
 	st->image_deferred = squash_pattern_needs_job(item->image);
 	st->target_deferred = item->target && squash_pattern_needs_job(item->target);
-	if (squash_catalog_is_ref(item->image)) {
-		if (submit_catalog_image(item, st->catalog_name, sc) || check_image(item->image))
-			return -1;
-	} else if (st->image_deferred) {
+	if (st->image_deferred) { /* never "@NAME": names hold no '%' */
 		if (absolute_pattern(item))
 			return -1;
-	} else if (expand_now(item->image, &item->image) ||
-		   resolve_image(item, split_nearby, sc) || check_image(item->image)) {
+	} else if ((squash_catalog_is_ref(item->image) ? submit_catalog_image(item, st->catalog_name)
+		    : expand_now(item->image, &item->image) || resolve_image(item, split_nearby)) ||
+		   check_image(item->image)) {
 		return -1;
 	}
 	if (item->target && !st->target_deferred &&
@@ -449,13 +442,24 @@ out:
 	return rc == ESPANK_SUCCESS ? 0 : -1;
 }
 
+/* Parses the option into list, or tells the user why not. */
+static int parse_option(const char *option, struct squash_image_list *list)
+{
+	char why[1024], shown[SQUASH_QUOTE_BUF];
+
+	if (squash_imagespec_parse(option, list, why, sizeof why) == 0)
+		return 0;
+	/* The option may hold control characters: never echo it raw. */
+	slurm_error("squash: --squash-image=%s: %s",
+		    squash_quote(shown, sizeof shown, option, strlen(option)), why);
+	return -1;
+}
+
 int squash_submit_check(spank_t sp, const char *option,
 			const struct squash_settings *s, bool srun)
 {
 	struct squash_image_list *list;
-	struct submit_catalogs sc = { 0 };
 	struct item_state *st = NULL;
-	char why[1024];
 	int rc = -1;
 
 	if (!option)
@@ -465,12 +469,7 @@ int squash_submit_check(spank_t sp, const char *option,
 		slurm_error("squash: out of memory");
 		return -1;
 	}
-	if (squash_imagespec_parse(option, list, why, sizeof why)) {
-		char shown[SQUASH_QUOTE_BUF];
-
-		/* The option may hold control characters: never echo it raw. */
-		slurm_error("squash: --squash-image=%s: %s",
-			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
+	if (parse_option(option, list)) {
 		free(list);
 		return -1;
 	}
@@ -478,13 +477,13 @@ int squash_submit_check(spank_t sp, const char *option,
 		goto out;
 	for (size_t i = 0; i < list->count; i++)
 		if (check_item(&list->items[i], &st[i],
-			       list->count > 1 || list->items[i].target, s, &sc) ||
+			       list->count > 1 || list->items[i].target, s) ||
 		    (list->items[i].upper && resolve_upper(&list->items[i])))
 			goto out;
 	if (check_overlaps(list, st) == 0)
 		rc = hand_to_prolog(sp, list, st, srun);
 out:
-	submit_catalogs_done(&sc);
+	submit_catalogs_done();
 	free(st);
 	squash_imagespec_free(list);
 	free(list);
@@ -494,22 +493,15 @@ out:
 int squash_submit_check_list(const char *option, const struct squash_settings *s,
 			     struct squash_image_list *list)
 {
-	struct submit_catalogs sc = { 0 };
 	struct item_state *st = NULL;
-	char why[1024];
+	int rc = -1;
 
-	if (squash_imagespec_parse(option, list, why, sizeof why)) {
-		char shown[SQUASH_QUOTE_BUF];
-
-		slurm_error("squash: --squash-image=%s: %s",
-			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
+	if (parse_option(option, list))
 		return -1;
-	}
 	if (expand_globs(list) < 0 || !(st = new_states(list)))
 		goto bad;
 	for (size_t i = 0; i < list->count; i++) {
-		if (check_item(&list->items[i], &st[i], list->count > 1 || list->items[i].target, s,
-			       &sc))
+		if (check_item(&list->items[i], &st[i], list->count > 1 || list->items[i].target, s))
 			goto bad;
 		/* A step runs now: nothing is left for a prolog to expand. */
 		if (st[i].image_deferred || st[i].target_deferred) {
@@ -518,14 +510,11 @@ int squash_submit_check_list(const char *option, const struct squash_settings *s
 			goto bad;
 		}
 	}
-	if (check_overlaps(list, st) == 0) {
-		submit_catalogs_done(&sc);
-		free(st);
-		return 0;
-	}
+	rc = check_overlaps(list, st);
 bad:
-	submit_catalogs_done(&sc);
+	submit_catalogs_done();
 	free(st);
-	squash_imagespec_free(list);
-	return -1;
+	if (rc)
+		squash_imagespec_free(list);
+	return rc;
 }
