@@ -42,8 +42,17 @@ static int fail(const char *fmt, ...)
 	return 1;
 }
 
-/* The catalog to publish into: --catalog, else the site's first (root) or
- * the user's; created when missing (not its parents). */
+/* Creates dir (not its parents) readable by all, whatever the umask; an
+ * existing one is left as it is. */
+static int make_dir(const char *dir)
+{
+	if (mkdir(dir, 0755) == 0 ? chmod(dir, 0755) != 0 : errno != EEXIST)
+		return fail("%s: %s", dir, strerror(errno));
+	return 0;
+}
+
+/* The catalog to publish into: --catalog, else the site's first trusted
+ * one (root) or the user's; created when missing (not its parents). */
 static int choose_catalog(const struct publish_request *req, char *out, size_t outlen)
 {
 	struct squash_catalogs c;
@@ -54,9 +63,7 @@ static int choose_catalog(const struct publish_request *req, char *out, size_t o
 			snprintf(out, outlen, "%s", req->catalog);
 		else if (squash_catalog_user_dir(out, outlen, why, sizeof why))
 			return fail("%s", why);
-		if (mkdir(out, 0755) != 0 && errno != EEXIST)
-			return fail("%s: %s", out, strerror(errno));
-		return 0;
+		return make_dir(out);
 	}
 	if (squash_catalogs_load(NULL, false, &c))
 		return fail("out of memory");
@@ -66,9 +73,15 @@ static int choose_catalog(const struct publish_request *req, char *out, size_t o
 		squash_catalogs_free(&c);
 		return 1;
 	}
-	snprintf(out, outlen, "%s", c.items[0].dir);
+	for (size_t i = 0; i < c.count; i++)
+		if (!c.items[i].refused) {
+			snprintf(out, outlen, "%s", c.items[i].dir);
+			squash_catalogs_free(&c);
+			return 0;
+		}
+	fail("%s; give a trusted one with --catalog DIR", c.items[0].problem);
 	squash_catalogs_free(&c);
-	return 0;
+	return 1;
 }
 
 /* The index's bytes (empty when it does not exist), malloc'd in *text. */
@@ -199,10 +212,8 @@ static int publish_locked(const struct publish_request *req, int src, const char
 		goto out;
 	}
 	snprintf(dst, sizeof dst, "%s/%s", dir, e->name);
-	if (mkdir(dst, 0755) != 0 && errno != EEXIST) {
-		fail("%s: %s", dst, strerror(errno));
+	if (make_dir(dst))
 		goto out;
-	}
 	snprintf(dst, sizeof dst, "%s/%s", dir, e->file);
 	if (!(line = squash_catalog_index_line(e)) || strlen(line) >= SQUASH_CATALOG_LINE_MAX) {
 		fail("%s", line ? "the index line would be too long" : "out of memory");
@@ -257,6 +268,13 @@ int squash_images_publish(const struct publish_request *req)
 	}
 	if (choose_catalog(req, dir, sizeof dir))
 		goto out;
+	/* Root writes only where no user can: a user's directory could lead
+	 * root's files elsewhere through links. */
+	if (geteuid() == 0 && squash_catalog_trusted(dir, false, why, sizeof why)) {
+		fail("%s is not a catalog root may publish into: %s (a site catalog and every "
+		     "directory above it must be root's and writable by nobody else)", dir, why);
+		goto out;
+	}
 	snprintf(lock, sizeof lock, "%s/%s", dir, LOCK_FILE);
 	lockfd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (lockfd < 0 || flock(lockfd, LOCK_EX) != 0) {
@@ -264,9 +282,6 @@ int squash_images_publish(const struct publish_request *req)
 		goto out;
 	}
 	rc = publish_locked(req, src, dir, &e);
-	if (rc == 0 && geteuid() == 0 && squash_catalog_trusted(dir, false, why, sizeof why))
-		fprintf(stderr, "squash-images: publish: warning: %s is not a trusted site catalog (%s): "
-			"users' jobs will not take it for the site's\n", dir, why);
 out:
 	if (lockfd >= 0)
 		close(lockfd);

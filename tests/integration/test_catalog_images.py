@@ -89,7 +89,7 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
     # The job gets the newest version's file, not the writable catalog's.
     job = cluster.run_job(USER1, 'cat "$SQUASH_MOUNT/version.txt"; echo "at $SQUASH_MOUNT"\n',
                           ["--squash-image=@tools"])
-    assert job.state() == "COMPLETED", job.output()
+    assert job.state == "COMPLETED", job.output()
     assert job.output().splitlines()[:2] == ["tools 1.10", "at /squash/tools"], job.output()
 
     # An unknown name: near matches, at submission.
