@@ -2,9 +2,10 @@
 versions of an image to a site catalog named in /etc/squash-images.conf;
 a user finds, inspects and lists them with squash-images, and a job that
 names the image as @NAME gets the newest version's file, resolved at
-submission. An unknown name gets near matches at submission, a name typed
-without '@' gets the '@' suggested, and a "site" catalog a user can write
-is refused, even when it comes first and holds the same name."""
+submission (squash-shell takes @NAME/VERSION too). An unknown name gets
+near matches at submission, a name typed without '@' gets the '@'
+suggested, and a "site" catalog a user can write is refused, even when it
+comes first and holds the same name."""
 
 import json
 import os
@@ -91,6 +92,13 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
                           ["--squash-image=@tools"])
     assert job.state == "COMPLETED", job.output()
     assert job.output().splitlines()[:2] == ["tools 1.10", "at /squash/tools"], job.output()
+
+    # squash-shell takes the same names.
+    shell = [cluster.for_user(USER1, BUILD / "daemon" / "squash-shell"), "--socket", cluster.socket,
+             "--munge-socket", cluster.munge_socket, "@tools/1.9", "--", "cat",
+             "/squash/tools/version.txt"]
+    p = cluster.as_user(USER1, shell)
+    assert p.returncode == 0 and p.stdout == "tools 1.9\n", (p.stdout, p.stderr)
 
     # An unknown name: near matches, at submission.
     err = cluster.sbatch_refuses(USER1, "@tols")
