@@ -267,8 +267,13 @@ static int load_user(struct squash_catalog *c)
 
 	c->source = SQUASH_CATALOG_USER;
 	if (squash_catalog_user_dir(dir, sizeof dir, why, sizeof why)) {
+		/* A bad $SQUASH_USER_CATALOG is the user's to fix: said when
+		 * reached; no home directory just means no catalog of one's own. */
+		const char *set = getenv(SQUASH_CATALOG_USER_ENV);
+
 		c->missing = true;
-		return set_problem(c, why, true);
+		c->dir = strdup(set && *set ? set : "~/" SQUASH_CATALOG_USER_DEFAULT);
+		return !c->dir ? -1 : set_problem(c, why, !(set && *set));
 	}
 	c->dir = strdup(dir);
 	c->real_dir = strdup(dir);
