@@ -7,13 +7,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "catalog.h"
 #include "errmsg.h"
 #include "image_glob.h"
 #include "quote.h"
 
 bool squash_image_is_glob(const char *image)
 {
-	return image && strpbrk(image, "*?[") != NULL;
+	/* "@NAME": a catalog name, never a glob (catalog.h). */
+	return image && !squash_catalog_is_ref(image) && strpbrk(image, "*?[") != NULL;
 }
 
 static void free_item(struct squash_image_spec *it)

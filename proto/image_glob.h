@@ -11,7 +11,8 @@
 #include "imagespec.h"
 #include "path_pattern.h"
 
-/* Whether an image path is a glob: it holds '*', '?' or '['. */
+/* Whether an image path is a glob: it holds '*', '?' or '[' (and is not a
+ * catalog name, "@NAME"). */
 bool squash_image_is_glob(const char *image);
 
 /* Replaces, in place, every item of list whose image is a glob by one item

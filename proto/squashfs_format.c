@@ -16,6 +16,7 @@
 enum {
 	OFF_MAGIC = 0,
 	OFF_INODES = 4,
+	OFF_MKFS_TIME = 8,
 	OFF_BLOCK_SIZE = 12,
 	OFF_FRAGMENTS = 16,
 	OFF_COMPRESSION = 20,
@@ -49,6 +50,7 @@ const char *squash_compression_name(uint16_t compression)
 static void decode(const uint8_t *buf, struct squash_superblock *sb)
 {
 	sb->inodes = le32(buf + OFF_INODES);
+	sb->mkfs_time = le32(buf + OFF_MKFS_TIME);
 	sb->block_size = le32(buf + OFF_BLOCK_SIZE);
 	sb->fragments = le32(buf + OFF_FRAGMENTS);
 	sb->compression = le16(buf + OFF_COMPRESSION);

@@ -33,6 +33,7 @@ const char *squash_compression_name(uint16_t compression);
 /* The superblock's fields; table starts are byte positions in the image. */
 struct squash_superblock {
 	uint32_t inodes;
+	uint32_t mkfs_time;   /* when it was made, seconds since the epoch (mksquashfs -mkfs-time) */
 	uint32_t block_size;
 	uint32_t fragments;
 	uint16_t compression; /* enum squash_compression */

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "catalog_image.h"
 #include "errmsg.h"
 #include "image_glob.h"
 #include "imagespec.h"
@@ -32,6 +33,7 @@ struct item_state {
 	bool image_deferred;
 	bool target_deferred;
 	bool target_default; /* derived from the image's name, not written */
+	char catalog_name[SQUASH_CATALOG_NAME_MAX + 1]; /* "@NAME": NAME, the default target's */
 };
 
 /* The submitter's name, for %u (the job runs as the submitter). */
@@ -172,12 +174,7 @@ static int resolve_image(struct squash_image_spec *item, bool split_nearby)
 	char *abs = realpath(item->image, NULL);
 
 	if (!abs) {
-		int e = errno;
-
-		slurm_error("squash: %s: %s%s", item->image, strerror(e),
-			    e == ENOENT && split_nearby
-				    ? " (if ',' or ':' is part of the file name, write it as '\\,' or '\\:' in --squash-image)"
-				    : "");
+		submit_image_missing(item->image, errno, split_nearby);
 		return -1;
 	}
 	/* A symlink may lead to a name that must not reach a terminal. */
@@ -270,8 +267,8 @@ static int check_target(struct squash_image_spec *item, struct item_state *st,
 	if (!item->target) {
 		char buf[SQUASH_PATH_MAX];
 
-		if (squash_default_target(item->image, s->default_target, buf,
-					  sizeof buf, why, sizeof why)) {
+		if (squash_default_target(st->catalog_name[0] ? st->catalog_name : item->image,
+					  s->default_target, buf, sizeof buf, why, sizeof why)) {
 			slurm_error("squash: %s: %s", item->image, why);
 			return -1;
 		}
@@ -310,11 +307,12 @@ static int check_item(struct squash_image_spec *item, struct item_state *st,
 		return -1;
 	st->image_deferred = squash_pattern_needs_job(item->image);
 	st->target_deferred = item->target && squash_pattern_needs_job(item->target);
-	if (st->image_deferred) {
+	if (st->image_deferred) { /* never "@NAME": names hold no '%' */
 		if (absolute_pattern(item))
 			return -1;
-	} else if (expand_now(item->image, &item->image) ||
-		   resolve_image(item, split_nearby) || check_image(item->image)) {
+	} else if ((squash_catalog_is_ref(item->image) ? submit_catalog_image(item, st->catalog_name)
+		    : expand_now(item->image, &item->image) || resolve_image(item, split_nearby)) ||
+		   check_image(item->image)) {
 		return -1;
 	}
 	if (item->target && !st->target_deferred &&
@@ -444,12 +442,24 @@ out:
 	return rc == ESPANK_SUCCESS ? 0 : -1;
 }
 
+/* Parses the option into list, or tells the user why not. */
+static int parse_option(const char *option, struct squash_image_list *list)
+{
+	char why[1024], shown[SQUASH_QUOTE_BUF];
+
+	if (squash_imagespec_parse(option, list, why, sizeof why) == 0)
+		return 0;
+	/* The option may hold control characters: never echo it raw. */
+	slurm_error("squash: --squash-image=%s: %s",
+		    squash_quote(shown, sizeof shown, option, strlen(option)), why);
+	return -1;
+}
+
 int squash_submit_check(spank_t sp, const char *option,
 			const struct squash_settings *s, bool srun)
 {
 	struct squash_image_list *list;
 	struct item_state *st = NULL;
-	char why[1024];
 	int rc = -1;
 
 	if (!option)
@@ -459,12 +469,7 @@ int squash_submit_check(spank_t sp, const char *option,
 		slurm_error("squash: out of memory");
 		return -1;
 	}
-	if (squash_imagespec_parse(option, list, why, sizeof why)) {
-		char shown[SQUASH_QUOTE_BUF];
-
-		/* The option may hold control characters: never echo it raw. */
-		slurm_error("squash: --squash-image=%s: %s",
-			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
+	if (parse_option(option, list)) {
 		free(list);
 		return -1;
 	}
@@ -478,6 +483,7 @@ int squash_submit_check(spank_t sp, const char *option,
 	if (check_overlaps(list, st) == 0)
 		rc = hand_to_prolog(sp, list, st, srun);
 out:
+	submit_catalogs_done();
 	free(st);
 	squash_imagespec_free(list);
 	free(list);
@@ -488,15 +494,10 @@ int squash_submit_check_list(const char *option, const struct squash_settings *s
 			     struct squash_image_list *list)
 {
 	struct item_state *st = NULL;
-	char why[1024];
+	int rc = -1;
 
-	if (squash_imagespec_parse(option, list, why, sizeof why)) {
-		char shown[SQUASH_QUOTE_BUF];
-
-		slurm_error("squash: --squash-image=%s: %s",
-			    squash_quote(shown, sizeof shown, option, strlen(option)), why);
+	if (parse_option(option, list))
 		return -1;
-	}
 	if (expand_globs(list) < 0 || !(st = new_states(list)))
 		goto bad;
 	for (size_t i = 0; i < list->count; i++) {
@@ -509,12 +510,11 @@ int squash_submit_check_list(const char *option, const struct squash_settings *s
 			goto bad;
 		}
 	}
-	if (check_overlaps(list, st) == 0) {
-		free(st);
-		return 0;
-	}
+	rc = check_overlaps(list, st);
 bad:
+	submit_catalogs_done();
 	free(st);
-	squash_imagespec_free(list);
-	return -1;
+	if (rc)
+		squash_imagespec_free(list);
+	return rc;
 }

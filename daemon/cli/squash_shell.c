@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "catalog.h"
 #include "imagespec.h"
 #include "quote.h"
 #include "squash_env.h"
@@ -198,6 +199,25 @@ static void refuse_writable(const struct squash_image_list *list)
 			    list->items[i].upper ? ":rw=DIR" : ":rw");
 }
 
+/* The file of a catalog image "@NAME[/VERSION]" (proto/catalog.h), malloc'd,
+ * and NAME; dies with the reason (near matches for an unknown name). */
+static char *catalog_image(const char *ref, char name[SQUASH_CATALOG_NAME_MAX + 1])
+{
+	char path[PATH_MAX], why[4096], version[SQUASH_CATALOG_NAME_MAX + 1];
+	struct squash_catalogs c;
+
+	if (squash_catalogs_load(NULL, true, &c))
+		die("out of memory");
+	for (size_t i = 0; i < c.count; i++)
+		if (c.items[i].refused && c.items[i].source == SQUASH_CATALOG_SITE)
+			fprintf(stderr, "squash-shell: %s\n", c.items[i].problem);
+	if (squash_catalogs_resolve(&c, ref, path, sizeof(path), why, sizeof(why)))
+		die("%s", why);
+	squash_catalogs_free(&c);
+	squash_catalog_ref_parse(ref + 1, name, version, NULL, 0); /* resolved: it parses */
+	return strdup(path);
+}
+
 /* Resolves each image and fills in the default targets, as at submission
  * (spank/submit_check.c), which also refuses two images whose default
  * targets are the same: merging is asked for by naming one TARGET, never
@@ -211,7 +231,10 @@ static void resolve_images(struct squash_image_list *list, const char *base)
 		die("out of memory");
 	for (size_t i = 0; i < list->count; i++) {
 		struct squash_image_spec *item = &list->items[i];
-		char *abs = realpath(item->image, NULL);
+		/* "@NAME[/VERSION]": the catalog's file, mounted at BASE/NAME. */
+		char name[SQUASH_CATALOG_NAME_MAX + 1] = "";
+		char *abs = squash_catalog_is_ref(item->image) ? catalog_image(item->image, name)
+							       : realpath(item->image, NULL);
 
 		if (!abs)
 			die("%s: %s", shown(item->image, b1, sizeof(b1)), strerror(errno));
@@ -219,7 +242,8 @@ static void resolve_images(struct squash_image_list *list, const char *base)
 		item->image = abs;
 		if (item->target)
 			continue;
-		if (squash_default_target(abs, base, target, sizeof(target), why, sizeof(why)))
+		if (squash_default_target(name[0] ? name : abs, base, target, sizeof(target), why,
+					  sizeof(why)))
 			die("%s: %s", shown(abs, b1, sizeof(b1)), why);
 		item->target = strdup(target);
 		if (!item->target)

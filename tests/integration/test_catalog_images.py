@@ -1,0 +1,112 @@
+"""Catalog images (docs/user.md, "Catalog images"): an admin publishes two
+versions of an image to a site catalog named in /etc/squash-images.conf;
+a user finds, inspects and lists them with squash-images, and a job that
+names the image as @NAME gets the newest version's file, resolved at
+submission (squash-shell takes @NAME/VERSION too). An unknown name gets
+near matches at submission, a name typed without '@' gets the '@'
+suggested, and a "site" catalog a user can write is refused, even when it
+comes first and holds the same name."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, USER1, run, uid_of
+
+pytestmark = pytest.mark.host_release_only(
+    "the catalog is read by the plugin at submission and by squash-images: the same on every release")
+
+SQUASH_IMAGES = BUILD / "daemon" / "squash-images"
+SITE_CONF = Path("/etc/squash-images.conf")
+
+
+@pytest.fixture
+def site_catalogs(cluster):
+    """A trusted site catalog below trusted_prefixes and a user-writable
+    one, both named in the site file (the writable one first); the site
+    file is removed afterwards (or the one found restored)."""
+    good = cluster.trusted / "catalog"
+    bad = cluster.work / "writable-catalog"
+    saved = SITE_CONF.read_bytes() if SITE_CONF.exists() else None
+    good.mkdir(mode=0o755)
+    bad.mkdir()
+    os.chown(bad, uid_of(USER1), -1)
+    bad.chmod(0o755)
+    SITE_CONF.write_text(f"# test_catalog_images.py\ncatalog {bad}\ncatalog {good}\n")
+    SITE_CONF.chmod(0o644)
+    yield good, bad
+    if saved is None:
+        SITE_CONF.unlink()
+    else:
+        SITE_CONF.write_bytes(saved)
+    shutil.rmtree(good)
+    shutil.rmtree(bad)
+
+
+def images(cluster, user, *args):
+    return cluster.as_user(user, [SQUASH_IMAGES, *args], timeout=30)
+
+
+def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_catalogs):
+    good, bad = site_catalogs
+    src = cluster.workdir("root", "catalog-src")
+    old = cluster.make_image(src / "old.sqfs", {"version.txt": "tools 1.9\n"})
+    new = cluster.make_image(src / "new.sqfs", {"version.txt": "tools 1.10\n"})
+    # The admin publishes into the site's first trusted catalog (no --catalog).
+    for image, ref in ((old, "tools/1.9"), (new, "tools/1.10")):
+        p = run([SQUASH_IMAGES, "publish", image, ref, "--description", "Build tools"], check=False)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert str(good) in p.stdout
+    p = run([SQUASH_IMAGES, "publish", new, "tools/1.10"], check=False)
+    assert p.returncode != 0 and "published already" in p.stderr
+    assert (good / "index.tsv").stat().st_uid == 0
+    # The writable catalog names the same image with the user's own bytes.
+    evil = cluster.make_image(bad / "evil.sqfs", {"version.txt": "not the site's\n"}, owner=USER1)
+    (bad / "index.tsv").write_text(f"tools 9.9 {evil.name}\nextra 1 {evil.name}\n")
+    os.chown(bad / "index.tsv", uid_of(USER1), -1)
+
+    found = images(cluster, USER1, "find", "tool")
+    assert found.returncode == 0, found.stderr
+    rows = [line.split()[:2] for line in found.stdout.splitlines()[1:]]
+    assert rows == [["@tools/1.10", "site"], ["@tools/1.9", "site"]], found.stdout
+    assert f"site catalog {bad} is not used" in found.stderr
+    assert "not owned by root" in found.stderr
+
+    shown = images(cluster, USER1, "inspect", "@tools")
+    assert shown.returncode == 0, shown.stderr
+    assert "@tools/1.10 (the newest)" in shown.stdout
+    assert f"file:        {good}/tools/1.10.sqfs" in shown.stdout
+    assert "compression: gzip" in shown.stdout or "compression: xz" in shown.stdout
+
+    listed = images(cluster, USER1, "list", "--json")
+    data = json.loads(listed.stdout)
+    assert [(i["reference"], i["newest"], i["source"]) for i in data["images"]] == [
+        ("@tools/1.10", True, "site"), ("@tools/1.9", False, "site")]
+    assert [c["problem"] is not None for c in data["catalogs"][:2]] == [True, False]
+
+    # The job gets the newest version's file, not the writable catalog's.
+    job = cluster.run_job(USER1, 'cat "$SQUASH_MOUNT/version.txt"; echo "at $SQUASH_MOUNT"\n',
+                          ["--squash-image=@tools"])
+    assert job.state == "COMPLETED", job.output()
+    assert job.output().splitlines()[:2] == ["tools 1.10", "at /squash/tools"], job.output()
+
+    # squash-shell takes the same names.
+    shell = [cluster.for_user(USER1, BUILD / "daemon" / "squash-shell"), "--socket", cluster.socket,
+             "--munge-socket", cluster.munge_socket, "@tools/1.9", "--", "cat",
+             "/squash/tools/version.txt"]
+    p = cluster.as_user(USER1, shell)
+    assert p.returncode == 0 and p.stdout == "tools 1.9\n", (p.stdout, p.stderr)
+
+    # An unknown name: near matches, at submission.
+    err = cluster.sbatch_refuses(USER1, "@tols")
+    assert "no image named tols" in err and "did you mean @tools?" in err, err
+    # A name from the writable catalog is not the site's.
+    err = cluster.sbatch_refuses(USER1, "@extra")
+    assert f"site catalog {bad} is not used" in err and "no image named extra" in err, err
+    # Typed as uenv users do: images are files, and the '@' is suggested.
+    err = cluster.sbatch_refuses(USER1, "tools/1.9:/squash/t")
+    assert "an image is a file" in err and "written @tools/1.9" in err, err
+    assert "\\:" not in err, err
