@@ -4,7 +4,9 @@ venv with a pip-installed console script, a conda-style prefix (a script
 whose shebang and configuration name the prefix, a compiled program with an
 RPATH to the prefix's lib) and a Spack-like tree (a program with a
 RUNPATH). The build directory is renamed before the job, so nothing can
-fall back to it. One job."""
+fall back to it. The same job builds a venv at its target instead, in an
+empty image written to through :rw=DIR, and packs it there (docs/user.md,
+"Images that work at their target"). One job."""
 
 import base64
 import hashlib
@@ -105,13 +107,23 @@ gcc -o {pkg}/bin/hello hello.c -L{pkg}/lib -lwho -Wl,--enable-new-dtags,-rpath,{
     assert "\ntarget /squash/venv\n" in p.stdout and \
         "\nenv default set-path VIRTUAL_ENV .\n" in p.stdout, p.stdout
 
+    # Built at its target instead (docs/user.md): an empty image of the
+    # user's, writable at the target in the job, packed there.
+    as_user("mkdir", d / "empty", d / "built-changes")
+    as_user(PACK, "--keep-owners", "--no-meta", d / "empty", d / "empty.sqfs")
+    built = d / "built.sqfs"
+    spec = ",".join(f"{images[n]}:/squash/{n}" for n in images)
+    spec += f",{d / 'empty.sqfs'}:/squash/built:rw={d / 'built-changes'}"
+
     # Nothing may fall back to the build directory.
     as_user("mv", build, d / "build.moved")
     job = cluster.run_job(USER1, (
         "/squash/venv/bin/hellotool\n"
         "/squash/conda/bin/condarun\n"
-        "/squash/spack/linux-x86_64/gcc-12/hello-1.0-abcdefgh/bin/hello\n"),
-        args=["--squash-image=" + ",".join(f"{images[n]}:/squash/{n}" for n in images)])
+        "/squash/spack/linux-x86_64/gcc-12/hello-1.0-abcdefgh/bin/hello\n"
+        f"{PYTHON} -m venv --without-pip /squash/built\n"
+        f"{cluster.for_user(USER1, PACK)} -q /squash/built {built} && echo packed\n"),
+        args=[f"--squash-image={spec}"])
     out = job.output()
     assert job.state == "COMPLETED", out
     lines = out.splitlines()
@@ -119,3 +131,8 @@ gcc -o {pkg}/bin/hello hello.c -L{pkg}/lib -lwho -Wl,--enable-new-dtags,-rpath,{
     assert lines[0].endswith("/site-packages/hellotool/__init__.py"), out
     assert lines[1] == "conda: the data; greeting from libgreet", out
     assert lines[2] == "spack hello", out
+    assert lines[3] == "packed", out
+    p = as_user("unsquashfs", "-cat", built, "pyvenv.cfg")
+    assert "/squash/built" in p.stdout, p.stdout
+    p = as_user("unsquashfs", "-cat", built, ".squash/meta")
+    assert "\ntarget /squash/built\n" in p.stdout, p.stdout
