@@ -29,6 +29,9 @@ packages=(
 	libprotobuf-c-dev protobuf-c-compiler
 	libmunge-dev munge
 	squashfs-tools
+	# squash-pack rewrites RPATH/RUNPATH for longer targets with patchelf
+	# (tests/tools/test_squash_pack.sh covers it when installed).
+	patchelf
 	python3 python3-pytest python3-prometheus-client
 	# What the harness runs that a minimal system lacks (a container or an
 	# mmdebstrap root): pgrep/ps, ip/ss, useradd, git for autoreconf's

@@ -146,6 +146,240 @@ if ! command -v lfs >/dev/null; then
 	grep -q 'on Lustre, but lfs is not installed' "$tmp/out" || fail "missing lfs not reported"
 fi
 
+# --- metadata: /.squash/meta in every image, DIR untouched
+meta() { unsquashfs -cat "$1" .squash/meta 2>&1; }
+m=$(meta "$img")
+version=$(sed -n 's/^AC_INIT(\[slurm-squash\], \[\([^]]*\)\].*/\1/p' "$here/../../configure.ac")
+for want in '^format 1$' '^name stack$' '^created 20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$' \
+	"^created-by $(id -un)\$" "^source $(realpath "$src")\$" "^packer squash-pack $version\$" \
+	'^target /squash/stack$' '^default-env default$' '^env default prepend-path PATH bin$'; do
+	echo "$m" | grep -Eq "$want" || fail "metadata has no line '$want': $m"
+done
+echo "$m" | grep -Eq '^(version|description) ' && fail "metadata names a version or description not asked for: $m"
+unsquashfs -lln "$img" | grep -Eq '^drwxr-xr-x 0/0 .*squashfs-root/\.squash$' ||
+	fail "/.squash is not a root directory of mode 755: $(unsquashfs -lln "$img")"
+[ -e "$src/.squash" ] && fail "the metadata was written into DIR"
+# What DIR holds gives the default environment: a venv and conda prefix.
+mkdir -p "$tmp/venv/bin" "$tmp/venv/conda-meta" "$tmp/venv/share/man/man1" "$tmp/venv/lib/pkgconfig"
+echo 'home = /usr/bin' >"$tmp/venv/pyvenv.cfg"
+chmod -R a+rX "$tmp/venv"
+pk --name py-tools --version 1.2.0 --description '  Python tools: lint and format  ' --target /squash/pyt \
+	--env default:prepend-path:PYTHONPATH=lib/py --env 'gpu:set:OMP_NUM_THREADS=8 4' \
+	--env gpu:append-path:LD_LIBRARY_PATH=. "$tmp/venv" "$tmp/venv.sqfs"
+expect_ok "metadata options"
+want=$(printf '%s\n' 'default-env default' 'env default prepend-path PATH bin' 'env default set-path VIRTUAL_ENV .' \
+	'env default set-path CONDA_PREFIX .' 'env default prepend-path MANPATH share/man' \
+	'env default prepend-path PKG_CONFIG_PATH lib/pkgconfig' 'env default prepend-path PYTHONPATH lib/py' \
+	'env gpu set OMP_NUM_THREADS 8 4' 'env gpu append-path LD_LIBRARY_PATH .')
+m=$(meta "$tmp/venv.sqfs")
+[ "$(echo "$m" | grep -E '^(default-)?env ')" = "$want" ] || fail "environments: $m"
+for want in '^name py-tools$' '^version 1.2.0$' '^description Python tools: lint and format$' '^target /squash/pyt$'; do
+	echo "$m" | grep -Eq "$want" || fail "metadata has no line '$want': $m"
+done
+pk --no-meta "$src" "$tmp/nometa.sqfs"
+expect_ok "--no-meta"
+unsquashfs -l "$tmp/nometa.sqfs" | grep -q '\.squash' && fail "--no-meta wrote metadata"
+grep -q 'metadata: none' "$tmp/out" || fail "--no-meta not reported"
+for bad in "--name a/b|--name must be" "--version 1:2|--version must be" "--env x|--env 'x': write ENVNAME:OP:VAR=VALUE" \
+	"--env default:unset:A=b|unknown operation 'unset'" "--env default:set:SLURM_JOB_ID=1|SLURM_\* and SQUASH_\*" \
+	"--env default:prepend-path:PATH=../bin|relative to the image's root" "--env default:set-path:X=/opt|relative to the image's root" \
+	"--env 9x:set:A=b|environment's name must be" "--target /squash/a/../b|target must be an absolute path" \
+	"--target relative|target must be an absolute path"; do
+	pk ${bad%%|*} "$src" "$tmp/bad.sqfs"
+	expect_error "${bad#*|}" "${bad%%|*}"
+done
+pk --description "$(printf 'two\nlines')" "$src" "$tmp/bad.sqfs"
+expect_error "one line" "multi-line description"
+mkdir "$tmp/odd name" && chmod a+rx "$tmp/odd name"
+pk "$tmp/odd name" "$tmp/bad.sqfs"
+expect_error "name 'odd name' cannot be the image's name.*--name" "DIR's name is no image name"
+mkdir "$tmp/venv/.squash"
+pk "$tmp/venv" "$tmp/bad.sqfs"
+expect_error 'venv/.squash exists: /.squash in an image is reserved.*--no-meta' "DIR with .squash"
+pk --no-meta --no-relocate "$tmp/venv" "$tmp/bad.sqfs"
+expect_ok "DIR with .squash and --no-meta"
+rmdir "$tmp/venv/.squash"
+rm -f "$tmp/bad.sqfs"
+SOURCE_DATE_EPOCH=1700000000 pk "$src" "$tmp/sde.sqfs"
+meta "$tmp/sde.sqfs" | grep -qx 'created 2023-11-14T22:13:20Z' || fail "SOURCE_DATE_EPOCH not the creation time: $(meta "$tmp/sde.sqfs")"
+
+# --- relocation: absolute paths to DIR rewritten for the target in a
+# staged copy; DIR itself never changes.
+rel=$tmp/prefix/env
+mkdir -p "$rel/bin" "$rel/lib/python3/site-packages" "$rel/conda-meta" "$rel/lib/pkgconfig" "$rel/etc" "$rel/share"
+ln -s prefix "$tmp/via" # packed as $tmp/via/env: the path as given and the real one
+P=$rel G=$tmp/via/env
+printf '#!%s/bin/python3\nimport sys\n' "$P" >"$rel/bin/tool"
+printf '#!%s/bin/sh\necho given\n' "$G" >"$rel/bin/given"
+printf '%s/lib/python3/site-packages/extra\n' "$P" >"$rel/lib/python3/site-packages/extra.pth"
+printf 'VIRTUAL_ENV="%s"\nexport VIRTUAL_ENV\n' "$P" >"$rel/bin/activate"
+printf 'home = /usr/bin\ncommand = /usr/bin/python3 -m venv %s\n' "$P" >"$rel/pyvenv.cfg"
+printf '{"prefix": "%s", "files": ["%s/bin/tool"]}\n' "$P" "$P" >"$rel/conda-meta/x-1.0.json"
+printf 'prefix=%s\nlibdir=${prefix}/lib\n' "$P" >"$rel/lib/pkgconfig/x.pc"
+printf "libdir='%s/lib'\n" "$P" >"$rel/lib/libx.la"
+# Not paths to DIR: a longer name, one inside another path.
+printf '%s2/bin\n/opt%s\n' "$P" "$P" >"$rel/share/not-ours"
+printf '%s2' "$P" >"$rel/share/no-newline"
+ln -s "$P/lib/libx.la" "$rel/lib/libx-link.la"
+ln -s "$P" "$rel/share/self"
+ln -s "${P}2/lib" "$rel/share/other-link"
+# Compiled Python: the path is the source's name (left as it is).
+printf 'XX\0\0\0\0%s/lib/mod.py' "$P" >"$rel/lib/python3/mod.cpython-311.pyc"
+have_cc=false
+if command -v cc >/dev/null; then
+	have_cc=true
+	printf 'int answer(void) { return 42; }\n' >"$tmp/lib.c"
+	printf '#include <stdio.h>\nint answer(void);\nstatic const char *conf = "%s/etc/conf";\nint main(void) { printf("%%d %%s\\n", answer(), conf); return 0; }\n' "$P" >"$tmp/main.c"
+	cc -shared -fPIC -o "$rel/lib/libanswer.so" "$tmp/lib.c" &&
+		cc -o "$rel/bin/prog" "$tmp/main.c" -L"$rel/lib" -lanswer -Wl,-rpath,"$P/lib" ||
+		fail "cannot compile the test programs"
+	[ "$("$rel/bin/prog")" = "42 $P/etc/conf" ] || fail "the test program does not run: $("$rel/bin/prog" 2>&1)"
+fi
+chmod -R a+rX "$rel"
+chmod 755 "$rel/bin/tool" "$rel/bin/given"
+find "$rel" -exec touch -h -d @1600000000 {} +
+# tree_sum DIR: names, types, modes, times, link targets and contents.
+tree_sum() {
+	(cd "$1" && find . -printf '%p %y %m %T@ %l\n' | LC_ALL=C sort &&
+		find . -type f -exec md5sum {} + | LC_ALL=C sort) | md5sum
+}
+before=$(tree_sum "$rel")
+export TMPDIR=$tmp/tmpdir
+mkdir "$TMPDIR"
+# no_stage_left WHAT: no staged copy left anywhere squash-pack puts one.
+no_stage_left() {
+	local left
+	left=$(find "$tmp" "$TMPDIR" -maxdepth 2 -name '.squash-pack-stage.*' -o -maxdepth 2 -name 'squash-pack-stage.*')
+	[ -z "$left" ] || fail "$1: staged copy left: $left"
+	[ -z "$(ls -A "$TMPDIR")" ] || fail "$1: left in TMPDIR: $(ls -A "$TMPDIR")"
+}
+
+pk -n --target /squash/rel "$G" "$tmp/rel-dry.sqfs"
+expect_ok "relocation dry run"
+# 8 text files, 2 links, and the program when there is a compiler.
+nfiles=10
+$have_cc && nfiles=11
+grep -qF "relocation: $nfiles file(s) name $P or $G: rewriting them for the target /squash/rel" "$tmp/out" ||
+	fail "dry run does not report the $nfiles files: $(cat "$tmp/out")"
+grep -q 'left as they are: 1 compiled Python file(s) (lib/python3/mod.cpython-311.pyc)' "$tmp/out" ||
+	fail "the .pyc is not reported as left as it is: $(cat "$tmp/out")"
+[ -e "$tmp/rel-dry.sqfs" ] && fail "the relocation dry run wrote the image"
+no_stage_left "dry run"
+
+# A shorter target, without patchelf: every path fits in place.
+SQUASH_PACK_PATCHELF='' pk --target /squash/rel "$G" "$tmp/rel.sqfs"
+expect_ok "relocation for a shorter target"
+grep -q "staging: hard links to $G" "$tmp/out" || fail "staging not by hard links: $(cat "$tmp/out")"
+grep -q "relocation: rewrote $nfiles file(s) for /squash/rel" "$tmp/out" || fail "rewrite not reported: $(cat "$tmp/out")"
+[ "$(tree_sum "$rel")" = "$before" ] || fail "packing with relocation changed DIR"
+no_stage_left "relocation"
+cat_img() { unsquashfs -cat "$1" "$2" 2>&1; }
+Q=/squash/rel
+[ "$(cat_img "$tmp/rel.sqfs" bin/tool)" = "$(printf '#!%s/bin/python3\nimport sys' "$Q")" ] || fail "shebang: $(cat_img "$tmp/rel.sqfs" bin/tool)"
+[ "$(cat_img "$tmp/rel.sqfs" bin/given)" = "$(printf '#!%s/bin/sh\necho given' "$Q")" ] || fail "shebang with the path as given: $(cat_img "$tmp/rel.sqfs" bin/given)"
+for f in lib/python3/site-packages/extra.pth bin/activate pyvenv.cfg conda-meta/x-1.0.json lib/pkgconfig/x.pc lib/libx.la; do
+	got=$(cat_img "$tmp/rel.sqfs" "$f")
+	[ "$got" = "$(sed "s|$P|$Q|g" "$rel/$f")" ] || fail "$f not rewritten: $got"
+done
+[ "$(cat_img "$tmp/rel.sqfs" share/not-ours)" = "$(cat "$rel/share/not-ours")" ] || fail "a longer name or another path was rewritten"
+cat_img "$tmp/rel.sqfs" lib/python3/mod.cpython-311.pyc | cmp -s - "$rel/lib/python3/mod.cpython-311.pyc" || fail "the .pyc changed"
+listing=$(unsquashfs -lln "$tmp/rel.sqfs")
+for l in "lib/libx-link.la -> $Q/lib/libx.la" "share/self -> $Q" "share/other-link -> ${P}2/lib"; do
+	echo "$listing" | grep -qF "squashfs-root/$l" || fail "link $l: $listing"
+done
+echo "$listing" | grep -E 'squashfs-root/(bin/activate|bin|)$' | grep -q ' 2020-09-13 ' ||
+	fail "rewritten files or their directories lost their times: $listing"
+echo "$listing" | grep -Eq '^-rwxr-xr-x 0/0 .*squashfs-root/bin/tool$' || fail "rewritten script lost its mode: $listing"
+if $have_cc; then
+	rm -rf "$tmp/x" && unsquashfs -q -no-progress -d "$tmp/x" "$tmp/rel.sqfs" >/dev/null
+	[ "$(LD_LIBRARY_PATH=$tmp/x/lib "$tmp/x/bin/prog")" = "42 $Q/etc/conf" ] ||
+		fail "the padded program: $(LD_LIBRARY_PATH=$tmp/x/lib "$tmp/x/bin/prog" 2>&1)"
+	grep -c "$P" "$tmp/x/bin/prog" >/dev/null && fail "the program still names $P"
+	if command -v readelf >/dev/null; then
+		readelf -d "$tmp/x/bin/prog" | grep -Eq "\(RUNPATH\).*\[$Q/lib\]" || fail "RUNPATH not rewritten: $(readelf -d "$tmp/x/bin/prog")"
+	fi
+fi
+meta "$tmp/rel.sqfs" | grep -qx 'target /squash/rel' || fail "the metadata's target is not the relocation's"
+
+# A longer target: text at any length; binary strings do not fit.
+long=/squash/a-target-longer-than-the-directory-it-was-built-in
+if $have_cc; then
+	SQUASH_PACK_PATCHELF='' pk --target "$long" "$G" "$tmp/long.sqfs"
+	expect_error "cannot make the image work at $long: 1 file\(s\) hold the path .* does not fit: bin/prog \(binary data\)\. Use a target of at most ${#G} characters \(--target\), build the tree at its target .*--no-relocate" "longer target"
+	[ -e "$tmp/long.sqfs" ] && fail "the refused relocation wrote an image"
+	[ "$(tree_sum "$rel")" = "$before" ] || fail "a refused relocation changed DIR"
+	no_stage_left "refused relocation"
+	# As it is: the paths stay.
+	pk --no-relocate --target "$long" "$G" "$tmp/asis.sqfs"
+	expect_ok "--no-relocate"
+	[ "$(cat_img "$tmp/asis.sqfs" bin/tool)" = "$(cat "$rel/bin/tool")" ] || fail "--no-relocate rewrote a file"
+	rm -f "$rel/bin/prog" # the string in it is what cannot move
+fi
+pk --target "$long" "$G" "$tmp/long.sqfs"
+expect_ok "longer target, text only"
+[ "$(cat_img "$tmp/long.sqfs" lib/pkgconfig/x.pc)" = "$(sed "s|$P|$long|g" "$rel/lib/pkgconfig/x.pc")" ] || fail "text not rewritten for a longer target"
+no_stage_left "longer target"
+# RPATH/RUNPATH at any length with patchelf (a Spack-like program whose
+# only path is its RUNPATH), or refused without it.
+if $have_cc; then
+	printf '#include <stdio.h>\nint answer(void);\nint main(void) { printf("%%d\\n", answer()); return 0; }\n' >"$tmp/rp.c"
+	cc -o "$rel/bin/prog" "$tmp/rp.c" -L"$rel/lib" -lanswer -Wl,-rpath,"$P/lib" || fail "cannot compile"
+	chmod a+rx "$rel/bin/prog"
+	SQUASH_PACK_PATCHELF='' pk -f --target "$long" "$G" "$tmp/long.sqfs"
+	expect_error "bin/prog \(an RPATH/RUNPATH\)\. .*or install patchelf" "RUNPATH with a longer target, no patchelf"
+	cc -o "$rel/bin/prog-rpath" "$tmp/rp.c" -L"$rel/lib" -lanswer -Wl,--disable-new-dtags,-rpath,"$P/lib:$P/lib64" || fail "cannot compile"
+	chmod a+rx "$rel/bin/prog-rpath"
+	if command -v patchelf >/dev/null; then
+		pk -f --target "$long" "$G" "$tmp/long.sqfs"
+		expect_ok "RUNPATH with a longer target, patchelf"
+		rm -rf "$tmp/x" && unsquashfs -q -no-progress -d "$tmp/x" "$tmp/long.sqfs" >/dev/null
+		[ "$(patchelf --print-rpath "$tmp/x/bin/prog")" = "$long/lib" ] || fail "patchelf's RUNPATH: $(patchelf --print-rpath "$tmp/x/bin/prog")"
+		[ "$(patchelf --print-rpath "$tmp/x/bin/prog-rpath")" = "$long/lib:$long/lib64" ] || fail "patchelf's RPATH: $(patchelf --print-rpath "$tmp/x/bin/prog-rpath")"
+		if command -v readelf >/dev/null; then
+			readelf -d "$tmp/x/bin/prog" | grep -q '(RUNPATH)' || fail "RUNPATH became another tag"
+			readelf -d "$tmp/x/bin/prog-rpath" | grep -q '(RPATH)' || fail "RPATH became another tag"
+		fi
+		[ "$(LD_LIBRARY_PATH=$tmp/x/lib "$tmp/x/bin/prog")" = 42 ] || fail "patched program does not run"
+		grep -c "$P" "$tmp/x/bin/prog" >/dev/null && fail "the patched program still names $P"
+	fi
+	no_stage_left "patchelf"
+fi
+before=$(tree_sum "$rel")
+# An error after staging (mksquashfs refuses an option) leaves no stage.
+pk -f --target /squash/rel "$G" "$tmp/rel.sqfs" -- -no-such-option
+[ "$rc" = 1 ] || fail "mksquashfs failure: exit $rc"
+no_stage_left "mksquashfs failure"
+[ "$(tree_sum "$rel")" = "$before" ] || fail "a failed pack changed DIR"
+# Interrupted while packing: the stage goes too.
+mkdir -p "$tmp/fakebin2"
+printf '#!/bin/sh\nkill -INT $PPID\nsleep 5\n' >"$tmp/fakebin2/mksquashfs"
+chmod 755 "$tmp/fakebin2/mksquashfs"
+PATH=$tmp/fakebin2:$PATH pk -f --target /squash/rel "$G" "$tmp/rel.sqfs"
+[ "$rc" = 130 ] || fail "interrupted: exit $rc, expected 130: $(cat "$tmp/out")"
+no_stage_left "interrupt"
+# Where no hard links can be made: a full copy in TMPDIR, removed too.
+mkdir -p "$tmp/fakebin3"
+printf '#!/bin/sh\n[ "$1" = -al ] && exit 1\nexec %s "$@"\n' "$(command -v cp)" >"$tmp/fakebin3/cp"
+chmod 755 "$tmp/fakebin3/cp"
+PATH=$tmp/fakebin3:$PATH pk -f --target /squash/rel "$G" "$tmp/rel.sqfs"
+expect_ok "staging by copy"
+grep -q "staging: copying $G .* to $TMPDIR/squash-pack-stage\." "$tmp/out" || fail "copy staging not reported: $(cat "$tmp/out")"
+[ "$(cat_img "$tmp/rel.sqfs" lib/pkgconfig/x.pc)" = "$(sed "s|$P|/squash/rel|g" "$rel/lib/pkgconfig/x.pc")" ] || fail "copy staging: not rewritten"
+no_stage_left "copy staging"
+[ "$(tree_sum "$rel")" = "$before" ] || fail "copy staging changed DIR"
+# Built at its target: nothing to rewrite.
+pk --target "$rel" "$rel" "$tmp/at.sqfs"
+expect_ok "built at the target"
+grep -q "relocation: none needed: .* is the target" "$tmp/out" || fail "packing at the target not reported: $(cat "$tmp/out")"
+pk --target "$rel/sub" "$rel" "$tmp/in.sqfs"
+expect_error "lies inside" "target inside DIR"
+# A tree without paths to it: one search, nothing staged.
+pk --target /squash/x "$src" "$tmp/none.sqfs"
+expect_ok "nothing to relocate"
+grep -q "relocation: no path to .* in the tree" "$tmp/out" || fail "no paths not reported: $(cat "$tmp/out")"
+grep -q staging "$tmp/out" && fail "staged without paths to rewrite"
+unset TMPDIR
+
 # --- bundles: a dataset split by top-level entries, with a manifest
 # Subjects of about 100 KiB each (a directory's own size varies with the
 # file system, up to 4 KiB each here: the limits leave room for it).
@@ -178,7 +412,7 @@ union_ok() {
 	local b list=$tmp/list
 	: >"$list"
 	for b in "$1"/bundle_*.sqfs; do
-		unsquashfs -l -d R "$b" | sed -n 's|^R/||p' >>"$list"
+		unsquashfs -l -d R "$b" | sed -n 's|^R/||p' | grep -v '^\.squash' >>"$list"
 	done
 	[ -z "$(sort "$list" | uniq -d)" ] || fail "$1: in more than one bundle: $(sort "$list" | uniq -d)"
 	[ "$(sort "$list")" = "$(cd "$ds" && find . -mindepth 1 -printf '%P\n' | sort)" ] ||
@@ -187,8 +421,9 @@ union_ok() {
 	for b in "$1"/bundle_*.sqfs; do
 		unsquashfs -q -no-progress -f -d "$tmp/union" "$b" >/dev/null || fail "unsquashfs $b failed"
 	done
-	diff -r --no-dereference "$ds" "$tmp/union" >/dev/null || fail "$1: contents differ: $(diff -r --no-dereference "$ds" "$tmp/union" 2>&1 | head -5)"
-	attrs() { (cd "$1" && find . -printf '%P %y %m %Ts\n' && find . -type f -printf '%P %s\n') | sort; }
+	# (/.squash: every bundle's metadata, checked below)
+	diff -r -x .squash --no-dereference "$ds" "$tmp/union" >/dev/null || fail "$1: contents differ: $(diff -r -x .squash --no-dereference "$ds" "$tmp/union" 2>&1 | head -5)"
+	attrs() { (cd "$1" && find . -path ./.squash -prune -o -printf '%P %y %m %Ts\n' && find . -path ./.squash -prune -o -type f -printf '%P %s\n') | sort; }
 	[ "$(attrs "$ds")" = "$(attrs "$tmp/union")" ] ||
 		fail "$1: types, modes, sizes or times differ: $(diff <(attrs "$ds") <(attrs "$tmp/union"))"
 }
@@ -214,6 +449,16 @@ grep -qP '^bundle_004\.sqfs\twith space\\tand tab\t[0-9]+\t2\t$' "$tmp/bs/bundle
 	fail "manifest row of the name with a tab: $(cat "$tmp/bs/bundle.manifest.tsv")"
 grep -qP "^# source\t$tmp/ds$" "$tmp/bs/bundle.manifest.tsv" || fail "manifest names no source"
 union_ok "$tmp/bs"
+# Every bundle holds the same metadata: the data set's name and target,
+# created at its newest time, no environment.
+m=$(meta "$tmp/bs/bundle_000.sqfs")
+for b in "$tmp"/bs/bundle_*.sqfs; do
+	[ "$(meta "$b")" = "$m" ] || fail "${b##*/}'s metadata differs from bundle_000's: $(meta "$b")"
+done
+for want in '^name ds$' '^target /squash/ds$' '^created 2022-04-15T05:20:00Z$' "^source $tmp/ds\$"; do
+	echo "$m" | grep -Eq "$want" || fail "bundle metadata has no line '$want': $m"
+done
+echo "$m" | grep -Eq '^(default-)?env' && fail "bundle metadata holds an environment: $m"
 super "$tmp/bs/bundle_003.sqfs" | grep -q '^Compression zstd' || fail "bundles are not zstd"
 unsquashfs -lln "$tmp/bs/bundle_001.sqfs" | grep -Eq '^drwxr-xr-x 0/0 .*squashfs-root/big$' ||
 	fail "a directory alone in its bundle is not kept as a directory: $(unsquashfs -lln "$tmp/bs/bundle_001.sqfs")"
@@ -290,7 +535,8 @@ for bad in "--bundle-size 0|bundle size must be a size above 0" \
 	"--bundle-files 10 --bundle-name a/b|bundle name must be" \
 	"--bundle-files 10 --target data|target must be an absolute path" \
 	"--bundle-files 10 --target /squash/a:b|target must be" \
-	"--bundle-name x|--bundle-name and --target go with --bundle-size"; do
+	"--bundle-name x|--bundle-name goes with --bundle-size" \
+	"--bundle-files 10 --env default:set:A=b|--env is for single images"; do
 	# shellcheck disable=SC2086
 	pk ${bad%%|*} "$ds" "$tmp/bf"
 	expect_error "${bad#*|}" "${bad%%|*}"

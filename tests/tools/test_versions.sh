@@ -32,5 +32,10 @@ grep -q '^Version: *@PACKAGE_VERSION@$' "$src/contrib/rpm/slurm-squash.spec.in" 
 grep -q '^\* .* - @PACKAGE_VERSION@-1$' "$src/contrib/rpm/slurm-squash.spec.in" ||
 	fail "the RPM spec's newest changelog entry is not @PACKAGE_VERSION@-1"
 
+# squash-pack is a script installed as it is: it says its version itself
+# (in the images' metadata).
+pack=$(sed -n 's/^squash_pack_version=\(.*\)$/\1/p' "$src/contrib/squash-pack")
+[ "$pack" = "$version" ] || fail "contrib/squash-pack's squash_pack_version is '$pack', configure says $version"
+
 [ "$failures" = 0 ] && echo "ok: $version everywhere"
 exit $((failures > 0))
