@@ -440,6 +440,8 @@ case_double_load() {
 	tmo 60 systemctl restart slurmd && echo "systemctl restart slurmd: exit 0"
 	wait_for 60 "slurmd to exit" bash -c '! systemctl is-active -q slurmd' ||
 		fail "slurmd kept running with spank_squash.so named twice in plugstack.conf"
+	wait_for 30 "slurmd's message in the journal" bash -c "journalctl --since @$t0 --no-pager |
+		grep -q 'spank_squash.so is loaded twice: .* remove one of them'"
 	o=$(tmo 30 journalctl --since "@$t0" --no-pager | grep -E 'slurmd|spank')
 	echo "$o"
 	grep -q 'spank_squash.so is loaded twice: .* remove one of them' <<<"$o" ||
