@@ -10,6 +10,10 @@
 
 #define SQUASH_MAX_PREFIXES 16
 
+/* The base of default targets (BASE/NAME) unless the site sets its own:
+ * squashd.conf's base_dir, the plugin's default_target. */
+#define SQUASH_DEFAULT_BASE "/squash"
+
 /* A list of allowed prefixes parsed from "P1:P2:...". */
 struct squash_prefixes {
 	size_t count;

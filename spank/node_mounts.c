@@ -35,8 +35,9 @@ int squash_node_mounts_namespace(pid_t squashd_pid, char *err, size_t errlen)
 			snprintf(err, errlen, "the step runs in a user namespace of its own "
 				 "(namespace/linux with CLONE_NEWUSER in namespace.yaml, or a "
 				 "container), from which the node's mounts cannot be reached: "
-				 "images need a job namespace without a user namespace; tell "
-				 "the administrators (see spank_squash(8))");
+				 "images need a job namespace without a user namespace. Ask "
+				 "your administrator for one on this node (spank_squash(8), "
+				 "SLURM CONFIGURATION), quoting this message");
 		else if (fd < 0)
 			snprintf(err, errlen, "cannot open the mount namespace of the node's mounts "
 				 "(squashd's, %s): %s", path, strerror(errno));

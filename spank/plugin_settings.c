@@ -149,7 +149,7 @@ static int apply(struct raw_settings *r, struct squash_settings *s,
 	s->socket_path = r->socket ? r->socket : strdup(SQUASH_DEFAULT_SOCKET);
 	r->socket = NULL;
 	s->default_target = r->default_target ? r->default_target
-					      : strdup(SQUASH_DEFAULT_TARGET_BASE);
+					      : strdup(SQUASH_DEFAULT_BASE);
 	r->default_target = NULL;
 	s->munge_socket = r->munge_socket;
 	r->munge_socket = NULL;

@@ -12,7 +12,6 @@
 #include "client.h"
 #include "target.h"
 
-#define SQUASH_DEFAULT_TARGET_BASE "/squash"
 #define SQUASH_DEFAULT_TIMEOUT 30
 #define SQUASH_MAX_TIMEOUT 600
 /* How long the prolog, steps and epilog keep trying to reach squashd (a

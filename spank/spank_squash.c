@@ -20,6 +20,7 @@
 #include "env_default.h"
 #include "frame.h"
 #include "job_request.h"
+#include "loaded_twice.h"
 #include "plugin_settings.h"
 #include "step_failure.h"
 #include "step_images.h"
@@ -38,9 +39,11 @@ int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
 
 static struct squash_settings settings;
 static bool settings_loaded;
-static char settings_error[512]; /* why plugstack.conf's settings were refused */
+/* Why images cannot be used on this host: its plugstack.conf line is bad,
+ * or names the plugin twice. */
+static char settings_problem[768];
 static char *image_option; /* --squash-image as given; NULL when absent */
-static char option_usage[256];
+static char option_usage[512];
 
 /* Only stores the text: Slurm may call this more than once, with the same
  * value or (a later option on the command line) another one. */
@@ -64,7 +67,7 @@ static int image_option_cb(int val, const char *optarg, int remote)
 
 static struct spank_option image_opt = {
 	.name = "squash-image",
-	.arginfo = "IMAGE[:TARGET][,...]",
+	.arginfo = "IMAGE[:TARGET[:rw[=DIR]]][,...]",
 	.usage = option_usage,
 	.has_arg = 1,
 	.val = 0,
@@ -77,8 +80,10 @@ static int register_option(spank_t sp)
 
 	snprintf(option_usage, sizeof option_usage,
 		 "Mount squashfs IMAGE read-only at TARGET in the job's steps "
-		 "(default %s/NAME, NAME = file name without .sqfs); "
-		 "comma-separate several images",
+		 "(default %s/NAME, NAME = file name without .sqfs). IMAGE is a file, "
+		 "or @NAME[/VERSION] from the site's catalog (newest version when none "
+		 "is given). :rw makes it writable, changes discarded at the job's end "
+		 "or kept in DIR. Comma-separate several images",
 		 settings_loaded ? settings.default_target : "DEFAULT_TARGET");
 	rc = spank_option_register(sp, &image_opt);
 	if (rc != ESPANK_SUCCESS) {
@@ -97,7 +102,8 @@ static int load_settings(int ac, char **av)
 		return 0;
 	if (squash_settings_parse(ac, av, &settings, err, sizeof err) != 0) {
 		slurm_error("%s", err);
-		snprintf(settings_error, sizeof settings_error, "%s", err);
+		snprintf(settings_problem, sizeof settings_problem,
+			 "the plugstack.conf line for spank_squash is invalid (%s)", err);
 		return -1;
 	}
 	settings_loaded = true;
@@ -140,8 +146,33 @@ static void log_build_once(void)
 			   SQUASH_PROTOCOL_VERSION);
 }
 
+/* The second plugstack.conf line naming this plugin (loaded_twice.h).
+ * slurmd does not start, so the admin sees it at once; elsewhere (a submit
+ * host, or plugstack.conf changed since slurmd started) images are refused
+ * with the reason, as for a bad line, and jobs without images run. */
+static int loaded_twice(void)
+{
+	switch (spank_context()) {
+	case S_CTX_SLURMD:
+		slurm_error("spank_squash: %s, then start slurmd again", squash_loaded_twice_reason);
+		return -1;
+	case S_CTX_REMOTE:
+		slurm_error("spank_squash: %s", squash_loaded_twice_reason);
+		break;
+	default:
+		/* The user's terminal: they read it if they ask for images. */
+		slurm_debug("spank_squash: %s", squash_loaded_twice_reason);
+		break;
+	}
+	unload_settings();
+	snprintf(settings_problem, sizeof settings_problem, "%s", squash_loaded_twice_reason);
+	return 0;
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
+	if (squash_init_seen_before())
+		return loaded_twice();
 	log_build_once();
 	/* A bad plugstack.conf line fails the jobs that ask for images, with
 	 * the reason (init_post_opt), and nothing else: failing init would
@@ -165,20 +196,21 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	}
 }
 
-/* An image was asked for, but this host's plugstack.conf line is bad. */
+/* An image was asked for, but this host's plugstack.conf is wrong for the
+ * plugin. The user cannot fix that: say whom to ask, and what to pass on. */
 static int refuse_misconfigured(void)
 {
 	char host[256] = "?";
 
 	gethostname(host, sizeof host - 1);
 	if (spank_context() == S_CTX_REMOTE) {
-		squash_step_fail("squash: node %s cannot mount images: its plugstack.conf line for "
-				 "spank_squash is invalid (%s); tell the administrators", host,
-				 settings_error);
+		squash_step_fail("squash: node %s cannot mount images: %s. Ask your administrator "
+				 "to fix plugstack.conf on %s (quote this message); jobs without "
+				 "--squash-image run there", host, settings_problem, host);
 		return 0; /* the tasks fail with it */
 	}
-	slurm_error("squash: cannot use --squash-image here: %s's plugstack.conf line for "
-		    "spank_squash is invalid (%s); tell the administrators", host, settings_error);
+	slurm_error("squash: cannot use --squash-image on %s: %s. Ask your administrator to fix "
+		    "plugstack.conf on %s (quote this message)", host, settings_problem, host);
 	return -1;
 }
 
@@ -213,12 +245,22 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	}
 }
 
+/* The job prolog or epilog of the plugin's second plugstack.conf line: the
+ * first one did the work, and failing would drain the node. */
+static int job_script_loaded_twice(const char *which)
+{
+	slurm_error("spank_squash: %s; its job %s ran once", squash_loaded_twice_reason, which);
+	return 0;
+}
+
 int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 {
 	int rc;
 
 	switch (spank_context()) {
 	case S_CTX_JOB_SCRIPT:
+		if (squash_prolog_seen_before())
+			return job_script_loaded_twice("prolog");
 		/* Slurm (22.05) does not call slurm_spank_init before the job
 		 * prolog/epilog. Bad settings are logged; the steps fail on them. */
 		rc = load_settings(ac, av) ? 0 : squash_job_prolog(sp, &settings);
@@ -235,6 +277,8 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 
 	switch (spank_context()) {
 	case S_CTX_JOB_SCRIPT:
+		if (squash_epilog_seen_before())
+			return job_script_loaded_twice("epilog");
 		rc = load_settings(ac, av) ? 0 : squash_job_epilog(sp, &settings);
 		unload_settings();
 		return rc;
@@ -272,5 +316,6 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	free(image_option);
 	image_option = NULL;
 	unload_settings();
+	squash_init_forget();
 	return 0;
 }

@@ -5,6 +5,12 @@
 #ifndef SPANK_SQUASH_STEP_FAILURE_H
 #define SPANK_SQUASH_STEP_FAILURE_H
 
+/* The end of a reason the user cannot fix (the node's fault, or its
+ * configuration's): whom to ask, and what to give them. Its %s is the
+ * node's name. */
+#define SQUASH_ASK_ADMIN ". This is not a mistake in your job: ask your administrator to look " \
+	"at squashd on %s (squashctl health there), quoting this message"
+
 /* Keeps the reason (the first one wins) and logs it. */
 void squash_step_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

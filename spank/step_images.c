@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "imagespec.h"
 #include "request_codec.h"
 #include "squash_env.h"
+#include "step_failure.h"
 #include "step_images.h"
 #include "submit_check.h"
 #include "target.h"
@@ -133,7 +135,7 @@ int squash_step_images_mount(spank_t sp, const struct squash_settings *s, uint32
 	Squash__Response *resp = NULL;
 	struct squash_image_list *list;
 	uint32_t step_id;
-	char why[768], *text, *inherited;
+	char why[768], host[256] = "?", *text, *inherited;
 	int rc = -1;
 
 	if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
@@ -179,10 +181,16 @@ int squash_step_images_mount(spank_t sp, const struct squash_settings *s, uint32
 	req.op_case = SQUASH__REQUEST__OP_MOUNT_JOB;
 	req.mount_job = &mount;
 	if (squash_client_call_retry(&opts, &req, &resp, NULL, why, sizeof why) != 0) {
-		snprintf(err, errlen, "cannot mount the step's images: squashd is not reachable: %s", why);
-	} else if (resp->status != SQUASH__STATUS__OK) {
+		gethostname(host, sizeof host - 1);
+		snprintf(err, errlen, "cannot mount the step's images: squashd is not reachable: %s"
+			 SQUASH_ASK_ADMIN, why, host);
+	} else if (resp->status == SQUASH__STATUS__USER_ERROR) {
 		snprintf(err, errlen, "%s", resp->message && *resp->message ? resp->message
-									  : squash_status_name(resp->status));
+									  : "refused, no reason given");
+	} else if (resp->status != SQUASH__STATUS__OK) {
+		gethostname(host, sizeof host - 1);
+		snprintf(err, errlen, "cannot mount the step's images: %s" SQUASH_ASK_ADMIN,
+			 resp->message && *resp->message ? resp->message : "no reason given", host);
 	} else {
 		step_mounted = true;
 		mounted_job = job_id;

@@ -74,7 +74,8 @@ static void explain(const struct squash_settings *s, uint32_t job_id, const char
 			squash_step_fail("squash: job %u: node %s has no images for this job: %s",
 				   job_id, host, note);
 		else if (strstr(msg, "lost its registry"))
-			squash_step_fail("squash: job %u: node %s: %s", job_id, host, msg);
+			squash_step_fail("squash: job %u: node %s: %s" SQUASH_ASK_ADMIN, job_id, host,
+					 msg, host);
 		else
 			/* A cluster whose prolog does not run at allocation, or an
 			 * srun --jobid joining the allocation from outside it (then
@@ -88,8 +89,10 @@ static void explain(const struct squash_settings *s, uint32_t job_id, const char
 				   job_id, host, msg);
 		break;
 	default:
-		squash_step_fail("squash: job %u: squashd on node %s answered %s: %s",
-			   job_id, host, squash_status_name(resp->status), msg);
+		/* A node error, a refusal (MUNGE) or a version mismatch: the
+		 * status's name would tell the user nothing. */
+		squash_step_fail("squash: job %u: node %s cannot provide this job's images: %s"
+				 SQUASH_ASK_ADMIN, job_id, host, msg, host);
 		break;
 	}
 }
@@ -101,7 +104,7 @@ int squash_step_setup(spank_t sp, const char *option,
 	Squash__StepInfoRequest info = SQUASH__STEP_INFO_REQUEST__INIT;
 	Squash__Request req = SQUASH__REQUEST__INIT;
 	Squash__Response *resp = NULL;
-	char host[256] = "?", why[768];
+	char host[256] = "?", why[1536];
 	pid_t squashd_pid = 0;
 	uint32_t job_id;
 	uid_t uid;
@@ -125,8 +128,8 @@ int squash_step_setup(spank_t sp, const char *option,
 	req.op_case = SQUASH__REQUEST__OP_STEP_INFO;
 	req.step_info = &info;
 	if (squash_client_call_retry(&opts, &req, &resp, NULL, why, sizeof why) != 0) {
-		squash_step_fail("squash: job %u: squashd on node %s is not reachable: %s (job cannot use --squash-image)",
-			   job_id, host, why);
+		squash_step_fail("squash: job %u: squashd on node %s is not reachable: %s; the job "
+				 "cannot use --squash-image there" SQUASH_ASK_ADMIN, job_id, host, why, host);
 		return 0;
 	}
 	if (resp->status == SQUASH__STATUS__NOT_FOUND &&
@@ -136,8 +139,9 @@ int squash_step_setup(spank_t sp, const char *option,
 		squash__response__free_unpacked(resp, NULL);
 		resp = NULL;
 		if (squash_client_call_retry(&opts, &req, &resp, NULL, why, sizeof why) != 0) {
-			squash_step_fail("squash: job %u: squashd on node %s is not reachable: %s "
-				   "(job cannot use --squash-image)", job_id, host, why);
+			squash_step_fail("squash: job %u: squashd on node %s is not reachable: %s; the "
+					 "job cannot use --squash-image there" SQUASH_ASK_ADMIN, job_id,
+					 host, why, host);
 			return 0;
 		}
 	}
@@ -145,8 +149,9 @@ int squash_step_setup(spank_t sp, const char *option,
 		explain(s, job_id, host, resp);
 	else if (resp->has_job_uid && resp->job_uid != (uint32_t)uid)
 		/* A stale record under a reused job id must not be handed over. */
-		squash_step_fail("squash: job %u: squashd on node %s holds images of uid %u for this job id, not of uid %u",
-			   job_id, host, resp->job_uid, (unsigned)uid);
+		squash_step_fail("squash: job %u: squashd on node %s holds images of uid %u for this "
+				 "job id, not of uid %u (a stale record)" SQUASH_ASK_ADMIN, job_id, host,
+				 resp->job_uid, (unsigned)uid, host);
 	else {
 		prepare(sp, job_id, resp, squashd_pid);
 		if (kept.resp == resp)

@@ -38,20 +38,19 @@
 #include "image_glob.h"
 #include "target.h"
 
-#define DEFAULT_BASE "/squash"
-
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: squash-shell [OPTIONS] IMAGE[:TARGET][,IMAGE[:TARGET]...] [-- COMMAND [ARG...]]\n"
 		"Runs COMMAND (default: $SHELL) with the images mounted read-only at their\n"
-		"targets (default BASE/NAME), in a mount namespace of its own.\n"
+		"targets (default BASE/NAME, BASE being squashd's base_dir), in a mount\n"
+		"namespace of its own.\n"
 		"  -s, --socket PATH        squashd's socket (default $SQUASH_SOCKET or %s)\n"
 		"  -m, --munge-socket PATH  munged's socket (default $SQUASH_MUNGE_SOCKET or MUNGE's)\n"
 		"  -n, --no-munge           do not sign the request (squashd must allow it)\n"
-		"  -b, --base DIR           base of default targets (default %s)\n"
+		"  -b, --base DIR           base of default targets (default: squashd's base_dir)\n"
 		"  -h, --help               this help\n",
-		SQUASH_DEFAULT_SOCKET, DEFAULT_BASE);
+		SQUASH_DEFAULT_SOCKET);
 }
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -258,6 +257,31 @@ static void resolve_images(struct squash_image_list *list, const char *base)
 	free(defaulted);
 }
 
+/* The base of default targets: squashd's base_dir, which jobs' default
+ * targets follow too, from its status (open to anyone). A squashd that
+ * does not report its settings (0.1.0) gets the compiled-in default. */
+static void site_base(const struct squash_client_options *opts, char *base, size_t len)
+{
+	Squash__StatusRequest status = SQUASH__STATUS_REQUEST__INIT;
+	Squash__Request req = SQUASH__REQUEST__INIT;
+	Squash__Response *resp = NULL;
+	char err[1024], b1[SQUASH_PATH_MAX * 4];
+
+	req.op_case = SQUASH__REQUEST__OP_STATUS;
+	req.status = &status;
+	if (squash_client_call(opts, &req, &resp, err, sizeof(err)) < 0)
+		die("%s", err);
+	if (resp->status != SQUASH__STATUS__OK)
+		die("%s", resp->message ? shown(resp->message, b1, sizeof(b1))
+					: squash_status_name(resp->status));
+	snprintf(base, len, "%s", SQUASH_DEFAULT_BASE);
+	for (size_t i = 0; resp->node && i < resp->node->n_settings; i++)
+		if (!strcmp(resp->node->settings[i]->key, "base_dir") &&
+		    strlen(resp->node->settings[i]->value) < len)
+			snprintf(base, len, "%s", resp->node->settings[i]->value);
+	squash__response__free_unpacked(resp, NULL);
+}
+
 static Squash__Response *ask_squashd(const struct squash_client_options *opts,
 				     const struct squash_image_list *list)
 {
@@ -309,7 +333,8 @@ int main(int argc, char **argv)
 		.munge_socket = getenv("SQUASH_MUNGE_SOCKET"),
 		.timeout_ms = 60000,
 	};
-	const char *base = DEFAULT_BASE;
+	const char *base = NULL; /* --base; else squashd's base_dir */
+	char site_base_dir[SQUASH_PATH_MAX];
 	/* Heap, not stack: room for SQUASH_MAX_IMAGES items. */
 	struct squash_image_list *list = malloc(sizeof(*list));
 	char why[512], b1[SQUASH_OPTION_MAX / 16];
@@ -331,7 +356,7 @@ int main(int argc, char **argv)
 	}
 	if (!list)
 		die("out of memory");
-	if (base[0] != '/' || squash_is_system_path(base))
+	if (base && (base[0] != '/' || squash_is_system_path(base)))
 		die("--base %s: not an absolute, non-system directory", shown(base, b1, sizeof(b1)));
 	if (squash_imagespec_parse(argv[optind], list, why, sizeof(why)))
 		die("%s: %s", shown(argv[optind], b1, sizeof(b1)), why);
@@ -343,6 +368,10 @@ int main(int argc, char **argv)
 	if (optind < argc && !strcmp(argv[optind], "--"))
 		optind++;
 
+	if (!base) {
+		site_base(&opts, site_base_dir, sizeof(site_base_dir));
+		base = site_base_dir;
+	}
 	resolve_images(list, base);
 	Squash__Response *resp = ask_squashd(&opts, list);
 	uid_t uid = getuid();

@@ -96,7 +96,7 @@ void print_metrics(FILE *out, const Squash__NodeStatus *n)
 	gauge(out, "squashd_steps", "Job steps holding images of their own (srun --squash-image in a job).",
 	      n->steps);
 	gauge(out, "squashd_sessions", "squash-shell sessions.", n->sessions);
-	gauge(out, "squashd_fuse_servers", "squashfuse_ll processes serving mounts.", n->fuse_servers);
+	gauge(out, "squashd_fuse_servers", "FUSE server processes (squash-reader or squashfuse_ll) serving mounts.", n->fuse_servers);
 	gauge(out, "squashd_loop_devices", "Loop devices held by kernel mounts.", n->loop_devices);
 	gauge(out, "squashd_requests_in_progress", "Requests being served now.", n->requests_in_progress);
 	per_kind(out, n, "squashd_requests_total", "Requests answered, by kind.", 0);

@@ -1,10 +1,9 @@
 /* SIGHUP (systemctl reload): re-reads squashd.conf and publishes a new
  * settings snapshot (settings.h) with the settings that can change under
- * running requests: gc_interval (between non-zero values),
- * request_timeout, max_requests_per_user, max_queued_per_user,
- * max_fds_per_user, max_images_per_job, max_loop_devices, linger,
- * overlay_size, debug. Every other changed setting (paths, prefixes,
- * modes, MUNGE, Slurm) is logged as needing a restart and stays as it was.
+ * running requests (apply() in reload.c says which; squashd.conf(5),
+ * RELOADING, lists them, checked by tests/tools/test_settings_docs.py).
+ * Every other changed setting (paths, prefixes, modes, MUNGE, Slurm) is
+ * logged as needing a restart and stays as it was.
  * A file that does not load changes nothing. Operations in progress keep
  * the snapshot they hold; the next ones get the new one. */
 #ifndef SQUASHD_RELOAD_H

@@ -23,7 +23,7 @@ void config_defaults(struct squashd_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	snprintf(cfg->socket_path, sizeof(cfg->socket_path), "/run/squashd/squashd.sock");
 	snprintf(cfg->state_dir, sizeof(cfg->state_dir), "/run/squashd");
-	snprintf(cfg->base_dir, sizeof(cfg->base_dir), "/squash");
+	snprintf(cfg->base_dir, sizeof(cfg->base_dir), "%s", SQUASH_DEFAULT_BASE);
 	snprintf(cfg->squashfuse, sizeof(cfg->squashfuse), "%s", SQUASHFUSE_LL_PATH);
 	snprintf(cfg->squash_reader, sizeof(cfg->squash_reader), "%s", SQUASH_READER_PATH);
 	cfg->mount_policy = MOUNT_POLICY_AUTO;

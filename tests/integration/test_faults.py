@@ -296,8 +296,10 @@ def test_dead_adopted_fuse_server_is_replaced(cluster):
         blk.release()
         out = blk.job.output()
         assert blk.job.state == "FAILED", out
-        assert re.search(r"^squash: job \d+: squashd on node \S+ answered node-error: "
+        assert re.search(r"^squash: job \d+: node \S+ cannot provide this job's images: "
                          r"the FUSE server of image \S+ on this node (exited|was killed)", out, re.M), out
+        assert "This is not a mistake in your job: ask your administrator" in out, out
+        assert "node-error" not in out, out
     assert cluster.squashctl("health", check=False).returncode == 0
 
 
@@ -315,9 +317,9 @@ def test_full_state_directory_is_a_node_error_and_fails_health(cluster):
                               [f"--squash-image={img}"])
         out = job.output()
         assert job.state == "FAILED", (job.state, out)
-        assert re.search(r"^squash: job \d+: squashd on node \S+ answered node-error: squashd on "
-                         r"this node cannot save its registry \(.*No space left on device\)", out,
-                         re.M), out
+        assert re.search(r"^squash: job \d+: node \S+ cannot provide this job's images: squashd on "
+                         r"this node cannot save its registry \(.*No space left on device\).*"
+                         r"ask your administrator to look at squashd on \S+", out, re.M), out
         assert "reached the end" not in out
         assert cluster.node_state() == "idle"
         p = cluster.squashctl("health", check=False)

@@ -196,3 +196,33 @@ def test_without_a_command_it_runs_the_users_shell(cluster):
     assert p.returncode == 3, (p.stdout, p.stderr)
     assert p.stdout == "hello from the image\n", (p.stdout, p.stderr)
     wait_clean(c)
+
+
+def restart_squashd(c):
+    c.cluster_sh("squashd-stop")
+    c.cluster_sh("squashd-start")
+    wait_until(lambda: c.squashd_pid(), 30, 0.1, "squashd to start")
+
+
+def test_default_targets_follow_squashds_base_dir(cluster):
+    """BASE of squash-shell's default targets BASE/NAME is squashd's
+    base_dir (squashd.conf), which jobs' default targets follow too, not a
+    fixed /squash."""
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "based.sqfs", FILES, owner=USER1)
+    conf = c.dir / "squashd.conf"
+    original = conf.read_text()
+    base = c.targets / "site-base"
+    assert "base_dir = /squash\n" in original, original
+    try:
+        conf.write_text(original.replace("base_dir = /squash\n", f"base_dir = {base}\n"))
+        restart_squashd(c)
+        p = c.as_user(USER1, shell_cmd(c, img, "--", "bash", "-c",
+                                       'echo "$SQUASH_MOUNT"; cat "$SQUASH_MOUNT/hello.txt"'), cwd=d)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == f"{base}/based\nhello from the image\n", p.stdout
+        wait_clean(c)
+    finally:
+        conf.write_text(original)
+        restart_squashd(c)

@@ -417,6 +417,46 @@ case_journal_fields() {
 	grep -q "MODE=fuse" <<<"$o" || fail "the job's entries have no MODE=fuse"
 }
 
+# The plugin named twice (issue 39): the package's plugstack.conf.d snippet,
+# which Debian's own plugstack.conf includes, and a `required` line of the
+# admin's in plugstack.conf. slurmd must refuse to start with a message that
+# says what to remove; with plugstack.conf restored, jobs run again.
+plugstack_saved=/var/tmp/plugstack.conf.before-double-load
+restore_plugstack() {
+	[ -f "$plugstack_saved" ] || return 0
+	mv "$plugstack_saved" /etc/slurm/plugstack.conf
+	systemctl reset-failed slurmd 2>/dev/null
+	tmo 60 systemctl restart slurmd
+}
+node_idle() { [ "$(sinfo -h -n "$node" -o %T)" = idle ]; }
+case_double_load() {
+	local t0 o
+	trap restore_plugstack EXIT
+	cp /etc/slurm/plugstack.conf "$plugstack_saved"
+	grep -h '^required' /etc/slurm/plugstack.conf.d/squash.conf >>/etc/slurm/plugstack.conf
+	echo "plugstack.conf: $(grep -v '^#' /etc/slurm/plugstack.conf | tr '\n' ';')"
+	t0=$(date +%s)
+	# Debian 13's unit (Type=notify) fails the restart; 12's (Type=simple)
+	# starts slurmd, which then exits.
+	tmo 60 systemctl restart slurmd && echo "systemctl restart slurmd: exit 0"
+	wait_for 60 "slurmd to exit" bash -c '! systemctl is-active -q slurmd' ||
+		fail "slurmd kept running with spank_squash.so named twice in plugstack.conf"
+	wait_for 30 "slurmd's message in the journal" bash -c "journalctl --since @$t0 --no-pager |
+		grep -q 'spank_squash.so is loaded twice: .* remove one of them'"
+	o=$(tmo 30 journalctl --since "@$t0" --no-pager | grep -E 'slurmd|spank')
+	echo "$o"
+	grep -q 'spank_squash.so is loaded twice: .* remove one of them' <<<"$o" ||
+		fail "slurmd's log does not say that spank_squash.so is loaded twice"
+	restore_plugstack
+	trap - EXIT
+	systemctl is-active -q slurmd || fail "slurmd did not start with plugstack.conf restored"
+	wait_for 40 "the node to be idle" node_idle || scontrol update nodename="$node" state=resume
+	wait_for 60 "the node to be idle" node_idle || { sinfo; fail "node not idle after slurmd's restart"; }
+	o=$(job $U1 "$data/data.sqfs:/squash/data" 'cat /squash/data/data.txt') ||
+		{ echo "$o"; fail "a job after plugstack.conf was restored failed"; }
+	grep -qx "data from the user image" <<<"$o" || fail "a job after plugstack.conf was restored did not read its image"
+}
+
 # Before the reboot: a job holding a user and a trusted image.
 case_reboot_prepare() {
 	local id dir=/home/$U1/jobs
@@ -539,6 +579,7 @@ if [ "$boot" = 1 ]; then
 		run_case dataset 180
 		run_case health_metrics 120
 		run_case journal_fields 120
+		run_case double_load 240
 		# The reboot only where tests/node/run.sh asks for it (the
 		# newest release: SQUASH_NODE_REBOOT): each boot costs a minute
 		# under TCG.

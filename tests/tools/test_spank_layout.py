@@ -28,7 +28,7 @@ LAYERS = [
     ("job and step", {"catalog_image", "job_array", "prolog_note", "step_failure", "task_env_export"}),
     # Mount mechanics of a task's namespace: no settings, no step state.
     ("mounts", {"node_mounts", "mount_attach", "path_walk"}),
-    ("settings", {"plugin_settings"}),
+    ("settings", {"plugin_settings", "loaded_twice"}),
 ]
 ENTRY = "spank_squash"
 
