@@ -95,7 +95,9 @@ void squash_env_ops_free(struct squash_env_ops *ops);
 
 /* The variable's new value after op, given its current one (NULL: unset),
  * malloc'd; NULL when out of memory. An empty current value counts as
- * unset (no stray ':' meaning the current directory in a search path). */
+ * unset (no stray ':' meaning the current directory in a search path). A
+ * path already in the list is moved, not repeated, so that applying an
+ * environment twice (a step inherits its batch script's) changes nothing. */
 char *squash_env_op_result(const struct squash_env_op *op, const char *current);
 
 #endif

@@ -82,16 +82,49 @@ void squash_env_ops_free(struct squash_env_ops *ops)
 	ops->count = 0;
 }
 
+/* list without the entries equal to item, malloc'd. */
+static char *without(const char *list, const char *item)
+{
+	size_t n = strlen(item);
+	char *out = malloc(strlen(list) + 1), *w = out;
+
+	if (!out)
+		return NULL;
+	for (const char *p = list;;) {
+		size_t len = strcspn(p, ":");
+
+		if (!(len == n && !memcmp(p, item, n))) {
+			if (w != out)
+				*w++ = ':';
+			memcpy(w, p, len);
+			w += len;
+		}
+		if (!p[len])
+			break;
+		p += len + 1;
+	}
+	*w = '\0';
+	return out;
+}
+
 char *squash_env_op_result(const struct squash_env_op *op, const char *current)
 {
-	char *out;
+	char *rest, *out;
 	int n;
 
 	if (op->kind == SQUASH_ENV_SET || !current || !*current)
 		return strdup(op->value);
-	if (op->kind == SQUASH_ENV_PREPEND_PATH)
-		n = asprintf(&out, "%s:%s", op->value, current);
+	/* Moved, not repeated: a step inherits the environment its batch
+	 * script already got, and applying it again changes nothing. */
+	rest = without(current, op->value);
+	if (!rest)
+		return NULL;
+	if (!*rest)
+		n = asprintf(&out, "%s", op->value);
+	else if (op->kind == SQUASH_ENV_PREPEND_PATH)
+		n = asprintf(&out, "%s:%s", op->value, rest);
 	else
-		n = asprintf(&out, "%s:%s", current, op->value);
+		n = asprintf(&out, "%s:%s", rest, op->value);
+	free(rest);
 	return n < 0 ? NULL : out;
 }

@@ -9,11 +9,13 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include "env_option.h"
 #include "mount_attach.h"
 #include "node_mounts.h"
 #include "step_failure.h"
 #include "step_setup.h"
 #include "task_hooks.h"
+#include "task_image_env.h"
 
 /* After Slurm has put the task in the job's namespace (job_container/tmpfs,
  * namespace/tmpfs, namespace/linux do so here, and would replace any
@@ -68,8 +70,14 @@ int squash_step_task_privileged(spank_t sp)
 
 int squash_step_task_init(spank_t sp)
 {
+	const struct step_kept_mounts *kept = squash_step_kept_mounts();
+	char why[1536];
 	int local_id = 0;
 
+	/* As the user: the metadata is in the user's images. */
+	if (kept && !squash_step_failure() &&
+	    squash_task_image_env_apply(sp, kept->resp, squash_env_option_value(), why, sizeof why))
+		squash_step_fail("squash: job %u: %s", kept->job_id, why);
 	if (!squash_step_failure())
 		return 0;
 	/* One copy of the reason per node is enough; every task fails. */

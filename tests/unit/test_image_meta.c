@@ -192,6 +192,20 @@ static void test_env_ops(void)
 	v = squash_env_op_result(&ops.op[4], "/usr/share/man");
 	CHECK_STR(v, "/usr/share/man:/squash/p/share/man");
 	free(v);
+	/* Applied again (a step inherits its batch script's environment):
+	 * moved to its place, never repeated. */
+	v = squash_env_op_result(&ops.op[0], "/squash/p/bin:/usr/bin:/bin");
+	CHECK_STR(v, "/squash/p/bin:/usr/bin:/bin");
+	free(v);
+	v = squash_env_op_result(&ops.op[0], "/usr/bin:/squash/p/bin:/bin:/squash/p/bin");
+	CHECK_STR(v, "/squash/p/bin:/usr/bin:/bin");
+	free(v);
+	v = squash_env_op_result(&ops.op[4], "/squash/p/share/man:/usr/share/man");
+	CHECK_STR(v, "/usr/share/man:/squash/p/share/man");
+	free(v);
+	v = squash_env_op_result(&ops.op[0], "/squash/p/bin");
+	CHECK_STR(v, "/squash/p/bin");
+	free(v);
 	v = squash_env_op_result(&ops.op[3], "old");
 	CHECK_STR(v, "hello  world ");
 	free(v);
