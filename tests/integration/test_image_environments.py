@@ -56,6 +56,7 @@ def test_image_environments_reach_every_task_and_bad_ones_fail_the_job(cluster):
 echo "BATCH first=${PATH%%:*} G=$TOOL_GREETING $(mytool.sh)"
 srun -n2 bash -c 'echo "TASK$SLURM_PROCID first=${PATH%%:*} G=$TOOL_GREETING $(mytool.sh)"' | sort
 srun -n1 --squash-env=dev bash -c 'echo "DEV M=$TOOL_MODE G=${TOOL_GREETING-unset} $(mytool.sh)"'
+srun -n1 mytool.sh
 srun -n2 bash -c 'echo "AGAIN$SLURM_PROCID PATH=$PATH"' | sort -u
 # A step inherits the script's environment; none adds nothing to it.
 SRUN=$(command -v srun)
@@ -69,6 +70,8 @@ echo "SLURMY rc=$?"
     assert "BATCH first=/squash/tool/bin G=hello from the image mytool from bin\n" in out, out
     for t in (0, 1):
         assert f"TASK{t} first=/squash/tool/bin G=hello from the image mytool from bin\n" in out, out
+    # slurmstepd finds a step's program in the PATH the environment made.
+    assert out.count("mytool from bin\n") == 4, out
     assert "DEV M=dev G=hello from the image mytool from devbin\n" in out, out
     assert "NONE G=unset PATH=/usr/bin:/bin\n" in out, out
     # Applied again in a step that inherits the script's PATH: not repeated.
