@@ -50,9 +50,16 @@ def test_image_environments_reach_every_task_and_bad_ones_fail_the_job(cluster):
                  [f"--squash-image={img}", "--squash-env=dev,1x"])
     assert p.returncode != 0 and "'1x' is not an environment name" in p.stderr, p.stderr
 
+    # A merged target is one tree with one /.squash/meta: the later image's.
+    merged = [c.make_image(d / f"part{i}.sqfs", {
+        f"part{i}": "x\n",
+        ".squash/meta": f"format 1\ndefault-env d\nenv d set DATA_FROM part{i}\n"}, owner=USER1)
+        for i in (1, 2)]
+
     # 1. The default-env in the batch script and in both tasks of a step;
     # srun's own --squash-env for one step; loader variables by name only.
     job = c.run_job(USER1, """
+echo "MERGED DATA_FROM=$DATA_FROM $(ls /squash/data | tr '\\n' ' ')"
 echo "BATCH first=${PATH%%:*} G=$TOOL_GREETING $(mytool.sh)"
 srun -n2 bash -c 'echo "TASK$SLURM_PROCID first=${PATH%%:*} G=$TOOL_GREETING $(mytool.sh)"' | sort
 srun -n1 --squash-env=dev bash -c 'echo "DEV M=$TOOL_MODE G=${TOOL_GREETING-unset} $(mytool.sh)"'
@@ -64,8 +71,9 @@ env -u TOOL_GREETING PATH=/usr/bin:/bin "$SRUN" -n1 --squash-env=none bash -c 'e
 srun -n1 --squash-env=loader bash -c 'echo "LOADER L=$LD_LIBRARY_PATH"'
 srun -n1 --squash-env=slurmy bash -c 'echo "SLURMY ran"'
 echo "SLURMY rc=$?"
-""", [f"--squash-image={img}", "-n2"])
+""", [f"--squash-image={img},{merged[0]}:/squash/data,{merged[1]}:/squash/data", "-n2"])
     out = job.output()
+    assert "MERGED DATA_FROM=part2 part1 part2 \n" in out, out
     assert job.state == "COMPLETED", out
     assert "BATCH first=/squash/tool/bin G=hello from the image mytool from bin\n" in out, out
     for t in (0, 1):
@@ -83,6 +91,7 @@ echo "SLURMY rc=$?"
     assert ("/squash/tool/.squash/meta: line 12: environment slurmy sets SLURM_JOB_ID: "
             "Slurm's variables (SLURM_*, SPANK_*) are not an image's to set") in out, out
     assert "SLURMY rc=0" not in out, out
+    assert out.count("environment slurmy sets") == 1, out  # once, not logged again
 
     # 2. An environment no image defines fails the job, naming what exists.
     job = c.run_job(USER1, "echo should not run\n", [f"--squash-image={img}", "--squash-env=nosuch"])
