@@ -1,11 +1,11 @@
 /* The --squash-env option (see env_option.h). */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "env_option.h"
-#include "image_meta.h"
 
 static char *env_option; /* as given; NULL when absent */
 
@@ -49,10 +49,45 @@ const char *squash_env_option_value(void)
 	return env_option;
 }
 
+int squash_env_names_split(const char *text, struct squash_env_names *names, char *err,
+			   size_t errlen)
+{
+	const char *p = text;
+
+	names->count = 0;
+	while (1) {
+		size_t n = strcspn(p, ",");
+		char *name = names->name[names->count];
+
+		if (names->count == SQUASH_ENV_OPTION_MAX_NAMES || n > SQUASH_META_NAME_MAX) {
+			snprintf(err, errlen, "--squash-env: at most %d names of at most %d characters",
+				 SQUASH_ENV_OPTION_MAX_NAMES, SQUASH_META_NAME_MAX);
+			return -1;
+		}
+		memcpy(name, p, n);
+		name[n] = '\0';
+		if (!strcmp(name, SQUASH_ENV_OPTION_NONE)) {
+			snprintf(err, errlen, "--squash-env: 'none' stands alone (it means no environment)");
+			return -1;
+		}
+		if (!squash_env_name_valid(name)) {
+			snprintf(err, errlen, "--squash-env: '%s' is not an environment name (letters, "
+				 "digits and '_', not starting with a digit; names separated by ',')",
+				 name);
+			return -1;
+		}
+		names->found[names->count++] = false;
+		if (!p[n])
+			return 0;
+		p += n + 1;
+	}
+}
+
 int squash_env_option_check(bool have_images)
 {
-	const char *p = env_option;
-	size_t names = 0;
+	struct squash_env_names *names;
+	char why[256];
+	int rc;
 
 	if (!env_option)
 		return 0;
@@ -63,31 +98,16 @@ int squash_env_option_check(bool have_images)
 	}
 	if (!strcmp(env_option, SQUASH_ENV_OPTION_NONE))
 		return 0;
-	while (1) {
-		size_t n = strcspn(p, ",");
-		char name[SQUASH_META_NAME_MAX + 1];
-
-		if (n > SQUASH_META_NAME_MAX || ++names > SQUASH_ENV_OPTION_MAX_NAMES) {
-			slurm_error("squash: --squash-env: at most %d names of at most %d characters",
-				    SQUASH_ENV_OPTION_MAX_NAMES, SQUASH_META_NAME_MAX);
-			return -1;
-		}
-		memcpy(name, p, n);
-		name[n] = '\0';
-		if (!strcmp(name, SQUASH_ENV_OPTION_NONE)) {
-			slurm_error("squash: --squash-env: 'none' stands alone (it means no environment)");
-			return -1;
-		}
-		if (!squash_env_name_valid(name)) {
-			slurm_error("squash: --squash-env: '%s' is not an environment name (letters, digits "
-				    "and '_', not starting with a digit; names separated by ',')",
-				    name);
-			return -1;
-		}
-		if (!p[n])
-			return 0;
-		p += n + 1;
+	names = malloc(sizeof(*names));
+	if (!names) {
+		slurm_error("squash: out of memory");
+		return -1;
 	}
+	rc = squash_env_names_split(env_option, names, why, sizeof why);
+	if (rc)
+		slurm_error("squash: %s", why);
+	free(names);
+	return rc;
 }
 
 void squash_env_option_clear(void)

@@ -113,44 +113,9 @@ static void list_envs(const char *target, const struct squash_image_meta *meta, 
 	snprintf(buf + len, size - len, "%s)", first ? "none" : "");
 }
 
-/* The names of --squash-env (checked at submission; checked again, as
- * the step's environment is the user's too). */
-struct env_names {
-	char name[SQUASH_ENV_OPTION_MAX_NAMES][SQUASH_META_NAME_MAX + 1];
-	bool found[SQUASH_ENV_OPTION_MAX_NAMES];
-	size_t count;
-};
-
-static int split_names(const char *option, struct env_names *names, char *err, size_t errlen)
-{
-	const char *p = option;
-
-	names->count = 0;
-	while (1) {
-		size_t n = strcspn(p, ",");
-
-		if (names->count == SQUASH_ENV_OPTION_MAX_NAMES || n > SQUASH_META_NAME_MAX) {
-			snprintf(err, errlen, "--squash-env: at most %d names of at most %d characters",
-				 SQUASH_ENV_OPTION_MAX_NAMES, SQUASH_META_NAME_MAX);
-			return -1;
-		}
-		memcpy(names->name[names->count], p, n);
-		names->name[names->count][n] = '\0';
-		if (!squash_env_name_valid(names->name[names->count])) {
-			snprintf(err, errlen, "--squash-env: '%s' is not an environment name",
-				 names->name[names->count]);
-			return -1;
-		}
-		names->found[names->count++] = false;
-		if (!p[n])
-			return 0;
-		p += n + 1;
-	}
-}
-
 /* One target's metadata: its default-env, or the named ones it has. */
 static int apply_target(spank_t sp, const struct squash_image_meta *meta, const char *target,
-			struct env_names *names, char *err, size_t errlen)
+			struct squash_env_names *names, char *err, size_t errlen)
 {
 	if (!names)
 		return meta->default_env ? apply_env(sp, meta, meta->default_env, target, false, err, errlen)
@@ -169,7 +134,7 @@ int squash_task_image_env_apply(spank_t sp, const Squash__Response *resp, const 
 				char *err, size_t errlen)
 {
 	struct squash_image_meta meta;
-	struct env_names *names = NULL;
+	struct squash_env_names *names = NULL;
 	char have[1024] = "";
 	int rc = 0;
 
@@ -181,7 +146,7 @@ int squash_task_image_env_apply(spank_t sp, const Squash__Response *resp, const 
 			snprintf(err, errlen, "out of memory");
 			return -1;
 		}
-		if (split_names(option, names, err, errlen)) {
+		if (squash_env_names_split(option, names, err, errlen)) {
 			free(names);
 			return -1;
 		}
