@@ -18,6 +18,7 @@
 #include <slurm/slurm_version.h>
 
 #include "env_default.h"
+#include "env_option.h"
 #include "frame.h"
 #include "job_request.h"
 #include "loaded_twice.h"
@@ -89,6 +90,11 @@ static int register_option(spank_t sp)
 	if (rc != ESPANK_SUCCESS) {
 		slurm_error("spank_squash: cannot register --squash-image: %s",
 			    spank_strerror(rc));
+		return -1;
+	}
+	rc = spank_option_register(sp, squash_env_option());
+	if (rc != ESPANK_SUCCESS) {
+		slurm_error("spank_squash: cannot register --squash-env: %s", spank_strerror(rc));
 		return -1;
 	}
 	return 0;
@@ -233,8 +239,12 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		return 0;
 	switch (spank_context()) {
 	case S_CTX_ALLOCATOR:
+		if (squash_env_option_check(image_option != NULL))
+			return -1;
 		return submit_check(sp, false);
 	case S_CTX_LOCAL:
+		if (squash_env_option_check(image_option != NULL))
+			return -1;
 		if (srun_in_allocation())
 			return squash_step_images_check(sp, image_option, &settings);
 		return submit_check(sp, true);
@@ -313,6 +323,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 		squash_step_images_release(&settings);
 	squash_step_setup_cleanup();
 	squash_step_failure_clear();
+	squash_env_option_clear();
 	free(image_option);
 	image_option = NULL;
 	unload_settings();

@@ -9,11 +9,13 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include "env_option.h"
 #include "mount_attach.h"
 #include "node_mounts.h"
 #include "step_failure.h"
 #include "step_setup.h"
 #include "task_hooks.h"
+#include "task_image_env.h"
 
 /* After Slurm has put the task in the job's namespace (job_container/tmpfs,
  * namespace/tmpfs, namespace/linux do so here, and would replace any
@@ -68,12 +70,22 @@ int squash_step_task_privileged(spank_t sp)
 
 int squash_step_task_init(spank_t sp)
 {
+	const struct step_kept_mounts *kept = squash_step_kept_mounts();
+	const char *reason = squash_step_failure();
+	char why[1536], msg[1600];
 	int local_id = 0;
 
-	if (!squash_step_failure())
+	/* As the user: the metadata is in the user's images. Not kept with
+	 * squash_step_fail, whose log line would reach the task's stderr. */
+	if (!reason && kept &&
+	    squash_task_image_env_apply(sp, kept->resp, squash_env_option_value(), why, sizeof why)) {
+		snprintf(msg, sizeof msg, "squash: job %u: %s", kept->job_id, why);
+		reason = msg;
+	}
+	if (!reason)
 		return 0;
 	/* One copy of the reason per node is enough; every task fails. */
 	if (spank_get_item(sp, S_TASK_ID, &local_id) != ESPANK_SUCCESS || local_id == 0)
-		fprintf(stderr, "%s\n", squash_step_failure());
+		fprintf(stderr, "%s\n", reason);
 	return -1;
 }

@@ -3,7 +3,7 @@
 #
 #   tests/fuzz/run.sh NAME [SECONDS]
 #
-# NAME is frame, request, imagespec, superblock or reader; SECONDS defaults
+# NAME is frame, request, imagespec, image_meta, superblock or reader; SECONDS defaults
 # to 600. The harness is compiled from the proto/ sources and a squash.pb-c.c
 # that protoc-c generates into a temporary directory (reader: from
 # daemon/reader/'s image layer, with libsquashfuse and libzstd), and runs on a copy of
@@ -22,8 +22,8 @@ clang=${CLANG:-$(command -v clang-14 || command -v clang)}
 artifacts=${FUZZ_ARTIFACTS:-$PWD/fuzz-artifacts/$name}
 
 case $name in
-frame | request | imagespec | superblock | reader) ;;
-*) echo "run.sh: unknown harness '$name' (frame, request, imagespec, superblock, reader)" >&2; exit 2 ;;
+frame | request | imagespec | image_meta | superblock | reader) ;;
+*) echo "run.sh: unknown harness '$name' (frame, request, imagespec, image_meta, superblock, reader)" >&2; exit 2 ;;
 esac
 
 work=$(mktemp -d)
@@ -63,7 +63,7 @@ else
 		"$here/fuzz_$name.c" \
 		"$top/proto/clock.c" "$top/proto/errmsg.c" "$top/proto/frame.c" "$top/proto/imagespec.c" \
 		"$top/proto/superblock.c" "$top/proto/squashfs_format.c" "$top/proto/read_full.c" \
-		"$top/proto/target.c" \
+		"$top/proto/target.c" "$top/proto/image_meta.c" "$top/proto/image_meta_env.c" \
 		"$top/proto/quote.c" "$top/proto/path_pattern.c" \
 		"$top/proto/request_codec.c" "$work/squash.pb-c.c" \
 		$(pkg-config --libs libprotobuf-c) -o "$work/fuzz_$name"

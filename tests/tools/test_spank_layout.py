@@ -25,7 +25,8 @@ LAYERS = [
     ("contexts", {"submit_check", "env_default", "job_request", "step_images",
                   "step_setup", "task_hooks"}),
     # What they share about a job or a step.
-    ("job and step", {"catalog_image", "job_array", "prolog_note", "step_failure", "task_env_export"}),
+    ("job and step", {"catalog_image", "job_array", "prolog_note", "step_failure", "task_env_export",
+                      "env_option", "task_image_env"}),
     # Mount mechanics of a task's namespace: no settings, no step state.
     ("mounts", {"node_mounts", "mount_attach", "path_walk"}),
     ("settings", {"plugin_settings", "loaded_twice"}),

@@ -1,0 +1,26 @@
+/* Showing an image's metadata (its /.squash/meta, proto/image_meta.h)
+ * without mounting it: `unsquashfs -cat IMAGE .squash/meta` (squashfs-tools
+ * 4.5 or later), run as the caller, with its output bounded to the 64 KiB
+ * a metadata file may have and a time limit, then parsed like the tasks
+ * parse it. For `squash-images inspect`. */
+#ifndef SQUASH_CLI_IMAGE_META_SHOW_H
+#define SQUASH_CLI_IMAGE_META_SHOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* Seconds unsquashfs may take (a hostile image cannot hold the caller). */
+#define SQUASH_META_SHOW_TIMEOUT_S 30
+
+/* Writes image_path's metadata to out: "key: value" lines and each
+ * environment's lines as the file writes them, or (json) one object with
+ * every key (null when the file does not give it) and "environments":
+ * {NAME: [{"op", "var", "value"}...]}. An image without metadata is shown
+ * as such ("metadata": null in JSON; "format" is 1 otherwise). Returns 0,
+ * or -1 with err (unsquashfs missing, too old or failing, metadata that
+ * does not parse: its line). */
+int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *err,
+			   size_t errlen);
+
+#endif

@@ -1,0 +1,46 @@
+/* --squash-env=NAME[,NAME...]: which environments of the images (their
+ * /.squash/meta, image_meta.h) the tasks get. Like --squash-image, Slurm
+ * hands the option to every context: sbatch, salloc and srun check its
+ * syntax, each step's slurmstepd keeps it for its tasks
+ * (task_image_env.h), and the job's steps inherit it from the job's
+ * environment (SLURM_SPANK__SLURM_SPANK_OPTION_squash_squash_env), an
+ * srun's own --squash-env replacing it for that step. Absent: each image's
+ * default-env; "none": no environment. */
+#ifndef SPANK_SQUASH_ENV_OPTION_H
+#define SPANK_SQUASH_ENV_OPTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <slurm/spank.h>
+
+#include "image_meta.h"
+
+#define SQUASH_ENV_OPTION_NONE "none"
+#define SQUASH_ENV_OPTION_MAX_NAMES 64
+
+/* The names of the option's text, as each task applies them. */
+struct squash_env_names {
+	char name[SQUASH_ENV_OPTION_MAX_NAMES][SQUASH_META_NAME_MAX + 1];
+	bool found[SQUASH_ENV_OPTION_MAX_NAMES]; /* for the caller: an image defines it */
+	size_t count;
+};
+
+/* Splits text (not "none") into names, all found false. Returns 0, or -1
+ * with err for a name that is not one, "none" among others, or too many. */
+int squash_env_names_split(const char *text, struct squash_env_names *names, char *err,
+			   size_t errlen);
+
+/* The option for spank_option_register. */
+struct spank_option *squash_env_option(void);
+
+/* The option's text, or NULL when it was not given. */
+const char *squash_env_option_value(void);
+
+/* sbatch, salloc, srun: with images (have_images) the names must be valid;
+ * without, the option is refused. Returns 0, or -1 after telling the user. */
+int squash_env_option_check(bool have_images);
+
+void squash_env_option_clear(void);
+
+#endif
