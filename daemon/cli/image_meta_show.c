@@ -180,43 +180,44 @@ static bool first_of_env(const struct squash_image_meta *m, size_t i)
 	return true;
 }
 
-static void show_text(const char *image, const struct squash_image_meta *m, FILE *out)
+/* Below the image's facts (squash-images inspect): a heading, then the
+ * metadata indented. */
+static void show_text(const struct squash_image_meta *m, FILE *out)
 {
 	struct field f[9];
 
-	fprintf(out, "image: %s\n", image);
 	if (!m) {
-		fprintf(out, "no metadata (the image has no /%s; squash-pack writes one)\n",
+		fprintf(out, "metadata:    none (the image has no /%s; squash-pack writes one)\n",
 			SQUASH_META_PATH);
 		return;
 	}
+	fprintf(out, "metadata (/%s):\n", SQUASH_META_PATH);
 	fields_of(m, f);
 	for (size_t i = 0; i < 9; i++)
 		if (f[i].value)
-			fprintf(out, "%s: %s\n", f[i].key, f[i].value);
+			fprintf(out, "  %s: %s\n", f[i].key, f[i].value);
 	for (size_t i = 0; i < m->n_env; i++) {
 		if (!first_of_env(m, i))
 			continue;
-		fprintf(out, "env %s:\n", m->env[i].env);
+		fprintf(out, "  env %s:\n", m->env[i].env);
 		for (size_t j = i; j < m->n_env; j++)
 			if (!strcmp(m->env[j].env, m->env[i].env))
-				fprintf(out, "  %s %s %s\n", op_word(m->env[j].kind), m->env[j].var,
+				fprintf(out, "    %s %s %s\n", op_word(m->env[j].kind), m->env[j].var,
 					m->env[j].kind != SQUASH_ENV_SET && !*m->env[j].value ? "."
 											     : m->env[j].value);
 	}
 }
 
-static void show_json(const char *image, const struct squash_image_meta *m, FILE *out)
+/* The value of inspect's "metadata" member: null or an object. */
+static void show_json(const struct squash_image_meta *m, FILE *out)
 {
 	struct field f[9];
 
-	fputs("{\"image\": ", out);
-	json_write_string(out, image);
 	if (!m) {
-		fputs(", \"metadata\": null}\n", out);
+		fputs("null", out);
 		return;
 	}
-	fprintf(out, ", \"metadata\": {\"format\": %d", SQUASH_META_FORMAT);
+	fprintf(out, "{\"format\": %d", SQUASH_META_FORMAT);
 	fields_of(m, f);
 	for (size_t i = 0; i < 9; i++) {
 		fputs(", ", out);
@@ -246,7 +247,7 @@ static void show_json(const char *image, const struct squash_image_meta *m, FILE
 		}
 		fputc(']', out);
 	}
-	fputs("}}}\n", out);
+	fputs("}}", out);
 }
 
 int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *err,
@@ -285,9 +286,9 @@ int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *e
 		if (absent) {
 			rc = 0;
 			if (json)
-				show_json(image_path, NULL, out);
+				show_json(NULL, out);
 			else
-				show_text(image_path, NULL, out);
+				show_text(NULL, out);
 		} else if (strstr(r.errtext, "invalid option")) {
 			snprintf(err, errlen, "this unsquashfs cannot print a file (-cat needs squashfs-tools 4.5 or later): %s",
 				 first_line(r.errtext));
@@ -299,9 +300,9 @@ int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *e
 		snprintf(err, errlen, "%s: /%s: %s", image_path, SQUASH_META_PATH, why);
 	} else {
 		if (json)
-			show_json(image_path, &meta, out);
+			show_json(&meta, out);
 		else
-			show_text(image_path, &meta, out);
+			show_text(&meta, out);
 		squash_image_meta_free(&meta);
 		rc = 0;
 	}

@@ -13,11 +13,13 @@
 /* Seconds unsquashfs may take (a hostile image cannot hold the caller). */
 #define SQUASH_META_SHOW_TIMEOUT_S 30
 
-/* Writes image_path's metadata to out: "key: value" lines and each
- * environment's lines as the file writes them, or (json) one object with
- * every key (null when the file does not give it) and "environments":
- * {NAME: [{"op", "var", "value"}...]}. An image without metadata is shown
- * as such ("metadata": null in JSON; "format" is 1 otherwise). Returns 0,
+/* Writes image_path's metadata to out, for squash-images inspect: a
+ * "metadata" heading, then indented "key: value" lines and each
+ * environment's lines as the file writes them; or (json) the value of
+ * inspect's "metadata" member: one object with every key (null when the
+ * file does not give it) and "environments": {NAME: [{"op", "var",
+ * "value"}...]}, or null for an image without metadata. Nothing is written
+ * when it fails. Returns 0,
  * or -1 with err (unsquashfs missing, too old or failing, metadata that
  * does not parse: its line). */
 int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *err,

@@ -19,6 +19,7 @@
 #include "catalog.h"
 #include "quote.h"
 #include "superblock.h"
+#include "cli/image_meta_show.h"
 #include "cli/json_escape.h"
 #include "cli/squash_images.h"
 
@@ -256,8 +257,18 @@ static int inspect(const struct squash_catalogs *c, const char *what, bool json)
 		       " (the newest)" : "", source_name(where), where->dir, e->description);
 	}
 	print_facts(path, &st, &sb, json);
-	/* METADATA: the image's /.squash/meta (proto/image_meta.h) is shown
-	 * here, from fd, once that module is merged; one call, text or JSON. */
+	if (json)
+		printf(",\"metadata\":");
+	fflush(stdout);
+	if (squash_image_meta_show(path, json, stdout, why, sizeof why)) {
+		if (json) {
+			printf("null,\"metadata_error\":");
+			json_write_string(stdout, why);
+			printf("}\n");
+		}
+		fprintf(stderr, "squash-images: %s\n", why);
+		goto out;
+	}
 	if (json)
 		printf("}\n");
 	rc = 0;

@@ -1,8 +1,9 @@
 """Catalog images (docs/user.md, "Catalog images"): an admin publishes two
 versions of an image to a site catalog named in /etc/squash-images.conf;
-a user finds, inspects and lists them with squash-images, and a job that
-names the image as @NAME gets the newest version's file, resolved at
-submission (squash-shell takes @NAME/VERSION too). An unknown name gets
+a user finds, inspects (its metadata too) and lists them with
+squash-images, and a job that names the image as @NAME gets the newest
+version's file, resolved at submission, with the environment squash-pack
+wrote into it active in the batch script and every task (squash-shell takes @NAME/VERSION too). An unknown name gets
 near matches at submission, a name typed without '@' gets the '@'
 suggested, and a "site" catalog a user can write is refused, even when it
 comes first and holds the same name."""
@@ -14,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, USER1, run, uid_of
+from conftest import BUILD, REPO, USER1, run, uid_of
 
 pytestmark = pytest.mark.host_release_only(
     "the catalog is read by the plugin at submission and by squash-images: the same on every release")
 
 SQUASH_IMAGES = BUILD / "daemon" / "squash-images"
+PACK = REPO / "contrib" / "squash-pack"
 SITE_CONF = Path("/etc/squash-images.conf")
 
 
@@ -54,7 +56,18 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
     good, bad = site_catalogs
     src = cluster.workdir("root", "catalog-src")
     old = cluster.make_image(src / "old.sqfs", {"version.txt": "tools 1.9\n"})
-    new = cluster.make_image(src / "new.sqfs", {"version.txt": "tools 1.10\n"})
+    # The newest is packed by squash-pack, with metadata: its default
+    # environment puts bin/ first in PATH and sets a variable.
+    tree = src / "tools"
+    (tree / "bin").mkdir(parents=True)
+    (tree / "version.txt").write_text("tools 1.10\n")
+    (tree / "bin" / "tools-version").write_text('#!/bin/sh\necho "tools-version $TOOLS_FLAVOUR"\n')
+    (tree / "bin" / "tools-version").chmod(0o755)
+    new = src / "new.sqfs"
+    p = run([PACK, "--quiet", "--name", "tools", "--version", "1.10", "--target", "/squash/tools",
+             "--env", "default:set:TOOLS_FLAVOUR=gnu", tree, new], check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+    new.chmod(0o644)
     # The admin publishes into the site's first trusted catalog (no --catalog).
     for image, ref in ((old, "tools/1.9"), (new, "tools/1.10")):
         p = run([SQUASH_IMAGES, "publish", image, ref, "--description", "Build tools"], check=False)
@@ -79,7 +92,11 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
     assert shown.returncode == 0, shown.stderr
     assert "@tools/1.10 (the newest)" in shown.stdout
     assert f"file:        {good}/tools/1.10.sqfs" in shown.stdout
-    assert "compression: gzip" in shown.stdout or "compression: xz" in shown.stdout
+    assert "compression: zstd" in shown.stdout, shown.stdout
+    # Its metadata, read without mounting it.
+    assert "metadata (/.squash/meta):\n  name: tools\n  version: 1.10\n" in shown.stdout, shown.stdout
+    assert "    prepend-path PATH bin\n" in shown.stdout, shown.stdout
+    assert "    set TOOLS_FLAVOUR gnu\n" in shown.stdout, shown.stdout
 
     listed = images(cluster, USER1, "list", "--json")
     data = json.loads(listed.stdout)
@@ -87,11 +104,15 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
         ("@tools/1.10", True, "site"), ("@tools/1.9", False, "site")]
     assert [c["problem"] is not None for c in data["catalogs"][:2]] == [True, False]
 
-    # The job gets the newest version's file, not the writable catalog's.
-    job = cluster.run_job(USER1, 'cat "$SQUASH_MOUNT/version.txt"; echo "at $SQUASH_MOUNT"\n',
-                          ["--squash-image=@tools"])
+    # The job gets the newest version's file, not the writable catalog's,
+    # with its default environment in the batch script and every task.
+    job = cluster.run_job(USER1, 'cat "$SQUASH_MOUNT/version.txt"; echo "at $SQUASH_MOUNT"\n'
+                          'tools-version\nsrun -n2 tools-version\n',
+                          ["--squash-image=@tools", "-n2"])
     assert job.state == "COMPLETED", job.output()
-    assert job.output().splitlines()[:2] == ["tools 1.10", "at /squash/tools"], job.output()
+    lines = job.output().splitlines()
+    assert lines[:3] == ["tools 1.10", "at /squash/tools", "tools-version gnu"], job.output()
+    assert lines[3:5] == ["tools-version gnu"] * 2, job.output()
 
     # squash-shell takes the same names.
     shell = [cluster.for_user(USER1, BUILD / "daemon" / "squash-shell"), "--socket", cluster.socket,

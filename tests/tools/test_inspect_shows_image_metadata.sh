@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# squash_image_meta_show (daemon/cli/image_meta_show.c) through the test
-# tool image_meta_show: an image's /.squash/meta shown as text and JSON
+# squash_image_meta_show (daemon/cli/image_meta_show.c) through
+# `squash-images inspect FILE`: an image's /.squash/meta shown as text and JSON
 # without mounting it, an image without one, and refusals: metadata that
 # does not parse (its line), a symbolic link, output past 64 KiB (a fake
 # unsquashfs that never stops), no unsquashfs. Needs mksquashfs and an
 # unsquashfs with -cat (skipped, exit 77, without them); run by make check.
 set -uo pipefail
 
-show=${IMAGE_META_SHOW:-$PWD/tools/image_meta_show}
+images=${SQUASH_IMAGES:-$PWD/../daemon/squash-images}
+show() { # [--json] IMAGE
+	if [ "$1" = --json ]; then "$images" inspect --json "$2"; else "$images" inspect "$1"; fi
+}
 for t in mksquashfs unsquashfs python3; do
 	command -v "$t" >/dev/null || { echo "SKIP: $t not installed"; exit 77; }
 done
@@ -37,26 +40,28 @@ env default prepend-path PATH bin
 env default set GREETING hello world
 env dev set-path TOOL_HOME .
 '
-"$show" "$tmp/good.sqfs" >"$tmp/out" 2>&1 || fail "text: $(cat "$tmp/out")"
-diff -u - "$tmp/out" <<EOT || fail "text output"
-image: $tmp/good.sqfs
-name: tool
-version: 1.0
-description: A "quoted" tool
-target: /squash/tool
-default-env: default
-env default:
-  prepend-path PATH bin
-  set GREETING hello world
-env dev:
-  set-path TOOL_HOME .
+show "$tmp/good.sqfs" >"$tmp/out" 2>&1 || fail "text: $(cat "$tmp/out")"
+sed -n '/^metadata/,$p' "$tmp/out" | diff -u - <(cat <<EOT
+metadata (/.squash/meta):
+  name: tool
+  version: 1.0
+  description: A "quoted" tool
+  target: /squash/tool
+  default-env: default
+  env default:
+    prepend-path PATH bin
+    set GREETING hello world
+  env dev:
+    set-path TOOL_HOME .
 EOT
-"$show" --json "$tmp/good.sqfs" >"$tmp/out" 2>&1 || fail "json: $(cat "$tmp/out")"
+) || fail "text output"
+grep -q "^file: *$tmp/good.sqfs$" "$tmp/out" || fail "text output: no file line"
+show --json "$tmp/good.sqfs" >"$tmp/out" 2>&1 || fail "json: $(cat "$tmp/out")"
 python3 - "$tmp/out" "$tmp/good.sqfs" <<'EOT' || fail "json output: $(cat "$tmp/out")"
 import json, sys
 d = json.load(open(sys.argv[1]))
 m = d["metadata"]
-assert d["image"] == sys.argv[2], d
+assert d["file"] == sys.argv[2], d
 assert m["format"] == 1 and m["name"] == "tool" and m["description"] == 'A "quoted" tool', m
 assert m["created"] is None and m["default-env"] == "default", m
 assert m["environments"] == {
@@ -66,33 +71,33 @@ assert m["environments"] == {
 EOT
 
 image plain ''
-"$show" "$tmp/plain.sqfs" >"$tmp/out" 2>&1 || fail "no metadata: $(cat "$tmp/out")"
-grep -q '^no metadata (the image has no /.squash/meta' "$tmp/out" || fail "no metadata text: $(cat "$tmp/out")"
-"$show" --json "$tmp/plain.sqfs" >"$tmp/out" 2>&1 || fail "no metadata json"
-grep -q '"metadata": null}' "$tmp/out" || fail "no metadata json: $(cat "$tmp/out")"
+show "$tmp/plain.sqfs" >"$tmp/out" 2>&1 || fail "no metadata: $(cat "$tmp/out")"
+grep -q '^metadata: *none (the image has no /.squash/meta' "$tmp/out" || fail "no metadata text: $(cat "$tmp/out")"
+show --json "$tmp/plain.sqfs" >"$tmp/out" 2>&1 || fail "no metadata json"
+grep -q '"metadata":null}' "$tmp/out" || fail "no metadata json: $(cat "$tmp/out")"
 
 image typo 'format 1
 name tool
 nmae tool
 '
-"$show" "$tmp/typo.sqfs" >"$tmp/out" 2>&1 && fail "a typo was shown"
+show "$tmp/typo.sqfs" >"$tmp/out" 2>&1 && fail "a typo was shown"
 grep -q "typo.sqfs: /.squash/meta: line 3: unknown key 'nmae'" "$tmp/out" || fail "typo message: $(cat "$tmp/out")"
 
 # A symbolic link to a file outside the image: unsquashfs does not follow it.
 mkdir -p "$tmp/src-link/.squash" && ln -s /etc/passwd "$tmp/src-link/.squash/meta"
 mksquashfs "$tmp/src-link" "$tmp/link.sqfs" -quiet -no-progress -all-root -noappend >/dev/null
-"$show" "$tmp/link.sqfs" >"$tmp/out" 2>&1 && fail "a link was shown"
+show "$tmp/link.sqfs" >"$tmp/out" 2>&1 && fail "a link was shown"
 grep -q "link.sqfs: unsquashfs cannot read /.squash/meta" "$tmp/out" || fail "link message: $(cat "$tmp/out")"
 
-"$show" "$tmp/missing.sqfs" >"$tmp/out" 2>&1 && fail "a missing image was shown"
+show "$tmp/missing.sqfs" >"$tmp/out" 2>&1 && fail "a missing image was shown"
 grep -q "missing.sqfs: No such file or directory" "$tmp/out" || fail "missing: $(cat "$tmp/out")"
 
 # A hostile unsquashfs output that never ends is cut at 64 KiB.
 mkdir "$tmp/fake" && printf '#!/bin/sh\nexec yes format 1\n' >"$tmp/fake/unsquashfs" && chmod +x "$tmp/fake/unsquashfs"
-timeout 20 env PATH="$tmp/fake:$PATH" "$show" "$tmp/good.sqfs" >"$tmp/out" 2>&1 && fail "endless output was shown"
+timeout 20 env PATH="$tmp/fake:$PATH" "$images" inspect "$tmp/good.sqfs" >"$tmp/out" 2>&1 && fail "endless output was shown"
 grep -q "is more than the 65536 bytes a metadata file may have" "$tmp/out" || fail "endless: $(cat "$tmp/out")"
-timeout 20 env PATH="$tmp/nothing" "$show" "$tmp/good.sqfs" >"$tmp/out" 2>&1 && fail "shown without unsquashfs"
+timeout 20 env PATH="$tmp/nothing" "$images" inspect "$tmp/good.sqfs" >"$tmp/out" 2>&1 && fail "shown without unsquashfs"
 grep -q "unsquashfs (squashfs-tools 4.5 or later) is needed" "$tmp/out" || fail "no unsquashfs: $(cat "$tmp/out")"
 
 [ "$failures" = 0 ] || exit 1
-echo "image_meta_show: all checks passed"
+echo "squash-images inspect: metadata: all checks passed"
