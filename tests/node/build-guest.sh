@@ -41,7 +41,7 @@ self=$(readlink -f "${BASH_SOURCE[0]}")
 packages=(
 	systemd-sysv udev dbus kmod procps iproute2 linux-image-amd64 initramfs-tools
 	slurmd slurmctld slurm-client munge libslurm-dev libprotobuf-c1
-	squashfs-tools fuse3 squashfuse util-linux
+	squashfs-tools fuse3 squashfuse util-linux python3
 )
 want_hash=$( { printf '%s\n' "${packages[@]}"; cat "$self"; } | sha256sum | cut -c1-16)
 

@@ -392,6 +392,69 @@ case_dataset() {
 		fail "the dataset was not served as one FUSE union"
 }
 
+# Issue 39's user path: an admin packs two versions of an image with
+# squash-pack and publishes them to the site catalog; a user finds them,
+# inspects the newest (its metadata, without mounting it) and runs a job
+# naming it @tools: the newest, with its environment in every task.
+case_catalog_env() {
+	local cat=$apps/catalog src=/var/tmp/catalog-src o v
+	rm -rf "$src" && mkdir -p "$cat" "$src"
+	for v in 1.9 1.10; do
+		mkdir -p "$src/$v/bin"
+		echo "tools $v" >"$src/$v/version.txt"
+		printf '#!/bin/sh\necho "tools-version $TOOLS_FLAVOUR"\n' >"$src/$v/bin/tools-version"
+		chmod 0755 "$src/$v/bin/tools-version"
+		squash-pack --quiet --name tools --version "$v" --target /squash/tools \
+			--env default:set:TOOLS_FLAVOUR=gnu "$src/$v" "$src/tools-$v.sqfs" || fail "squash-pack tools $v"
+	done
+	printf 'catalog %s\n' "$cat" >/etc/squash-images.conf
+	for v in 1.9 1.10; do
+		squash-images publish "$src/tools-$v.sqfs" "tools/$v" --description "Build tools" || fail "publish tools/$v"
+	done
+	rm -rf "$src"
+	o=$(as_user $U1 squash-images find tool) || fail "squash-images find: $o"
+	echo "$o"
+	grep -q '^@tools/1.10 *site' <<<"$o" && grep -q '^@tools/1.9 *site' <<<"$o" || fail "find did not list both versions"
+	o=$(as_user $U1 squash-images inspect @tools) || fail "squash-images inspect: $o"
+	echo "$o"
+	grep -q '@tools/1.10 (the newest)' <<<"$o" || fail "inspect @tools is not 1.10"
+	grep -qx '  version: 1.10' <<<"$o" && grep -qx '    prepend-path PATH bin' <<<"$o" || fail "inspect shows no metadata"
+	o=$(job $U1 "@tools" '#SBATCH -n2
+cat "$SQUASH_MOUNT/version.txt"; tools-version; srun -n2 tools-version') ||
+		{ echo "$o"; fail "the job naming @tools failed"; }
+	echo "$o"
+	grep -qx 'tools 1.10' <<<"$o" || fail "the job did not get the newest version"
+	[ "$(grep -cx 'tools-version gnu' <<<"$o")" = 3 ] || fail "the image's environment is not in the batch script and both tasks"
+	rm -f /etc/squash-images.conf
+}
+
+# Environments built in the user's directory and packed with
+# squash-pack --target run at their target once the directory is gone: a
+# venv (its console script's shebang and pyvenv.cfg name the build path)
+# and a conda-style prefix (a shebang to the prefix's sh, a configuration
+# naming the prefix).
+case_packed_at_target() {
+	local b=/home/$U1/build o
+	rm -rf "$b" "$b.gone" && as_user $U1 mkdir -p "$b/conda/bin" "$b/conda/etc" "$b/conda/share" "$b/conda/conda-meta" ||
+		fail "mkdir"
+	as_user $U1 python3 -m venv --without-pip "$b/venv" || fail "python3 -m venv"
+	as_user $U1 sh -c "printf '#!$b/venv/bin/python\nimport sys\nprint(\"hellotool\", sys.prefix)\n' >$b/venv/bin/hellotool && chmod 0755 $b/venv/bin/hellotool" ||
+		fail "the console script"
+	as_user $U1 sh -c "ln -s /bin/sh $b/conda/bin/sh && echo 'the data' >$b/conda/share/msg &&
+		echo 'data=$b/conda/share/msg' >$b/conda/etc/condarun.conf &&
+		printf '#!$b/conda/bin/sh\n. $b/conda/etc/condarun.conf\ncat \"\$data\"\n' >$b/conda/bin/condarun &&
+		chmod 0755 $b/conda/bin/condarun" || fail "the conda-style prefix"
+	as_user $U1 squash-pack --quiet --target /squash/venv "$b/venv" "$data/venv.sqfs" || fail "squash-pack venv"
+	as_user $U1 squash-pack --quiet --target /squash/conda "$b/conda" "$data/conda.sqfs" || fail "squash-pack conda"
+	mv "$b" "$b.gone"
+	o=$(job $U1 "$data/venv.sqfs:/squash/venv,$data/conda.sqfs:/squash/conda" 'hellotool; condarun') ||
+		{ echo "$o"; fail "the job running the packed environments failed"; }
+	echo "$o"
+	rm -rf "$b.gone" "$data/venv.sqfs" "$data/conda.sqfs"
+	grep -qx 'hellotool /squash/venv' <<<"$o" || fail "the venv's console script did not run at /squash/venv"
+	grep -qx 'the data' <<<"$o" || fail "the conda-style prefix did not run at /squash/conda"
+}
+
 case_health_metrics() {
 	local f=/var/lib/node_exporter/textfile_collector/squashd.prom
 	tmo 30 squashctl health || fail "squashctl health failed"
@@ -577,6 +640,8 @@ if [ "$boot" = 1 ]; then
 		run_case reader_cgroup 180
 		run_case fork_bomb 240
 		run_case dataset 180
+		run_case catalog_env 240
+		run_case packed_at_target 180
 		run_case health_metrics 120
 		run_case journal_fields 120
 		run_case double_load 240

@@ -186,7 +186,7 @@ run_suite() {
 
 	# Every case must have an "ok" line; a case with no line did not run.
 	results=$share/out/results
-	expected="setup boot user_image_fuse trusted_image_kernel restart_while_reading reload reader_cgroup fork_bomb dataset health_metrics journal_fields double_load remove_purge"
+	expected="setup boot user_image_fuse trusted_image_kernel restart_while_reading reload reader_cgroup fork_bomb dataset catalog_env packed_at_target health_metrics journal_fields double_load remove_purge"
 	[ -f "$share/reboot" ] && expected="$expected reboot_prepare after_reboot reboot_job_gone reboot_shutdown"
 	[ -f "$results" ] && sed 's/^/    /' "$results"
 	# ("note" lines: what the guest saw of Slurm's own behaviour; shown,
