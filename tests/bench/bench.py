@@ -23,6 +23,11 @@ large sequential read, and N processes importing the stack at once. Modes:
                 image file itself behind slowfs (every read request delayed
                 too: --read-delay-us, --bw-mib), as a site keeps images on
                 Lustre or GPFS; the run's slowfs requests and bytes recorded
+  kernel-VARIANT:FMT, slow-kernel-VARIANT:FMT  kernel:FMT, slow-kernel:FMT
+                with the loop device attached by losetup with other settings:
+                VARIANT joins 'dio' (direct I/O to the image file), 'raN' (the
+                loop device's read_ahead_kb), 'bsN' (its logical block size)
+                with '-', e.g. slow-kernel-dio-ra1024
   job-kernel    the product path: a job (srun --squash-image) on a throwaway
   job-fuse      cluster; a trusted image (kernel mount by squashd) or a
                 user's image (squashfuse_ll as the user), seen through the
@@ -405,18 +410,84 @@ class SlowImageMode(Mode):
         self.slow.stop()
 
 
+def loop_settings(dev):
+    """What the kernel set for a loop device (/dev/loopN): direct I/O,
+    read-ahead, logical block size."""
+    sysfs = Path("/sys/block") / Path(dev).name
+    return {"loop_dio": int((sysfs / "loop" / "dio").read_text()),
+            "loop_read_ahead_kb": int((sysfs / "queue" / "read_ahead_kb").read_text()),
+            "loop_block_size": int((sysfs / "queue" / "logical_block_size").read_text())}
+
+
 class KernelMode(MountedMode):
     kind = "kernel"
 
     def __init__(self, bench, fmt):
         super().__init__(bench, f"kernel:{fmt}")
         self.fmt = fmt
+        self.took = {}  # loop_settings() of its loop device
 
     def mount(self):
         run(["mount", "-t", "squashfs", "-o", "ro,loop,nosuid,nodev", self.image_path(), self.mnt])
+        self.took = loop_settings(run(["findmnt", "-no", "SOURCE", self.mnt]).stdout.strip())
 
     def image_path(self):
         return self.b.stack.images[self.fmt]
+
+    def after_run(self):
+        return dict(self.took)
+
+
+class LoopKernelMode(KernelMode):
+    """kernel-VARIANT:FMT: the kernel's squashfs on a loop device attached
+    the way squashd could attach it. VARIANT is settings joined by '-':
+    'dio' (direct I/O to the image file), 'raN' (the loop device's
+    read_ahead_kb = N), 'bsN' (its logical block size), e.g. 'dio-ra1024'.
+    What the kernel took is recorded with every run (loop_dio,
+    loop_read_ahead_kb, loop_block_size)."""
+
+    VARIANT = re.compile(r"(?:dio|ra\d+|bs\d+)(?:-(?:dio|ra\d+|bs\d+))*")
+
+    def __init__(self, bench, fmt, variant):
+        super().__init__(bench, fmt)
+        self.kind = f"kernel-{variant}"
+        self.name = f"{self.kind}:{fmt}"
+        self.mnt = bench.cache / "mnt" / self.name.replace(":", "-")
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        parts = variant.split("-")
+        self.dio = "dio" in parts
+        self.read_ahead_kb = next((p[2:] for p in parts if p.startswith("ra")), None)
+        self.block_size = next((p[2:] for p in parts if p.startswith("bs")), None)
+        self.dev = self.ra_before = None
+
+    def mount(self):
+        cmd = ["losetup", "--find", "--show", "--read-only"]
+        if self.dio:
+            cmd.append("--direct-io=on")
+        if self.block_size:
+            cmd += ["--sector-size", self.block_size]
+        p = run(cmd + [self.image_path()])
+        self.dev = p.stdout.strip()
+        if p.stderr.strip() and not self.took:
+            log(f"  {self.name}: losetup: {p.stderr.strip()}")
+        self.took = loop_settings(self.dev)
+        if self.read_ahead_kb:
+            # The device keeps it after the detach: put it back in stop().
+            self.ra_before = self.took["loop_read_ahead_kb"]
+            self.ra_file().write_text(self.read_ahead_kb + "\n")
+            self.took = loop_settings(self.dev)
+        run(["mount", "-t", "squashfs", "-o", "ro,nosuid,nodev", self.dev, self.mnt])
+
+    def ra_file(self):
+        return Path("/sys/block") / Path(self.dev).name / "queue" / "read_ahead_kb"
+
+    def stop(self):
+        super().stop()
+        if self.dev:
+            run(["losetup", "-d", self.dev], check=False)
+            if self.ra_before is not None:
+                self.ra_file().write_text(f"{self.ra_before}\n")
+            self.dev = self.ra_before = None
 
 
 class FuseMode(MountedMode):
@@ -774,6 +845,10 @@ class Bench:
                 cls = {"slow-kernel": KernelMode, "slow-fuse": FuseMode, "slow-reader": ReaderMode}[n]
                 for f in self.formats:
                     modes.append(SlowImageMode(self, cls(self, f.name)))
+            elif (v := re.fullmatch(r"(slow-)?kernel-(.+)", n)) and LoopKernelMode.VARIANT.fullmatch(v[2]):
+                for f in self.formats:
+                    m = LoopKernelMode(self, f.name, v[2])
+                    modes.append(SlowImageMode(self, m) if v[1] else m)
             elif any(x.startswith(n.removeprefix("slow-") + "=") for x in self.args.extra_fuse):
                 pass  # with its --extra-fuse below
             elif n in ("job-kernel", "job-fuse"):
@@ -1709,7 +1784,8 @@ class Bench:
 def cleanup_only(cache):
     """Removes whatever an earlier run of the benchmark left: mounts under
     CACHE/mnt, its FUSE servers (slowfs, squashfuse_ll on CACHE's files),
-    the clusters it listed in CACHE/clusters.txt, the fuse module's
+    loop devices on CACHE's files, the clusters it listed in
+    CACHE/clusters.txt, the fuse module's
     enable_uring as a reader-uring run found it. Touches nothing else."""
     cache = Path(cache)
     prefix = str(cache / "mnt") + "/"
@@ -1720,6 +1796,13 @@ def cleanup_only(cache):
             subprocess.run(["umount", "-l", mp], stderr=subprocess.DEVNULL)
         if not mps:
             break
+    # Loop devices of the kernel-VARIANT modes (no autoclear: losetup
+    # attached them); a device still mounted is detached when unmounted.
+    for back in Path("/sys/block").glob("loop*/loop/backing_file"):
+        with contextlib.suppress(OSError):
+            if back.read_text().startswith(str(cache) + "/"):
+                subprocess.run(["losetup", "-d", f"/dev/{back.parent.parent.name}"],
+                               stderr=subprocess.DEVNULL)
     me = os.getpid()
     for p in Path("/proc").iterdir():
         if not p.name.isdigit() or int(p.name) == me:
@@ -1770,6 +1853,9 @@ def parse_args(argv):
                     help="modes of part 1 (kernel, fuse and reader run once per format); "
                          "slow-kernel, slow-fuse, slow-reader (not by default): the same with "
                          "the image file behind slowfs (--delay-us, --read-delay-us, --bw-mib); "
+                         "kernel-VARIANT, slow-kernel-VARIANT: the loop device attached with "
+                         "VARIANT's settings joined by '-': dio (direct I/O), raN (read_ahead_kb), "
+                         "bsN (logical block size), e.g. slow-kernel-dio-ra1024; "
                          "reader-uring (not by default): squash-reader over FUSE io_uring, the "
                          "fuse module's enable_uring set to Y for each of its mounts and to N "
                          "for the reader mode's and after (machine-wide: nothing else should "
