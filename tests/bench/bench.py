@@ -24,10 +24,11 @@ large sequential read, and N processes importing the stack at once. Modes:
                 too: --read-delay-us, --bw-mib), as a site keeps images on
                 Lustre or GPFS; the run's slowfs requests and bytes recorded
   kernel-VARIANT:FMT, slow-kernel-VARIANT:FMT  kernel:FMT, slow-kernel:FMT
-                with the loop device attached by losetup with other settings:
-                VARIANT joins 'dio' (direct I/O to the image file), 'raN' (the
-                loop device's read_ahead_kb), 'bsN' (its logical block size)
-                with '-', e.g. slow-kernel-dio-ra1024
+                with the loop device attached (LOOP_CONFIGURE) with other
+                settings: VARIANT joins 'dio' (direct I/O to the image file),
+                'raN' (the loop device's read_ahead_kb), 'bsN' (its logical
+                block size), 'seq' (posix_fadvise SEQUENTIAL on the image's
+                descriptor) with '-', e.g. slow-kernel-dio-ra1024
   job-kernel    the product path: a job (srun --squash-image) on a throwaway
   job-fuse      cluster; a trusted image (kernel mount by squashd) or a
                 user's image (squashfuse_ll as the user), seen through the
@@ -51,6 +52,7 @@ import argparse
 import contextlib
 import csv
 import datetime as dt
+import errno
 import fcntl
 import hashlib
 import json
@@ -61,6 +63,7 @@ import re
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -440,13 +443,17 @@ class KernelMode(MountedMode):
 
 class LoopKernelMode(KernelMode):
     """kernel-VARIANT:FMT: the kernel's squashfs on a loop device attached
-    the way squashd could attach it. VARIANT is settings joined by '-':
-    'dio' (direct I/O to the image file), 'raN' (the loop device's
-    read_ahead_kb = N), 'bsN' (its logical block size), e.g. 'dio-ra1024'.
-    What the kernel took is recorded with every run (loop_dio,
-    loop_read_ahead_kb, loop_block_size)."""
+    the way squashd could attach it (LOOP_CONFIGURE on its descriptor of the
+    image). VARIANT is settings joined by '-': 'dio' (direct I/O to the
+    image file), 'raN' (the loop device's read_ahead_kb = N), 'bsN' (its
+    logical block size), 'seq' (posix_fadvise SEQUENTIAL on the image
+    descriptor: the image file's own read-ahead doubled), e.g.
+    'dio-ra1024'. What the kernel took is recorded with every run
+    (loop_dio, loop_read_ahead_kb, loop_block_size)."""
 
-    VARIANT = re.compile(r"(?:dio|ra\d+|bs\d+)(?:-(?:dio|ra\d+|bs\d+))*")
+    VARIANT = re.compile(r"(?:dio|seq|ra\d+|bs\d+)(?:-(?:dio|seq|ra\d+|bs\d+))*")
+    LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_CLR_FD = 0x4C82, 0x4C0A, 0x4C01
+    LO_FLAGS_READ_ONLY, LO_FLAGS_DIRECT_IO = 1, 16
 
     def __init__(self, bench, fmt, variant):
         super().__init__(bench, fmt)
@@ -456,20 +463,44 @@ class LoopKernelMode(KernelMode):
         self.mnt.mkdir(parents=True, exist_ok=True)
         parts = variant.split("-")
         self.dio = "dio" in parts
+        self.seq = "seq" in parts
         self.read_ahead_kb = next((p[2:] for p in parts if p.startswith("ra")), None)
-        self.block_size = next((p[2:] for p in parts if p.startswith("bs")), None)
+        self.block_size = int(next((p[2:] for p in parts if p.startswith("bs")), 0))
         self.dev = self.ra_before = None
 
+    def attach(self, image_fd):
+        """LOOP_CONFIGURE, as daemon/mount/mount_loop.c does; retried while
+        another process takes the free device first."""
+        flags = self.LO_FLAGS_READ_ONLY | (self.LO_FLAGS_DIRECT_IO if self.dio else 0)
+        # struct loop_config: fd, block_size, loop_info64 (lo_flags at 52), reserved
+        cfg = bytearray(304)
+        cfg[0:8] = struct.pack("II", image_fd, self.block_size)
+        cfg[8 + 52:8 + 56] = struct.pack("I", flags)
+        ctl = os.open("/dev/loop-control", os.O_RDWR)
+        try:
+            for _ in range(20):
+                dev = f"/dev/loop{fcntl.ioctl(ctl, self.LOOP_CTL_GET_FREE)}"
+                fd = os.open(dev, os.O_RDONLY)
+                try:
+                    fcntl.ioctl(fd, self.LOOP_CONFIGURE, bytes(cfg))
+                    return dev
+                except OSError as e:
+                    if e.errno != errno.EBUSY:
+                        raise
+                finally:
+                    os.close(fd)
+            raise RuntimeError("no loop device could be attached")
+        finally:
+            os.close(ctl)
+
     def mount(self):
-        cmd = ["losetup", "--find", "--show", "--read-only"]
-        if self.dio:
-            cmd.append("--direct-io=on")
-        if self.block_size:
-            cmd += ["--sector-size", self.block_size]
-        p = run(cmd + [self.image_path()])
-        self.dev = p.stdout.strip()
-        if p.stderr.strip() and not self.took:
-            log(f"  {self.name}: losetup: {p.stderr.strip()}")
+        fd = os.open(self.image_path(), os.O_RDONLY)
+        try:
+            if self.seq:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            self.dev = self.attach(fd)
+        finally:
+            os.close(fd)
         self.took = loop_settings(self.dev)
         if self.read_ahead_kb:
             # The device keeps it after the detach: put it back in stop().
@@ -1796,8 +1827,8 @@ def cleanup_only(cache):
             subprocess.run(["umount", "-l", mp], stderr=subprocess.DEVNULL)
         if not mps:
             break
-    # Loop devices of the kernel-VARIANT modes (no autoclear: losetup
-    # attached them); a device still mounted is detached when unmounted.
+    # Loop devices of the kernel-VARIANT modes (attached without
+    # autoclear); a device still mounted is detached when unmounted.
     for back in Path("/sys/block").glob("loop*/loop/backing_file"):
         with contextlib.suppress(OSError):
             if back.read_text().startswith(str(cache) + "/"):
@@ -1855,7 +1886,8 @@ def parse_args(argv):
                          "the image file behind slowfs (--delay-us, --read-delay-us, --bw-mib); "
                          "kernel-VARIANT, slow-kernel-VARIANT: the loop device attached with "
                          "VARIANT's settings joined by '-': dio (direct I/O), raN (read_ahead_kb), "
-                         "bsN (logical block size), e.g. slow-kernel-dio-ra1024; "
+                         "bsN (logical block size), seq (fadvise SEQUENTIAL on the image), "
+                         "e.g. slow-kernel-dio-ra1024; "
                          "reader-uring (not by default): squash-reader over FUSE io_uring, the "
                          "fuse module's enable_uring set to Y for each of its mounts and to N "
                          "for the reader mode's and after (machine-wide: nothing else should "
