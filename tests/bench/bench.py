@@ -23,6 +23,12 @@ large sequential read, and N processes importing the stack at once. Modes:
                 image file itself behind slowfs (every read request delayed
                 too: --read-delay-us, --bw-mib), as a site keeps images on
                 Lustre or GPFS; the run's slowfs requests and bytes recorded
+  kernel-VARIANT:FMT, slow-kernel-VARIANT:FMT  kernel:FMT, slow-kernel:FMT
+                with the loop device attached (LOOP_CONFIGURE) with other
+                settings: VARIANT joins 'dio' (direct I/O to the image file),
+                'raN' (the loop device's read_ahead_kb), 'bsN' (its logical
+                block size), 'seq' (posix_fadvise SEQUENTIAL on the image's
+                descriptor) with '-', e.g. slow-kernel-dio-ra1024
   job-kernel    the product path: a job (srun --squash-image) on a throwaway
   job-fuse      cluster; a trusted image (kernel mount by squashd) or a
                 user's image (squashfuse_ll as the user), seen through the
@@ -46,6 +52,7 @@ import argparse
 import contextlib
 import csv
 import datetime as dt
+import errno
 import fcntl
 import hashlib
 import json
@@ -56,6 +63,7 @@ import re
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -405,18 +413,112 @@ class SlowImageMode(Mode):
         self.slow.stop()
 
 
+def loop_settings(dev):
+    """What the kernel set for a loop device (/dev/loopN): direct I/O,
+    read-ahead, logical block size."""
+    sysfs = Path("/sys/block") / Path(dev).name
+    return {"loop_dio": int((sysfs / "loop" / "dio").read_text()),
+            "loop_read_ahead_kb": int((sysfs / "queue" / "read_ahead_kb").read_text()),
+            "loop_block_size": int((sysfs / "queue" / "logical_block_size").read_text())}
+
+
 class KernelMode(MountedMode):
     kind = "kernel"
 
     def __init__(self, bench, fmt):
         super().__init__(bench, f"kernel:{fmt}")
         self.fmt = fmt
+        self.took = {}  # loop_settings() of its loop device
 
     def mount(self):
         run(["mount", "-t", "squashfs", "-o", "ro,loop,nosuid,nodev", self.image_path(), self.mnt])
+        self.took = loop_settings(run(["findmnt", "-no", "SOURCE", self.mnt]).stdout.strip())
 
     def image_path(self):
         return self.b.stack.images[self.fmt]
+
+    def after_run(self):
+        return dict(self.took)
+
+
+class LoopKernelMode(KernelMode):
+    """kernel-VARIANT:FMT: the kernel's squashfs on a loop device attached
+    the way squashd could attach it (LOOP_CONFIGURE on its descriptor of the
+    image). VARIANT is settings joined by '-': 'dio' (direct I/O to the
+    image file), 'raN' (the loop device's read_ahead_kb = N), 'bsN' (its
+    logical block size), 'seq' (posix_fadvise SEQUENTIAL on the image
+    descriptor: the image file's own read-ahead doubled), e.g.
+    'dio-ra1024'. What the kernel took is recorded with every run
+    (loop_dio, loop_read_ahead_kb, loop_block_size)."""
+
+    VARIANT = re.compile(r"(?:dio|seq|ra\d+|bs\d+)(?:-(?:dio|seq|ra\d+|bs\d+))*")
+    LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_CLR_FD = 0x4C82, 0x4C0A, 0x4C01
+    LO_FLAGS_READ_ONLY, LO_FLAGS_DIRECT_IO = 1, 16
+
+    def __init__(self, bench, fmt, variant):
+        super().__init__(bench, fmt)
+        self.kind = f"kernel-{variant}"
+        self.name = f"{self.kind}:{fmt}"
+        self.mnt = bench.cache / "mnt" / self.name.replace(":", "-")
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        parts = variant.split("-")
+        self.dio = "dio" in parts
+        self.seq = "seq" in parts
+        self.read_ahead_kb = next((p[2:] for p in parts if p.startswith("ra")), None)
+        self.block_size = int(next((p[2:] for p in parts if p.startswith("bs")), 0))
+        self.dev = self.ra_before = None
+
+    def attach(self, image_fd):
+        """LOOP_CONFIGURE, as daemon/mount/mount_loop.c does; retried while
+        another process takes the free device first."""
+        flags = self.LO_FLAGS_READ_ONLY | (self.LO_FLAGS_DIRECT_IO if self.dio else 0)
+        # struct loop_config: fd, block_size, loop_info64 (lo_flags at 52), reserved
+        cfg = bytearray(304)
+        cfg[0:8] = struct.pack("II", image_fd, self.block_size)
+        cfg[8 + 52:8 + 56] = struct.pack("I", flags)
+        ctl = os.open("/dev/loop-control", os.O_RDWR)
+        try:
+            for _ in range(20):
+                dev = f"/dev/loop{fcntl.ioctl(ctl, self.LOOP_CTL_GET_FREE)}"
+                fd = os.open(dev, os.O_RDONLY)
+                try:
+                    fcntl.ioctl(fd, self.LOOP_CONFIGURE, bytes(cfg))
+                    return dev
+                except OSError as e:
+                    if e.errno != errno.EBUSY:
+                        raise
+                finally:
+                    os.close(fd)
+            raise RuntimeError("no loop device could be attached")
+        finally:
+            os.close(ctl)
+
+    def mount(self):
+        fd = os.open(self.image_path(), os.O_RDONLY)
+        try:
+            if self.seq:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            self.dev = self.attach(fd)
+        finally:
+            os.close(fd)
+        self.took = loop_settings(self.dev)
+        if self.read_ahead_kb:
+            # The device keeps it after the detach: put it back in stop().
+            self.ra_before = self.took["loop_read_ahead_kb"]
+            self.ra_file().write_text(self.read_ahead_kb + "\n")
+            self.took = loop_settings(self.dev)
+        run(["mount", "-t", "squashfs", "-o", "ro,nosuid,nodev", self.dev, self.mnt])
+
+    def ra_file(self):
+        return Path("/sys/block") / Path(self.dev).name / "queue" / "read_ahead_kb"
+
+    def stop(self):
+        super().stop()
+        if self.dev:
+            run(["losetup", "-d", self.dev], check=False)
+            if self.ra_before is not None:
+                self.ra_file().write_text(f"{self.ra_before}\n")
+            self.dev = self.ra_before = None
 
 
 class FuseMode(MountedMode):
@@ -774,6 +876,10 @@ class Bench:
                 cls = {"slow-kernel": KernelMode, "slow-fuse": FuseMode, "slow-reader": ReaderMode}[n]
                 for f in self.formats:
                     modes.append(SlowImageMode(self, cls(self, f.name)))
+            elif (v := re.fullmatch(r"(slow-)?kernel-(.+)", n)) and LoopKernelMode.VARIANT.fullmatch(v[2]):
+                for f in self.formats:
+                    m = LoopKernelMode(self, f.name, v[2])
+                    modes.append(SlowImageMode(self, m) if v[1] else m)
             elif any(x.startswith(n.removeprefix("slow-") + "=") for x in self.args.extra_fuse):
                 pass  # with its --extra-fuse below
             elif n in ("job-kernel", "job-fuse"):
@@ -1709,7 +1815,8 @@ class Bench:
 def cleanup_only(cache):
     """Removes whatever an earlier run of the benchmark left: mounts under
     CACHE/mnt, its FUSE servers (slowfs, squashfuse_ll on CACHE's files),
-    the clusters it listed in CACHE/clusters.txt, the fuse module's
+    loop devices on CACHE's files, the clusters it listed in
+    CACHE/clusters.txt, the fuse module's
     enable_uring as a reader-uring run found it. Touches nothing else."""
     cache = Path(cache)
     prefix = str(cache / "mnt") + "/"
@@ -1720,6 +1827,13 @@ def cleanup_only(cache):
             subprocess.run(["umount", "-l", mp], stderr=subprocess.DEVNULL)
         if not mps:
             break
+    # Loop devices of the kernel-VARIANT modes (attached without
+    # autoclear); a device still mounted is detached when unmounted.
+    for back in Path("/sys/block").glob("loop*/loop/backing_file"):
+        with contextlib.suppress(OSError):
+            if back.read_text().startswith(str(cache) + "/"):
+                subprocess.run(["losetup", "-d", f"/dev/{back.parent.parent.name}"],
+                               stderr=subprocess.DEVNULL)
     me = os.getpid()
     for p in Path("/proc").iterdir():
         if not p.name.isdigit() or int(p.name) == me:
@@ -1770,6 +1884,10 @@ def parse_args(argv):
                     help="modes of part 1 (kernel, fuse and reader run once per format); "
                          "slow-kernel, slow-fuse, slow-reader (not by default): the same with "
                          "the image file behind slowfs (--delay-us, --read-delay-us, --bw-mib); "
+                         "kernel-VARIANT, slow-kernel-VARIANT: the loop device attached with "
+                         "VARIANT's settings joined by '-': dio (direct I/O), raN (read_ahead_kb), "
+                         "bsN (logical block size), seq (fadvise SEQUENTIAL on the image), "
+                         "e.g. slow-kernel-dio-ra1024; "
                          "reader-uring (not by default): squash-reader over FUSE io_uring, the "
                          "fuse module's enable_uring set to Y for each of its mounts and to N "
                          "for the reader mode's and after (machine-wide: nothing else should "
