@@ -49,40 +49,6 @@ const char *squash_env_option_value(void)
 	return env_option;
 }
 
-int squash_env_names_split(const char *text, struct squash_env_names *names, char *err,
-			   size_t errlen)
-{
-	const char *p = text;
-
-	names->count = 0;
-	while (1) {
-		size_t n = strcspn(p, ",");
-		char *name = names->name[names->count];
-
-		if (names->count == SQUASH_ENV_OPTION_MAX_NAMES || n > SQUASH_META_NAME_MAX) {
-			snprintf(err, errlen, "--squash-env: at most %d names of at most %d characters",
-				 SQUASH_ENV_OPTION_MAX_NAMES, SQUASH_META_NAME_MAX);
-			return -1;
-		}
-		memcpy(name, p, n);
-		name[n] = '\0';
-		if (!strcmp(name, SQUASH_ENV_OPTION_NONE)) {
-			snprintf(err, errlen, "--squash-env: 'none' stands alone (it means no environment)");
-			return -1;
-		}
-		if (!squash_env_name_valid(name)) {
-			snprintf(err, errlen, "--squash-env: '%s' is not an environment name (letters, "
-				 "digits and '_', not starting with a digit; names separated by ',')",
-				 name);
-			return -1;
-		}
-		names->found[names->count++] = false;
-		if (!p[n])
-			return 0;
-		p += n + 1;
-	}
-}
-
 int squash_env_option_check(bool have_images)
 {
 	struct squash_env_names *names;
@@ -96,14 +62,14 @@ int squash_env_option_check(bool have_images)
 			    "whose environments it could apply", env_option);
 		return -1;
 	}
-	if (!strcmp(env_option, SQUASH_ENV_OPTION_NONE))
+	if (!strcmp(env_option, SQUASH_ENV_NAMES_NONE))
 		return 0;
 	names = malloc(sizeof(*names));
 	if (!names) {
 		slurm_error("squash: out of memory");
 		return -1;
 	}
-	rc = squash_env_names_split(env_option, names, why, sizeof why);
+	rc = squash_env_names_split(env_option, "--squash-env", names, why, sizeof why);
 	if (rc)
 		slurm_error("squash: %s", why);
 	free(names);

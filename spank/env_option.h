@@ -14,22 +14,7 @@
 
 #include <slurm/spank.h>
 
-#include "image_meta.h"
-
-#define SQUASH_ENV_OPTION_NONE "none"
-#define SQUASH_ENV_OPTION_MAX_NAMES 64
-
-/* The names of the option's text, as each task applies them. */
-struct squash_env_names {
-	char name[SQUASH_ENV_OPTION_MAX_NAMES][SQUASH_META_NAME_MAX + 1];
-	bool found[SQUASH_ENV_OPTION_MAX_NAMES]; /* for the caller: an image defines it */
-	size_t count;
-};
-
-/* Splits text (not "none") into names, all found false. Returns 0, or -1
- * with err for a name that is not one, "none" among others, or too many. */
-int squash_env_names_split(const char *text, struct squash_env_names *names, char *err,
-			   size_t errlen);
+#include "images_env.h"
 
 /* The option for spank_option_register. */
 struct spank_option *squash_env_option(void);

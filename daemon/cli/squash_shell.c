@@ -33,6 +33,7 @@
 #include "client.h"
 #include "catalog.h"
 #include "imagespec.h"
+#include "images_env.h"
 #include "quote.h"
 #include "squash_env.h"
 #include "image_glob.h"
@@ -49,6 +50,9 @@ static void usage(FILE *f)
 		"  -m, --munge-socket PATH  munged's socket (default $SQUASH_MUNGE_SOCKET or MUNGE's)\n"
 		"  -n, --no-munge           do not sign the request (squashd must allow it)\n"
 		"  -b, --base DIR           base of default targets (default: squashd's base_dir)\n"
+		"  -e, --env NAME[,NAME...] set the environments NAME the images define (their\n"
+		"                           /.squash/meta); default: each image's default-env;\n"
+		"                           none: no environment\n"
 		"  -h, --help               this help\n",
 		SQUASH_DEFAULT_SOCKET);
 }
@@ -165,6 +169,62 @@ static void export_env(const Squash__Response *resp)
 	for (size_t i = 0; i < SQUASH_TASK_ENV_VARS; i++)
 		setenv(env.name[i], env.value[i], 1);
 	squash_task_env_free(&env);
+}
+
+/* This process's value of var, malloc'd; NULL when unset. */
+static int own_getenv(void *ctx, const char *var, char **value, char *why, size_t whylen)
+{
+	const char *v = getenv(var);
+
+	(void)ctx;
+	*value = NULL;
+	if (v && !(*value = strdup(v))) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+static int own_setenv(void *ctx, const char *var, const char *value, char *why, size_t whylen)
+{
+	(void)ctx;
+	if (setenv(var, value, 1) == 0)
+		return 0;
+	snprintf(why, whylen, "cannot set %s: %s", var, strerror(errno));
+	return -1;
+}
+
+/* The images' environments (images_env.h), read from the targets as the
+ * caller, after they are bound: the ones env_names gives, else each
+ * image's default-env. */
+static void apply_image_envs(const Squash__Response *resp, const char *env_names)
+{
+	const struct squash_env_access env = {
+		.option = "--env",
+		.images = "given",
+		.get = own_getenv,
+		.set = own_setenv,
+	};
+	char err[2048], b1[sizeof(err) * 4];
+
+	if (squash_images_env_apply(resp, env_names, &env, err, sizeof(err)))
+		die("%s", shown(err, b1, sizeof(b1)));
+}
+
+/* --env's names checked before anything is mounted. */
+static void check_env_names(const char *env_names)
+{
+	struct squash_env_names *names;
+	char why[512], b1[sizeof(why) * 4];
+
+	if (!env_names || !strcmp(env_names, SQUASH_ENV_NAMES_NONE))
+		return;
+	names = malloc(sizeof(*names));
+	if (!names)
+		die("out of memory");
+	if (squash_env_names_split(env_names, "--env", names, why, sizeof(why)))
+		die("%s", shown(why, b1, sizeof(b1)));
+	free(names);
 }
 
 /* Two images on one default target: refused. The paths are shown whole
@@ -324,6 +384,7 @@ int main(int argc, char **argv)
 		{"munge-socket", required_argument, NULL, 'm'},
 		{"no-munge", no_argument, NULL, 'n'},
 		{"base", required_argument, NULL, 'b'},
+		{"env", required_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -334,18 +395,20 @@ int main(int argc, char **argv)
 		.timeout_ms = 60000,
 	};
 	const char *base = NULL; /* --base; else squashd's base_dir */
+	const char *env_names = NULL; /* --env; else the default-envs */
 	char site_base_dir[SQUASH_PATH_MAX];
 	/* Heap, not stack: room for SQUASH_MAX_IMAGES items. */
 	struct squash_image_list *list = malloc(sizeof(*list));
 	char why[512], b1[SQUASH_OPTION_MAX / 16];
 	int opt, status;
 
-	while ((opt = getopt_long(argc, argv, "+s:m:nb:h", options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+s:m:nb:e:h", options, NULL)) != -1) {
 		switch (opt) {
 		case 's': opts.socket_path = optarg; break;
 		case 'm': opts.munge_socket = optarg; break;
 		case 'n': opts.use_munge = false; break;
 		case 'b': base = optarg; break;
+		case 'e': env_names = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 125;
 		}
@@ -361,6 +424,7 @@ int main(int argc, char **argv)
 	if (squash_imagespec_parse(argv[optind], list, why, sizeof(why)))
 		die("%s: %s", shown(argv[optind], b1, sizeof(b1)), why);
 	refuse_writable(list);
+	check_env_names(env_names);
 	/* Globs as at submission (image_glob.h); no % patterns here. */
 	if (squash_image_globs_expand(list, NULL, b1, sizeof(b1)))
 		die("%s", b1);
@@ -390,6 +454,7 @@ int main(int argc, char **argv)
 		private_namespace(uid, gid);
 		bind_images(resp, base);
 		export_env(resp);
+		apply_image_envs(resp, env_names);
 		if (optind < argc) {
 			execvp(argv[optind], argv + optind);
 			die("%s: %s", shown(argv[optind], b1, sizeof(b1)), strerror(errno));

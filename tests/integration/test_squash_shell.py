@@ -7,6 +7,8 @@ import re
 import signal
 import subprocess
 
+import pytest
+
 from conftest import BUILD, USER1, USER2, run, wait_until
 
 SQUASH_SHELL = BUILD / "daemon" / "squash-shell"
@@ -185,6 +187,30 @@ def test_session_survives_a_squashd_restart_and_still_ends_with_its_process(clus
     finally:
         proc.kill()
         proc.communicate(timeout=30)
+
+
+@pytest.mark.host_release_only("squash-shell and squashd alone, no Slurm release in it")
+def test_image_environments_apply_as_in_jobs(cluster):
+    """The image's default-env, as a job's tasks get it; --env none: none;
+    a name no image defines is refused before the command runs."""
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "envtool.sqfs", {
+        "bin/mytool.sh": "#!/bin/sh\necho tool ran\n",
+        ".squash/meta": "format 1\ndefault-env run\nenv run prepend-path PATH bin\n"
+                        "env run set TOOL_MODE fast\nenv dev set TOOL_MODE dev\n",
+    }, owner=USER1)
+    probe = 'mytool.sh 2>/dev/null || echo no tool; echo "MODE=${TOOL_MODE-unset}"'
+
+    p = c.as_user(USER1, shell_cmd(c, img, "--", "sh", "-c", probe), cwd=d)
+    assert (p.returncode, p.stdout) == (0, "tool ran\nMODE=fast\n"), p.stderr
+    p = c.as_user(USER1, shell_cmd(c, "--env", "none", img, "--", "sh", "-c", probe), cwd=d)
+    assert (p.returncode, p.stdout) == (0, "no tool\nMODE=unset\n"), p.stderr
+    p = c.as_user(USER1, shell_cmd(c, "--env", "nosuch", img, "--", "sh", "-c", probe), cwd=d)
+    assert (p.returncode, p.stdout) == (125, ""), p.stderr
+    assert ("squash-shell: --env=nosuch: no image given defines the environment nosuch (the "
+            "images' environments: /squash/envtool (run, dev))") in p.stderr, p.stderr
+    wait_clean(c)
 
 
 def test_without_a_command_it_runs_the_users_shell(cluster):

@@ -1,0 +1,179 @@
+/* The images' environments applied (see images_env.h). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errmsg.h"
+#include "images_env.h"
+#include "squash_env.h"
+
+int squash_env_names_split(const char *text, const char *option, struct squash_env_names *names,
+			   char *err, size_t errlen)
+{
+	const char *p = text;
+
+	names->count = 0;
+	while (1) {
+		size_t n = strcspn(p, ",");
+		char *name = names->name[names->count];
+
+		if (names->count == SQUASH_ENV_NAMES_MAX || n > SQUASH_META_NAME_MAX) {
+			squash_errf(err, errlen, "%s: at most %d names of at most %d characters", option,
+				    SQUASH_ENV_NAMES_MAX, SQUASH_META_NAME_MAX);
+			return -1;
+		}
+		memcpy(name, p, n);
+		name[n] = '\0';
+		if (!strcmp(name, SQUASH_ENV_NAMES_NONE)) {
+			squash_errf(err, errlen, "%s: 'none' stands alone (it means no environment)",
+				    option);
+			return -1;
+		}
+		if (!squash_env_name_valid(name)) {
+			squash_errf(err, errlen, "%s: '%s' is not an environment name (letters, digits "
+				    "and '_', not starting with a digit; names separated by ',')",
+				    option, name);
+			return -1;
+		}
+		names->found[names->count++] = false;
+		if (!p[n])
+			return 0;
+		p += n + 1;
+	}
+}
+
+static int apply_ops(const struct squash_env_ops *ops, const struct squash_env_access *env,
+		     char *err, size_t errlen)
+{
+	for (size_t i = 0; i < ops->count; i++) {
+		const struct squash_env_op *op = &ops->op[i];
+		char *current, *next;
+		int rc;
+
+		if (env->get(env->ctx, op->var, &current, err, errlen))
+			return -1;
+		next = squash_env_op_result(op, current);
+		free(current);
+		if (!next) {
+			squash_errf(err, errlen, "out of memory");
+			return -1;
+		}
+		rc = env->set(env->ctx, op->var, next, err, errlen);
+		free(next);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
+/* Applies environment name of meta (the image seen at target). */
+static int apply_env(const struct squash_image_meta *meta, const char *name, const char *target,
+		     bool by_name, const struct squash_env_access *env, char *err, size_t errlen)
+{
+	struct squash_env_ops ops;
+	char why[512];
+	int rc;
+
+	if (squash_image_env_ops(meta, name, target, by_name, &ops, why, sizeof why)) {
+		squash_errf(err, errlen, "%s/%s: %s", target, SQUASH_META_PATH, why);
+		return -1;
+	}
+	rc = apply_ops(&ops, env, why, sizeof why);
+	squash_env_ops_free(&ops);
+	if (rc)
+		squash_errf(err, errlen, "environment %s of %s: %s", name, target, why);
+	return rc;
+}
+
+/* The environments each target has, for the message about a name none
+ * has: "/squash/a (x, y), /squash/b (none)". */
+static void list_envs(const char *target, const struct squash_image_meta *meta, char *buf,
+		      size_t size)
+{
+	size_t len = strlen(buf);
+	bool first = true;
+
+	snprintf(buf + len, size - len, "%s%s (", len ? ", " : "", target);
+	for (size_t i = 0; i < meta->n_env; i++) {
+		bool seen = false;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(meta->env[j].env, meta->env[i].env);
+		if (seen)
+			continue;
+		len = strlen(buf);
+		snprintf(buf + len, size - len, "%s%s", first ? "" : ", ", meta->env[i].env);
+		first = false;
+	}
+	len = strlen(buf);
+	snprintf(buf + len, size - len, "%s)", first ? "none" : "");
+}
+
+/* One target's metadata: its default-env, or the named ones it has. */
+static int apply_target(const struct squash_image_meta *meta, const char *target,
+			struct squash_env_names *names, const struct squash_env_access *env,
+			char *err, size_t errlen)
+{
+	if (!names)
+		return meta->default_env
+			       ? apply_env(meta, meta->default_env, target, false, env, err, errlen)
+			       : 0;
+	for (size_t k = 0; k < names->count; k++) {
+		if (!squash_image_meta_has_env(meta, names->name[k]))
+			continue;
+		names->found[k] = true;
+		if (apply_env(meta, names->name[k], target, true, env, err, errlen))
+			return -1;
+	}
+	return 0;
+}
+
+int squash_images_env_apply(const Squash__Response *resp, const char *text,
+			    const struct squash_env_access *env, char *err, size_t errlen)
+{
+	struct squash_image_meta meta;
+	struct squash_env_names *names = NULL;
+	char have[1024] = "";
+	int rc = 0;
+
+	if (text && !strcmp(text, SQUASH_ENV_NAMES_NONE))
+		return 0;
+	if (text) {
+		names = calloc(1, sizeof(*names));
+		if (!names) {
+			squash_errf(err, errlen, "out of memory");
+			return -1;
+		}
+		if (squash_env_names_split(text, env->option, names, err, errlen)) {
+			free(names);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < resp->n_job_mounts && !rc; i++) {
+		const char *target = resp->job_mounts[i]->target;
+		int loaded;
+
+		if (squash_mount_repeats_target(resp, i))
+			continue; /* a merged target: one tree, read once */
+		loaded = squash_image_meta_load(target, &meta, err, errlen);
+		if (loaded < 0) {
+			rc = -1;
+		} else if (loaded) {
+			list_envs(target, &meta, have, sizeof have);
+			rc = apply_target(&meta, target, names, env, err, errlen);
+			squash_image_meta_free(&meta);
+		}
+	}
+	for (size_t k = 0; names && !rc && k < names->count; k++) {
+		if (!names->found[k]) {
+			squash_errf(err, errlen, "%s=%s: no image %s defines the environment %s (the "
+				    "images' environments: %s)", env->option, text, env->images,
+				    names->name[k], *have ? have : "none, no image has a /.squash/meta");
+			rc = -1;
+		}
+	}
+	free(names);
+	return rc;
+}
