@@ -22,8 +22,8 @@ const char *squash_env_var_refusal(const char *var, bool by_name)
 	/* LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH...: they change what every
 	 * program of the task loads, so only on the user's explicit word. */
 	if (starts_with(var, "LD_") && !by_name)
-		return "loader variables (LD_*) are applied only from an environment named with "
-		       "--squash-env, not from an image's default-env";
+		return "loader variables (LD_*) are applied only from an environment you name "
+		       "(--squash-env; squash-shell --env), not from an image's default-env";
 	return NULL;
 }
 

@@ -114,6 +114,6 @@ echo "SLURMY rc=$?"
     assert job.state == "FAILED", out
     assert "should not run" not in out, out
     assert ("/squash/preload/.squash/meta: line 3: environment run sets LD_PRELOAD: loader "
-            "variables (LD_*) are applied only from an environment named with --squash-env, "
-            "not from an image's default-env") in out, out
+            "variables (LD_*) are applied only from an environment you name (--squash-env; "
+            "squash-shell --env), not from an image's default-env") in out, out
     assert c.node_state() == "idle"

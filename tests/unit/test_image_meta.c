@@ -213,7 +213,7 @@ static void test_env_ops(void)
 
 	/* Loader variables: only when the user named the environment. */
 	CHECK_INT(squash_image_env_ops(&m, "dev", "/squash/p", false, &ops, err, sizeof err), -1);
-	CHECK_CONTAINS(err, "line 18: environment dev sets LD_LIBRARY_PATH: loader variables (LD_*) are applied only from an environment named with --squash-env");
+	CHECK_CONTAINS(err, "line 18: environment dev sets LD_LIBRARY_PATH: loader variables (LD_*) are applied only from an environment you name (--squash-env; squash-shell --env)");
 	CHECK_INT(squash_image_env_ops(&m, "dev", "/squash/p", true, &ops, err, sizeof err), 0);
 	CHECK_INT(ops.count, 2);
 	squash_env_ops_free(&ops);
