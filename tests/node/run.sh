@@ -28,7 +28,12 @@
 # probe), SQUASH_NODE_TIMEOUT (seconds per guest, default 900),
 # SQUASH_NODE_REBOOT (the suites whose guest reboots in the middle of its
 # run and checks what a reboot leaves: default the last suite named, the
-# newest; each boot costs about a minute under TCG), SQUASH_NODE_DROPIN (diagnosis only: lines for a [Service] drop-in of
+# newest; each boot costs about a minute under TCG), SQUASH_NODE_ALL_CASES
+# (the suites whose guest also runs the cases of the product's own logic,
+# which do not depend on the release and run on the host too: dataset,
+# catalog_env, packed_at_target, health_metrics; default the last suite
+# named; the others run only the cases that meet the release's systemd,
+# Slurm, kernel and libfuse), SQUASH_NODE_DROPIN (diagnosis only: lines for a [Service] drop-in of
 # squashd.service in the guest, e.g. "RestrictNamespaces=no").
 # Hold /tmp/squash-cluster.lock around it when others share the machine.
 set -uo pipefail
@@ -41,6 +46,9 @@ guest_timeout=${SQUASH_NODE_TIMEOUT:-900}
 # The guests that reboot in the middle of their run (the reboot cases):
 # default the last one named, the newest release.
 reboot_suites=${SQUASH_NODE_REBOOT-${!#}}
+# The guests that also run the release-independent cases (guest.sh's
+# own_logic_cases): default the newest too, to keep CI's minutes.
+all_cases_suites=${SQUASH_NODE_ALL_CASES-${!#}}
 
 die() { echo "tests/node/run.sh: $*" >&2; exit 1; }
 say() { echo "--- [node ${suite:-}] $*"; }
@@ -138,6 +146,7 @@ run_suite() {
 	cp "$deb" "$share/deb/"
 	cp "$repo/tests/node/guest.sh" "$share/guest.sh"
 	[[ " $reboot_suites " == *" $suite "* ]] && : >"$share/reboot"
+	[[ " $all_cases_suites " == *" $suite "* ]] && : >"$share/all-cases"
 	if [ -n "${SQUASH_NODE_DROPIN:-}" ]; then
 		printf '[Service]\n%s\n' "$SQUASH_NODE_DROPIN" >"$share/squashd-dropin.conf"
 		say "diagnosis: squashd.service drop-in: $SQUASH_NODE_DROPIN"
@@ -186,7 +195,8 @@ run_suite() {
 
 	# Every case must have an "ok" line; a case with no line did not run.
 	results=$share/out/results
-	expected="setup boot user_image_fuse trusted_image_kernel restart_while_reading reload reader_cgroup fork_bomb dataset catalog_env packed_at_target health_metrics journal_fields double_load remove_purge"
+	expected="setup boot user_image_fuse trusted_image_kernel restart_while_reading reload reader_cgroup fork_bomb journal_fields double_load remove_purge"
+	[ -f "$share/all-cases" ] && expected="$expected dataset catalog_env packed_at_target health_metrics"
 	[ -f "$share/reboot" ] && expected="$expected reboot_prepare after_reboot reboot_job_gone reboot_shutdown"
 	[ -f "$results" ] && sed 's/^/    /' "$results"
 	# ("note" lines: what the guest saw of Slurm's own behaviour; shown,
