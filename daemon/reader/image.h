@@ -134,6 +134,17 @@ int xattr_list(struct image *img, const struct inode *in, bool with_trusted, cha
 int xattr_get(struct image *img, const struct inode *in, const char *name, void *buf,
 	      size_t size);
 
+/* The parts of the image that hold bytes [from, to) of the file in: its
+ * data blocks (one part: a file's blocks lie together) and its fragment's
+ * block, each given to part(ctx, offset, length) once. 0 or -errno. */
+int file_extents(struct image *img, const struct inode *in, uint64_t from, uint64_t to,
+		 void (*part)(void *ctx, uint64_t off, uint64_t len), void *ctx);
+
+/* Records which bytes of which files are read from now on into rec
+ * (start_profile.h; NULL: stops). Set before the image is served. */
+struct profile_recorder;
+void image_record_profile(struct image *img, struct profile_recorder *rec);
+
 /* Fills r with up to size bytes of the file from off (fewer at its end). */
 int file_read(struct image *img, const struct inode *in, uint64_t off, size_t size,
 	      struct read_reply *r);

@@ -14,6 +14,7 @@
 
 #include "reader/block_cache.h"
 #include "reader/image_format.h"
+#include "reader/start_profile.h"
 
 /* Never written: the data of sparse blocks. */
 static unsigned char zeros[SQUASH_BLOCK_SIZE_MAX];
@@ -190,6 +191,8 @@ int file_read(struct image *img, const struct inode *in, uint64_t off, size_t si
 	if (off >= in->size || size == 0)
 		return 0;
 	end = in->size - off < size ? in->size : off + size;
+	if (img->recorder)
+		profile_recorder_note(img->recorder, in->id, off, end);
 	tail = in->size % bs;
 	has_frag = in->frag != INVALID_FRAG && tail != 0;
 	nblocks = in->size / bs + (!has_frag && tail ? 1 : 0);
@@ -237,4 +240,64 @@ int file_read(struct image *img, const struct inode *in, uint64_t off, size_t si
 fail:
 	read_reply_done(img, r);
 	return rc;
+}
+
+void image_record_profile(struct image *img, struct profile_recorder *rec)
+{
+	img->recorder = rec;
+}
+
+int file_extents(struct image *img, const struct inode *in, uint64_t from, uint64_t to,
+		 void (*part)(void *ctx, uint64_t off, uint64_t len), void *ctx)
+{
+	uint64_t bs = img->block_size, tail, nblocks, first, last, len = 0;
+	struct block_index bi;
+	bool has_frag;
+	int rc;
+
+	if (!S_ISREG(in->mode))
+		return -EINVAL;
+	if (to > in->size)
+		to = in->size;
+	if (from >= to)
+		return 0;
+	tail = in->size % bs;
+	has_frag = in->frag != INVALID_FRAG && tail != 0;
+	nblocks = in->size / bs + (!has_frag && tail ? 1 : 0);
+	first = from / bs;
+	last = (to - 1) / bs;
+	if (first < nblocks) {
+		uint64_t upto = last < nblocks ? last : nblocks - 1;
+
+		if ((rc = seek_block(img, in, first, &bi)) < 0)
+			return rc;
+		for (uint64_t k = first; k <= upto; k++) {
+			unsigned char w[4];
+
+			if ((rc = md_read(img, &bi.cur, w, 4)) < 0)
+				return rc;
+			len += le32(w) & ~DATA_UNCOMPRESSED;
+			/* Beyond what a prefetch would take anyway. */
+			if (len >= START_PROFILE_MAX_PREFETCH)
+				break;
+		}
+		if (bi.pos >= img->bytes_used || len > img->bytes_used - bi.pos)
+			return -EIO;
+		if (len)
+			part(ctx, bi.pos, len);
+	}
+	if (has_frag && last >= nblocks) {
+		unsigned char e[16];
+		uint64_t at;
+		uint32_t size;
+
+		if ((rc = table_entry(img, img->frag_start, in->frag, 16, e)) < 0)
+			return rc;
+		at = le64(e);
+		size = le32(e + 8) & ~DATA_UNCOMPRESSED;
+		if (size == 0 || size > bs || at >= img->bytes_used || size > img->bytes_used - at)
+			return -EIO;
+		part(ctx, at, size);
+	}
+	return 0;
 }

@@ -8,6 +8,7 @@
 #define SQUASH_READER_IMAGE_FORMAT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +66,12 @@ struct image {
 	struct block_index bidx[BIDX_SLOTS];
 	unsigned bidx_next;
 	uint64_t prefetch_off, prefetch_len; /* what image_open asked to read ahead */
+	/* The start profile (start_profile.h): read ahead by a thread while
+	 * prefetching; recorded into recorder when one is set. */
+	pthread_t prefetch_thread;
+	bool prefetching;
+	atomic_bool prefetch_stop;
+	struct profile_recorder *recorder;
 };
 
 /* Reads the xattr id table's header at the superblock's xattr_id_start

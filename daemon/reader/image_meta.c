@@ -17,6 +17,7 @@
 
 #include "reader/block_cache.h"
 #include "reader/image_format.h"
+#include "reader/start_profile.h"
 #include "read_full.h"
 
 /* Reads len bytes at pos, all within the image's used bytes. */
@@ -266,6 +267,10 @@ static int open_common(int fd, unsigned md_slots, unsigned data_slots, struct bl
 		return -EIO;
 	}
 	*out = img;
+	/* A single image's start profile (a union's bundles are data, not a
+	 * program's start). */
+	if (!tag)
+		start_profile_prefetch_begin(img);
 	return 0;
 }
 
@@ -273,6 +278,7 @@ void image_close(struct image *img)
 {
 	if (!img)
 		return;
+	start_profile_prefetch_end(img);
 	block_cache_destroy(&img->md);
 	block_cache_destroy(&img->data);
 	pthread_mutex_destroy(&img->bidx_lock);

@@ -22,6 +22,7 @@
 #include "reader/ops.h"
 #include "reader/serve.h"
 #include "reader/session.h"
+#include "reader/start_profile.h"
 #include "reader/union_tree.h"
 #ifdef HAVE_LIBZSTD
 #include "reader/zstd_block.h"
@@ -56,6 +57,9 @@ static void usage(FILE *out)
 		"                     with their attributes: all; dirs (files are looked up\n"
 		"                     when stat'ed); auto (dirs, all for a thread that has\n"
 		"                     looked a file up; default all)\n"
+		"  --record-profile FILE  (IMAGE MOUNTPOINT only) when the mount ends, write\n"
+		"                     to FILE which bytes of which files were read: the\n"
+		"                     start profile squash-pack --profile stores in an image\n"
 		"  -d                 FUSE debug output\n"
 		"  -h, --help         this text\n",
 		PACKAGE_VERSION, DEFAULT_THREADS, SERVE_POLL_US_DEFAULT, SERVE_POLL_US_MAX);
@@ -77,6 +81,26 @@ static int fd_argument(const char *path)
 static int open_image(const char *path)
 {
 	return strncmp(path, "/dev/fd/", 8) == 0 ? fd_argument(path) : open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* --record-profile FILE: what the mount's readers read, once it ended. */
+static int write_profile(struct profile_recorder *rec, struct image *img, const char *path)
+{
+	FILE *f = fopen(path, "we");
+	int n;
+
+	if (!f) {
+		fprintf(stderr, "squash-reader: cannot write the profile %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	n = profile_recorder_write(rec, img, f);
+	if (fclose(f) != 0 && n >= 0)
+		n = -EIO;
+	if (n < 0) {
+		fprintf(stderr, "squash-reader: cannot write the profile %s: %s\n", path, strerror(-n));
+		return -1;
+	}
+	return 0;
 }
 
 /* --union IMAGE... MOUNTPOINT: one mount of the images merged. */
@@ -135,6 +159,7 @@ int main(int argc, char **argv)
 		{ "union", no_argument, NULL, 'U' },
 		{ "poll-us", required_argument, NULL, 'P' },
 		{ "plus", required_argument, NULL, 'L' },
+		{ "record-profile", required_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -145,7 +170,8 @@ int main(int argc, char **argv)
 	struct session_options opt = { .max_threads = 0, .poll_us = SERVE_POLL_US_DEFAULT,
 				       .plus = PLUS_ALL };
 	struct reader rd = { 0 };
-	const char *serve_socket = NULL;
+	const char *serve_socket = NULL, *record_to = NULL;
+	struct profile_recorder *rec = NULL;
 	bool union_mode = false;
 	char err[256];
 	int c, fd, status;
@@ -188,6 +214,9 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'Q':
+			record_to = optarg;
+			break;
 		case 'R':
 			opt.resume = true;
 			break;
@@ -215,6 +244,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 #endif
+	if (record_to && (serve_socket || union_mode || opt.resume)) {
+		fprintf(stderr, "squash-reader: --record-profile is for one IMAGE and a MOUNTPOINT\n");
+		return 2;
+	}
 	if (serve_socket) {
 		if (argc != optind || opt.resume || opt.mount_opts) {
 			usage(stderr);
@@ -246,7 +279,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "squash-reader: %s: %s\n", argv[optind], err);
 		return 1;
 	}
+	if (record_to) {
+		if (!(rec = profile_recorder_new())) {
+			fprintf(stderr, "squash-reader: out of memory\n");
+			return 1;
+		}
+		image_record_profile(rd.img, rec);
+	}
 	status = session_run(&rd, &opt);
+	if (rec) {
+		image_record_profile(rd.img, NULL);
+		status = write_profile(rec, rd.img, record_to) < 0 && status == 0 ? 1 : status;
+		profile_recorder_free(rec);
+	}
 	image_close(rd.img);
 	close(fd);
 	return status;

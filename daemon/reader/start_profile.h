@@ -1,0 +1,72 @@
+/* Start profiles: which bytes of which files a program's start reads from
+ * an image, recorded once (squash-reader --record-profile, run by
+ * squash-pack --profile) and stored in the image as /.squash/start-profile;
+ * the reader then asks for those parts of the image right after it opens
+ * it, in large reads all in flight together, before the job asks for them
+ * one round trip at a time (docs/performance.md, section 18; the format
+ * in squash-pack(1), START PROFILES).
+ *
+ * The format, text, one file per line after a "# squash start profile 1"
+ * line:
+ *
+ *     FROM TO PATH
+ *
+ * FROM and TO (decimal, FROM < TO) the bytes of the file read, PATH its
+ * path in the image without a leading '/', in the order the start first
+ * read the files. */
+#ifndef SQUASH_READER_START_PROFILE_H
+#define SQUASH_READER_START_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct image;
+
+#define START_PROFILE_PATH ".squash/start-profile"
+#define START_PROFILE_HEADER "# squash start profile 1"
+/* Bounds on what a profile (a user's bytes) may ask for. */
+#define START_PROFILE_MAX_BYTES (4u << 20)   /* the file itself */
+#define START_PROFILE_MAX_FILES 65536u       /* lines recorded or read */
+#define START_PROFILE_MAX_PREFETCH (512ull << 20) /* image bytes read ahead */
+/* Prefetches running at once in one reader (its mounts opened together);
+ * another mount's profile is then left out, not queued. */
+#define START_PROFILE_MAX_RUNNING 2
+
+/* ---- recording (start_profile_record.c) */
+
+struct profile_recorder;
+
+struct profile_recorder *profile_recorder_new(void);
+void profile_recorder_free(struct profile_recorder *rec);
+/* The file with inode reference id had bytes [from, to) read. Thread-safe;
+ * past START_PROFILE_MAX_FILES files, new ones are not recorded. */
+void profile_recorder_note(struct profile_recorder *rec, uint64_t id, uint64_t from, uint64_t to);
+/* Writes the profile of what was recorded: finds each file's path by a walk
+ * of img's tree. The number of files written, or -errno. */
+int profile_recorder_write(struct profile_recorder *rec, struct image *img, FILE *out);
+
+/* ---- prefetching (start_profile_prefetch.c) */
+
+/* One line of a profile. */
+struct profile_line {
+	uint64_t from, to;
+	const char *path; /* into the parsed buffer, NUL-terminated */
+};
+
+/* Parses the profile in buf (len bytes, modified: lines are cut there).
+ * Calls each(ctx, line) per valid line, in order, until it returns
+ * non-zero; lines that break the format are skipped. The lines given, or
+ * -EINVAL when the header is missing. */
+int start_profile_parse(char *buf, size_t len, int (*each)(void *ctx, const struct profile_line *l),
+			void *ctx);
+
+/* Starts reading img's start profile ahead, in a thread of its own, if the
+ * image has one (single images only: unions do not). Never waits on the
+ * image. */
+void start_profile_prefetch_begin(struct image *img);
+/* Stops that thread and waits for it (image_close). */
+void start_profile_prefetch_end(struct image *img);
+
+#endif
