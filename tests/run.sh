@@ -127,6 +127,15 @@ in_root() {
 	env "${env[@]}" "$repo/tests/matrix/run-in-root.sh" "$1" ./tests/run.sh 2>&1 | sed -u "s/^/[$1] /"
 }
 
+# The roots of this run whose .deb is built with its checks (a guest of
+# their release boots it, in_root).
+root_suites_with_deb_checks() {
+	local s
+	for s in $releases; do
+		[ "$s" != host ] && [[ " $nodes " == *" $s "* ]] && echo "$s"
+	done
+}
+
 # The releases booted as guests: those of SQUASH_NODES that run above.
 node_suites() {
 	local s host_suite
@@ -155,17 +164,24 @@ if [[ " $releases " == *" host "* ]]; then
 	step "build ($build)" build || exit 1
 	[ "${1:-}" = --build-only ] && exit 0
 	n_failed=${#failed[@]}
-	step "make check" check
+	# A root whose .deb is built with its checks (a guest boots it:
+	# SQUASH_TEST_DEB_CHECK from in_root) runs make check there, on the
+	# tarball, with this release's compiler and Slurm: not twice.
+	if [ -n "${SQUASH_MATRIX_SUITE:-}" ] && [ "${SQUASH_TEST_DEB_CHECK:-0}" = 1 ]; then
+		echo
+		echo "=== make check: in the .deb's build below (dpkg-buildpackage with its checks)"
+	else
+		step "make check" check
+	fi
 	# What does not depend on the release runs once, on this machine: the
 	# other Slurms' headers and the tarball's completeness (the roots
 	# still build and check the tree with their own compiler and Slurm).
 	if [ -z "${SQUASH_MATRIX_SUITE:-}" ]; then
 		step "build against every Slurm release's headers" "$repo/tests/releases/test_builds_against_slurm_releases.sh"
-		# Its own make check is left out when the .deb is built from the
-		# same tarball with its checks below (a guest of this release
+		# Its own make check is left out when a root builds its .deb
+		# from the same tarball with its checks (a guest of that release
 		# boots it): the tarball's tests then run there, once.
-		host_suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-		if [[ " $nodes " == *" $host_suite "* ]]; then
+		if [ -n "$(root_suites_with_deb_checks)" ]; then
 			step "make distcheck" make -C "$build" distcheck TESTS=
 		else
 			step "make distcheck" make -C "$build" distcheck
@@ -173,12 +189,14 @@ if [[ " $releases " == *" host "* ]]; then
 	fi
 	step "integration tests" integration
 	step "sanitizers" "$repo/tests/sanitizers/run.sh"
-	# The host release's .deb, built with its checks when a guest of this
-	# release boots it later (tests/node); no stale one is left for it.
+	# The host release's .deb, kept when a guest of this release boots it
+	# later (tests/node); no stale one is left for it. Without its checks:
+	# make check ran above, on this release (a root's .deb runs the
+	# tarball's).
 	rm -rf "$build/debs"
 	host_suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 	if [[ " $nodes " == *" $host_suite "* ]]; then
-		SQUASH_TEST_DEB_CHECK=1 SQUASH_TEST_DEB_OUTPUT=$build/debs/$host_suite \
+		SQUASH_TEST_DEB_OUTPUT=$build/debs/$host_suite \
 			step "packages" "$repo/tests/packaging/test_packages.sh"
 	else
 		step "packages" "$repo/tests/packaging/test_packages.sh"

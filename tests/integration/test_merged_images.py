@@ -64,6 +64,7 @@ def bundles(cluster, user, n, name="b", per=None, where=None, comp=None):
     return paths
 
 
+@pytest.mark.host_release_only("squashd's own merging over the host's overlayfs: the same on every release (the reader's union runs on every libfuse in test_reader_union_matches_overlayfs)")
 def test_a_job_sees_the_union_of_kernel_and_fuse_images_the_later_one_winning(cluster):
     os.chmod(cluster.trusted, 0o755)
     log_start = len(cluster.squashd_log())  # the cluster's earlier tests merge too
@@ -113,6 +114,7 @@ touch {TARGET}/new 2>/dev/null && echo writable || echo read-only
         send_hup_and_wait(cluster, "setting(s) applied")
 
 
+@pytest.mark.host_release_only("squashd's own sharing of union mounts: the same on every release")
 def test_two_jobs_with_the_same_list_share_one_union_mount(cluster):
     a, b, c = bundles(cluster, USER1, 3)
     same = ",".join(f"{p}:{TARGET}" for p in (a, b, c))

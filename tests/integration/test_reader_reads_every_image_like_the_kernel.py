@@ -176,6 +176,7 @@ def test_an_image_reads_as_through_the_kernel(cluster, tree, options):
         shutil.rmtree(d)
 
 
+@pytest.mark.host_release_only("the reader's own paging of a large listing: the same with every libfuse (the images above run on every release)")
 def test_a_directory_of_100000_entries_reads_as_through_the_kernel(cluster):
     """Lookups of present and absent names go through the directory index
     (squash-reader's dir_lookup); readdir lists all in the same order."""

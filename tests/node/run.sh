@@ -132,7 +132,7 @@ probe_accel() {
 run_suite() {
 	local deb g art share t0 t_boot rc=0 results expected missing
 	t0=$(date +%s)
-	say "the .deb (dpkg-buildpackage with its checks)"
+	say "the .deb (dpkg-buildpackage)"
 	deb=$(deb_for "$suite") || { echo "FAIL $suite: the .deb did not build"; return 1; }
 	say "$deb ($(( $(date +%s) - t0 )) s)"
 	g=$("$repo/tests/node/build-guest.sh" "$suite" | tail -n 1) || { echo "FAIL $suite: no guest image"; return 1; }
