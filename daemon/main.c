@@ -17,6 +17,7 @@
 #include "core/trusted_image.h"
 #include "frame.h"
 #include "mount/fuse_probe.h"
+#include "mount/kernel_prefetch.h"
 #include "mount/fuse_reader.h"
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
@@ -173,6 +174,7 @@ int main(int argc, char **argv)
 	spawner_ops[SPAWNER_OPEN_IMAGE] = image_open_spawner_op;
 	spawner_ops[SPAWNER_FUSE_PROBE] = fuse_probe_spawner_op;
 	spawner_ops[SPAWNER_START_SERVER] = server_spawner_op;
+	spawner_ops[SPAWNER_KERNEL_PREFETCH] = kernel_prefetch_spawner_op;
 	spawner_start(spawner_ops, SPAWNER_N_OPS);
 	/* Still before any thread: under a delegated cgroup v2 squashd and
 	 * the spawner move to a leaf of their own. */

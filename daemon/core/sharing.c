@@ -16,6 +16,7 @@
 #include "mount/fuse_keep.h"
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
+#include "mount/kernel_prefetch.h"
 #include "mount/mount_loop.h"
 #include "mount/reader_pool.h"
 #include "mount/unmount.h"
@@ -122,7 +123,11 @@ static enum result make_mount(struct daemon_state *ds, const struct squashd_conf
 					     why, whylen);
 	if (loop_devices_refuse(ds, cfg, m, why, whylen))
 		return RESULT_NODE_ERROR;
-	return loop_mount_image(fd, m->mount_point, loop_dev, loop_len, why, whylen);
+	enum result res = loop_mount_image(fd, m->mount_point, loop_dev, loop_len, why, whylen);
+
+	if (res == RESULT_OK)
+		kernel_prefetch_start(cfg->squash_reader, fd);
+	return res;
 }
 
 enum result sharing_open(const struct squashd_config *cfg, const struct identity *id,

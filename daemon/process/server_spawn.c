@@ -19,6 +19,7 @@
 #include "process/child_process.h"
 #include "process/reader_cgroup.h"
 #include "process/server_output.h"
+#include "util/close_from.h"
 #include "util/log.h"
 
 #define ARGS_MAX 1024 /* argv, NUL-separated */
@@ -36,14 +37,6 @@ struct server_request {
 /* How long the spawner may take to make the child: it is root's and
  * waits for nothing, so only a machine out of processes is this slow. */
 #define SPAWN_ANSWER_MS 5000
-
-static void close_from(int lowfd)
-{
-	if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
-		return;
-	for (int fd = lowfd; fd < 65536; fd++)
-		close(fd);
-}
 
 static void write_file(const char *path, const char *text)
 {

@@ -42,6 +42,7 @@ enum spawner_op_id {
 	SPAWNER_OPEN_IMAGE, /* mount/image_open.c */
 	SPAWNER_FUSE_PROBE, /* mount/fuse_probe.c */
 	SPAWNER_START_SERVER, /* process/server_spawn.c */
+	SPAWNER_KERNEL_PREFETCH, /* mount/kernel_prefetch.c */
 	SPAWNER_N_OPS
 };
 

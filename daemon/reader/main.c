@@ -38,6 +38,7 @@ static void usage(FILE *out)
 		"usage: squash-reader [options] IMAGE MOUNTPOINT\n"
 		"       squash-reader [options] --union IMAGE... MOUNTPOINT\n"
 		"       squash-reader [options] --serve /dev/fd/N\n"
+		"       squash-reader --prefetch IMAGE\n"
 		"  IMAGE and MOUNTPOINT may be /dev/fd/N (an open image; a mounted /dev/fuse)\n"
 		"  -f                 stay in the foreground (always; for squashfuse_ll's syntax)\n"
 		"  -o OPTS            more mount options when mounting a directory\n"
@@ -60,6 +61,8 @@ static void usage(FILE *out)
 		"  --record-profile FILE  (IMAGE MOUNTPOINT only) when the mount ends, write\n"
 		"                     to FILE which bytes of which files were read: the\n"
 		"                     start profile squash-pack --profile stores in an image\n"
+		"  --prefetch IMAGE   ask the kernel to read IMAGE's start profile ahead into\n"
+		"                     the page cache, and exit (squashd, for kernel mounts)\n"
 		"  -d                 FUSE debug output\n"
 		"  -h, --help         this text\n",
 		PACKAGE_VERSION, DEFAULT_THREADS, SERVE_POLL_US_DEFAULT, SERVE_POLL_US_MAX);
@@ -100,6 +103,31 @@ static int write_profile(struct profile_recorder *rec, struct image *img, const 
 		fprintf(stderr, "squash-reader: cannot write the profile %s: %s\n", path, strerror(-n));
 		return -1;
 	}
+	return 0;
+}
+
+/* --prefetch IMAGE: the image's start profile asked for, then exit (the
+ * kernel reads on). squashd runs it after a kernel mount of a trusted
+ * image, whose loop device reads the image file through the same page
+ * cache. */
+static int prefetch_only(const char *path)
+{
+	struct image *img = NULL;
+	char err[256];
+	int fd = open_image(path);
+
+	if (fd < 0) {
+		fprintf(stderr, "squash-reader: cannot open %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	if (image_open(fd, 0, 0, &img, err, sizeof(err)) < 0) {
+		fprintf(stderr, "squash-reader: %s: %s\n", path, err);
+		close(fd);
+		return 1;
+	}
+	start_profile_prefetch_wait(img);
+	image_close(img);
+	close(fd);
 	return 0;
 }
 
@@ -160,6 +188,7 @@ int main(int argc, char **argv)
 		{ "poll-us", required_argument, NULL, 'P' },
 		{ "plus", required_argument, NULL, 'L' },
 		{ "record-profile", required_argument, NULL, 'Q' },
+		{ "prefetch", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -170,7 +199,7 @@ int main(int argc, char **argv)
 	struct session_options opt = { .max_threads = 0, .poll_us = SERVE_POLL_US_DEFAULT,
 				       .plus = PLUS_ALL };
 	struct reader rd = { 0 };
-	const char *serve_socket = NULL, *record_to = NULL;
+	const char *serve_socket = NULL, *record_to = NULL, *prefetch = NULL;
 	struct profile_recorder *rec = NULL;
 	bool union_mode = false;
 	char err[256];
@@ -217,6 +246,9 @@ int main(int argc, char **argv)
 		case 'Q':
 			record_to = optarg;
 			break;
+		case 'F':
+			prefetch = optarg;
+			break;
 		case 'R':
 			opt.resume = true;
 			break;
@@ -244,6 +276,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 #endif
+	if (prefetch) {
+		if (argc != optind || serve_socket || union_mode || record_to || opt.resume) {
+			usage(stderr);
+			return 2;
+		}
+		return prefetch_only(prefetch);
+	}
 	if (record_to && (serve_socket || union_mode || opt.resume)) {
 		fprintf(stderr, "squash-reader: --record-profile is for one IMAGE and a MOUNTPOINT\n");
 		return 2;

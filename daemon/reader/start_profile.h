@@ -68,5 +68,8 @@ int start_profile_parse(char *buf, size_t len, int (*each)(void *ctx, const stru
 void start_profile_prefetch_begin(struct image *img);
 /* Stops that thread and waits for it (image_close). */
 void start_profile_prefetch_end(struct image *img);
+/* Waits for that thread to have asked for the whole profile
+ * (squash-reader --prefetch). */
+void start_profile_prefetch_wait(struct image *img);
 
 #endif

@@ -249,3 +249,11 @@ void start_profile_prefetch_end(struct image *img)
 	pthread_join(img->prefetch_thread, NULL);
 	img->prefetching = false;
 }
+
+void start_profile_prefetch_wait(struct image *img)
+{
+	if (!img->prefetching)
+		return;
+	pthread_join(img->prefetch_thread, NULL);
+	img->prefetching = false;
+}

@@ -1,0 +1,87 @@
+/* squash-reader --prefetch after a kernel mount (kernel_prefetch.h). */
+#include "config.h"
+
+#include "mount/kernel_prefetch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "process/identity.h"
+#include "util/close_from.h"
+#include "util/log.h"
+
+struct prefetch_request {
+	char reader[PATH_MAX];
+};
+
+/* In the spawner's child; never returns. fds[0]: the image. */
+static void __attribute__((noreturn))
+spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
+{
+	static struct prefetch_request rq; /* a fresh process: ours alone */
+	static const struct identity nobody = { .uid = KERNEL_PREFETCH_ID, .gid = KERNEL_PREFETCH_ID,
+						.ngroups = 0, .name = "nobody" };
+	char *const envp[] = { NULL };
+	struct sigaction dfl;
+	sigset_t none;
+	int img, devnull;
+
+	close(sock); /* squashd does not listen */
+	memcpy(&rq, payload, sizeof(rq));
+	rq.reader[sizeof(rq.reader) - 1] = '\0';
+	if (nfds < 1 || rq.reader[0] != '/')
+		_exit(2);
+	setsid();
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	for (int s = 1; s < NSIG; s++)
+		sigaction(s, &dfl, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	img = fcntl(fds[0], F_DUPFD, 10);
+	devnull = open("/dev/null", O_RDWR);
+	if (img < 0 || devnull < 0 || dup2(img, 3) < 0)
+		_exit(2);
+	for (int i = 0; i < 3; i++)
+		dup2(devnull, i);
+	close_from(4);
+	/* Behind the node's real work; and gone, even stuck in a hung file
+	 * system's read, after its time (SIGALRM's default ends it). */
+	setpriority(PRIO_PROCESS, 0, 10);
+	alarm(KERNEL_PREFETCH_MAX_S);
+	if (identity_become_raw(&nobody) != 0)
+		_exit(2);
+	execve(rq.reader, (char *const[]){ rq.reader, (char *)"--prefetch", (char *)"/dev/fd/3", NULL },
+	       envp);
+	_exit(2);
+}
+
+const struct spawner_op kernel_prefetch_spawner_op = { sizeof(struct prefetch_request),
+						       spawned_prefetch, 1, false };
+
+void kernel_prefetch_start(const char *reader_path, int image_fd)
+{
+	struct prefetch_request r = { { 0 } };
+	int sv[2], fds[2];
+
+	if (strlen(reader_path) >= sizeof(r.reader))
+		return;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		log_debug("no start profile read ahead: socketpair: %s", strerror(errno));
+		return;
+	}
+	snprintf(r.reader, sizeof(r.reader), "%s", reader_path);
+	fds[0] = sv[1];
+	fds[1] = image_fd;
+	if (spawner_request_fds(SPAWNER_KERNEL_PREFETCH, &r, sizeof(r), fds, 2) < 0)
+		log_debug("no start profile read ahead: no spawner");
+	close(sv[0]);
+	close(sv[1]);
+}

@@ -1,0 +1,29 @@
+/* Reading a trusted image's start profile ahead after its kernel mount
+ * (squash-pack --profile; docs/performance.md, section 18). The loop device
+ * reads the image file through the node's page cache, so the parts of the
+ * image the profile names, asked for at once in large reads in flight
+ * together, are there before the job's start asks for them one round trip
+ * at a time (Lustre, GPFS). squash-reader --prefetch does it: a process the
+ * spawner makes and squashd never waits for, on squashd's own descriptor
+ * of the image, as an unprivileged uid, that ends by itself (it only asks
+ * the kernel to read) and is ended by its own alarm after
+ * KERNEL_PREFETCH_MAX_S if the image's file system hangs. An image without
+ * a profile costs it one lookup; without a spawner nothing is read ahead. */
+#ifndef SQUASHD_KERNEL_PREFETCH_H
+#define SQUASHD_KERNEL_PREFETCH_H
+
+#include "process/spawner.h"
+
+#define KERNEL_PREFETCH_MAX_S 60
+/* The uid and gid it runs as: the kernel's overflow ids, which own nothing. */
+#define KERNEL_PREFETCH_ID 65534
+
+/* Starts squash-reader (reader_path) --prefetch on image_fd, which stays
+ * the caller's. Never blocks on the image; failures are logged at debug
+ * level only (nothing depends on it). */
+void kernel_prefetch_start(const char *reader_path, int image_fd);
+
+/* The process as the spawner runs it (register as SPAWNER_KERNEL_PREFETCH). */
+extern const struct spawner_op kernel_prefetch_spawner_op;
+
+#endif
