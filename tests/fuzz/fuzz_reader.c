@@ -15,6 +15,10 @@
  * merges with itself, whiteouts and opaque directories included), walked
  * the same way through the union's listings and lookups.
  *
+ * A start profile in the image (/.squash/start-profile, start_profile.h)
+ * is read ahead to its end before the walk, which records what it reads
+ * and writes that down as a profile (the walk back to the paths).
+ *
  * Besides "no crash, no leak, no undefined behaviour, no hang", it
  * asserts what ops.c relies on: a READ never answers more than it was
  * asked, the xattr list and values fit the kernel's limits and answer the
@@ -24,6 +28,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,6 +37,7 @@
 
 #include "reader/block_cache.h"
 #include "reader/image.h"
+#include "reader/start_profile.h"
 #include "reader/union_tree.h"
 
 #define MAX_DEPTH 8
@@ -294,12 +300,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (image_open(fd, 4, 2, &img, err, sizeof(err)) == 0) {
 		struct statvfs sv;
+		struct profile_recorder *rec = profile_recorder_new();
+		FILE *out = fopen("/dev/null", "w");
 
+		start_profile_prefetch_wait(img);
 		image_statfs(img, &sv);
+		image_record_profile(img, rec);
 		if (inode_get(img, image_root(img), &root) == 0) {
 			walk_xattrs(img, &root);
 			walk_dir(img, &root, 0, &b);
 		}
+		image_record_profile(img, NULL);
+		if (rec && out)
+			(void)profile_recorder_write(rec, img, out);
+		if (out)
+			fclose(out);
+		profile_recorder_free(rec);
 		image_close(img);
 	}
 	close(fd);

@@ -57,6 +57,15 @@ os.setxattr('x', 'user.empty', b'')
 	reader_seed gzip_no_fragments "$work/rt" -no-fragments
 	reader_seed uncompressed "$work/rt" -noI -noD -noF -noX
 	reader_seed uncompressed_no_xattrs_all_root "$work/rt" -noI -noD -noF -noX -no-xattrs -all-root
+	# A start profile (daemon/reader/start_profile.h), uncompressed so
+	# that mutations reach its text: good lines, a range past a file's
+	# end, a path that leaves the tree, a directory, a missing file.
+	mkdir -p "$work/prof/.squash" "$work/prof/lib"
+	seq 1 3000 >"$work/prof/lib/a.so"
+	echo small >"$work/prof/lib/b.py"
+	printf '%s\n' '# squash start profile 1' '0 14000 lib/a.so' '0 99999 lib/b.py' \
+		'0 10 ../x' '0 10 lib' '0 10 lib/none' >"$work/prof/.squash/start-profile"
+	reader_seed start_profile "$work/prof" -noI -noD -noF -noX -no-xattrs
 	reader_seed dir_index "$work/big" -comp zstd
 	reader_seed dir_index_uncompressed "$work/big" -noI -noD -noF
 }
