@@ -7,11 +7,12 @@
 #   tests/node/run.sh [SUITE...]      default: bookworm trixie
 #
 # Per release:
-#   1. the .deb, built with dpkg-buildpackage WITH its checks (make check):
-#      taken from $SQUASH_NODE_DEBS/SUITE/ when the packaging step of
-#      tests/run.sh already put it there (it builds with checks), otherwise
-#      built here from `make dist`: on this machine when it runs that
-#      release, else inside the release's root of tests/matrix;
+#   1. the .deb, built with dpkg-buildpackage: taken from
+#      $SQUASH_NODE_DEBS/SUITE/ when the packaging step of tests/run.sh
+#      already put it there, otherwise built here (with its checks) from
+#      `make dist`: on this machine when it runs that release, else inside
+#      the release's root of tests/matrix; the .debs first, one after the
+#      other;
 #   2. the guest image (tests/node/build-guest.sh, cached in
 #      /var/cache/slurm-squash/guests);
 #   3. QEMU boots it (KVM when it can run the guest's kernel, else TCG),
@@ -19,6 +20,10 @@
 #      and out through a 9p share; the guest runs guest.sh at boot, reboots
 #      once in the middle (SQUASH_NODE_REBOOT) and powers off at the end;
 #   4. the results (one line per case) are checked here.
+# The releases' guests run at once (steps 2-4; each line of their output
+# marked with the release): QEMU's software CPU is one host thread per
+# guest, so on 2 cores two guests take as long as the longer one alone
+# (SQUASH_NODE_SEQUENTIAL=1: one after the other).
 #
 # Artifacts: $SQUASH_BUILD_DIR/node/SUITE/ (console.log, out/results,
 # out/case-*.log, out/journal-boot*.txt); their path and the tail are printed
@@ -225,9 +230,41 @@ run_suite() {
 }
 
 failed=()
+# The .debs first, one after the other (two builds in one build directory
+# would collide); then the guests.
 for suite in "$@"; do
-	run_suite || failed+=("$suite")
+	deb_for "$suite" >/dev/null || { echo "FAIL $suite: the .deb did not build"; failed+=("$suite"); }
 done
+suite=
+[ ${#failed[@]} = 0 ] || die "failed: ${failed[*]}"
+if [ "${SQUASH_NODE_SEQUENTIAL:-0}" = 1 ] || [ $# -lt 2 ]; then
+	for suite in "$@"; do
+		run_suite || failed+=("$suite")
+	done
+else
+	# At once, each in a subshell that kills its own QEMU on any exit;
+	# their output goes on as it comes, each line marked.
+	[ -n "${SQUASH_NODE_TIMEOUT:-}" ] || guest_timeout=1500
+	declare -A suite_pid=()
+	pids_dir=$(mktemp -d /tmp/squash-node-pids.XXXXXX)
+	tmpdirs+=("$pids_dir")
+	# Stopped: each subshell is told (its trap kills its QEMU).
+	trap 'kill $(cat "$pids_dir"/* 2>/dev/null) 2>/dev/null; wait; exit 130' INT TERM
+	for suite in "$@"; do
+		(
+			echo "$BASHPID" >"$pids_dir/$suite"
+			tmpdirs=() # the parent's, not this subshell's to remove
+			trap cleanup EXIT
+			trap 'exit 130' INT TERM
+			run_suite
+		) 2>&1 | sed -u "s/^/[$suite] /" &
+		suite_pid[$suite]=$!
+	done
+	for suite in "$@"; do
+		wait "${suite_pid[$suite]}" || failed+=("$suite")
+	done
+	trap 'exit 130' INT TERM
+fi
 suite=
 [ ${#failed[@]} = 0 ] || die "failed: ${failed[*]}"
 echo "tests/node/run.sh: all passed ($*)"
