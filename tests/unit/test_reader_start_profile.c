@@ -99,7 +99,10 @@ static int make_images(struct image_files *f)
 {
 	char cmd[1024];
 
-	snprintf(f->dir, sizeof(f->dir), "/tmp/test-start-profile.XXXXXX");
+	/* Here, the build directory, rather than /tmp: a tmpfs /tmp (as in
+	 * some build roots) keeps its pages, which the read-ahead check below
+	 * needs to drop. */
+	snprintf(f->dir, sizeof(f->dir), "test-start-profile.XXXXXX");
 	if (!mkdtemp(f->dir))
 		return -1;
 	snprintf(f->img, sizeof(f->img), "%s/profiled.sqfs", f->dir);
@@ -245,7 +248,11 @@ static void test_prefetch(const struct image_files *f)
 	 * in without a read by anyone. */
 	fdatasync(fd);
 	CHECK_INT(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-	CHECK_INT(cached(fd, wanted.off, wanted.len), 0);
+	if (cached(fd, wanted.off, wanted.len) != 0) {
+		UNIT_SKIP("the image's pages cannot be dropped here (a tmpfs?): the read-ahead is not seen");
+		close(fd);
+		return;
+	}
 	want_pages = pages_of(wanted.off, wanted.len);
 	CHECK_INT(image_open(fd, 0, 0, &im, err, sizeof(err)), 0);
 	for (int i = 0; i < 250 && (got = cached(fd, wanted.off, wanted.len)) < want_pages; i++)
