@@ -29,6 +29,14 @@ large sequential read, and N processes importing the stack at once. Modes:
                 'raN' (the loop device's read_ahead_kb), 'bsN' (its logical
                 block size), 'seq' (posix_fadvise SEQUENTIAL on the image's
                 descriptor) with '-', e.g. slow-kernel-dio-ra1024
+  kernel-profiled:FMT, fuse-profiled:FMT, reader-profiled:FMT and their
+                slow- forms  the same over an image of FMT with a start
+                profile: contrib/squash-pack --profile, recording the import
+                workload, packs the files it read first and the record in
+                /.squash/start-profile, which squash-reader reads ahead as
+                soon as it opens the image (made once per tree and format,
+                with the plain image's compression, level and block size;
+                the profile's files and bytes recorded with every run)
   job-kernel    the product path: a job (srun --squash-image) on a throwaway
   job-fuse      cluster; a trusted image (kernel mount by squashd) or a
                 user's image (squashfuse_ll as the user), seen through the
@@ -163,6 +171,7 @@ class Formats:
         self.spec = spec
         self.comp = comp
         self.bs = bs
+        self.level = level
         self.name = f"{comp}{level}-{bs.lower()}"
         self.args = ["-comp", comp, "-b", bs] + (["-Xcompression-level", level] if level else [])
 
@@ -179,6 +188,8 @@ class Stack:
         self.imports = FULL_IMPORTS if kind == "full" else QUICK_IMPORTS
         self.images = {}
         self.image_info = {}
+        self.profiled = {}       # the same with a start profile (squash-pack --profile)
+        self.profiled_info = {}
 
     def ensure_tree(self):
         pins = self.req.read_text()
@@ -246,6 +257,49 @@ class Stack:
         self.image_info[fmt.name] = json.loads(info.read_text())
         return img
 
+    # mksquashfs's own default levels: what the plain image of a format
+    # without one was packed with.
+    MKSQUASHFS_LEVEL = {"zstd": "15", "gzip": "9"}
+
+    def ensure_profiled_image(self, fmt, env, reader):
+        """The tree packed by contrib/squash-pack --profile with the plain
+        image's compression, level and block size (--no-meta --no-relocate):
+        squash-pack mounts its first image with a recording squash-reader,
+        runs the import workload there (workload.py, the same code and
+        --imports the import workload runs), then packs again with the
+        files the import read first (mksquashfs -sort) and the record in
+        /.squash/start-profile. Only the order and the profile differ."""
+        imgdir = self.cache / "images"
+        img = imgdir / f"{self.tree.name}.{fmt.name}.profiled.sqfs"
+        info = imgdir / f"{self.tree.name}.{fmt.name}.profiled.json"
+        cmd = (f"{PYTHON} {HERE / 'workload.py'} import \"$SQUASH_PROFILE_ROOT\" --times 1 "
+               f"--imports {self.imports}")
+        # Made again for other imports, not for another checkout's workload.py.
+        if not (img.exists() and info.exists() and json.loads(info.read_text()).get("imports") == self.imports):
+            level = fmt.level or self.MKSQUASHFS_LEVEL.get(fmt.comp, "")
+            pack = [REPO / "contrib" / "squash-pack", "-q", "-f", "--no-meta", "--no-relocate",
+                    "-c", fmt.comp, "-b", fmt.bs, *(["-l", level] if level else []),
+                    "--profile", cmd, self.tree, img]
+            log(f"making {img.name} (squash-pack -c {fmt.comp} -b {fmt.bs}"
+                f"{' -l ' + level if level else ''} --profile: the import workload)")
+            t0 = time.perf_counter()
+            # Its temporary mount under CACHE/mnt: cleanup_only finds it.
+            run(pack, timeout=7200, env=dict(env, SQUASH_READER=str(reader),
+                                             TMPDIR=str(self.cache / "mnt")))
+            secs = time.perf_counter() - t0
+            os.chmod(img, 0o644)
+            prof = run(["unsquashfs", "-cat", img, ".squash/start-profile"]).stdout
+            lines = [l.split(" ", 2) for l in prof.splitlines()[1:] if l and not l.startswith("#")]
+            info.write_text(json.dumps({
+                "build_seconds": round(secs, 1), "bytes": img.stat().st_size,
+                "profile_files": len(lines),
+                "profile_bytes": sum(int(t) - int(f) for f, t, _ in lines),
+                "profile_cmd": cmd, "imports": self.imports,
+                "squash_pack": " ".join(str(c) for c in pack[1:-2]) + " DIR IMAGE"}))
+        self.profiled[fmt.name] = img
+        self.profiled_info[fmt.name] = json.loads(info.read_text())
+        return img
+
     def tree_stats(self):
         site = self.tree / "site-packages"
         n = size = 0
@@ -262,9 +316,21 @@ class Mode:
     name = "?"
     fmt = ""
     kind = ""
+    profiled = False  # the image with a start profile (Stack.profiled)
 
     def __init__(self, bench):
         self.b = bench
+
+    def local_image(self):
+        """The image file the mode serves, on local disk."""
+        return (self.b.stack.profiled if self.profiled else self.b.stack.images)[self.fmt]
+
+    def profile_info(self):
+        """The start profile's size, for every run of a profiled mode."""
+        if not self.profiled:
+            return {}
+        i = self.b.stack.profiled_info[self.fmt]
+        return {"profile_files": i["profile_files"], "profile_bytes": i["profile_bytes"]}
 
     def prepare_cold(self):
         """Drops caches and (re)mounts; the next run is cold."""
@@ -285,6 +351,10 @@ class Mode:
 
     def stop(self):
         pass
+
+
+# kernel-profiled, slow-reader-profiled, ...: the image with a start profile.
+PROFILED = re.compile(r"(slow-)?(kernel|fuse|reader)-profiled")
 
 
 class LocalMode(Mode):
@@ -388,13 +458,14 @@ class SlowImageMode(Mode):
         super().__init__(bench)
         fmt = self.fmt = inner.fmt
         self.inner = inner
-        self.slow = SlowFSMode(bench, f"slowimg-{inner.kind}-{fmt}", bench.stack.images[fmt].parent)
+        src = inner.local_image()
+        self.slow = SlowFSMode(bench, f"slowimg-{inner.kind}-{fmt}", src.parent)
         # Its own mount point: the plain mode's may be mounted meanwhile.
         self.inner.mnt = bench.cache / "mnt" / f"slow-{self.inner.kind}-{fmt}"
         self.inner.mnt.mkdir(parents=True, exist_ok=True)
         self.kind = f"slow-{self.inner.kind}"
         self.name = f"slow-{self.inner.name}"
-        self.inner.image_path = lambda: self.slow.mnt / bench.stack.images[fmt].name
+        self.inner.image_path = lambda: self.slow.mnt / src.name
 
     def root(self):
         return self.inner.root()
@@ -425,9 +496,11 @@ def loop_settings(dev):
 class KernelMode(MountedMode):
     kind = "kernel"
 
-    def __init__(self, bench, fmt):
-        super().__init__(bench, f"kernel:{fmt}")
+    def __init__(self, bench, fmt, profiled=False):
+        self.kind = "kernel-profiled" if profiled else "kernel"
+        super().__init__(bench, f"{self.kind}:{fmt}")
         self.fmt = fmt
+        self.profiled = profiled
         self.took = {}  # loop_settings() of its loop device
 
     def mount(self):
@@ -435,10 +508,10 @@ class KernelMode(MountedMode):
         self.took = loop_settings(run(["findmnt", "-no", "SOURCE", self.mnt]).stdout.strip())
 
     def image_path(self):
-        return self.b.stack.images[self.fmt]
+        return self.local_image()
 
     def after_run(self):
-        return dict(self.took)
+        return {**self.took, **self.profile_info()}
 
 
 class LoopKernelMode(KernelMode):
@@ -525,23 +598,26 @@ class FuseMode(MountedMode):
     """squashfuse_ll (the system's, or another build given with
     --extra-fuse NAME=PATH: mode NAME:FMT) serving the image."""
 
-    def __init__(self, bench, fmt, kind="fuse", binary=None):
+    def __init__(self, bench, fmt, kind="fuse", binary=None, profiled=False):
+        kind += "-profiled" if profiled else ""
         super().__init__(bench, f"{kind}:{fmt}")
         self.kind = kind
         self.fmt = fmt
+        self.profiled = profiled
         self.binary = binary or shutil.which("squashfuse_ll") or "/usr/bin/squashfuse_ll"
 
     def mount(self):
         self.start_server([self.binary, "-f", self.image_path(), self.mnt])
 
     def image_path(self):
-        return self.b.stack.images[self.fmt]
+        return self.local_image()
 
     def after_run(self):
+        extra = self.profile_info()
         if self.proc and self.proc.poll() is None:
             rss, pss = pss_kb(self.proc.pid)
-            return {"server_pss_kib": pss}
-        return {}
+            extra["server_pss_kib"] = pss
+        return extra
 
 
 # The fuse module's switch for FUSE over io_uring (Linux 6.14+). It is
@@ -574,8 +650,8 @@ class ReaderMode(FuseMode):
 
     uring = "N"
 
-    def __init__(self, bench, fmt, kind="reader"):
-        super().__init__(bench, fmt, kind, bench.build / "daemon" / "reader" / "squash-reader")
+    def __init__(self, bench, fmt, kind="reader", profiled=False):
+        super().__init__(bench, fmt, kind, bench.reader, profiled)
 
     def mount(self):
         if self.b.uring_saved is not None:
@@ -817,6 +893,7 @@ class Bench:
         self.clusters = []
         self.meta = {}
         self.workload_py = str(HERE / "workload.py")
+        self.reader = self.build / "daemon" / "reader" / "squash-reader"
         self.stack = Stack(self.cache, args.stack, args.bigfile_mib)
         self.formats = [Formats(s) for s in args.formats.split(",") if s]
         self.t_start = time.monotonic()
@@ -850,12 +927,19 @@ class Bench:
         })
         # matplotlib builds a font cache on its first import per user:
         # build it now, not in the first measurement (only the import and
-        # start workloads import the stack).
+        # start workloads import the stack), nor in the start a profile
+        # records (squash-pack runs as root).
         workloads = set(self.args.workloads.split(","))
-        for user in ("root", USER) if workloads & {"import", "start"} else ():
+        profiled = any(m.endswith("-profiled") for m in self.args.modes.split(","))
+        users = ("root", USER) if workloads & {"import", "start"} else ("root",) if profiled else ()
+        for user in users:
             run(["runuser", "-u", user, "--", PYTHON, self.workload_py, "import",
                  self.stack.tree, "--imports", self.stack.imports], env=self.workload_env(),
                 timeout=600)
+        if profiled:
+            for f in self.formats:
+                self.stack.ensure_profiled_image(f, self.workload_env(), self.reader)
+            self.meta["profiled_images"] = dict(self.stack.profiled_info)
 
     def make_modes(self):
         names = self.args.modes.split(",")
@@ -876,11 +960,17 @@ class Bench:
                 cls = {"slow-kernel": KernelMode, "slow-fuse": FuseMode, "slow-reader": ReaderMode}[n]
                 for f in self.formats:
                     modes.append(SlowImageMode(self, cls(self, f.name)))
+            elif v := PROFILED.fullmatch(n):
+                cls = {"kernel": KernelMode, "fuse": FuseMode, "reader": ReaderMode}[v[2]]
+                for f in self.formats:
+                    m = cls(self, f.name, profiled=True)
+                    modes.append(SlowImageMode(self, m) if v[1] else m)
             elif (v := re.fullmatch(r"(slow-)?kernel-(.+)", n)) and LoopKernelMode.VARIANT.fullmatch(v[2]):
                 for f in self.formats:
                     m = LoopKernelMode(self, f.name, v[2])
                     modes.append(SlowImageMode(self, m) if v[1] else m)
-            elif any(x.startswith(n.removeprefix("slow-") + "=") for x in self.args.extra_fuse):
+            elif any(x.startswith(n.removeprefix("slow-").removesuffix("-profiled") + "=")
+                     for x in self.args.extra_fuse):
                 pass  # with its --extra-fuse below
             elif n in ("job-kernel", "job-fuse"):
                 if self.cluster:
@@ -891,17 +981,20 @@ class Bench:
             name, _, path = spec.partition("=")
             if not name or not os.access(path, os.X_OK) or name in ("kernel", "fuse", "reader", "reader-uring", "local", "slowfs"):
                 raise SystemExit(f"--extra-fuse {spec}: want NAME=PATH of an executable squashfuse_ll")
+            # NAME, slow-NAME, NAME-profiled, slow-NAME-profiled: those in
+            # --modes (NAME alone when none is).
+            variants = [(slow, prof) for slow in ("", "slow-") for prof in ("", "-profiled")
+                        if f"{slow}{name}{prof}" in names] or [("", "")]
             for f in self.formats:
-                if name in names or f"slow-{name}" not in names:
-                    modes.append(FuseMode(self, f.name, name, path))
-                if f"slow-{name}" in names:
-                    modes.append(SlowImageMode(self, FuseMode(self, f.name, name, path)))
+                for slow, prof in variants:
+                    m = FuseMode(self, f.name, name, path, profiled=bool(prof))
+                    modes.append(SlowImageMode(self, m) if slow else m)
         self.modes = modes
 
     def prepare_uring(self):
         """Checks that the reader-uring mode can run; saves enable_uring's
         value (in CACHE/mnt, for cleanup_only too) to restore it at the end."""
-        reader = self.build / "daemon" / "reader" / "squash-reader"
+        reader = self.reader
         if not ENABLE_URING.exists():
             raise SystemExit(f"reader-uring: no {ENABLE_URING} (kernel without CONFIG_FUSE_IO_URING)")
         p = run([reader, "-h"], check=False)
@@ -1753,6 +1846,14 @@ class Bench:
             (self.cache / "mnt").mkdir(parents=True, exist_ok=True)
             self.datasets_main()
             return self.finish()
+        self.out.mkdir(parents=True, exist_ok=True)
+        with self.locked("the run"):
+            self.main_locked()
+        self.finish()
+
+    def main_locked(self):
+        """Setup, parts 1 and 2, under --lock (if given)."""
+        a = self.args
         self.setup()
         self.elapsed_note("setup done")
         need_cluster = (not a.no_product and any(m.startswith("job-") for m in a.modes.split(","))) \
@@ -1774,7 +1875,6 @@ class Bench:
             self.cluster = None
             self.baseline()
             self.elapsed_note("part 2 done")
-        self.finish()
 
     def finish(self):
         self.meta["seconds"] = round(time.monotonic() - self.t_start)
@@ -1888,6 +1988,11 @@ def parse_args(argv):
                          "VARIANT's settings joined by '-': dio (direct I/O), raN (read_ahead_kb), "
                          "bsN (logical block size), seq (fadvise SEQUENTIAL on the image), "
                          "e.g. slow-kernel-dio-ra1024; "
+                         "kernel-profiled, fuse-profiled, reader-profiled and slow-kernel-profiled, "
+                         "slow-fuse-profiled, slow-reader-profiled (not by default): the same over "
+                         "an image with a start profile of the import workload (contrib/squash-pack "
+                         "--profile, the plain image's compression, level and block size; made "
+                         "once per tree and format), which squash-reader reads ahead at mount; "
                          "reader-uring (not by default): squash-reader over FUSE io_uring, the "
                          "fuse module's enable_uring set to Y for each of its mounts and to N "
                          "for the reader mode's and after (machine-wide: nothing else should "
@@ -1899,8 +2004,8 @@ def parse_args(argv):
     ap.add_argument("--extra-fuse", action="append", default=[], metavar="NAME=PATH",
                     help="one more FUSE mode per format, NAME:FMT, served by the squashfuse_ll at "
                          "PATH (e.g. a multithreaded upstream build, or another squash-reader); "
-                         "may be given twice; with slow-NAME in --modes slow-NAME:FMT too (then NAME:FMT only if "
-                         "NAME is in --modes)")
+                         "may be given twice; with slow-NAME, NAME-profiled or slow-NAME-profiled in --modes "
+                         "those too (then NAME:FMT only if NAME is in --modes)")
     ap.add_argument("--product-squashfuse", metavar="PATH",
                     help="the squashfuse_ll squashd runs for the job-fuse mode and part 2 "
                          "(default: the one on PATH, as installed)")
@@ -1941,8 +2046,9 @@ def parse_args(argv):
                          "1,024-bundle jobs of one user; --reps repetitions, one cluster per "
                          "dataset and repetition, the datasets interleaved")
     ap.add_argument("--lock", default=os.environ.get("BENCH_LOCK"), metavar="FILE",
-                    help="with --datasets: hold flock(FILE) during each dataset's repetition "
-                         "(the machine's cluster lock; default $BENCH_LOCK), released between")
+                    help="hold flock(FILE) (the machine's cluster lock; default $BENCH_LOCK) "
+                         "during the run: setup (images made) and parts 1 and 2; with "
+                         "--datasets during each dataset's repetition, released between")
     ap.add_argument("--ds-modes", default="local,slowfs,job-kernel,job-fuse-overlay,job-fuse-union",
                     help="with --datasets: the columns (default all: local, slowfs, job-kernel, "
                          "job-fuse-overlay, job-fuse-union)")

@@ -210,6 +210,25 @@ def part1_tables(d, out):
         md.append("### Metadata requests that reached the slow filesystem (cold + warm run)\n")
         md.append(table(["workload", "delayed requests"], rows))
         md.append("")
+    reads = [r for r in d.rows if r.get("section") == "slowfs_read_requests" and int(r.get("n") or 1) == 1]
+    if reads:
+        rbytes = [r for r in d.rows if r.get("section") == "slowfs_read_bytes" and int(r.get("n") or 1) == 1]
+        ws = [w for w in WORKLOADS if any(r["workload"] == w for r in reads)]
+        rows = []
+        for m in [m for m in d.modes if any(r["mode"] == m for r in reads)]:
+            row = [mode_title(m)]
+            for w in ws:
+                q = [num(r["value"]) for r in reads if r["mode"] == m and r["workload"] == w]
+                b = [num(r["value"]) for r in rbytes if r["mode"] == m and r["workload"] == w]
+                c = f"{med(q):.0f}" + (f" ({min(q):.0f}-{max(q):.0f})" if len(q) > 1 else "") if q else "–"
+                if b:
+                    c += f", {med(b) / 2**20:.0f} MiB"
+                row.append(c)
+            rows.append(row)
+        md.append("### Read requests that reached the slow filesystem (cold + warm run): "
+                  "median (range), median MiB\n")
+        md.append(table(["mode"] + ws, rows))
+        md.append("")
     pss = [r for r in d.wl if num(r.get("server_pss_kib"))]
     if pss:
         rows = []
@@ -892,6 +911,10 @@ def write(out, rows, meta):
                                                    if m.get("matrix_suite") else ""))
     md.append(f"- squashfuse {m.get('squashfuse')}, squashfs-tools {m.get('squashfs_tools')}, "
               f"Slurm {m.get('slurm')}, {m.get('python')}, project {m.get('git')}")
+    for fmt, i in (m.get("profiled_images") or {}).items():
+        md.append(f"- image with a start profile ({fmt}): `squash-pack {i.get('squash_pack')}`, "
+                  f"{i.get('bytes', 0) / 2**20:.0f} MiB in {i.get('build_seconds')} s; its profile "
+                  f"{i.get('profile_files')} files, {i.get('profile_bytes', 0) / 2**20:.1f} MiB of them")
     if m.get("product_fuse_reader"):
         md.append(f"- squashd's FUSE server (job, FUSE and part 2): {m['product_fuse_reader']}")
     md.append("")

@@ -24,7 +24,8 @@
 # measures the job's start and the node's memory with the bundles mounted,
 # and two concurrent 1,024-bundle jobs of one user; `--lock FILE` holds
 # flock(FILE) during each dataset's repetition only (a machine shared with
-# other cluster users). `--small-files` instead reads every file of a tree
+# other cluster users; in the other modes it is held for the whole run:
+# do not pass it from a script already running under flock(FILE)). `--small-files` instead reads every file of a tree
 # of 24,000 small files in a job, from the user's image (squash-reader) and
 # the same image trusted (the kernel's squashfs), cold, interleaved
 # (tests/bench/small_files.py, which has its own options; `--lock FILE`
