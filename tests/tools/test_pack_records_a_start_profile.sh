@@ -31,7 +31,7 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 src=$tmp/stack
 mkdir -p "$src/lib" "$src/bin" "$src/share"
 head -c 1048576 /dev/urandom >"$src/lib/libwanted.so"   # incompressible: stored as it is
-head -c 1048576 /dev/urandom >"$src/share/aaa-unread.dat" # first in directory order
+head -c 1048576 /dev/urandom >"$src/bin/aaa-unread.dat" # before lib/ in directory order
 for i in 1 2 3; do echo "print($i)" >"$src/lib/mod$i.py"; done
 printf '#!/bin/sh\necho tool\n' >"$src/bin/tool"
 chmod -R a+rX "$src"
