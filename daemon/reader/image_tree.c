@@ -80,7 +80,8 @@ static int image_list(struct reader *rd, const struct tree_node *dir, uint64_t c
 		e.type = dir_entry_mode(de.type);
 		e.ino = de.ino;
 		e.node = 0;
-		/* Unlinked: not even its inode is read. */
+		/* Only as plus asks: an entry sent unlinked (or by READDIR)
+		 * does not even have its inode read. */
 		if (tree_plus_wants(plus, e.type)) {
 			if ((r = inode_get(img, de.id, &e.n.in)) < 0)
 				break;

@@ -20,8 +20,9 @@ static struct reader *rd_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-/* What a mount serves never changes: this branch always goes the same
- * way, and the kind's calls cost no more than the union's calls did. */
+/* What a mount serves never changes, so this branch always goes the same
+ * way (one image as fast as with operations of its own: docs/performance.md
+ * section 9). */
 static const struct tree_kind *kind_of(const struct reader *rd)
 {
 	return rd->u ? &union_tree : &image_tree;
