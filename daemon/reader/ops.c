@@ -1,3 +1,5 @@
+/* squash-reader's FUSE requests (ops.h), answered once for every kind of
+ * tree a mount serves (tree.h): one image or a union of images. */
 #include "config.h"
 
 #include "reader/ops.h"
@@ -6,6 +8,8 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "reader/tree.h"
 
 /* "For ever": the image never changes while mounted. The kernel clamps
  * what it cannot represent. */
@@ -16,33 +20,30 @@ static struct reader *rd_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-/* FUSE node ids: 1 is the root; any other inode is its reference + 2
- * (references are 48 bits and 0 and 1 are taken), so no table of
- * looked-up inodes is needed and FORGET has nothing to do. */
-static uint64_t node_of(const struct image *img, uint64_t id)
+/* What a mount serves never changes, so this branch always goes the same
+ * way (one image as fast as with operations of its own: docs/performance.md
+ * section 9). */
+static const struct tree_kind *kind_of(const struct reader *rd)
 {
-	return id == image_root(img) ? FUSE_ROOT_ID : id + 2;
+	return rd->u ? &union_tree : &image_tree;
 }
 
-static int inode_of_node(struct image *img, fuse_ino_t node, struct inode *in)
-{
-	if (node == FUSE_ROOT_ID)
-		return inode_get(img, image_root(img), in);
-	if (node < 2)
-		return -EIO;
-	return inode_get(img, node - 2, in);
-}
-
-static void entry_of(const struct image *img, const struct inode *in, struct fuse_entry_param *e)
+static void entry_of(const struct tree_kind *kind, uint64_t node, const struct tree_node *n,
+		     struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->ino = node_of(img, in->id);
+	e->ino = node;
 	e->attr_timeout = FOREVER;
 	e->entry_timeout = FOREVER;
-	inode_stat(in, &e->attr);
+	kind->stat(n, &e->attr);
 }
 
-void unlinked_entry(uint64_t ino, mode_t type, struct fuse_entry_param *e)
+/* An entry of a READDIRPLUS answer the kernel does not link: node id 0
+ * (fuse_direntplus_link skips it: no inode, no dentry, no lookup counted,
+ * so no FORGET either), its number and type for the listing only. A stat
+ * of it then costs a LOOKUP; a walk that only needs names and types (find
+ * without -printf) skips an inode and a dentry per file. */
+static void unlinked_entry(uint64_t ino, mode_t type, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->attr.st_ino = (ino_t)ino;
@@ -70,14 +71,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct image *img = rd_of(req)->img;
+	struct reader *rd = rd_of(req);
+	const struct tree_kind *kind = kind_of(rd);
 	struct fuse_entry_param e;
-	struct inode dir, in;
-	uint64_t id;
-	int r = inode_of_node(img, parent, &dir);
+	struct tree_node n;
+	uint64_t node;
+	int r = kind->lookup(rd, parent, name, &node, &n);
 
-	if (r == 0)
-		r = dir_lookup(img, &dir, name, &id);
 	if (r == -ENOENT) {
 		/* Negative entries are cached for ever too: python's import
 		 * probes many names that are not there. */
@@ -86,41 +86,41 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &e);
 		return;
 	}
-	if (r == 0)
-		r = inode_get(img, id, &in);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if (!S_ISDIR(in.mode))
-		plus_note_file_lookup(&rd_of(req)->plus, fuse_req_ctx(req)->pid);
-	entry_of(img, &in, &e);
+	if (!S_ISDIR(n.in.mode))
+		plus_note_file_lookup(&rd->plus, fuse_req_ctx(req)->pid);
+	entry_of(kind, node, &n, &e);
 	fuse_reply_entry(req, &e);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
 {
-	struct inode in;
+	struct reader *rd = rd_of(req);
+	const struct tree_kind *kind = kind_of(rd);
+	struct tree_node n;
 	struct stat st;
-	int r = inode_of_node(rd_of(req)->img, node, &in);
+	int r = kind->node_get(rd, node, &n);
 
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
-	inode_stat(&in, &st);
+	kind->stat(&n, &st);
 	fuse_reply_attr(req, &st, FOREVER);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t node)
 {
-	struct image *img = rd_of(req)->img;
+	struct reader *rd = rd_of(req);
 	char target[4096];
-	struct inode in;
-	int r = inode_of_node(img, node, &in);
+	struct tree_node n;
+	int r = kind_of(rd)->node_get(rd, node, &n);
 
 	if (r == 0)
-		r = inode_readlink(img, &in, target, sizeof(target));
+		r = inode_readlink(n.img, &n.in, target, sizeof(target));
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
@@ -157,17 +157,17 @@ static void op_opendir(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *f
 static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct image *img = rd_of(req)->img;
+	struct reader *rd = rd_of(req);
 	struct read_reply r;
-	struct inode in;
-	int rc = inode_of_node(img, node, &in);
+	struct tree_node n;
+	int rc = kind_of(rd)->node_get(rd, node, &n);
 
-	if (rc == 0 && !S_ISREG(in.mode))
+	if (rc == 0 && !S_ISREG(n.in.mode))
 		rc = -EISDIR;
 	if (rc == 0 && off < 0)
 		rc = -EINVAL;
 	if (rc == 0)
-		rc = file_read(img, &in, (uint64_t)off, size, &r);
+		rc = file_read(n.img, &n.in, (uint64_t)off, size, &r);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -177,88 +177,92 @@ static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 		fuse_reply_iov(req, r.iov, r.n);
 	else
 		fuse_reply_buf(req, NULL, 0);
-	read_reply_done(img, &r);
+	read_reply_done(n.img, &r);
+}
+
+/* A listing's answer being filled. */
+struct fill {
+	fuse_req_t req;
+	const struct tree_kind *kind;
+	char *buf;
+	size_t size, used;
+	bool plus;
+};
+
+/* Adds one entry; 1 when it does not fit. */
+static int fill_one(struct fill *f, const char *name, const struct fuse_entry_param *e, off_t next)
+{
+	size_t n = f->plus ? fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, name, e, next)
+			   : fuse_add_direntry(f->req, f->buf + f->used, f->size - f->used, name, &e->attr, next);
+
+	if (n > f->size - f->used)
+		return 1; /* not sent: the next request starts with it */
+	f->used += n;
+	return 0;
+}
+
+static int fill_entry(void *ctx, const struct tree_dirent *d)
+{
+	struct fill *f = ctx;
+	struct fuse_entry_param e;
+
+	if (f->plus && d->node) {
+		entry_of(f->kind, d->node, &d->n, &e);
+	} else {
+		/* READDIR's name and type, or READDIRPLUS's unlinked entry. */
+		unlinked_entry(d->ino, d->type, &e);
+	}
+	return fill_one(f, d->name, &e, (off_t)d->cookie);
 }
 
 static void readdir_common(fuse_req_t req, fuse_ino_t node, size_t size, off_t off, bool plus)
 {
-	struct image *img = rd_of(req)->img;
-	bool dirs_only = plus && !plus_links_files(&rd_of(req)->plus, fuse_req_ctx(req)->pid);
-	struct inode dir;
-	struct dir_iter it;
-	struct dir_entry de;
-	size_t used = 0;
-	char *buf;
-	int r = inode_of_node(img, node, &dir);
+	struct reader *rd = rd_of(req);
+	struct fill f = { .req = req, .kind = kind_of(rd), .plus = plus };
+	struct tree_node dir;
+	enum tree_plus what;
+	int r = f.kind->node_get(rd, node, &dir);
 
+	if (r == 0 && !S_ISDIR(dir.in.mode))
+		r = -ENOTDIR;
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if (!S_ISDIR(dir.mode)) {
-		fuse_reply_err(req, ENOTDIR);
-		return;
-	}
-	if (size > 1 << 20)
-		size = 1 << 20;
-	buf = malloc(size);
-	if (!buf) {
+	f.size = size > 1 << 20 ? 1 << 20 : size;
+	if (!(f.buf = malloc(f.size))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	/* "." and ".." (offsets 1 and 2): names only, the kernel resolves them. */
 	for (off_t dot = off; dot < 2; dot++) {
 		struct fuse_entry_param e;
-		size_t n;
+		struct stat st;
 
 		memset(&e, 0, sizeof(e));
 		e.attr.st_mode = S_IFDIR;
-		e.attr.st_ino = dot == 0 ? dir.ino : dir.parent;
-		n = plus ? fuse_add_direntry_plus(req, buf + used, size - used, dot ? ".." : ".", &e, dot + 1)
-			 : fuse_add_direntry(req, buf + used, size - used, dot ? ".." : ".", &e.attr, dot + 1);
-		if (n > size - used)
-			goto reply;
-		used += n;
-	}
-	r = dir_open(img, &dir, off > 2 ? (uint64_t)off : 0, &it);
-	while (r == 0 && (r = dir_next(img, &it, &de)) > 0) {
-		struct fuse_entry_param e;
-		struct inode in;
-		size_t n;
-
-		if (plus) {
-			/* Unlinked: not even its inode is read. */
-			if (dirs_only && !S_ISDIR(dir_entry_mode(de.type))) {
-				unlinked_entry(de.ino, dir_entry_mode(de.type), &e);
-			} else {
-				if ((r = inode_get(img, de.id, &in)) < 0)
-					break;
-				entry_of(img, &in, &e);
-			}
-			n = fuse_add_direntry_plus(req, buf + used, size - used, de.name, &e,
-						   (off_t)de.cookie);
+		if (dot == 0) {
+			f.kind->stat(&dir, &st);
+			e.attr.st_ino = st.st_ino;
 		} else {
-			memset(&e, 0, sizeof(e));
-			e.attr.st_ino = de.ino;
-			e.attr.st_mode = dir_entry_mode(de.type);
-			n = fuse_add_direntry(req, buf + used, size - used, de.name, &e.attr,
-					      (off_t)de.cookie);
+			e.attr.st_ino = (ino_t)f.kind->dotdot_ino(&dir);
 		}
-		if (n > size - used)
-			break; /* not sent: the next request starts with it */
-		used += n;
-		r = 0;
+		if (fill_one(&f, dot ? ".." : ".", &e, dot + 1))
+			goto reply;
 	}
+	what = !plus ? TREE_PLUS_NONE
+	       : plus_links_files(&rd->plus, fuse_req_ctx(req)->pid) ? TREE_PLUS_ALL : TREE_PLUS_DIRS;
+	r = f.kind->list(rd, &dir, off > 2 ? (uint64_t)off : 0, what, fill_entry, &f);
 	/* A damaged entry: what came before it is still answered; the next
 	 * request starts at the damage and gets the error. */
-	if (r < 0 && used == 0) {
-		free(buf);
+	if (r < 0 && f.used == 0) {
+		free(f.buf);
 		fuse_reply_err(req, -r);
 		return;
 	}
 reply:
-	fuse_reply_buf(req, buf, used);
-	free(buf);
+	fuse_reply_buf(req, f.buf, f.used);
+	free(f.buf);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
@@ -277,12 +281,12 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t node, size_t size, off_t o
  * the kernel never asks for more. size 0 asks for the length only. */
 #define XATTR_REPLY_MAX 65536u
 
-/* The inode of node, and a buffer for the answer (none for a size probe:
+/* What node is, and a buffer for the answer (none for a size probe:
  * size 0). */
-static int xattr_prepare(struct image *img, fuse_ino_t node, size_t *size, struct inode *in,
+static int xattr_prepare(struct reader *rd, fuse_ino_t node, size_t *size, struct tree_node *n,
 			 char **buf)
 {
-	int r = inode_of_node(img, node, in);
+	int r = kind_of(rd)->node_get(rd, node, n);
 
 	*buf = NULL;
 	if (*size > XATTR_REPLY_MAX)
@@ -306,35 +310,36 @@ static void reply_xattr(fuse_req_t req, int r, char *buf, size_t size)
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t node, const char *name, size_t size)
 {
-	struct image *img = rd_of(req)->img;
-	struct inode in;
+	struct reader *rd = rd_of(req);
+	struct tree_node n;
 	char *buf;
-	int r = xattr_prepare(img, node, &size, &in, &buf);
+	int r = xattr_prepare(rd, node, &size, &n, &buf);
 
 	if (r == 0)
-		r = xattr_get(img, &in, name, buf, size);
+		r = kind_of(rd)->xattr_get(&n, name, buf, size);
 	reply_xattr(req, r, buf, size);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t node, size_t size)
 {
-	struct image *img = rd_of(req)->img;
-	struct inode in;
+	struct reader *rd = rd_of(req);
+	struct tree_node n;
 	char *buf;
-	int r = xattr_prepare(img, node, &size, &in, &buf);
+	int r = xattr_prepare(rd, node, &size, &n, &buf);
 
 	/* The kernel's squashfs lists trusted.* to CAP_SYS_ADMIN only; the
 	 * reader sees the caller's uid, root's the nearest. */
 	if (r == 0)
-		r = xattr_list(img, &in, fuse_req_ctx(req)->uid == 0, buf, size);
+		r = kind_of(rd)->xattr_list(&n, fuse_req_ctx(req)->uid == 0, buf, size);
 	reply_xattr(req, r, buf, size);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t node)
 {
+	struct reader *rd = rd_of(req);
 	struct statvfs st;
 
-	image_statfs(rd_of(req)->img, &st);
+	kind_of(rd)->statfs(rd, &st);
 	fuse_reply_statfs(req, &st);
 }
 

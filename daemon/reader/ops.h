@@ -1,12 +1,14 @@
-/* squash-reader's answers to FUSE requests (libfuse low-level API).
+/* squash-reader's answers to FUSE requests (libfuse low-level API), one
+ * set for a single image and for a union of images (tree.h says what
+ * each kind of tree provides).
  *
  * What makes it fast is what it lets the kernel stop asking: READDIRPLUS
  * answers a directory's entries with their attributes (no LOOKUP per name
- * on a walk; --plus dirs|auto send files unlinked, plus_policy.h); OPEN and OPENDIR are declined where the kernel supports
- * zero-message opens (no OPEN/RELEASE pair per file, and the kernel then
- * keeps the page cache and caches directory listings); entries, negative
- * entries, attributes and symlink targets are cached for ever (the image
- * never changes). Extended attributes are served as the kernel's squashfs
+ * on a walk; --plus dirs|auto send files unlinked, plus_policy.h); OPEN
+ * and OPENDIR are declined where the kernel supports zero-message opens
+ * (no OPEN/RELEASE pair per file, and the kernel then keeps the page cache
+ * and caches directory listings); entries, negative entries, attributes
+ * and symlink targets are cached for ever (the images never change). Extended attributes are served as the kernel's squashfs
  * serves them (image_xattr.c): the kernel asks for security.capability
  * once per exec, nothing on reads. */
 #ifndef SQUASH_READER_OPS_H
@@ -23,8 +25,8 @@
 
 struct union_fs;
 
-/* What a session serves: one image (img), or a union of images (u, with
- * its images in layers; union_ops). */
+/* What a session serves: one image (img, image_tree.c), or a union of
+ * images (u, with its images in layers; union_reader.c). */
 struct reader {
 	struct image *img;
 	struct union_fs *u;
@@ -37,19 +39,13 @@ struct reader {
 	struct plus_policy plus; /* which READDIRPLUS entries go linked */
 };
 
-/* An entry of a READDIRPLUS answer the kernel does not link: node id 0
- * (fuse_direntplus_link skips it: no inode, no dentry, no lookup counted,
- * so no FORGET either), its number and type for the listing only. A stat
- * of it then costs a LOOKUP; a walk that only needs names and types (find
- * without -printf) skips an inode and a dentry per file. */
-void unlinked_entry(uint64_t ino, mode_t type, struct fuse_entry_param *e);
-
+/* One set of answers for every mount, over the tree it serves (tree.h):
+ * one image or a union of images. */
 extern const struct fuse_lowlevel_ops reader_ops;
-extern const struct fuse_lowlevel_ops union_ops;
 
-/* Opens the union of the images on fds[0..n) (the last on top) into rd;
- * the descriptors are rd's from then on, also on failure (closed by
- * reader_union_close). 0, or -errno with err set. */
+/* Opens the union of the images on fds[0..n) (the last on top) into rd
+ * (union_reader.c); the descriptors are rd's from then on, also on
+ * failure (closed by reader_union_close). 0, or -errno with err set. */
 int reader_union_open(struct reader *rd, int *fds, unsigned n, char *err, size_t errlen);
 void reader_union_close(struct reader *rd);
 

@@ -1,7 +1,7 @@
 /* Which entries of a READDIRPLUS answer squash-reader hands the kernel
  * linked (node id and attributes: the kernel builds an inode and a dentry
  * for each) and which unlinked (node id 0: a name and a type only,
- * unlinked_entry in ops.h).
+ * unlinked_entry in ops.c).
  *
  * Linking costs the kernel an inode and a dentry per entry (about 1 KiB,
  * charged to the walker) and is wasted on a walk that only needs names

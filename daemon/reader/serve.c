@@ -91,7 +91,7 @@ static void reply(int sock, const struct serve_request *req, int error, const ch
 }
 
 /* Stops at the first entry: the union's root directory lists. */
-static int first_entry(void *ctx, const struct union_dirent *e)
+static int first_entry(void *ctx, const struct tree_dirent *e)
 {
 	*(bool *)ctx = true;
 	return 1;
@@ -140,13 +140,16 @@ static void start_mount(int sock, const struct serve_request *req, int image_fd,
 	}
 	if (layer_fds) {
 		bool listed = false;
+		struct tree_node top;
 		int d;
 
 		if (reader_union_open(&sm->rd, layer_fds, n, err, sizeof(err)) < 0)
 			goto fail;
 		/* Its root directory merged now (every layer's root listed
 		 * through its decompressor), for the reasons below. */
-		d = union_readdir(sm->rd.u, FUSE_ROOT_ID, 0, false, first_entry, &listed);
+		d = union_node_get(sm->rd.u, FUSE_ROOT_ID, &top);
+		if (d == 0)
+			d = union_readdir(sm->rd.u, &top, 0, TREE_PLUS_NONE, first_entry, &listed);
 		if (d < 0) {
 			snprintf(err, sizeof(err), "cannot list the union's root directory: %s%s",
 				 strerror(-d), d == -EIO ? " (a damaged image, or its compression unreadable here)" : "");

@@ -109,8 +109,7 @@ struct session *session_open(struct reader *rd, const struct session_options *op
 	s->argv[argc] = NULL;
 	s->args = (struct fuse_args)FUSE_ARGS_INIT(argc, s->argv);
 
-	s->se = rd->u ? fuse_session_new(&s->args, &union_ops, sizeof(union_ops), rd)
-		      : fuse_session_new(&s->args, &reader_ops, sizeof(reader_ops), rd);
+	s->se = fuse_session_new(&s->args, &reader_ops, sizeof(reader_ops), rd);
 	if (!s->se) {
 		fprintf(stderr, "squash-reader: cannot start a FUSE session\n");
 		goto fail;

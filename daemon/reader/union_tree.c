@@ -121,16 +121,6 @@ void union_close(struct union_fs *u)
 	free(u);
 }
 
-uint32_t union_layers(const struct union_fs *u)
-{
-	return u->n;
-}
-
-struct image *union_image(const struct union_fs *u, uint32_t layer)
-{
-	return layer < u->n ? u->img[layer] : NULL;
-}
-
 /* d's listing, made on first use. Made without the lock (it reads the
  * images); of two threads making it at once, the first to finish wins. */
 static int listing_of(struct union_fs *u, struct mdir *d, const struct listing **out)
@@ -151,7 +141,7 @@ static int listing_of(struct union_fs *u, struct mdir *d, const struct listing *
 	return 0;
 }
 
-static int resolve(struct union_fs *u, uint64_t node, struct mdir **d, uint32_t *idx, struct union_node *out)
+static int resolve(struct union_fs *u, uint64_t node, struct mdir **d, uint32_t *idx, struct tree_node *out)
 {
 	memset(out, 0, sizeof(*out));
 	*d = NULL;
@@ -167,7 +157,8 @@ static int resolve(struct union_fs *u, uint64_t node, struct mdir **d, uint32_t 
 		out->dir = i;
 		out->nlayers = (*d)->nlayers;
 		out->layer = (*d)->layers[0].layer;
-		return inode_get(u->img[out->layer], (*d)->layers[0].ref, &out->in);
+		out->img = u->img[out->layer];
+		return inode_get(out->img, (*d)->layers[0].ref, &out->in);
 	}
 	if (node < 2)
 		return -EIO;
@@ -175,10 +166,11 @@ static int resolve(struct union_fs *u, uint64_t node, struct mdir **d, uint32_t 
 	out->layer = (uint32_t)(node & LAYER_MASK);
 	if (out->layer >= u->n || (node >> LAYER_BITS) >= REF_MAX)
 		return -EIO;
-	return inode_get(u->img[out->layer], node >> LAYER_BITS, &out->in);
+	out->img = u->img[out->layer];
+	return inode_get(out->img, node >> LAYER_BITS, &out->in);
 }
 
-int union_node_get(struct union_fs *u, uint64_t node, struct union_node *out)
+int union_node_get(struct union_fs *u, uint64_t node, struct tree_node *out)
 {
 	struct mdir *d;
 	uint32_t idx;
@@ -186,7 +178,7 @@ int union_node_get(struct union_fs *u, uint64_t node, struct union_node *out)
 	return resolve(u, node, &d, &idx, out);
 }
 
-void union_stat(const struct union_node *n, struct stat *st)
+void union_stat(const struct tree_node *n, struct stat *st)
 {
 	inode_stat(&n->in, st);
 	if (n->merged) {
@@ -205,14 +197,15 @@ void union_stat(const struct union_node *n, struct stat *st)
 
 /* c's node (its merged directory made on first use) and what it is. */
 static int child_node(struct union_fs *u, const struct listing *l, struct child *c, uint64_t *node,
-		      struct union_node *out)
+		      struct tree_node *out)
 {
 	uint32_t m;
 	int r;
 
 	memset(out, 0, sizeof(*out));
 	out->layer = c->layer;
-	if ((r = inode_get(u->img[c->layer], c->ref, &out->in)) < 0)
+	out->img = u->img[c->layer];
+	if ((r = inode_get(out->img, c->ref, &out->in)) < 0)
 		return r;
 	if (c->nlower == 0) {
 		*node = layer_node(c->layer, c->ref);
@@ -251,9 +244,9 @@ static int child_node(struct union_fs *u, const struct listing *l, struct child 
 }
 
 int union_lookup(struct union_fs *u, uint64_t parent, const char *name, uint64_t *node,
-		 struct union_node *child)
+		 struct tree_node *child)
 {
-	struct union_node p;
+	struct tree_node p;
 	struct mdir *d;
 	uint32_t idx;
 	size_t len = strlen(name);
@@ -284,6 +277,7 @@ int union_lookup(struct union_fs *u, uint64_t parent, const char *name, uint64_t
 		return r;
 	memset(child, 0, sizeof(*child));
 	child->layer = p.layer;
+	child->img = img;
 	if ((r = inode_get(img, id, &child->in)) < 0)
 		return r;
 	if (S_ISCHR(child->in.mode) && child->in.rdev == 0)
@@ -292,25 +286,15 @@ int union_lookup(struct union_fs *u, uint64_t parent, const char *name, uint64_t
 	return 0;
 }
 
-/* Whether plus asks for the node of an entry of type (S_IF*). */
-static bool plus_wants(enum union_plus plus, mode_t type)
+int union_readdir(struct union_fs *u, const struct tree_node *dir, uint64_t cookie,
+		  enum tree_plus plus, tree_emit_fn emit, void *ctx)
 {
-	return plus == UNION_PLUS_ALL || (plus == UNION_PLUS_DIRS && S_ISDIR(type));
-}
-
-int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, enum union_plus plus,
-		  union_emit_fn emit, void *ctx)
-{
-	struct union_node p;
-	struct union_dirent e;
-	struct mdir *d;
-	uint32_t idx;
+	struct tree_dirent e;
+	struct mdir *d = dir->merged ? dir_at(u, dir->dir) : NULL;
 	struct stat st;
-	int r = resolve(u, node, &d, &idx, &p);
+	int r;
 
-	if (r < 0)
-		return r;
-	if (!S_ISDIR(p.in.mode))
+	if (!S_ISDIR(dir->in.mode))
 		return -ENOTDIR;
 	if (d) {
 		const struct listing *l;
@@ -330,7 +314,7 @@ int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, enum union
 			e.cookie = i + 3;
 			e.type = dir_entry_mode(c->type);
 			e.ino = (uint64_t)c->layer << 32 | c->ino;
-			if (plus_wants(plus, e.type)) {
+			if (tree_plus_wants(plus, e.type)) {
 				if ((r = child_node(u, l, c, &e.node, &e.n)) < 0)
 					return r;
 				union_stat(&e.n, &st);
@@ -342,25 +326,26 @@ int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, enum union
 		return 0;
 	}
 	/* A directory of one layer. */
-	struct image *img = u->img[p.layer];
+	struct image *img = dir->img;
 	struct dir_iter it;
 	struct dir_entry de;
 
-	if ((r = dir_open(img, &p.in, cookie, &it)) < 0)
+	if ((r = dir_open(img, &dir->in, cookie, &it)) < 0)
 		return r;
 	while ((r = dir_next(img, &it, &de)) > 0) {
 		memset(&e, 0, sizeof(e));
 		e.name = de.name;
 		e.cookie = de.cookie;
 		e.type = dir_entry_mode(de.type);
-		e.ino = (uint64_t)p.layer << 32 | de.ino;
-		if (plus_wants(plus, e.type) || is_chr_type(de.type)) {
-			e.n.layer = p.layer;
+		e.ino = (uint64_t)dir->layer << 32 | de.ino;
+		if (tree_plus_wants(plus, e.type) || is_chr_type(de.type)) {
+			e.n.layer = dir->layer;
+			e.n.img = img;
 			if ((r = inode_get(img, de.id, &e.n.in)) < 0)
 				return r;
 			if (S_ISCHR(e.n.in.mode) && e.n.in.rdev == 0)
 				continue;
-			e.node = layer_node(p.layer, de.id);
+			e.node = layer_node(dir->layer, de.id);
 		}
 		if (emit(ctx, &e))
 			return 0;
@@ -373,10 +358,9 @@ static bool overlay_private(const char *name)
 	return !strncmp(name, overlay_prefix, sizeof(overlay_prefix) - 1);
 }
 
-int union_xattr_list(struct union_fs *u, const struct union_node *n, bool with_trusted, char *buf,
-		     size_t size)
+int union_xattr_list(const struct tree_node *n, bool with_trusted, char *buf, size_t size)
 {
-	struct image *img = u->img[n->layer];
+	struct image *img = n->img;
 	char *all;
 	size_t kept = 0;
 	int r;
@@ -405,11 +389,23 @@ int union_xattr_list(struct union_fs *u, const struct union_node *n, bool with_t
 	return r < 0 ? r : (int)kept;
 }
 
-int union_xattr_get(struct union_fs *u, const struct union_node *n, const char *name, void *buf,
-		    size_t size)
+int union_xattr_get(const struct tree_node *n, const char *name, void *buf, size_t size)
 {
 	/* overlayfs answers its own attributes itself: none, for a layer's. */
 	if (overlay_private(name))
 		return -ENODATA;
-	return xattr_get(u->img[n->layer], &n->in, name, buf, size);
+	return xattr_get(n->img, &n->in, name, buf, size);
+}
+
+void union_statfs(const struct union_fs *u, struct statvfs *st)
+{
+	struct statvfs one;
+
+	image_statfs(u->img[u->n - 1], st);
+	st->f_blocks = 0;
+	for (uint32_t i = 0; i < u->n; i++) {
+		image_statfs(u->img[i], &one);
+		st->f_blocks += one.f_blocks * (one.f_frsize ? one.f_frsize : 1) /
+				(st->f_frsize ? st->f_frsize : 1);
+	}
 }

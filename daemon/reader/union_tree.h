@@ -28,6 +28,7 @@
 #include <sys/statvfs.h>
 
 #include "reader/image.h"
+#include "reader/tree.h"
 
 /* Node ids of layer entries carry the layer in 12 bits (and the inode
  * reference, 48 bits, above it); 4,096 is well past the 1,024 images a
@@ -36,65 +37,36 @@
 
 struct union_fs;
 
-/* What a node is: a merged directory (merged, its index in dir) or an
- * entry of one layer; in is the inode whose attributes it shows (the
- * topmost directory's for a merged one). */
-struct union_node {
-	bool merged;
-	uint32_t dir;        /* merged directory: its index */
-	uint32_t nlayers;    /* merged directory: the directories it merges */
-	uint32_t layer;      /* the layer of in */
-	struct inode in;
-};
-
 /* Opens the union of imgs[0..n) (imgs[n-1] on top); the images stay the
  * caller's and must outlive it. 0 or -errno with err set. */
 int union_open(struct image **imgs, uint32_t n, struct union_fs **out, char *err, size_t errlen);
 void union_close(struct union_fs *u);
 
-uint32_t union_layers(const struct union_fs *u);
-struct image *union_image(const struct union_fs *u, uint32_t layer);
-
-/* All return 0 or -errno (-EIO for what an image gets wrong). */
-int union_node_get(struct union_fs *u, uint64_t node, struct union_node *out);
-void union_stat(const struct union_node *n, struct stat *st);
+/* The kind of tree a union is (tree.h) is made of these, over the
+ * union's nodes (what a tree_node is: its layer, and whether a merged
+ * directory). All return 0 or -errno (-EIO for what an image gets wrong). */
+int union_node_get(struct union_fs *u, uint64_t node, struct tree_node *out);
+void union_stat(const struct tree_node *n, struct stat *st);
 
 /* The entry name in directory parent: its node id and what it is;
  * -ENOENT when absent (or whited out). */
 int union_lookup(struct union_fs *u, uint64_t parent, const char *name, uint64_t *node,
-		 struct union_node *child);
+		 struct tree_node *child);
 
-/* What a listing fills in besides names and types: nothing (READDIR), the
- * node and n of every entry (READDIRPLUS), or of directories only
- * (READDIRPLUS with the other entries sent unlinked, ops.h). false and
- * true are the first two. */
-enum union_plus { UNION_PLUS_NONE, UNION_PLUS_ALL, UNION_PLUS_DIRS };
-
-/* One entry of a listing. node and n are filled as plus asks (node 0:
- * not filled). */
-struct union_dirent {
-	const char *name;
-	uint64_t cookie;     /* the position after this entry (> 2) */
-	mode_t type;         /* S_IF* of the entry */
-	uint64_t ino;        /* st_ino */
-	uint64_t node;
-	struct union_node n;
-};
-
-/* Calls emit for the entries of directory node after cookie (0: from the
- * start; "." and ".." are the caller's) until it returns non-zero or the
- * listing ends. Returns 0 or -errno (entries emitted before an error
- * stay emitted). */
-typedef int (*union_emit_fn)(void *ctx, const struct union_dirent *e);
-int union_readdir(struct union_fs *u, uint64_t node, uint64_t cookie, enum union_plus plus,
-		  union_emit_fn emit, void *ctx);
+/* Calls emit for the entries of directory dir (a node of u) after cookie
+ * (0: from the start; "." and ".." are the caller's) until it returns
+ * non-zero or the listing ends; node and n of each as plus asks. Entries
+ * emitted before an error stay emitted. */
+int union_readdir(struct union_fs *u, const struct tree_node *dir, uint64_t cookie,
+		  enum tree_plus plus, tree_emit_fn emit, void *ctx);
 
 /* Extended attributes as overlayfs shows them: those of the node's inode
  * (the topmost directory's for a merged one) without trusted.overlay.*.
  * Same contract as xattr_list and xattr_get (image.h). */
-int union_xattr_list(struct union_fs *u, const struct union_node *n, bool with_trusted, char *buf,
-		     size_t size);
-int union_xattr_get(struct union_fs *u, const struct union_node *n, const char *name, void *buf,
-		    size_t size);
+int union_xattr_list(const struct tree_node *n, bool with_trusted, char *buf, size_t size);
+int union_xattr_get(const struct tree_node *n, const char *name, void *buf, size_t size);
+
+/* The sizes of all layers together; names as the top layer's. */
+void union_statfs(const struct union_fs *u, struct statvfs *st);
 
 #endif

@@ -157,7 +157,7 @@ static void walk_dir(struct image *img, const struct inode *dir, int depth, stru
 	}
 }
 
-static void walk_union_node(struct union_fs *u, uint64_t node, const struct union_node *n, int depth,
+static void walk_union_node(struct union_fs *u, uint64_t node, const struct tree_node *n, int depth,
 			    struct budget *b);
 
 struct union_walk {
@@ -168,10 +168,10 @@ struct union_walk {
 	unsigned seen;
 };
 
-static int union_entry(void *ctx, const struct union_dirent *e)
+static int union_entry(void *ctx, const struct tree_dirent *e)
 {
 	struct union_walk *w = ctx;
-	struct union_node n;
+	struct tree_node n;
 	uint64_t node;
 
 	if (w->b->entries++ >= MAX_ENTRIES)
@@ -186,37 +186,37 @@ static int union_entry(void *ctx, const struct union_dirent *e)
 	return 0;
 }
 
-static void walk_union_node(struct union_fs *u, uint64_t node, const struct union_node *n, int depth,
+static void walk_union_node(struct union_fs *u, uint64_t node, const struct tree_node *n, int depth,
 			    struct budget *b)
 {
 	static char buf[XATTR_MAX];
-	struct union_node again;
+	struct tree_node again;
 	struct stat st;
 	int len;
 
 	check(union_node_get(u, node, &again) == 0 && again.in.id == n->in.id);
 	union_stat(n, &st);
-	len = union_xattr_list(u, n, true, NULL, 0);
+	len = union_xattr_list(n, true, NULL, 0);
 	if (len >= 0) {
 		check(len <= XATTR_MAX);
-		check(union_xattr_list(u, n, true, buf, sizeof(buf)) == len);
+		check(union_xattr_list(n, true, buf, sizeof(buf)) == len);
 	}
-	check(union_xattr_get(u, n, "trusted.overlay.opaque", buf, sizeof(buf)) == -ENODATA);
+	check(union_xattr_get(n, "trusted.overlay.opaque", buf, sizeof(buf)) == -ENODATA);
 	if (S_ISDIR(n->in.mode) && depth <= MAX_DEPTH) {
 		struct union_walk w = { .u = u, .dir = node, .depth = depth, .b = b };
 		uint64_t absent;
-		struct union_node an;
+		struct tree_node an;
 
 		(void)union_lookup(u, node, "\x7f-not-there", &absent, &an);
-		(void)union_readdir(u, node, 0, true, union_entry, &w);
+		(void)union_readdir(u, n, 0, TREE_PLUS_ALL, union_entry, &w);
 		/* Resumed from an entry's position, as READDIR does. */
-		(void)union_readdir(u, node, 4, false, union_entry, &w);
+		(void)union_readdir(u, n, 4, TREE_PLUS_NONE, union_entry, &w);
 	} else if (S_ISREG(n->in.mode)) {
-		read_file(union_image(u, n->layer), &n->in, b);
+		read_file(n->img, &n->in, b);
 	} else if (S_ISLNK(n->in.mode)) {
 		char target[4096];
 
-		(void)inode_readlink(union_image(u, n->layer), &n->in, target, sizeof(target));
+		(void)inode_readlink(n->img, &n->in, target, sizeof(target));
 	}
 }
 
@@ -264,7 +264,7 @@ static void fuzz_union(const uint8_t *data, size_t size)
 	if (opened == n) {
 		struct budget b = { 0 };
 		struct union_fs *u;
-		struct union_node root;
+		struct tree_node root;
 
 		if (union_open(imgs, n, &u, err, sizeof(err)) == 0) {
 			if (union_node_get(u, 1, &root) == 0)
