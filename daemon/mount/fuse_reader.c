@@ -9,16 +9,16 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "process/child_process.h"
+#include "process/identity.h"
 #include "clock.h"
+#include "util/close_from.h"
 #include "util/log.h"
 
 #define PROBE_TIMEOUT_MS 3000
 #define PROBE_OUTPUT_MAX 8192
-#define NOBODY 65534
 
 void fuse_reader_parse(const char *help, struct fuse_reader *out)
 {
@@ -69,11 +69,9 @@ static void __attribute__((noreturn)) run_help(const char *path, int outfd)
 	if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0 || dup2(outfd, STDOUT_FILENO) < 0 ||
 	    dup2(outfd, STDERR_FILENO) < 0)
 		_exit(127);
-#ifdef SYS_close_range
-	syscall(SYS_close_range, 3U, ~0U, 0);
-#endif
+	close_from(3);
 	/* The binary is the admin's, but asking it for help needs no rights. */
-	if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
+	if (setgroups(0, NULL) < 0 || setgid(IDENTITY_NOBODY) < 0 || setuid(IDENTITY_NOBODY) < 0)
 		_exit(126);
 	execve(path, argv, envp);
 	_exit(127);

@@ -26,7 +26,7 @@ static void __attribute__((noreturn))
 spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 {
 	static struct prefetch_request rq; /* a fresh process: ours alone */
-	static const struct identity nobody = { .uid = KERNEL_PREFETCH_ID, .gid = KERNEL_PREFETCH_ID,
+	static const struct identity nobody = { .uid = IDENTITY_NOBODY, .gid = IDENTITY_NOBODY,
 						.ngroups = 0, .name = "nobody" };
 	char *const envp[] = { NULL };
 	struct sigaction dfl;

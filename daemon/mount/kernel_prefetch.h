@@ -5,7 +5,7 @@
  * together, are there before the job's start asks for them one round trip
  * at a time (Lustre, GPFS). squash-reader --prefetch does it: a process the
  * spawner makes and squashd never waits for, on squashd's own descriptor
- * of the image, as an unprivileged uid, that ends by itself (it only asks
+ * of the image, as IDENTITY_NOBODY, that ends by itself (it only asks
  * the kernel to read) and is ended by its own alarm after
  * KERNEL_PREFETCH_MAX_S if the image's file system hangs. An image without
  * a profile costs it one lookup; without a spawner nothing is read ahead. */
@@ -15,8 +15,6 @@
 #include "process/spawner.h"
 
 #define KERNEL_PREFETCH_MAX_S 60
-/* The uid and gid it runs as: the kernel's overflow ids, which own nothing. */
-#define KERNEL_PREFETCH_ID 65534
 
 /* Starts squash-reader (reader_path) --prefetch on image_fd, which stays
  * the caller's. Never blocks on the image; failures are logged at debug

@@ -8,6 +8,9 @@
 #include "util/result.h"
 
 #define IDENTITY_MAX_GROUPS 1024
+/* The kernel's overflow uid and gid, which own nothing: what squashd's
+ * helpers that need no one's rights run as. */
+#define IDENTITY_NOBODY 65534
 
 struct identity {
 	uid_t uid;
