@@ -39,7 +39,8 @@ if [ "$name" = reader ]; then
 	reader=$top/daemon/reader
 	srcs="$reader/image_meta.c $reader/image_dir.c $reader/image_data.c $reader/image_xattr.c $reader/block_cache.c
 		$reader/block_codec.c $reader/squashfuse_block.c $reader/xz_block.c
-		$reader/union_tree.c $reader/union_merge.c"
+		$reader/union_tree.c $reader/union_merge.c
+		$reader/start_profile_record.c $reader/start_profile_prefetch.c"
 	libs="$(pkg-config --libs squashfuse liblzma) -pthread"
 	if pkg-config --exists libzstd; then
 		printf '#define HAVE_LIBZSTD 1\n' >>"$work/config.h"
