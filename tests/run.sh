@@ -21,9 +21,11 @@
 #                                release, are left out (and the RPM:
 #                                tests/packaging); then real nodes
 #                                (tests/node): the .deb of Debian 12 and of
-#                                13, built there with its checks, installed
+#                                13 (Debian 13's built with its checks: its
+#                                root's make check runs there), installed
 #                                with apt in a Debian 12 and a 13 guest
-#                                booted by QEMU (systemd, cgroup v2)
+#                                booted by QEMU (systemd, cgroup v2), both
+#                                at once
 #   ./tests/run.sh --build-only  deps and build only (used by contrib/demo.sh)
 #
 # Environment: SQUASH_BUILD_DIR (default <repo>/build), PYTEST_ARGS (extra
