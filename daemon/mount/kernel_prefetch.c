@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "process/child_process.h"
 #include "process/identity.h"
 #include "util/close_from.h"
 #include "util/log.h"
@@ -29,8 +30,6 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 	static const struct identity nobody = { .uid = IDENTITY_NOBODY, .gid = IDENTITY_NOBODY,
 						.ngroups = 0, .name = "nobody" };
 	char *const envp[] = { NULL };
-	struct sigaction dfl;
-	sigset_t none;
 	int img, devnull;
 
 	close(sock); /* squashd does not listen */
@@ -38,13 +37,7 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 	rq.reader[sizeof(rq.reader) - 1] = '\0';
 	if (nfds < 1 || rq.reader[0] != '/')
 		_exit(2);
-	setsid();
-	memset(&dfl, 0, sizeof(dfl));
-	dfl.sa_handler = SIG_DFL;
-	for (int s = 1; s < NSIG; s++)
-		sigaction(s, &dfl, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	child_detach_signals();
 	img = fcntl(fds[0], F_DUPFD, 10);
 	devnull = open("/dev/null", O_RDWR);
 	if (img < 0 || devnull < 0 || dup2(img, 3) < 0)

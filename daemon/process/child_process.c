@@ -124,3 +124,17 @@ int child_wait(int pidfd, long long deadline_ms, int *status)
 			return 1;
 	}
 }
+
+void child_detach_signals(void)
+{
+	struct sigaction dfl;
+	sigset_t none;
+
+	setsid();
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	for (int s = 1; s < NSIG; s++)
+		sigaction(s, &dfl, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}

@@ -38,6 +38,12 @@ void child_abandon(int pidfd);
 void child_set_stop_fd(int fd);
 int child_stop_fd(void);
 
+/* In a child about to exec a program of its own (a FUSE server, a
+ * prefetch): a session of its own, so that signals aimed at squashd's
+ * process group (a terminal, a restart) do not reach it, every signal's
+ * default action and none blocked (squashd's threads block some). */
+void child_detach_signals(void);
+
 /* Like fork(), but the child starts with the given pidfd in *pidfd. */
 pid_t child_fork(int *pidfd);
 

@@ -63,19 +63,11 @@ run_server(const struct server_request *rq, int fd3, int fd4, int log_fd)
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 	char *argv[ARGC_MAX + 1];
 	const char *a = rq->args;
-	struct sigaction dfl;
-	sigset_t none;
 	int img, fus, lg, devnull;
 
 	/* Own session: signals aimed at squashd's process group (a terminal,
 	 * a restart) must not take the user's mount down with it. */
-	setsid();
-	memset(&dfl, 0, sizeof(dfl));
-	dfl.sa_handler = SIG_DFL;
-	for (int s = 1; s < NSIG; s++)
-		sigaction(s, &dfl, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	child_detach_signals();
 
 	/* Move the descriptors above their targets first so dup2 never
 	 * clobbers one with another. */
