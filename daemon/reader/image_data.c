@@ -177,10 +177,19 @@ static int fragment(struct image *img, const struct inode *in, size_t tail, stru
 	return rc;
 }
 
+/* The blocks of in's block list; *has_frag: its tail is in a fragment. */
+static uint64_t list_blocks(const struct image *img, const struct inode *in, bool *has_frag)
+{
+	uint64_t bs = img->block_size, tail = in->size % bs;
+
+	*has_frag = in->frag != INVALID_FRAG && tail != 0;
+	return in->size / bs + (!*has_frag && tail ? 1 : 0);
+}
+
 int file_read(struct image *img, const struct inode *in, uint64_t off, size_t size,
 	      struct read_reply *r)
 {
-	uint64_t bs = img->block_size, end, k, first, last, nblocks, tail;
+	uint64_t bs = img->block_size, end, k, first, last, nblocks;
 	bool has_frag;
 	struct block_index bi;
 	int rc;
@@ -193,9 +202,7 @@ int file_read(struct image *img, const struct inode *in, uint64_t off, size_t si
 	end = in->size - off < size ? in->size : off + size;
 	if (img->recorder)
 		profile_recorder_note(img->recorder, in->id, off, end);
-	tail = in->size % bs;
-	has_frag = in->frag != INVALID_FRAG && tail != 0;
-	nblocks = in->size / bs + (!has_frag && tail ? 1 : 0);
+	nblocks = list_blocks(img, in, &has_frag);
 	first = off / bs;
 	last = (end - 1) / bs;
 
@@ -250,7 +257,7 @@ void image_record_profile(struct image *img, struct profile_recorder *rec)
 int file_extents(struct image *img, const struct inode *in, uint64_t from, uint64_t to,
 		 void (*part)(void *ctx, uint64_t off, uint64_t len), void *ctx)
 {
-	uint64_t bs = img->block_size, tail, nblocks, first, last, len = 0;
+	uint64_t bs = img->block_size, nblocks, first, last, len = 0;
 	struct block_index bi;
 	bool has_frag;
 	int rc;
@@ -261,9 +268,7 @@ int file_extents(struct image *img, const struct inode *in, uint64_t from, uint6
 		to = in->size;
 	if (from >= to)
 		return 0;
-	tail = in->size % bs;
-	has_frag = in->frag != INVALID_FRAG && tail != 0;
-	nblocks = in->size / bs + (!has_frag && tail ? 1 : 0);
+	nblocks = list_blocks(img, in, &has_frag);
 	first = from / bs;
 	last = (to - 1) / bs;
 	if (first < nblocks) {
