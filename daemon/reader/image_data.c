@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "reader/block_cache.h"
+#include "reader/fragment_ahead.h"
 #include "reader/image_format.h"
 #include "reader/start_profile.h"
 
@@ -37,22 +38,14 @@ static void read_ahead(struct image *img, uint64_t pos)
 		(void)posix_fadvise(img->fd, (off_t)at, (off_t)DATA_READAHEAD_CHUNK, POSIX_FADV_WILLNEED);
 }
 
-/* Reads and caches the data block at pos with on-disk header word hdr;
- * want: the bytes it must decompress to. */
-static int data_block(struct image *img, uint64_t pos, uint32_t hdr, size_t want,
-		      struct cached_block **out)
+int data_block_decompress(struct image *img, uint64_t pos, uint32_t hdr, size_t want,
+			  struct cached_block **out)
 {
 	size_t size = hdr & ~DATA_UNCOMPRESSED, outlen = img->block_size;
-	struct cached_block *b = block_cache_get(img->datac, pos | img->cache_tag);
+	struct cached_block *b;
 	void *raw;
 	int r;
 
-	if (b && b->next == hdr && b->len >= want) {
-		*out = b;
-		return 0;
-	}
-	if (b)
-		block_cache_release(img->datac, b);
 	if (size == 0 || size > img->block_size)
 		return -EIO;
 	b = malloc(sizeof(*b) + img->block_size);
@@ -81,6 +74,26 @@ static int data_block(struct image *img, uint64_t pos, uint32_t hdr, size_t want
 		return r;
 	}
 	b->len = outlen;
+	*out = b;
+	return 0;
+}
+
+/* The data block at pos with on-disk header word hdr, from the cache or
+ * read into it; want: the bytes it must decompress to. */
+static int data_block(struct image *img, uint64_t pos, uint32_t hdr, size_t want,
+		      struct cached_block **out)
+{
+	struct cached_block *b = block_cache_get(img->datac, pos | img->cache_tag);
+	int r;
+
+	if (b && b->next == hdr && b->len >= want) {
+		*out = b;
+		return 0;
+	}
+	if (b)
+		block_cache_release(img->datac, b);
+	if ((r = data_block_decompress(img, pos, hdr, want, &b)) < 0)
+		return r;
 	*out = block_cache_put(img->datac, b);
 	return 0;
 }
@@ -166,7 +179,8 @@ static int fragment(struct image *img, const struct inode *in, size_t tail, stru
 
 	if ((rc = table_entry(img, img->frag_start, in->frag, 16, e)) < 0)
 		return rc;
-	if ((rc = data_block(img, le64(e), le32(e + 8), 0, &b)) < 0)
+	b = fragment_ahead_take(img, in->frag, le64(e), le32(e + 8));
+	if (!b && (rc = data_block(img, le64(e), le32(e + 8), 0, &b)) < 0)
 		return rc;
 	if (in->frag_off > b->len || tail > b->len - in->frag_off) {
 		block_cache_release(img->datac, b);
@@ -306,3 +320,4 @@ int file_extents(struct image *img, const struct inode *in, uint64_t from, uint6
 	}
 	return 0;
 }
+

@@ -72,6 +72,13 @@ struct image {
 	bool prefetching;
 	atomic_bool prefetch_stop;
 	struct profile_recorder *recorder;
+	/* Fragment blocks decompressed ahead (fragment_ahead.c): the block
+	 * the last read went to, the one asked for, the one being
+	 * decompressed and the one decompressed (INVALID_FRAG: none). */
+	pthread_mutex_t ahead_lock;
+	pthread_cond_t ahead_done;
+	uint32_t ahead_last, ahead_want, ahead_busy, ahead_idx;
+	struct cached_block *ahead_block;
 };
 
 /* Reads the xattr id table's header at the superblock's xattr_id_start
@@ -84,6 +91,11 @@ int xattr_open(struct image *img, uint64_t xattr_id_start);
  * the inode table. *len 0: nothing (a range the values do not make). */
 void md_prefetch_range(uint64_t inode_start, uint64_t bytes_used, uint64_t cap,
 		       uint64_t *off, uint64_t *len);
+/* Reads and decompresses the data block at pos (on-disk header word hdr),
+ * which must give at least want bytes, into a new block of its own (one
+ * reference, not cached). 0 or -errno. */
+int data_block_decompress(struct image *img, uint64_t pos, uint32_t hdr, size_t want,
+			  struct cached_block **out);
 /* Reads len bytes at pos, all within the image's used bytes. */
 int read_at(struct image *img, uint64_t pos, void *buf, size_t len);
 /* Copies len bytes from the cursor (buf NULL: skips them) and advances it. */

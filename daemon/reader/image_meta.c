@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "reader/block_cache.h"
+#include "reader/fragment_ahead.h"
 #include "reader/image_format.h"
 #include "reader/start_profile.h"
 #include "read_full.h"
@@ -244,6 +245,7 @@ static int open_common(int fd, unsigned md_slots, unsigned data_slots, struct bl
 	img->datac = shared_data ? shared_data : &img->data;
 	img->cache_tag = tag;
 	pthread_mutex_init(&img->bidx_lock, NULL);
+	fragment_ahead_init(img);
 	/* The id table is small (a few entries) and needed for every stat. */
 	img->ids = calloc(img->no_ids, sizeof(*img->ids));
 	if (!img->ids) {
@@ -279,6 +281,7 @@ void image_close(struct image *img)
 	if (!img)
 		return;
 	start_profile_prefetch_end(img);
+	fragment_ahead_destroy(img);
 	block_cache_destroy(&img->md);
 	block_cache_destroy(&img->data);
 	pthread_mutex_destroy(&img->bidx_lock);

@@ -178,6 +178,9 @@ static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 	else
 		fuse_reply_buf(req, NULL, 0);
 	read_reply_done(n.img, &r);
+	/* Answered: the client goes on while this thread works for its next
+	 * reads. */
+	image_work_ahead(n.img);
 }
 
 /* A listing's answer being filled. */

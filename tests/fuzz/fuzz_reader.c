@@ -96,15 +96,20 @@ static void read_file(struct image *img, const struct inode *in, struct budget *
 
 	while (off < in->size && off < MAX_FILE_BYTES && b->bytes < MAX_TOTAL_BYTES) {
 		struct read_reply r;
+		size_t got;
 
 		/* Odd-sized pieces cross block boundaries. */
 		if (file_read(img, in, off, 70001, &r) < 0)
 			return;
-		check(r.bytes <= 70001);
-		b->bytes += r.bytes;
-		off += r.bytes;
+		got = r.bytes;
+		check(got <= 70001);
+		b->bytes += got;
+		off += got;
 		read_reply_done(img, &r);
-		if (r.bytes == 0)
+		/* What a serving thread does after its answer: the next
+		 * fragment block of a walk in order, from the image's table. */
+		image_work_ahead(img);
+		if (got == 0)
 			return;
 	}
 	/* And a read from past the end of the first block. */
