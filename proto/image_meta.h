@@ -97,7 +97,10 @@ void squash_env_ops_free(struct squash_env_ops *ops);
  * malloc'd; NULL when out of memory. An empty current value counts as
  * unset (no stray ':' meaning the current directory in a search path). A
  * path already in the list is moved, not repeated, so that applying an
- * environment twice (a step inherits its batch script's) changes nothing. */
+ * environment twice (a step inherits its batch script's) changes nothing.
+ * MANPATH and INFOPATH keep an empty element ("DIR:" prepended, ":DIR"
+ * appended) when they had no other entry: for man and info it stands for
+ * the system's own list, which the image's directory alone would hide. */
 char *squash_env_op_result(const struct squash_env_op *op, const char *current);
 
 #endif

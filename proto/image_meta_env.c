@@ -1,6 +1,7 @@
 /* An image's named environment as variable operations (see image_meta.h). */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,21 +108,44 @@ static char *without(const char *list, const char *item)
 	return out;
 }
 
+/* Search paths whose empty element stands for the system's own list: man
+ * (man-db's manpath(5)) and info read "DIR:" as DIR, then their defaults.
+ * Set to the image's directory alone, they would hide every man page and
+ * info manual of the node. */
+static bool keeps_system_default(const char *var)
+{
+	return !strcmp(var, "MANPATH") || !strcmp(var, "INFOPATH");
+}
+
+/* The path alone, with the system's list kept (an empty element) where the
+ * variable has one. */
+static char *first_path(const struct squash_env_op *op)
+{
+	char *out;
+
+	if (op->kind == SQUASH_ENV_SET || !keeps_system_default(op->var))
+		return strdup(op->value);
+	if (asprintf(&out, op->kind == SQUASH_ENV_PREPEND_PATH ? "%s:" : ":%s", op->value) < 0)
+		return NULL;
+	return out;
+}
+
 char *squash_env_op_result(const struct squash_env_op *op, const char *current)
 {
 	char *rest, *out;
 	int n;
 
 	if (op->kind == SQUASH_ENV_SET || !current || !*current)
-		return strdup(op->value);
+		return first_path(op);
 	/* Moved, not repeated: a step inherits the environment its batch
 	 * script already got, and applying it again changes nothing. */
 	rest = without(current, op->value);
 	if (!rest)
 		return NULL;
-	if (!*rest)
-		n = asprintf(&out, "%s", op->value);
-	else if (op->kind == SQUASH_ENV_PREPEND_PATH)
+	if (!*rest) {
+		free(rest);
+		return first_path(op);
+	} else if (op->kind == SQUASH_ENV_PREPEND_PATH)
 		n = asprintf(&out, "%s:%s", op->value, rest);
 	else
 		n = asprintf(&out, "%s:%s", rest, op->value);

@@ -183,12 +183,38 @@ static void test_env_ops(void)
 	CHECK_STR(w, "/squash/p/sbin:/squash/p/bin:/usr/bin:/bin");
 	free(v);
 	free(w);
+	v = squash_env_op_result(&ops.op[0], NULL);
+	CHECK_STR(v, "/squash/p/bin"); /* unset: no stray ':' */
+	free(v);
+	v = squash_env_op_result(&ops.op[0], "");
+	CHECK_STR(v, "/squash/p/bin");
+	free(v);
+	/* MANPATH unset: its empty element keeps the system's manuals. */
 	v = squash_env_op_result(&ops.op[4], NULL);
-	CHECK_STR(v, "/squash/p/share/man"); /* unset: no stray ':' */
+	CHECK_STR(v, ":/squash/p/share/man");
 	free(v);
 	v = squash_env_op_result(&ops.op[4], "");
-	CHECK_STR(v, "/squash/p/share/man");
+	CHECK_STR(v, ":/squash/p/share/man");
 	free(v);
+	{
+		char man[] = "/squash/p/share/man";
+		struct squash_env_op pre = { SQUASH_ENV_PREPEND_PATH, "MANPATH", man };
+
+		v = squash_env_op_result(&pre, NULL);
+		CHECK_STR(v, "/squash/p/share/man:");
+		/* Applied again: the same, its empty element kept. */
+		w = squash_env_op_result(&pre, v);
+		CHECK_STR(w, "/squash/p/share/man:");
+		free(v);
+		free(w);
+		v = squash_env_op_result(&pre, "/opt/man");
+		CHECK_STR(v, "/squash/p/share/man:/opt/man"); /* set by the user: theirs */
+		free(v);
+		pre.var = "INFOPATH";
+		v = squash_env_op_result(&pre, NULL);
+		CHECK_STR(v, "/squash/p/share/man:");
+		free(v);
+	}
 	v = squash_env_op_result(&ops.op[4], "/usr/share/man");
 	CHECK_STR(v, "/usr/share/man:/squash/p/share/man");
 	free(v);
