@@ -1,6 +1,8 @@
 #include "config.h"
 #include "cli/squashctl_report.h"
 
+#include <stdbool.h>
+
 #include "client.h"
 
 /* Label values: backslash, double quote and newline escaped (the text
@@ -68,6 +70,39 @@ static void histogram(FILE *out, const Squash__NodeStatus *n)
 	}
 }
 
+/* A budget's name as a label value: squashd's words ("requests
+ * running") with '_' for the spaces, as Prometheus labels are written. */
+static void budget_label(FILE *out, const char *name)
+{
+	char buf[96];
+	size_t i;
+
+	for (i = 0; name && name[i] && i + 1 < sizeof(buf); i++)
+		buf[i] = name[i] == ' ' ? '_' : name[i];
+	buf[i] = '\0';
+	label_value(out, buf);
+}
+
+/* The per-user budgets (NodeStatus.user_budgets: each user squashd holds
+ * something of), so that an alert can say which user nears which limit. */
+static void user_budgets(FILE *out, const Squash__NodeStatus *n, bool limits)
+{
+	const char *name = limits ? "squashd_user_budget_limit" : "squashd_user_budget_used";
+
+	header(out, name, "gauge",
+	       limits ? "The limit of a per-user budget (none where it has no limit)."
+		      : "What a user holds of a per-user budget (docs/security.md, \"Budgets per user\").");
+	for (size_t i = 0; i < n->n_user_budgets; i++) {
+		const Squash__UserBudget *b = n->user_budgets[i];
+
+		if (limits && !b->has_limit)
+			continue;
+		fprintf(out, "%s{uid=\"%u\",budget=", name, b->uid);
+		budget_label(out, b->budget);
+		fprintf(out, "} %llu\n", (unsigned long long)(limits ? b->limit : b->used));
+	}
+}
+
 void print_metrics(FILE *out, const Squash__NodeStatus *n)
 {
 	header(out, "squashd_build_info", "gauge",
@@ -120,4 +155,6 @@ void print_metrics(FILE *out, const Squash__NodeStatus *n)
 	      n->registry_rebuilt ? 1 : 0);
 	gauge(out, "squashd_problems", "Problems squashctl health would report (without asking Slurm).",
 	      n->n_problems);
+	user_budgets(out, n, false);
+	user_budgets(out, n, true);
 }

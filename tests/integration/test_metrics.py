@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import SQUASHCTL, USER1, blocking_jobs, package_version, wait_until
+from conftest import SQUASHCTL, USER1, blocking_jobs, package_version, uid_of, wait_until
 
 FILES = {"hello.txt": "hello from the image\n"}
 
@@ -78,6 +78,18 @@ def test_metrics_count_the_requests_of_the_jobs_run(cluster):
         assert value(during, "squashd_mounts", mode="kernel", state="ready") == 0
         assert value(during, "squashd_fuse_servers") == 1
         assert value(during, "squashd_jobs") == 1
+        # The job's user holds a mount and a reader: their budgets are
+        # there with the user's uid, used beside the limit.
+        uid = str(uid_of(USER1))
+        used = {dict(l)["budget"]: v for (n, l), v in during.items()
+                if n == "squashd_user_budget_used" and dict(l)["uid"] == uid}
+        limits = {dict(l)["budget"]: v for (n, l), v in during.items()
+                  if n == "squashd_user_budget_limit" and dict(l)["uid"] == uid}
+        print("budgets of", USER1, {b: (used[b], limits.get(b)) for b in used})
+        assert used and all(" " not in b for b in used), used
+        assert set(limits) <= set(used), (limits, used)
+        assert used.get("mounts") == 1 and limits.get("mounts", 0) >= 1, (used, limits)
+        assert all(used[b] <= limits[b] for b in limits), (used, limits)
         status = cluster.squashctl("status").stdout
         assert re.search(r"^fuse servers: 1$", status, re.M), status
         assert re.search(r"^  fuse ready: 1$", status, re.M), status
