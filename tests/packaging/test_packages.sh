@@ -166,7 +166,8 @@ for f in /usr/sbin/squashd /usr/bin/squashctl "$deb_plugin" \
 	/usr/share/man/man8/spank_squash.8.gz /usr/share/man/man5/squashd.conf.5.gz \
 	/etc/squashd.conf /etc/slurm/plugstack.conf.d/squash.conf \
 	/usr/share/slurm-squash/nhc/squashd.nhc \
-	/usr/share/doc/slurm-squash/examples/squashd-metrics.cron; do
+	/usr/share/doc/slurm-squash/examples/squashd-metrics.cron \
+	/usr/share/doc/slurm-squash/examples/squash-images.conf.example; do
 	check "deb has $f" has_line "$deb_files" "$f"
 done
 check "deb has no libtool .la" bash -c '! grep -q "\.la$" <<<"$1"' _ "$deb_files"
