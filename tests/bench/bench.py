@@ -274,8 +274,11 @@ class Stack:
         info = imgdir / f"{self.tree.name}.{fmt.name}.profiled.json"
         cmd = (f"{PYTHON} {HERE / 'workload.py'} import \"$SQUASH_PROFILE_ROOT\" --times 1 "
                f"--imports {self.imports}")
-        # Made again for other imports, not for another checkout's workload.py.
-        if not (img.exists() and info.exists() and json.loads(info.read_text()).get("imports") == self.imports):
+        # Made again for other imports or another squash-pack (its order is
+        # what is measured), not for another checkout's workload.py.
+        packer = hashlib.sha256((REPO / "contrib" / "squash-pack").read_bytes()).hexdigest()[:16]
+        made = json.loads(info.read_text()) if img.exists() and info.exists() else {}
+        if made.get("imports") != self.imports or made.get("squash_pack_sha256") != packer:
             level = fmt.level or self.MKSQUASHFS_LEVEL.get(fmt.comp, "")
             pack = [REPO / "contrib" / "squash-pack", "-q", "-f", "--no-meta", "--no-relocate",
                     "-c", fmt.comp, "-b", fmt.bs, *(["-l", level] if level else []),
@@ -294,7 +297,7 @@ class Stack:
                 "build_seconds": round(secs, 1), "bytes": img.stat().st_size,
                 "profile_files": len(lines),
                 "profile_bytes": sum(int(t) - int(f) for f, t, _ in lines),
-                "profile_cmd": cmd, "imports": self.imports,
+                "profile_cmd": cmd, "imports": self.imports, "squash_pack_sha256": packer,
                 "squash_pack": " ".join(str(c) for c in pack[1:-2]) + " DIR IMAGE"}))
         self.profiled[fmt.name] = img
         self.profiled_info[fmt.name] = json.loads(info.read_text())
