@@ -48,8 +48,9 @@ struct cached_block *fragment_ahead_take(struct image *img, uint32_t idx, uint64
 	struct cached_block *b = NULL;
 
 	pthread_mutex_lock(&img->ahead_lock);
-	/* Decompressing it twice would only cost another CPU's time. */
-	while (img->ahead_busy == idx)
+	/* Decompressing it twice would only cost another CPU's time.
+	 * INVALID_FRAG is "none", never a block to wait for. */
+	while (idx != INVALID_FRAG && img->ahead_busy == idx)
 		pthread_cond_wait(&img->ahead_done, &img->ahead_lock);
 	if (img->ahead_block && img->ahead_idx == idx) {
 		b = img->ahead_block;
