@@ -320,4 +320,3 @@ int file_extents(struct image *img, const struct inode *in, uint64_t from, uint6
 	}
 	return 0;
 }
-
