@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "process/reader_cgroup.h"
+#include "process/reader_cgroup_usage.h"
 #include "process/server_output.h"
 #include "process/user_executor.h"
 #include "registry/usage.h"
@@ -52,11 +53,21 @@ void watcher_budget_rows(struct daemon_state *ds, const struct squashd_config *c
 	free(use);
 }
 
-static void reader_cpu(void *arg, uid_t uid, unsigned long long cpu_ms)
+static void reader_usage(void *arg, uid_t uid, enum reader_usage_kind kind, unsigned long long value)
 {
 	struct rows *r = arg;
 
-	r->emit(r->arg, uid, "reader CPU ms", cpu_ms, 0);
+	switch (kind) {
+	case READER_USAGE_CPU_MS:
+		r->emit(r->arg, uid, "reader CPU ms", value, 0);
+		break;
+	case READER_USAGE_MEMORY_BYTES:
+		r->emit(r->arg, uid, "reader memory", value, reader_cgroup_memory_limit());
+		break;
+	case READER_USAGE_OOM_KILLS:
+		r->emit(r->arg, uid, "reader OOM kills", value, 0);
+		break;
+	}
 }
 
 void reader_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg, user_budget_emit emit,
@@ -67,7 +78,9 @@ void reader_budget_rows(struct daemon_state *ds, const struct squashd_config *cf
 	size_t n = out ? server_output_usage(out, USERS_MAX) : 0;
 
 	(void)ds;
-	reader_cgroup_cpu_usage(reader_cpu, &r);
+	reader_cgroup_usage(READER_USAGE_CPU_MS, reader_usage, &r);
+	reader_cgroup_usage(READER_USAGE_MEMORY_BYTES, reader_usage, &r);
+	reader_cgroup_usage(READER_USAGE_OOM_KILLS, reader_usage, &r);
 	for (size_t i = 0; i < n; i++) {
 		emit(arg, out[i].uid, "reader log lines", out[i].lines, out[i].lines_burst);
 		emit(arg, out[i].uid, "reader log bytes", out[i].bytes, out[i].bytes_burst);

@@ -20,6 +20,8 @@ void watcher_budget_rows(struct daemon_state *ds, const struct squashd_config *c
 			 void *arg);
 
 /* "reader CPU ms" (no limit: readers share the CPU by reader_cpu_weight),
+ * "reader memory" (bytes, against reader_memory_max), "reader OOM kills"
+ * (their processes the kernel ended at that limit; no limit),
  * "reader log lines" and "reader log bytes" (the burst spent of each
  * reader's, refilled at one line and 16 KiB a second). */
 void reader_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg, user_budget_emit emit,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "mount/fuse_keep.h"
 #include "process/process_watch.h"
 #include "process/reader_cgroup.h"
+#include "process/reader_cgroup_usage.h"
 #include "mount/reader_pool.h"
 #include "util/log.h"
 
@@ -27,14 +29,22 @@ struct server_watch {
 
 static struct server_watch *watched; /* under ds->lock */
 
-static void describe_death(int status, char *buf, size_t len)
+static void describe_death(int status, uid_t uid, char *buf, size_t len)
 {
+	long long oom;
+
 	if (status < 0)
 		snprintf(buf, len, "exited (it was adopted after a squashd restart; its status is unknown)");
-	else if (WIFSIGNALED(status))
-		snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-	else
+	else if (!WIFSIGNALED(status))
 		snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+	else if (WTERMSIG(status) == SIGKILL && reader_cgroup_memory_limit() &&
+		 (oom = reader_cgroup_oom_kills(uid)) > 0)
+		/* The likely cause, for the admin: the user's budget, not the node. */
+		snprintf(buf, len, "was killed by signal 9 (the kernel's OOM killer has ended %lld process(es) "
+			 "of uid %u's FUSE servers at reader_memory_max, %llu bytes)",
+			 oom, (unsigned)uid, reader_cgroup_memory_limit());
+	else
+		snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
 }
 
 void fuse_servers_mark_dead_locked(struct daemon_state *ds, struct mount_entry *m, const char *how)
@@ -94,11 +104,12 @@ static void server_exited(void *arg, pid_t pid, int status)
 {
 	struct server_watch *w = arg;
 	struct daemon_state *ds = w->ds;
-	char how[128];
+	char how[256];
 
-	describe_death(status, how, sizeof(how));
+	describe_death(status, w->uid, how, sizeof(how));
 	reader_pool_died(pid);
 	/* Whatever it forked goes with it (its own cgroup or scope). */
+	reader_cgroup_usage_reader_ending(w->uid, pid);
 	reader_cgroup_end(w->uid, pid);
 	const struct squashd_config *cfg = settings_hold();
 	pthread_mutex_lock(&ds->lock);

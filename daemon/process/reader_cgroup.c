@@ -367,63 +367,21 @@ void reader_cgroup_end(uid_t uid, pid_t pid)
 			    (int)pid, (unsigned)uid, killed);
 }
 
-/* The uid whose cgroup directory of base is name, or -1. */
-static long long user_of_entry(const char *name)
+void reader_cgroup_where(struct reader_cgroup_where *w)
 {
-	char want[128];
-	unsigned uid;
-	int end = 0;
-
-	if (!under_systemd)
-		return sscanf(name, "uid-%u%n", &uid, &end) == 1 && !name[end] ? (long long)uid : -1;
-	/* "...u<uid>.slice", checked against the name squashd gives it. */
-	const char *dot = strrchr(name, '.'), *d = dot;
-	while (d && d > name && d[-1] >= '0' && d[-1] <= '9')
-		d--;
-	if (!d || d == dot || d == name || d[-1] != 'u' || sscanf(d, "%u", &uid) != 1 ||
-	    reader_scope_slice_name(instance, uid, want, sizeof(want)) < 0 || strcmp(want, name))
-		return -1;
-	return uid;
-}
-
-/* The CPU time of the cgroup dir in ms, or -1. */
-static long long cgroup_cpu_ms(const char *dir)
-{
-	char path[PATH_MAX + 32], line[128];
-	unsigned long long v;
-	long long ms = -1;
 	bool unified = v2 || under_systemd;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, unified ? "cpu.stat" : "cpuacct.usage");
-	if (!(f = fopen(path, "re")))
-		return -1;
-	while (ms < 0 && fgets(line, sizeof(line), f))
-		if (unified ? sscanf(line, "usage_usec %llu", &v) == 1 : sscanf(line, "%llu", &v) == 1)
-			ms = (long long)(unified ? v / 1000 : v / 1000000);
-	fclose(f);
-	return ms;
+	w->unified = unified;
+	w->under_systemd = under_systemd;
+	w->instance = instance;
+	/* v1 keeps CPU time in the cpu hierarchy and memory in the memory one. */
+	w->cpu_base = unified ? bases[0] : bases[2];
+	w->memory_base = unified ? bases[0] : bases[1];
 }
 
-void reader_cgroup_cpu_usage(reader_cpu_fn fn, void *arg)
+unsigned long long reader_cgroup_memory_limit(void)
 {
-	/* v1: the cpu hierarchy's (cpu,cpuacct on every host that has it). */
-	const char *base = v2 || under_systemd ? bases[0] : bases[2];
-	struct dirent *e;
-	DIR *d;
-
-	if (!base[0] || !(d = opendir(base)))
-		return;
-	while ((e = readdir(d))) {
-		char dir[PATH_MAX];
-		long long uid = user_of_entry(e->d_name), ms;
-
-		if (uid < 0 || (size_t)snprintf(dir, sizeof(dir), "%s/%s", base, e->d_name) >= sizeof(dir))
-			continue;
-		if ((ms = cgroup_cpu_ms(dir)) >= 0)
-			fn(arg, (uid_t)uid, (unsigned long long)ms);
-	}
-	closedir(d);
+	return memory_limit;
 }
 
 /* Removes the readers' own cgroups left in a user's (empty ones: a

@@ -79,13 +79,17 @@ int reader_cgroup_join(const struct reader_cgroup_join *join, char *why, size_t 
 #define READER_CGROUP_END_MS 2000
 void reader_cgroup_end(uid_t uid, pid_t pid);
 
-/* Calls fn(arg, uid, cpu_ms) for each user whose servers' cgroup (or
- * slice) exists now, with the CPU time its processes took (those ended
- * included, while the user's cgroup stays): v2's cpu.stat usage_usec, v1's
- * cpuacct.usage. Reads cgroupfs only, which waits on no user; users whose
- * time cannot be read are left out. For squashctl status. */
-typedef void (*reader_cpu_fn)(void *arg, uid_t uid, unsigned long long cpu_ms);
-void reader_cgroup_cpu_usage(reader_cpu_fn fn, void *arg);
+/* Where the users' cgroups are, for reading what they count
+ * (process/reader_cgroup_usage.h): "" bases when there are none. */
+struct reader_cgroup_where {
+	const char *cpu_base, *memory_base; /* the same under cgroup v2 */
+	const char *instance;               /* in the names of systemd slices */
+	bool unified, under_systemd;
+};
+void reader_cgroup_where(struct reader_cgroup_where *w);
+
+/* reader_memory_max as in force (0: none). */
+unsigned long long reader_cgroup_memory_limit(void);
 
 /* At exit: removes the users' cgroups no process is left in. */
 void reader_cgroup_cleanup(void);

@@ -40,6 +40,7 @@ void config_defaults(struct squashd_config *cfg)
 	cfg->reader_cgroups = true;
 	cfg->fuse_union = true;
 	cfg->reader_tasks_max = SQUASHD_READER_TASKS_DEFAULT;
+	cfg->reader_memory_max = SQUASHD_READER_MEMORY_DEFAULT;
 	cfg->reader_cpu_weight = SQUASHD_READER_CPU_WEIGHT_DEFAULT;
 	cfg->reader_poll_us = SERVE_POLL_US_DEFAULT;
 }

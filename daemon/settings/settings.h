@@ -72,6 +72,10 @@ struct squashd_config {
 #define SQUASHD_OVERLAY_DEFAULT (1ULL << 30)
 #define SQUASHD_OVERLAY_MAX (1ULL << 40)
 #define SQUASHD_READER_TASKS_DEFAULT 4096
+/* One user's FUSE servers use a few MiB (docs/performance.md, section 6);
+ * the rest is the page cache of the images they read, which the kernel
+ * reclaims within the limit. A budget, not a size: node memory is shared. */
+#define SQUASHD_READER_MEMORY_DEFAULT (2ULL << 30)
 #define SQUASHD_READER_CPU_WEIGHT_DEFAULT 100 /* the kernel's and systemd's default */
 /* Requests served at once for one user (server/user_queues.h): well below
  * the 512 workers, so stuck requests of a few users leave the rest. */

@@ -7,6 +7,7 @@ server_output.c; docs/security.md).
 squashd runs here with a test reader (squash_reader = a root-owned script
 that does what tests/ctl/<uid> says, then execs the real squash-reader)."""
 
+import json
 import os
 import re
 import subprocess
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.host_release_only("squashd's cgroups and pipes for read
 FILES = {"hello.txt": "hello from the image\n"}
 FAKE_JOB = 990201
 TASKS_MAX = 40
+MEMORY_MAX = 64 << 20
 CPU_WEIGHT = 50
 REQUEST_TIMEOUT = 4
 
@@ -40,6 +42,17 @@ forks)
 		print "$n\n"; kill "KILL", @k; 1 while wait() > 0;' > "$ctl/forked-$(id -u)" ;;
 chatty)
 	for i in $(seq 1 200); do echo "chatty line $i"; done ;;
+hungry)
+	# Once: the reader squashd starts again on the same connections serves.
+	if [ ! -e "$ctl/hungry-$(id -u)" ]; then
+		touch "$ctl/hungry-$(id -u)"
+		# Children that together outgrow reader_memory_max once the reader
+		# serves, each well below it, and the reader first in line for the
+		# OOM killer (a user may raise their own score): the kernel picks
+		# the reader (score: the limit and its size) over any one child.
+		for i in 1 2 3; do perl -e 'sleep 2; $x = "x" x {hungry}; sleep 60' & done
+		echo 1000 > /proc/self/oom_score_adj
+	fi ;;
 esac
 exec {reader} "$@"
 """
@@ -58,12 +71,13 @@ def contained(cluster):
     ctl.chmod(0o777)
     wrapper = cluster.dir / "bin" / "test-reader"
     wrapper.parent.mkdir(mode=0o755, exist_ok=True)
-    wrapper.write_text(WRAPPER.format(ctl=ctl, forks=3 * TASKS_MAX, reader=real))
+    wrapper.write_text(WRAPPER.format(ctl=ctl, forks=3 * TASKS_MAX, hungry=MEMORY_MAX * 2 // 5, reader=real))
     wrapper.chmod(0o755)
     conf.write_text(re.sub(r"^squash_reader = .*$", f"squash_reader = {wrapper}", saved,
                            flags=re.M)
                     .replace("request_timeout = 10\n", f"request_timeout = {REQUEST_TIMEOUT}\n")
-                    + f"reader_tasks_max = {TASKS_MAX}\nreader_cpu_weight = {CPU_WEIGHT}\n")
+                    + f"reader_tasks_max = {TASKS_MAX}\nreader_cpu_weight = {CPU_WEIGHT}\n"
+                    + f"reader_memory_max = {MEMORY_MAX >> 20}M\n")
     node.squashd_stop()
     node.squashd_start()
     try:
@@ -147,6 +161,61 @@ def test_a_reader_that_forks_without_end_is_held_by_its_cgroup(contained):
     finally:
         (ctl / str(uid)).unlink()
         cluster.rawclient("release", FAKE_JOB + 1)
+
+
+def user_budgets(cluster, uid):
+    """uid's rows of `squashctl status --json`: {budget: (used, limit)}."""
+    for r in json.loads(cluster.squashctl("status", "--json").stdout)["user_budgets"]:
+        if r["uid"] == uid:
+            return {k: (v["used"], v["limit"]) for k, v in r["budgets"].items()}
+    return {}
+
+
+def memory_limit_file(pid):
+    """The memory limit file of the user's cgroup a reader runs below."""
+    cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+    v1 = re.search(r"^\d+:(?:[^:\n]*,)?memory(?:,[^:\n]*)?:(.*)/reader-\d+$", cgroups, re.M)
+    if v1:
+        root = next(line.split()[4] for line in open("/proc/self/mountinfo")
+                    if " - cgroup " in line and "memory" in line.split()[-1].split(","))
+        return Path(f"{root}{v1.group(1)}/memory.limit_in_bytes")
+    return Path("/sys/fs/cgroup" + re.search(r"^0::(.*)/reader-\d+$", cgroups, re.M).group(1)) / "memory.max"
+
+
+def test_a_reader_past_reader_memory_max_is_killed_in_its_cgroup_named_and_replaced(contained):
+    """USER1's reader (first in line for the OOM killer) and children of it
+    that outgrow reader_memory_max together: the kernel kills in USER1's cgroup;
+    squashd logs the death with that cause, counts it in status and starts
+    a new reader on the same connection, so USER1's job reads the image."""
+    cluster, ctl = contained
+    uid = uid_of(USER1)
+    img = cluster.make_image(cluster.workdir(USER1, "img") / "hungry.sqfs", FILES, owner=USER1)
+    (ctl / str(uid)).write_text("hungry\n")
+    offset = len(cluster.squashd_log())
+    try:
+        p = cluster.rawclient("mount", FAKE_JOB + 3, uid, f"{img}:/squash/hungry")
+        assert p.returncode == 0, p.stdout + p.stderr
+        (first,) = reader_pids(uid)
+        assert memory_limit_file(first).read_text() == f"{MEMORY_MAX}\n"
+        wait_until(lambda: "restarted as pid" in cluster.squashd_log()[offset:], 30,
+                   what="the killed reader to be replaced")
+        log = cluster.squashd_log()[offset:]
+        assert re.search(rf"FUSE server of image {re.escape(str(img))} \(pid {first}\) was killed by signal 9 "
+                         rf"\(the kernel's OOM killer has ended \d+ process\(es\) of uid {uid}'s FUSE servers "
+                         rf"at reader_memory_max, {MEMORY_MAX} bytes\); restarted as pid \d+", log), log
+        assert first not in reader_pids(uid)
+        budgets = user_budgets(cluster, uid)
+        assert budgets["reader OOM kills"][0] >= 1, budgets
+        used, limit = budgets["reader memory"]
+        assert limit == MEMORY_MAX and 0 < used < MEMORY_MAX, budgets
+        # The mount lives on: the job shares it and reads through the new reader.
+        job = cluster.run_job(USER1, "cat /squash/hungry/hello.txt\n", [f"--squash-image={img}"])
+        assert job.state == "COMPLETED", job.output()
+        assert job.output() == FILES["hello.txt"]
+    finally:
+        (ctl / str(uid)).unlink()
+        (ctl / f"hungry-{uid}").unlink(missing_ok=True)
+        cluster.rawclient("release", FAKE_JOB + 3)
 
 
 def test_a_stopped_reader_delays_only_its_own_users_mounts(contained):
