@@ -4,8 +4,11 @@
 # /.squash/start-profile in the order read; the first of them comes first in
 # the image (right after the superblock); the image still holds the tree
 # and its metadata; a command that reads nothing is an error and writes no
-# image; a failing command is a warning; bundles refuse it; nothing stays
-# mounted and no temporary directory is left. Needs mksquashfs, unsquashfs,
+# image; a failing command is a warning; bundles refuse it; the command
+# runs at the target (relocated paths lead into the image), or with a
+# warning at the temporary mount point when the target's parent is missing;
+# nothing stays mounted and no temporary directory is left, a reader that
+# cannot mount included. Needs mksquashfs, unsquashfs,
 # python3,
 # the built squash-reader and a FUSE mount (root here; skipped, exit 77,
 # without them); run by make check.
@@ -87,6 +90,51 @@ unsquashfs -cat "$img" .squash/meta >/dev/null 2>&1 && [ -n "$(unsquashfs -cat "
 pk "$src" "$tmp/bundles" --bundle-files 2 --profile 'true'
 [ "$rc" = 1 ] && grep -q 'error: --profile is for single images' "$tmp/out" || fail "bundles with --profile: exit $rc: $(cat "$tmp/out")"
 left_behind "no-meta and bundles"
+
+# --- the command runs at the target, where relocation points: a script
+# naming its own tree by the path it was built at reads that file through
+# the target (rewritten there), in a mount namespace of its own
+at=$tmp/at
+mkdir -p "$tmp/rel/bin" "$tmp/rel/data" "$at/existing"
+echo payload >"$tmp/rel/data/x.txt"
+printf '#!/bin/sh\ncat %s/data/x.txt\n' "$tmp/rel" >"$tmp/rel/bin/hello"
+chmod -R a+rX "$tmp/rel" && chmod a+x "$tmp/rel/bin/hello"
+for target in "$at/stack" "$at/existing"; do
+	pk "$tmp/rel" "$img" -f --target "$target" --profile '$SQUASH_PROFILE_ROOT/bin/hello >&2'
+	[ "$rc" = 0 ] || fail "profile at $target: exit $rc: $(cat "$tmp/out")"
+	grep -qx payload "$tmp/out" || fail "profile at $target: the script did not read its file through the target: $(cat "$tmp/out")"
+	order=$(unsquashfs -cat "$img" .squash/start-profile | tail -n +2 | awk '{ print $3 }' | tr '\n' ' ')
+	[ "$order" = "bin/hello data/x.txt " ] || fail "profile at $target: recorded '$order'"
+	left_behind "profile at $target"
+done
+[ "$(ls -A "$at")" = existing ] && [ -z "$(ls -A "$at/existing")" ] || fail "the target's parent changed: $(ls -AR "$at")"
+# No parent: a warning, and the command runs at the temporary mount point.
+"$pack" "$tmp/rel" "$img" -f --target /nonexistent-$$/stack --profile 'cat data/x.txt >/dev/null; $SQUASH_PROFILE_ROOT/bin/hello' >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" = 0 ] || fail "profile without the target's parent: exit $rc: $(cat "$tmp/out")"
+grep -q "warning: --profile: cannot run the command at the target /nonexistent-$$/stack (/nonexistent-$$ does not exist here)" "$tmp/out" ||
+	fail "no warning without the target's parent: $(cat "$tmp/out")"
+left_behind "profile without the target's parent"
+# As a user (their own user namespace), where /dev/fuse lets users mount
+# (Debian: 0666; this test's host may keep it 0600).
+if [ -r /dev/fuse ] && [ -w /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" = 666 ] && id nobody >/dev/null 2>&1; then
+	mkdir -m 0777 "$tmp/user" "$tmp/user/tmp" && mkdir "$at/user"
+	chmod 0755 "$tmp" "$at"
+	out=$(setpriv --reuid nobody --regid nogroup --clear-groups env TMPDIR="$tmp/user/tmp" SQUASH_READER="$SQUASH_READER" \
+		"$pack" -q "$tmp/rel" "$tmp/user/img.sqfs" --target "$at/user/stack" --profile '$SQUASH_PROFILE_ROOT/bin/hello; id -u' 2>&1)
+	[ "$(unsquashfs -cat "$tmp/user/img.sqfs" .squash/start-profile 2>&1 | tail -n +2 | awk '{ print $3 }' | tr '\n' ' ')" = "bin/hello data/x.txt " ] ||
+		fail "profile at the target as a user: $out"
+	grep -qx "$(id -u nobody)" <<<"$out" || fail "the command did not run as the user: $out"
+	[ -z "$(ls -A "$tmp/user/tmp")" ] || fail "a user's profile left: $(ls -A "$tmp/user/tmp")"
+else
+	echo "(as a user: skipped, /dev/fuse is $(stat -c %a /dev/fuse 2>/dev/null || echo missing) here)"
+fi
+
+# --- a reader that cannot mount: an error, and nothing left behind
+SQUASH_READER=/bin/false pk "$src" "$img" -f --profile 'cat lib/mod1.py'
+[ "$rc" = 1 ] && grep -q 'error: --profile: squash-reader could not mount the image' "$tmp/out" ||
+	fail "a reader that cannot mount: exit $rc: $(cat "$tmp/out")"
+left_behind "a reader that cannot mount"
 
 [ "$failures" = 0 ] && echo "squash-pack --profile: all checks passed"
 [ "$failures" = 0 ]
