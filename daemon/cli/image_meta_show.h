@@ -1,8 +1,8 @@
 /* Showing an image's metadata (its /.squash/meta, proto/image_meta.h)
- * without mounting it: `unsquashfs -cat IMAGE .squash/meta` (squashfs-tools
- * 4.5 or later), run as the caller, with its output bounded to the 64 KiB
- * a metadata file may have and a time limit, then parsed like the tasks
- * parse it. For `squash-images inspect`. */
+ * without mounting it: `squash-reader --cat IMAGE .squash/meta`, run as
+ * the caller in a process of its own, with its output bounded to the
+ * 64 KiB a metadata file may have and a time limit, then parsed like the
+ * tasks parse it. For `squash-images inspect`. */
 #ifndef SQUASH_CLI_IMAGE_META_SHOW_H
 #define SQUASH_CLI_IMAGE_META_SHOW_H
 
@@ -10,7 +10,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* Seconds unsquashfs may take (a hostile image cannot hold the caller). */
+/* Seconds the reader may take (a hostile image, or one on a hung file
+ * system, cannot hold the caller). */
 #define SQUASH_META_SHOW_TIMEOUT_S 30
 
 /* Writes image_path's metadata to out, for squash-images inspect: a
@@ -20,8 +21,8 @@
  * file does not give it) and "environments": {NAME: [{"op", "var",
  * "value"}...]}, or null for an image without metadata. Nothing is written
  * when it fails. Returns 0,
- * or -1 with err (unsquashfs missing, too old or failing, metadata that
- * does not parse: its line). */
+ * or -1 with err (the reader missing or failing, metadata that does not
+ * parse: its line). */
 int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *err,
 			   size_t errlen);
 

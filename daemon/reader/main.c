@@ -15,10 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "reader_wire.h"
 #include "reader/image.h"
+#include "reader/image_path.h"
 #include "reader/ops.h"
 #include "reader/serve.h"
 #include "reader/session.h"
@@ -39,6 +41,7 @@ static void usage(FILE *out)
 		"       squash-reader [options] --union IMAGE... MOUNTPOINT\n"
 		"       squash-reader [options] --serve /dev/fd/N\n"
 		"       squash-reader --prefetch IMAGE\n"
+		"       squash-reader --cat IMAGE PATH\n"
 		"  IMAGE and MOUNTPOINT may be /dev/fd/N (an open image; a mounted /dev/fuse)\n"
 		"  -f                 stay in the foreground (always; for squashfuse_ll's syntax)\n"
 		"  -o OPTS            more mount options when mounting a directory\n"
@@ -63,6 +66,9 @@ static void usage(FILE *out)
 		"                     start profile squash-pack --profile stores in an image\n"
 		"  --prefetch IMAGE   ask the kernel to read IMAGE's start profile ahead into\n"
 		"                     the page cache, and exit (squashd, for kernel mounts)\n"
+		"  --cat IMAGE PATH   write the file PATH of IMAGE (relative to its root) to\n"
+		"                     stdout, and exit: 3 when IMAGE has no such file\n"
+		"                     (squash-images inspect)\n"
 		"  -d                 FUSE debug output\n"
 		"  -h, --help         this text\n",
 		PACKAGE_VERSION, DEFAULT_THREADS, SERVE_POLL_US_DEFAULT, SERVE_POLL_US_MAX);
@@ -131,6 +137,42 @@ static int prefetch_only(const char *path)
 	return 0;
 }
 
+/* --cat IMAGE PATH: one file of the image to stdout, without a mount
+ * (squash-images inspect runs it as the caller, bounded in time and
+ * output). Exit 3: no such file; 1: any other failure. */
+static int cat_only(const char *path, const char *inner)
+{
+	struct image *img = NULL;
+	struct inode in;
+	const char *why = NULL;
+	char err[256];
+	int fd = open_image(path), rc = 0;
+
+	if (fd < 0) {
+		fprintf(stderr, "squash-reader: cannot open %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	if (image_open(fd, 4, 4, &img, err, sizeof(err)) < 0) {
+		fprintf(stderr, "squash-reader: %s: %s\n", path, err);
+		close(fd);
+		return 1;
+	}
+	inner += strspn(inner, "/");
+	if (!image_path_valid(inner))
+		why = "not a path of a file in an image";
+	else if ((rc = image_path_resolve(img, inner, &in)) < 0)
+		why = rc == -ENOENT ? "no such file in the image" : strerror(-rc);
+	else if (!S_ISREG(in.mode)) /* a link is never followed: it may lead out of the image */
+		why = "not a regular file";
+	else if ((rc = image_file_write(img, &in, stdout)) < 0)
+		why = strerror(-rc);
+	if (why)
+		fprintf(stderr, "squash-reader: %s: /%s: %s\n", path, inner, why);
+	image_close(img);
+	close(fd);
+	return !why ? 0 : rc == -ENOENT ? 3 : 1;
+}
+
 /* --union IMAGE... MOUNTPOINT: one mount of the images merged. */
 static int run_union(int n, char **images, const char *mountpoint, struct session_options *opt)
 {
@@ -189,6 +231,7 @@ int main(int argc, char **argv)
 		{ "plus", required_argument, NULL, 'L' },
 		{ "record-profile", required_argument, NULL, 'Q' },
 		{ "prefetch", required_argument, NULL, 'F' },
+		{ "cat", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -199,7 +242,7 @@ int main(int argc, char **argv)
 	struct session_options opt = { .max_threads = 0, .poll_us = SERVE_POLL_US_DEFAULT,
 				       .plus = PLUS_ALL };
 	struct reader rd = { 0 };
-	const char *serve_socket = NULL, *record_to = NULL, *prefetch = NULL;
+	const char *serve_socket = NULL, *record_to = NULL, *prefetch = NULL, *cat = NULL;
 	struct profile_recorder *rec = NULL;
 	bool union_mode = false;
 	char err[256];
@@ -249,6 +292,9 @@ int main(int argc, char **argv)
 		case 'F':
 			prefetch = optarg;
 			break;
+		case 'C':
+			cat = optarg;
+			break;
 		case 'R':
 			opt.resume = true;
 			break;
@@ -276,6 +322,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 #endif
+	if (cat) {
+		if (argc != optind + 1 || prefetch || serve_socket || union_mode || record_to || opt.resume) {
+			usage(stderr);
+			return 2;
+		}
+		return cat_only(cat, argv[optind]);
+	}
 	if (prefetch) {
 		if (argc != optind || serve_socket || union_mode || record_to || opt.resume) {
 			usage(stderr);

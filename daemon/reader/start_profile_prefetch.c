@@ -22,32 +22,13 @@
 
 #include "reader/image.h"
 #include "reader/image_format.h"
+#include "reader/image_path.h"
 
 /* Parts of the image closer than this are asked for as one: the pages
  * between cost less than another request. */
 #define MERGE_GAP (32u << 10)
 
 static atomic_uint running;
-
-static bool valid_path(const char *p)
-{
-	const char *c = p;
-
-	if (!*p || *p == '/')
-		return false;
-	while (*c) {
-		const char *slash = strchr(c, '/');
-		size_t n = slash ? (size_t)(slash - c) : strlen(c);
-
-		if (n == 0 || n > NAME_MAX_LEN || (n == 1 && c[0] == '.') ||
-		    (n == 2 && c[0] == '.' && c[1] == '.'))
-			return false;
-		c += n + (slash ? 1 : 0);
-		if (slash && !*c)
-			return false;
-	}
-	return true;
-}
 
 static bool parse_u64(const char *s, const char *end, uint64_t *v)
 {
@@ -88,7 +69,7 @@ int start_profile_parse(char *buf, size_t len, int (*each)(void *ctx, const stru
 		if (!(sp1 = strchr(line, ' ')) || !(sp2 = strchr(sp1 + 1, ' ')))
 			continue;
 		if (!parse_u64(line, sp1, &l.from) || !parse_u64(sp1 + 1, sp2, &l.to) ||
-		    l.from >= l.to || !valid_path(sp2 + 1))
+		    l.from >= l.to || !image_path_valid(sp2 + 1))
 			continue;
 		l.path = sp2 + 1;
 		given++;
@@ -147,29 +128,6 @@ static void add_part(void *ctx, uint64_t off, uint64_t len)
 	pf->len = len;
 }
 
-/* The inode at path (checked by valid_path) from the image's root. */
-static int resolve(struct image *img, const char *path, struct inode *in)
-{
-	char name[NAME_MAX_LEN + 1];
-	const char *c = path;
-	uint64_t id;
-	int r;
-
-	if ((r = inode_get(img, image_root(img), in)) < 0)
-		return r;
-	while (*c) {
-		const char *slash = strchr(c, '/');
-		size_t n = slash ? (size_t)(slash - c) : strlen(c);
-
-		memcpy(name, c, n);
-		name[n] = '\0';
-		if ((r = dir_lookup(img, in, name, &id)) < 0 || (r = inode_get(img, id, in)) < 0)
-			return r;
-		c += n + (slash ? 1 : 0);
-	}
-	return 0;
-}
-
 static int each_line(void *ctx, const struct profile_line *l)
 {
 	struct prefetch *pf = ctx;
@@ -177,7 +135,7 @@ static int each_line(void *ctx, const struct profile_line *l)
 
 	if (stopping(pf->img) || pf->asked + pf->len >= START_PROFILE_MAX_PREFETCH)
 		return 1;
-	if (resolve(pf->img, l->path, &in) == 0 && S_ISREG(in.mode))
+	if (image_path_resolve(pf->img, l->path, &in) == 0 && S_ISREG(in.mode))
 		(void)file_extents(pf->img, &in, l->from, l->to, add_part, pf);
 	return 0;
 }
@@ -186,27 +144,17 @@ static int each_line(void *ctx, const struct profile_line *l)
 static char *profile_of(struct image *img, size_t *len)
 {
 	struct inode in;
-	struct read_reply r;
-	char *buf;
+	char *buf = NULL;
+	FILE *f;
 
-	if (resolve(img, START_PROFILE_PATH, &in) < 0 || !S_ISREG(in.mode) || in.size == 0 ||
-	    in.size > START_PROFILE_MAX_BYTES)
+	if (image_path_resolve(img, START_PROFILE_PATH, &in) < 0 || !S_ISREG(in.mode) || in.size == 0 ||
+	    in.size > START_PROFILE_MAX_BYTES || !(f = open_memstream(&buf, len)))
 		return NULL;
-	if (!(buf = malloc(in.size)))
-		return NULL;
-	*len = 0;
-	while (*len < in.size) {
-		size_t want = in.size - *len > (1u << 20) ? (1u << 20) : in.size - *len;
+	int rc = image_file_write(img, &in, f);
 
-		if (file_read(img, &in, *len, want, &r) < 0 || r.bytes == 0) {
-			free(buf);
-			return NULL;
-		}
-		for (int i = 0; i < r.n; i++) {
-			memcpy(buf + *len, r.iov[i].iov_base, r.iov[i].iov_len);
-			*len += r.iov[i].iov_len;
-		}
-		read_reply_done(img, &r);
+	if (fclose(f) != 0 || rc < 0 || *len != in.size) {
+		free(buf);
+		return NULL;
 	}
 	return buf;
 }

@@ -1,33 +1,37 @@
 #!/usr/bin/env bash
 # squash_image_meta_show (daemon/cli/image_meta_show.c) through
 # `squash-images inspect FILE`: an image's /.squash/meta shown as text and JSON
-# without mounting it, an image without one, and refusals: metadata that
-# does not parse (its line), a symbolic link, output past 64 KiB (a fake
-# unsquashfs that never stops), no unsquashfs. Needs mksquashfs and an
-# unsquashfs with -cat (skipped, exit 77, without them); run by make check.
+# without mounting it, through the project's reader (squash-reader --cat,
+# no squashfs-tools needed), for each compressor mksquashfs offers; an
+# image without one, and refusals: metadata that does not parse (its
+# line), a symbolic link, output past 64 KiB (a fake reader that never
+# stops), no reader. Needs mksquashfs and the built squash-reader
+# (skipped, exit 77, without them); run by make check.
 set -uo pipefail
 
 images=${SQUASH_IMAGES:-$PWD/../daemon/squash-images}
+export SQUASH_READER=${SQUASH_READER:-$PWD/../daemon/reader/squash-reader}
 show() { # [--json] IMAGE
 	if [ "$1" = --json ]; then "$images" inspect --json "$2"; else "$images" inspect "$1"; fi
 }
-for t in mksquashfs unsquashfs python3; do
+for t in mksquashfs python3; do
 	command -v "$t" >/dev/null || { echo "SKIP: $t not installed"; exit 77; }
 done
-unsquashfs -help 2>&1 | grep -q -- '-cat' || { echo "SKIP: unsquashfs has no -cat (squashfs-tools < 4.5)"; exit 77; }
+[ -x "$SQUASH_READER" ] || { echo "SKIP: no squash-reader at $SQUASH_READER"; exit 77; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
-# image NAME META-TEXT (empty: no .squash/meta)
+# image NAME META-TEXT [MKSQUASHFS-OPTION...] (empty text: no .squash/meta)
 image() {
-	local src=$tmp/src-$1
+	local src=$tmp/src-$1 name=$1 text=$2
+	shift 2
 	mkdir -p "$src/bin"
 	echo x >"$src/bin/tool"
-	if [ -n "$2" ]; then mkdir "$src/.squash" && printf '%s' "$2" >"$src/.squash/meta"; fi
-	mksquashfs "$src" "$tmp/$1.sqfs" -quiet -no-progress -all-root -noappend >/dev/null || fail "mksquashfs $1"
+	if [ -n "$text" ]; then mkdir -p "$src/.squash" && printf '%s' "$text" >"$src/.squash/meta"; fi
+	mksquashfs "$src" "$tmp/$name.sqfs" -quiet -no-progress -all-root -noappend "$@" >/dev/null || fail "mksquashfs $name"
 }
 
 image good 'format 1
@@ -70,6 +74,15 @@ assert m["environments"] == {
     "dev": [{"op": "set-path", "var": "TOOL_HOME", "value": "."}]}, m["environments"]
 EOT
 
+# Every compressor this mksquashfs offers, read by the same reader.
+comps=$(mksquashfs 2>&1 | sed -n '/^Compressors available/,/^$/p' | grep -E $'^\t(gzip|lzo|lz4|xz|zstd)( |$)' | awk '{ print $1 }' | sort -u)
+[ -n "$comps" ] || comps=gzip
+for c in $comps; do
+	image "comp-$c" "$(printf 'format 1\nname %s\n' "$c")" -comp "$c"
+	show "$tmp/comp-$c.sqfs" >"$tmp/out" 2>&1 && grep -q "^  name: $c$" "$tmp/out" ||
+		fail "a $c image: $(cat "$tmp/out")"
+done
+
 image plain ''
 show "$tmp/plain.sqfs" >"$tmp/out" 2>&1 || fail "no metadata: $(cat "$tmp/out")"
 grep -q '^metadata: *none (the image has no /.squash/meta' "$tmp/out" || fail "no metadata text: $(cat "$tmp/out")"
@@ -83,21 +96,23 @@ nmae tool
 show "$tmp/typo.sqfs" >"$tmp/out" 2>&1 && fail "a typo was shown"
 grep -q "typo.sqfs: /.squash/meta: line 3: unknown key 'nmae'" "$tmp/out" || fail "typo message: $(cat "$tmp/out")"
 
-# A symbolic link to a file outside the image: unsquashfs does not follow it.
+# A symbolic link to a file outside the image: never followed.
 mkdir -p "$tmp/src-link/.squash" && ln -s /etc/passwd "$tmp/src-link/.squash/meta"
 mksquashfs "$tmp/src-link" "$tmp/link.sqfs" -quiet -no-progress -all-root -noappend >/dev/null
 show "$tmp/link.sqfs" >"$tmp/out" 2>&1 && fail "a link was shown"
-grep -q "link.sqfs: unsquashfs cannot read /.squash/meta" "$tmp/out" || fail "link message: $(cat "$tmp/out")"
+grep -q "link.sqfs: cannot read /.squash/meta: .*not a regular file" "$tmp/out" || fail "link message: $(cat "$tmp/out")"
 
 show "$tmp/missing.sqfs" >"$tmp/out" 2>&1 && fail "a missing image was shown"
 grep -q "missing.sqfs: No such file or directory" "$tmp/out" || fail "missing: $(cat "$tmp/out")"
 
-# A hostile unsquashfs output that never ends is cut at 64 KiB.
-mkdir "$tmp/fake" && printf '#!/bin/sh\nexec yes format 1\n' >"$tmp/fake/unsquashfs" && chmod +x "$tmp/fake/unsquashfs"
-timeout 20 env PATH="$tmp/fake:$PATH" "$images" inspect "$tmp/good.sqfs" >"$tmp/out" 2>&1 && fail "endless output was shown"
+# A hostile reader's output that never ends is cut at 64 KiB.
+mkdir "$tmp/fake" && printf '#!/bin/sh\nexec yes format 1\n' >"$tmp/fake/reader" && chmod +x "$tmp/fake/reader"
+timeout 20 env SQUASH_READER="$tmp/fake/reader" "$images" inspect "$tmp/good.sqfs" >"$tmp/out" 2>&1 && fail "endless output was shown"
 grep -q "is more than the 65536 bytes a metadata file may have" "$tmp/out" || fail "endless: $(cat "$tmp/out")"
-timeout 20 env PATH="$tmp/nothing" "$images" inspect "$tmp/good.sqfs" >"$tmp/out" 2>&1 && fail "shown without unsquashfs"
-grep -q "unsquashfs (squashfs-tools 4.5 or later) is needed" "$tmp/out" || fail "no unsquashfs: $(cat "$tmp/out")"
+timeout 20 env SQUASH_READER="$tmp/nothing/squash-reader" "$images" inspect "$tmp/good.sqfs" >"$tmp/out" 2>&1 && fail "shown without a reader"
+grep -q "squash-reader (of slurm-squash) is needed" "$tmp/out" || fail "no reader: $(cat "$tmp/out")"
+# Nothing of squashfs-tools is needed.
+timeout 20 env PATH="$tmp/nothing" "$images" inspect "$tmp/good.sqfs" >"$tmp/out" 2>&1 || fail "without squashfs-tools: $(cat "$tmp/out")"
 
 [ "$failures" = 0 ] || exit 1
 echo "squash-images inspect: metadata: all checks passed"
