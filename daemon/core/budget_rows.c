@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "core/holders.h"
 #include "process/reader_cgroup.h"
 #include "process/reader_cgroup_usage.h"
 #include "process/server_output.h"
@@ -14,6 +15,7 @@
 #define USERS_MAX 1024
 
 struct rows {
+	struct daemon_state *ds;
 	const struct squashd_config *cfg;
 	user_budget_emit emit;
 	void *arg;
@@ -25,12 +27,14 @@ static void registry_user(void *arg, uid_t uid, struct registry_usage u)
 
 	r->emit(r->arg, uid, "registry entries", u.entries, r->cfg->registry_entries_per_user);
 	r->emit(r->arg, uid, "registry bytes", u.bytes, r->cfg->registry_bytes_per_user);
+	r->emit(r->arg, uid, "squash-shell sessions", holders_sessions_of_locked(r->ds, uid),
+		uid == 0 ? 0 : HOLDERS_SESSIONS_PER_USER);
 }
 
 void registry_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg, user_budget_emit emit,
 			  void *arg)
 {
-	struct rows r = { cfg, emit, arg };
+	struct rows r = { ds, cfg, emit, arg };
 
 	pthread_mutex_lock(&ds->lock);
 	(void)registry_usage_each_user(&ds->registry, registry_user, &r);
@@ -73,7 +77,7 @@ static void reader_usage(void *arg, uid_t uid, enum reader_usage_kind kind, unsi
 void reader_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg, user_budget_emit emit,
 			void *arg)
 {
-	struct rows r = { cfg, emit, arg };
+	struct rows r = { ds, cfg, emit, arg };
 	struct server_output_use *out = malloc(USERS_MAX * sizeof(*out));
 	size_t n = out ? server_output_usage(out, USERS_MAX) : 0;
 

@@ -10,7 +10,8 @@
 #include "core/user_budgets.h"
 
 /* "registry entries", "registry bytes": against registry_entries_per_user
- * and registry_bytes_per_user. */
+ * and registry_bytes_per_user; "squash-shell sessions" against
+ * HOLDERS_SESSIONS_PER_USER (core/holders.h). */
 void registry_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg, user_budget_emit emit,
 			  void *arg);
 

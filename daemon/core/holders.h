@@ -32,6 +32,10 @@ struct job_entry *holders_add_session_locked(struct daemon_state *ds, uid_t uid,
 /* How many squash-shell sessions uid holds. */
 unsigned holders_sessions_of_locked(const struct daemon_state *ds, uid_t uid);
 
+/* squash-shell sessions a user may hold at once on a node (root: no
+ * limit): each pins mounts and a watcher slot while its process lives. */
+#define HOLDERS_SESSIONS_PER_USER 32
+
 /* The holder after prev (NULL: the first): jobs, then steps and sessions;
  * with m, only those that use m (lock held). For describing the state. */
 const struct job_entry *holders_next_locked(const struct daemon_state *ds,

@@ -17,10 +17,6 @@
 #include "requests/scoped.h"
 #include "util/log.h"
 
-/* Sessions a user may hold at once on a node: each pins mounts and a
- * watcher slot while its process lives. */
-#define MAX_SESSIONS_PER_USER 32
-
 /* The session's pending entry (lock held); NULL with the answer set. */
 static struct job_entry *new_session_locked(struct request *rq, unsigned long long start)
 {
@@ -34,11 +30,11 @@ static struct job_entry *new_session_locked(struct request *rq, unsigned long lo
 		reply_error(rq->out, refused, "%s", why);
 		return NULL;
 	}
-	if (holders_find_session_locked(ds, peer->pid) || (peer->uid != 0 && mine >= MAX_SESSIONS_PER_USER)) {
+	if (holders_find_session_locked(ds, peer->pid) || (peer->uid != 0 && mine >= HOLDERS_SESSIONS_PER_USER)) {
 		reply_error(rq->out, SQUASH__STATUS__USER_ERROR,
-			    mine >= MAX_SESSIONS_PER_USER ? "too many squash-shell sessions of this user on this node (at most %d)"
+			    mine >= HOLDERS_SESSIONS_PER_USER ? "too many squash-shell sessions of this user on this node (at most %d)"
 			    : "this process already holds a session (pid %d)",
-			    mine >= MAX_SESSIONS_PER_USER ? MAX_SESSIONS_PER_USER : (int)peer->pid);
+			    mine >= HOLDERS_SESSIONS_PER_USER ? HOLDERS_SESSIONS_PER_USER : (int)peer->pid);
 		return NULL;
 	}
 	struct job_entry *e = holders_add_session_locked(ds, peer->uid, peer->pid, start);

@@ -2,6 +2,7 @@
 in a namespace of their own, under the job policy; the mount goes when
 squash-shell ends, however it ends."""
 
+import json
 import os
 import re
 import signal
@@ -9,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, USER1, USER2, run, wait_until
+from conftest import BUILD, USER1, USER2, run, uid_of, wait_until
 
 SQUASH_SHELL = BUILD / "daemon" / "squash-shell"
 FILES = {"hello.txt": "hello from the image\n", "sub/deep.txt": "deep\n"}
@@ -75,6 +76,10 @@ def test_sigkill_of_squash_shell_releases_and_others_stay_out(cluster):
         assert image == str(img)
         assert "squash-shell sessions: 1\n" in c.squashctl("status").stdout
         assert re.search(r"^squashd_sessions 1$", c.squashctl("metrics").stdout, re.M)
+        # A budget of the user's, 32 at most (core/holders.h).
+        rows = json.loads(c.squashctl("status", "--json").stdout)["user_budgets"]
+        (mine,) = [r for r in rows if r["uid"] == uid_of(USER1)]
+        assert mine["budgets"]["squash-shell sessions"] == {"used": 1, "limit": 32}, mine
         inner = int(pidfile.read_text())
         assert "/squash/k" in [line.split()[4] for line in open(f"/proc/{inner}/mountinfo")]
         # The session's directory: its user may enter it, not write in it;
@@ -93,6 +98,42 @@ def test_sigkill_of_squash_shell_releases_and_others_stay_out(cluster):
     finally:
         proc.kill()
         proc.communicate(timeout=30)
+
+
+@pytest.mark.host_release_only("squashd's own budget, no Slurm release in it")
+def test_a_users_33rd_session_is_refused_and_others_still_start(cluster):
+    """32 squash-shell sessions per user at most (core/holders.h): the
+    33rd is refused saying so and mounts nothing more; another user's
+    session starts meanwhile; all go with their processes."""
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "many.sqfs", FILES, owner=USER1)
+    other = c.make_image(c.workdir(USER2, "sh") / "theirs.sqfs", FILES, owner=USER2)
+    procs = []
+    try:
+        for i in range(32):
+            pidfile = d / f"held-{i}"
+            procs.append(subprocess.Popen(
+                ["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(
+                    c, img, "--", "bash", "-c", f"echo $$ > {pidfile}; exec sleep 300")]],
+                cwd=d, env=c.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        wait_until(lambda: len(sessions(c)) == 32, 60, 0.2, "32 sessions to start")
+        p = c.as_user(USER1, shell_cmd(c, img, "--", "true"), cwd=d)
+        assert p.returncode == 125, (p.stdout, p.stderr)
+        assert "too many squash-shell sessions of this user on this node (at most 32)" in p.stderr, p.stderr
+        assert len(sessions(c)) == 32
+        p = c.as_user(USER2, [c.for_user(USER2, SQUASH_SHELL), "--socket", c.socket, "--munge-socket",
+                              c.munge_socket, other, "--", "cat", "/squash/theirs/hello.txt"])
+        assert p.returncode == 0 and p.stdout == FILES["hello.txt"], (p.stdout, p.stderr)
+    finally:
+        # squash-shell itself (runuser does not pass SIGKILL on); its
+        # command dies with it.
+        for pid in sessions(c):
+            os.kill(pid, signal.SIGKILL)
+        for proc in procs:
+            proc.kill()
+            proc.communicate(timeout=30)
+    wait_clean(c)
 
 
 def test_image_the_user_cannot_read_is_refused(cluster):
