@@ -73,7 +73,7 @@ struct cached_block *fragment_ahead_take(struct image *img, uint32_t idx, uint64
 	return block_cache_put(img->datac, b);
 }
 
-void image_work_ahead(struct image *img)
+void fragment_ahead_work(struct image *img)
 {
 	struct cached_block *b = NULL, *old;
 	unsigned char e[16];

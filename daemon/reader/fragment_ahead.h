@@ -2,7 +2,7 @@
  * through them in order (fragment_ahead.c). Part of the image layer:
  * image_data.c takes from it, image_meta.c makes and ends it, and the
  * serving threads give it their time after an answer (image.h,
- * image_work_ahead). */
+ * image_work_ahead, in image_data.c). */
 #ifndef SQUASH_READER_FRAGMENT_AHEAD_H
 #define SQUASH_READER_FRAGMENT_AHEAD_H
 
@@ -21,5 +21,8 @@ void fragment_ahead_destroy(struct image *img);
  * one after it. */
 struct cached_block *fragment_ahead_take(struct image *img, uint32_t idx, uint64_t pos,
 					 uint32_t hdr);
+
+/* Decompresses the fragment block asked for and holds it, if any. */
+void fragment_ahead_work(struct image *img);
 
 #endif

@@ -152,7 +152,8 @@ void read_reply_done(struct image *img, struct read_reply *r);
 
 /* Work a serving thread can do for later reads once it has answered
  * (fragment_ahead.c: the next fragment block of a reader going through
- * them in order). Returns at once when there is none. */
+ * them in order; data_ahead.c: the block after next of a file read from
+ * start to end). Returns at once when there is none. */
 void image_work_ahead(struct image *img);
 
 #endif

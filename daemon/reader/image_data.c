@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "reader/block_cache.h"
+#include "reader/data_ahead.h"
 #include "reader/fragment_ahead.h"
 #include "reader/image_format.h"
 #include "reader/start_profile.h"
@@ -92,6 +93,15 @@ static int data_block(struct image *img, uint64_t pos, uint32_t hdr, size_t want
 	}
 	if (b)
 		block_cache_release(img->datac, b);
+	/* Being decompressed ahead: it is in the cache once that is done. */
+	if (data_ahead_wait(img, pos | img->cache_tag) &&
+	    (b = block_cache_get(img->datac, pos | img->cache_tag))) {
+		if (b->next == hdr && b->len >= want) {
+			*out = b;
+			return 0;
+		}
+		block_cache_release(img->datac, b);
+	}
 	if ((r = data_block_decompress(img, pos, hdr, want, &b)) < 0)
 		return r;
 	*out = block_cache_put(img->datac, b);
@@ -255,12 +265,20 @@ int file_read(struct image *img, const struct inode *in, uint64_t off, size_t si
 		bi.pos += hdr & ~DATA_UNCOMPRESSED;
 		bi.k = k + 1;
 	}
-	if (first < nblocks)
+	if (first < nblocks) {
 		remember_block(img, &bi);
+		data_ahead_note(img, in, first, last, nblocks, &bi);
+	}
 	return 0;
 fail:
 	read_reply_done(img, r);
 	return rc;
+}
+
+void image_work_ahead(struct image *img)
+{
+	fragment_ahead_work(img);
+	data_ahead_work(img);
 }
 
 void image_record_profile(struct image *img, struct profile_recorder *rec)

@@ -79,6 +79,15 @@ struct image {
 	pthread_cond_t ahead_done;
 	uint32_t ahead_last, ahead_want, ahead_busy, ahead_idx;
 	struct cached_block *ahead_block;
+	/* A large file's data blocks decompressed ahead (data_ahead.c), under
+	 * ahead_lock: the file (its inode reference + 1; 0: none) and the
+	 * block its last read ended before; the
+	 * block asked for (position, header word, bytes; position 0: none);
+	 * the cache key of the one being decompressed (0: none). */
+	uint64_t data_last_file, data_last_next;
+	uint64_t data_want_pos, data_busy_key;
+	uint32_t data_want_hdr;
+	size_t data_want_len;
 };
 
 /* Reads the xattr id table's header at the superblock's xattr_id_start
