@@ -112,11 +112,10 @@ static int write_profile(struct profile_recorder *rec, struct image *img, const 
 	return 0;
 }
 
-/* --prefetch IMAGE: the image's start profile asked for, then exit (the
- * kernel reads on). squashd runs it after a kernel mount of a trusted
- * image, whose loop device reads the image file through the same page
- * cache. */
-static int prefetch_only(const char *path)
+/* The image at path, opened (its descriptor in *fd) and checked for a
+ * command that exits after its work (--prefetch, --cat), or NULL with the
+ * reason on stderr. */
+static struct image *open_checked(const char *path, int *fd_out)
 {
 	struct image *img = NULL;
 	char err[256];
@@ -124,16 +123,36 @@ static int prefetch_only(const char *path)
 
 	if (fd < 0) {
 		fprintf(stderr, "squash-reader: cannot open %s: %s\n", path, strerror(errno));
-		return 1;
+		return NULL;
 	}
 	if (image_open(fd, 0, 0, &img, err, sizeof(err)) < 0) {
 		fprintf(stderr, "squash-reader: %s: %s\n", path, err);
 		close(fd);
-		return 1;
+		return NULL;
 	}
-	start_profile_prefetch_wait(img);
+	*fd_out = fd;
+	return img;
+}
+
+static void close_checked(struct image *img, int fd)
+{
 	image_close(img);
 	close(fd);
+}
+
+/* --prefetch IMAGE: the image's start profile asked for, then exit (the
+ * kernel reads on). squashd runs it after a kernel mount of a trusted
+ * image, whose loop device reads the image file through the same page
+ * cache. */
+static int prefetch_only(const char *path)
+{
+	int fd;
+	struct image *img = open_checked(path, &fd);
+
+	if (!img)
+		return 1;
+	start_profile_prefetch_wait(img);
+	close_checked(img, fd);
 	return 0;
 }
 
@@ -142,21 +161,13 @@ static int prefetch_only(const char *path)
  * output). Exit 3: no such file; 1: any other failure. */
 static int cat_only(const char *path, const char *inner)
 {
-	struct image *img = NULL;
+	int fd, rc = 0;
+	struct image *img = open_checked(path, &fd);
 	struct inode in;
 	const char *why = NULL;
-	char err[256];
-	int fd = open_image(path), rc = 0;
 
-	if (fd < 0) {
-		fprintf(stderr, "squash-reader: cannot open %s: %s\n", path, strerror(errno));
+	if (!img)
 		return 1;
-	}
-	if (image_open(fd, 4, 4, &img, err, sizeof(err)) < 0) {
-		fprintf(stderr, "squash-reader: %s: %s\n", path, err);
-		close(fd);
-		return 1;
-	}
 	inner += strspn(inner, "/");
 	if (!image_path_valid(inner))
 		why = "not a path of a file in an image";
@@ -168,8 +179,7 @@ static int cat_only(const char *path, const char *inner)
 		why = strerror(-rc);
 	if (why)
 		fprintf(stderr, "squash-reader: %s: /%s: %s\n", path, inner, why);
-	image_close(img);
-	close(fd);
+	close_checked(img, fd);
 	return !why ? 0 : rc == -ENOENT ? 3 : 1;
 }
 

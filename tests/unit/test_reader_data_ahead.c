@@ -7,7 +7,6 @@
  * bytes. Skips (77) without mksquashfs. */
 #include "config.h"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "reader/image_format.h"
+#include "reader_test_image.h"
 #include "unit.h"
 
 #define BLOCK (128 * 1024)
@@ -60,37 +60,10 @@ static int make_image(void)
 
 static struct image *open_image(void)
 {
-	char path[128], err[256];
-	struct image *im = NULL;
-	int fd;
+	struct image *im = reader_test_open(dir);
 
-	snprintf(path, sizeof(path), "%s/img.sqfs", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	CHECK(fd >= 0);
-	if (image_open(fd, 0, 0, &im, err, sizeof(err)) < 0) {
-		fprintf(stderr, "image_open: %s\n", err);
-		close(fd);
-		return NULL;
-	}
+	CHECK(im != NULL);
 	return im;
-}
-
-static void close_image(struct image *im)
-{
-	int fd = im->fd;
-
-	image_close(im);
-	close(fd);
-}
-
-static int file_inode(struct image *im, const char *name, struct inode *in)
-{
-	uint64_t id;
-	int r;
-
-	if ((r = inode_get(im, image_root(im), in)) < 0 || (r = dir_lookup(im, in, name, &id)) < 0)
-		return r;
-	return inode_get(im, id, in);
 }
 
 /* Reads block k of the big file as the kernel asks for it (128 KiB);
@@ -121,7 +94,7 @@ static void test_in_order(void)
 
 	if (!im)
 		return;
-	CHECK_INT(file_inode(im, "big", &in), 0);
+	CHECK_INT(reader_test_lookup(im, "big", &in), 0);
 	/* The first read: nothing to go on from yet. */
 	CHECK(read_block_matches(im, &in, 0));
 	image_work_ahead(im);
@@ -147,7 +120,7 @@ static void test_in_order(void)
 	}
 	image_work_ahead(im);
 	CHECK(im->data_want_pos == 0);
-	close_image(im);
+	reader_test_close(im);
 }
 
 static void test_jump(void)
@@ -157,8 +130,8 @@ static void test_jump(void)
 
 	if (!im)
 		return;
-	CHECK_INT(file_inode(im, "big", &in), 0);
-	CHECK_INT(file_inode(im, "other", &other), 0);
+	CHECK_INT(reader_test_lookup(im, "big", &in), 0);
+	CHECK_INT(reader_test_lookup(im, "other", &other), 0);
 	CHECK(read_block_matches(im, &in, 0));
 	CHECK(read_block_matches(im, &in, 7)); /* a jump forwards */
 	CHECK(im->data_want_pos == 0);
@@ -173,7 +146,7 @@ static void test_jump(void)
 	read_reply_done(im, &r);
 	CHECK(read_block_matches(im, &in, 4));
 	CHECK(im->data_want_pos == 0);
-	close_image(im);
+	reader_test_close(im);
 }
 
 struct reader_thread {
@@ -206,14 +179,14 @@ static void test_threads(void)
 		return;
 	for (int i = 0; i < 4; i++) {
 		t[i] = (struct reader_thread){ .im = im };
-		CHECK_INT(file_inode(im, "big", &t[i].in), 0);
+		CHECK_INT(reader_test_lookup(im, "big", &t[i].in), 0);
 		CHECK_INT(pthread_create(&th[i], NULL, read_all_in_order, &t[i]), 0);
 	}
 	for (int i = 0; i < 4; i++) {
 		pthread_join(th[i], NULL);
 		CHECK(t[i].ok);
 	}
-	close_image(im);
+	reader_test_close(im);
 }
 
 int main(void)

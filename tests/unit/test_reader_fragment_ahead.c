@@ -7,7 +7,6 @@
  * mksquashfs. */
 #include "config.h"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "reader/image_format.h"
+#include "reader_test_image.h"
 #include "unit.h"
 
 #define FILES 40
@@ -48,39 +48,18 @@ static int make_image(void)
 
 static struct image *open_image(void)
 {
-	char path[128], err[256];
-	struct image *im = NULL;
-	int fd;
+	struct image *im = reader_test_open(dir);
 
-	snprintf(path, sizeof(path), "%s/img.sqfs", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	CHECK(fd >= 0);
-	if (image_open(fd, 0, 0, &im, err, sizeof(err)) < 0) {
-		fprintf(stderr, "image_open: %s\n", err);
-		close(fd);
-		return NULL;
-	}
+	CHECK(im != NULL);
 	return im;
-}
-
-static void close_image(struct image *im)
-{
-	int fd = im->fd;
-
-	image_close(im);
-	close(fd);
 }
 
 static int file_inode(struct image *im, int i, struct inode *in)
 {
 	char name[16];
-	uint64_t id;
-	int r;
 
 	snprintf(name, sizeof(name), "f%02d", i);
-	if ((r = inode_get(im, image_root(im), in)) < 0 || (r = dir_lookup(im, in, name, &id)) < 0)
-		return r;
-	return inode_get(im, id, in);
+	return reader_test_lookup(im, name, in);
 }
 
 /* Reads file i whole and compares it with its source; 1 when equal. */
@@ -154,7 +133,7 @@ static void test_in_order(void)
 	image_work_ahead(im);
 	CHECK_INT(im->ahead_idx, 3);
 out:
-	close_image(im);
+	reader_test_close(im);
 }
 
 static void test_jump(void)
@@ -178,7 +157,7 @@ static void test_jump(void)
 		image_work_ahead(im);
 		CHECK(im->ahead_block == NULL);
 	}
-	close_image(im);
+	reader_test_close(im);
 }
 
 struct reader_thread {
@@ -216,7 +195,7 @@ static void test_threads(void)
 		pthread_join(th[i], NULL);
 		CHECK(t[i].ok);
 	}
-	close_image(im);
+	reader_test_close(im);
 }
 
 int main(void)
