@@ -49,7 +49,10 @@ def site_catalogs(cluster):
 
 
 def images(cluster, user, *args):
-    return cluster.as_user(user, [SQUASH_IMAGES, *args], timeout=30)
+    # inspect runs squash-reader --cat: the build's, not an installed one.
+    reader = cluster.for_user(user, BUILD / "daemon" / "reader" / "squash-reader")
+    return cluster.as_user(user, ["env", f"SQUASH_READER={reader}", cluster.for_user(user, SQUASH_IMAGES),
+                                  *args], timeout=30)
 
 
 def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_catalogs):
