@@ -4,7 +4,11 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "reader/image_format.h"
@@ -45,4 +49,55 @@ int reader_test_lookup(struct image *im, const char *name, struct inode *in)
 	if ((r = inode_get(im, image_root(im), in)) < 0 || (r = dir_lookup(im, in, name, &id)) < 0)
 		return r;
 	return inode_get(im, id, in);
+}
+
+static int sh(const char *cmd)
+{
+	int st = system(cmd);
+
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+bool reader_test_have_mksquashfs(void)
+{
+	return sh("command -v mksquashfs >/dev/null") == 0;
+}
+
+int reader_test_make(char *dir, size_t len, const char *name, const char *fmt, ...)
+{
+	char script[1024], cmd[1200];
+	va_list ap;
+
+	if ((size_t)snprintf(dir, len, "%s.XXXXXX", name) >= len || !mkdtemp(dir))
+		return -1;
+	va_start(ap, fmt);
+	int n = vsnprintf(script, sizeof(script), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(script))
+		return -1;
+	snprintf(cmd, sizeof(cmd), "set -e; cd '%s'; %s", dir, script);
+	return sh(cmd) == 0 ? 0 : -1;
+}
+
+void reader_test_remove(const char *dir)
+{
+	char cmd[PATH_MAX + 16];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	(void)sh(cmd);
+}
+
+int reader_test_threads(unsigned n, void *(*fn)(void *), void *args, size_t size)
+{
+	pthread_t *th = calloc(n ? n : 1, sizeof(*th));
+	unsigned started = 0;
+
+	if (!th)
+		return -1;
+	while (started < n && pthread_create(&th[started], NULL, fn, (char *)args + started * size) == 0)
+		started++;
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	free(th);
+	return started == n ? 0 : -1;
 }

@@ -7,13 +7,10 @@
  * bytes. Skips (77) without mksquashfs. */
 #include "config.h"
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "reader/image_format.h"
 #include "reader_test_image.h"
@@ -26,29 +23,19 @@
 static char dir[64];
 static unsigned char *want; /* the file's bytes */
 
-static int sh(const char *cmd)
-{
-	int st = system(cmd);
-
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* One large file of compressible bytes (text of random bytes), and
  * another of three blocks. */
 static int make_image(void)
 {
-	char cmd[512], path[128];
+	char path[128];
 	FILE *f;
 
-	snprintf(dir, sizeof(dir), "test-data-ahead.XXXXXX");
-	if (!mkdtemp(dir))
-		return -1;
-	snprintf(cmd, sizeof(cmd),
-		 "set -e; cd %s; mkdir src; head -c %d /dev/urandom | base64 | head -c %d >src/big; "
-		 "head -c 300000 /dev/urandom | base64 >src/other; "
-		 "mksquashfs src img.sqfs -quiet -no-progress -noappend -all-root -b %d >/dev/null",
-		 dir, FILE_BYTES, FILE_BYTES, BLOCK);
-	if (sh(cmd) != 0 || !(want = malloc(FILE_BYTES)))
+	if (reader_test_make(dir, sizeof(dir), "test-data-ahead",
+			     "mkdir src; head -c %d /dev/urandom | base64 | head -c %d >src/big; "
+			     "head -c 300000 /dev/urandom | base64 >src/other; "
+			     "mksquashfs src img.sqfs -quiet -no-progress -noappend -all-root -b %d >/dev/null",
+			     FILE_BYTES, FILE_BYTES, BLOCK) < 0 ||
+	    !(want = malloc(FILE_BYTES)))
 		return -1;
 	snprintf(path, sizeof(path), "%s/src/big", dir);
 	if (!(f = fopen(path, "rb")))
@@ -173,27 +160,22 @@ static void test_threads(void)
 {
 	struct image *im = open_image();
 	struct reader_thread t[4];
-	pthread_t th[4];
 
 	if (!im)
 		return;
 	for (int i = 0; i < 4; i++) {
 		t[i] = (struct reader_thread){ .im = im };
 		CHECK_INT(reader_test_lookup(im, "big", &t[i].in), 0);
-		CHECK_INT(pthread_create(&th[i], NULL, read_all_in_order, &t[i]), 0);
 	}
-	for (int i = 0; i < 4; i++) {
-		pthread_join(th[i], NULL);
+	CHECK_INT(reader_test_threads(4, read_all_in_order, t, sizeof(t[0])), 0);
+	for (int i = 0; i < 4; i++)
 		CHECK(t[i].ok);
-	}
 	reader_test_close(im);
 }
 
 int main(void)
 {
-	char cmd[96];
-
-	if (sh("command -v mksquashfs >/dev/null") != 0) {
+	if (!reader_test_have_mksquashfs()) {
 		UNIT_SKIP("mksquashfs not installed");
 		return unit_exit_code();
 	}
@@ -202,7 +184,6 @@ int main(void)
 	test_jump();
 	test_threads();
 	free(want);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	sh(cmd);
+	reader_test_remove(dir);
 	return unit_exit_code();
 }

@@ -7,13 +7,10 @@
  * mksquashfs. */
 #include "config.h"
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "reader/image_format.h"
 #include "reader_test_image.h"
@@ -24,26 +21,13 @@
 
 static char dir[64];
 
-static int sh(const char *cmd)
-{
-	int st = system(cmd);
-
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int make_image(void)
 {
-	char cmd[512];
-
-	snprintf(dir, sizeof(dir), "test-fragment-ahead.XXXXXX");
-	if (!mkdtemp(dir))
-		return -1;
-	snprintf(cmd, sizeof(cmd),
-		 "set -e; cd %s; mkdir src; "
-		 "for i in $(seq -w 0 %d); do head -c %d /dev/urandom >src/f$i; done; "
-		 "mksquashfs src img.sqfs -quiet -no-progress -noappend -all-root >/dev/null",
-		 dir, FILES - 1, FILE_BYTES);
-	return sh(cmd) == 0 ? 0 : -1;
+	return reader_test_make(dir, sizeof(dir), "test-fragment-ahead",
+				"mkdir src; "
+				"for i in $(seq -w 0 %d); do head -c %d /dev/urandom >src/f$i; done; "
+				"mksquashfs src img.sqfs -quiet -no-progress -noappend -all-root >/dev/null",
+				FILES - 1, FILE_BYTES);
 }
 
 static struct image *open_image(void)
@@ -183,26 +167,20 @@ static void test_threads(void)
 {
 	struct image *im = open_image();
 	struct reader_thread t[4];
-	pthread_t th[4];
 
 	if (!im)
 		return;
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 4; i++)
 		t[i] = (struct reader_thread){ .im = im, .start = i * 7 };
-		CHECK_INT(pthread_create(&th[i], NULL, read_all_in_order, &t[i]), 0);
-	}
-	for (int i = 0; i < 4; i++) {
-		pthread_join(th[i], NULL);
+	CHECK_INT(reader_test_threads(4, read_all_in_order, t, sizeof(t[0])), 0);
+	for (int i = 0; i < 4; i++)
 		CHECK(t[i].ok);
-	}
 	reader_test_close(im);
 }
 
 int main(void)
 {
-	char cmd[96];
-
-	if (sh("command -v mksquashfs >/dev/null") != 0) {
+	if (!reader_test_have_mksquashfs()) {
 		UNIT_SKIP("mksquashfs not installed");
 		return unit_exit_code();
 	}
@@ -210,7 +188,6 @@ int main(void)
 	test_in_order();
 	test_jump();
 	test_threads();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	sh(cmd);
+	reader_test_remove(dir);
 	return unit_exit_code();
 }
