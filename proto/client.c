@@ -19,6 +19,10 @@
 #include "sha256.h"
 
 #define DEFAULT_TIMEOUT_MS 30000
+/* squash_client_call: a request squashd closed unread is sent again, at
+ * most this many times in all, after 50, 100, 200 and 400 ms. */
+#define UNREAD_ATTEMPTS 5
+#define UNREAD_FIRST_PAUSE_MS 50L
 
 /* Signs the encoded request: the credential's payload is the SHA-256 of
  * those bytes, so squashd can tie the sender's uid to this request and the
@@ -220,8 +224,16 @@ static void explain_recv_error(int rc, int timeout_ms, char *err, size_t errlen)
 			    "squashd closed the connection without answering (see its log)");
 		break;
 	case SQUASH_FRAME_EIO:
-		squash_errf(err, errlen, "cannot read squashd's answer: %s",
-			    strerror(errno));
+		/* A reset means squashd closed the connection with the
+		 * request unread: it was never worked on. */
+		if (errno == ECONNRESET)
+			squash_errf(err, errlen,
+				    "squashd closed the connection without reading the request; its "
+				    "log says why (too many connections of this user that sent "
+				    "nothing yet?)");
+		else
+			squash_errf(err, errlen, "cannot read squashd's answer: %s",
+				    strerror(errno));
 		break;
 	default:
 		squash_errf(err, errlen, "bad response from squashd: %s",
@@ -231,10 +243,12 @@ static void explain_recv_error(int rc, int timeout_ms, char *err, size_t errlen)
 }
 
 /* One attempt. Returns 0, -1 (do not retry) or -2 (squashd could not be
- * reached or dropped the connection: worth another try). */
+ * reached or dropped the connection: worth another try); *unread (may be
+ * NULL) tells squashd closed the connection with the request unread, so
+ * it did none of it. */
 static int call_attempt(const struct squash_client_options *opts,
 		     const Squash__Request *req, Squash__Response **resp,
-		     char *err, size_t errlen)
+		     bool *unread, char *err, size_t errlen)
 {
 	int retryable = 0;
 	const char *path = opts && opts->socket_path ? opts->socket_path
@@ -251,6 +265,8 @@ static int call_attempt(const struct squash_client_options *opts,
 	int rc;
 
 	*resp = NULL;
+	if (unread)
+		*unread = false;
 	/* Sign before connecting: squashd should not wait on munged. */
 	payload = squash_client_pack_request(opts, req, &payload_len, err, errlen);
 	if (!payload)
@@ -269,6 +285,8 @@ static int call_attempt(const struct squash_client_options *opts,
 	rc = squash_frame_send(fd, SQUASH_FRAME_REQUEST, payload, payload_len);
 	if (rc != SQUASH_FRAME_OK) {
 		retryable = !(rc == SQUASH_FRAME_EIO && errno == EAGAIN);
+		if (unread)
+			*unread = rc == SQUASH_FRAME_EIO && (errno == EPIPE || errno == ECONNRESET);
 		if (rc == SQUASH_FRAME_EIO && errno == EAGAIN)
 			squash_errf(err, errlen,
 				    "squashd did not take the request within %g s",
@@ -287,6 +305,8 @@ static int call_attempt(const struct squash_client_options *opts,
 	left = deadline - squash_now_ms();
 	rc = squash_frame_recv(fd, buf, &len, left > 0 ? (int)left : 0);
 	if (rc != SQUASH_FRAME_OK) {
+		if (unread)
+			*unread = rc == SQUASH_FRAME_EIO && errno == ECONNRESET;
 		explain_recv_error(rc, timeout_ms, err, errlen);
 		retryable = rc == SQUASH_FRAME_ECLOSED || rc == SQUASH_FRAME_EIO;
 		goto out;
@@ -304,7 +324,21 @@ int squash_client_call(const struct squash_client_options *opts,
 		       const Squash__Request *req, Squash__Response **resp,
 		       char *err, size_t errlen)
 {
-	return call_attempt(opts, req, resp, err, errlen) == 0 ? 0 : -1;
+	long pause_ms = UNREAD_FIRST_PAUSE_MS;
+	bool unread;
+
+	/* A request squashd closed unread (a burst past a user's connections
+	 * that sent nothing yet, server/connections.h) is safe to send again. */
+	for (int n = 1;; n++) {
+		if (call_attempt(opts, req, resp, &unread, err, errlen) == 0)
+			return 0;
+		if (!unread || n == UNREAD_ATTEMPTS)
+			return -1;
+		struct timespec ts = { pause_ms / 1000, (pause_ms % 1000) * 1000000L };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		pause_ms *= 2;
+	}
 }
 
 int squash_client_call_retry(const struct squash_client_options *opts,
@@ -318,7 +352,7 @@ int squash_client_call_retry(const struct squash_client_options *opts,
 
 	for (;;) {
 		n++;
-		rc = call_attempt(opts, req, resp, err, errlen);
+		rc = call_attempt(opts, req, resp, NULL, err, errlen);
 		if (rc == 0 && (*resp)->status == SQUASH__STATUS__UNAVAILABLE) {
 			squash_errf(err, errlen, "squashd is unavailable: %s",
 				    (*resp)->message ? (*resp)->message : "(no reason given)");

@@ -31,7 +31,9 @@ struct squash_client_options {
  * status; returns -1 with a reason in err when no response could be had
  * (socket missing, daemon not running, timeout, version mismatch, garbage),
  * e.g. "cannot connect to squashd at /run/squashd/squashd.sock: No such file
- * or directory (is squashd running?)". */
+ * or directory (is squashd running?)". A request squashd closed without
+ * reading it (a burst of one user's connections) is sent again, up to five
+ * times within 0.75 s. */
 int squash_client_call(const struct squash_client_options *opts,
 		       const Squash__Request *req, Squash__Response **resp,
 		       char *err, size_t errlen);

@@ -10,16 +10,11 @@
 #include "frame.h"
 #include "util/log.h"
 
-/* Open connections per peer uid; guarded by count_lock (workers close). */
+/* Every connection taken and not yet closed; workers close too. */
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-	uid_t uid;
-	unsigned count;
-} *per_user;
-static size_t n_users, cap_users;
 static unsigned open_total;
 
-/* Being read: the main loop's alone. */
+/* Being read: the main loop's alone, like the per-uid counts of them. */
 static struct reading {
 	int fd;
 	struct peer peer;
@@ -27,52 +22,48 @@ static struct reading {
 	bool starved;
 } *reading;
 static size_t n_reading, cap_reading;
+static struct {
+	uid_t uid;
+	unsigned count;
+} *sending; /* per non-root peer uid: its connections in reading */
+static size_t n_sending, cap_sending;
 static uint8_t *frame_buf; /* one frame at a time, SQUASH_FRAME_MAX */
 
-bool connection_admit(const struct peer *peer)
+/* The slot of uid among sending, added when add; -1 when not there (or
+ * out of memory). */
+static ssize_t sending_slot(uid_t uid, bool add)
 {
-	size_t i;
-	bool ok = true;
-
-	pthread_mutex_lock(&count_lock);
-	for (i = 0; i < n_users && per_user[i].uid != peer->uid; i++)
-		;
-	if (peer->uid != 0 && i < n_users && per_user[i].count >= MAX_CONNECTIONS_PER_USER)
-		ok = false;
-	if (ok && i == n_users) {
-		if (n_users == cap_users) {
-			size_t cap = cap_users ? 2 * cap_users : 16;
-			void *more = realloc(per_user, cap * sizeof(*per_user));
-			if (more) {
-				per_user = more;
-				cap_users = cap;
-			}
-		}
-		if (n_users < cap_users)
-			per_user[n_users++] = (typeof(per_user[0])){ peer->uid, 0 };
-		else
-			ok = false;
+	for (size_t i = 0; i < n_sending; i++)
+		if (sending[i].uid == uid)
+			return (ssize_t)i;
+	if (!add)
+		return -1;
+	if (n_sending == cap_sending) {
+		size_t cap = cap_sending ? 2 * cap_sending : 16;
+		void *more = realloc(sending, cap * sizeof(*sending));
+		if (!more)
+			return -1;
+		sending = more;
+		cap_sending = cap;
 	}
-	if (ok) {
-		per_user[i].count++;
-		open_total++;
-	}
-	pthread_mutex_unlock(&count_lock);
-	return ok;
+	sending[n_sending] = (typeof(sending[0])){ uid, 0 };
+	return (ssize_t)n_sending++;
 }
 
-void connection_close(int fd, const struct peer *peer)
+/* A connection of peer left reading (its request arrived, or it closed). */
+static void sending_done(const struct peer *peer)
+{
+	ssize_t i = peer->uid != 0 ? sending_slot(peer->uid, false) : -1;
+
+	if (i >= 0 && --sending[i].count == 0)
+		sending[i] = sending[--n_sending];
+}
+
+void connection_close(int fd)
 {
 	close(fd);
 	pthread_mutex_lock(&count_lock);
 	open_total--;
-	for (size_t i = 0; i < n_users; i++) {
-		if (per_user[i].uid == peer->uid) {
-			if (--per_user[i].count == 0)
-				per_user[i] = per_user[--n_users];
-			break;
-		}
-	}
 	pthread_mutex_unlock(&count_lock);
 }
 
@@ -84,18 +75,59 @@ bool connections_full(void)
 	return full;
 }
 
-bool connection_read_start(int fd, const struct peer *peer, bool starved)
+bool connection_take(int fd, const struct peer *peer, bool starved, connection_got_fn got, void *arg)
 {
-	if (!frame_buf && !(frame_buf = malloc(SQUASH_FRAME_MAX)))
+	size_t len = 0;
+	int rc;
+
+	pthread_mutex_lock(&count_lock);
+	open_total++;
+	pthread_mutex_unlock(&count_lock);
+	if (!frame_buf && !(frame_buf = malloc(SQUASH_FRAME_MAX))) {
+		log_error("out of memory reading a request from uid %u pid %d", (unsigned)peer->uid,
+			  (int)peer->pid);
+		connection_close(fd);
 		return false;
+	}
+	/* Read now what is there: only a peer that has not sent yet holds a
+	 * place among its user's MAX_SENDING_PER_USER, so a burst of one
+	 * user's requests reaches the queue, which answers with a reason. */
+	rc = squash_frame_recv(fd, frame_buf, &len, 0);
+	if (rc == SQUASH_FRAME_OK || rc == SQUASH_FRAME_ETOOBIG) {
+		got(arg, fd, peer, frame_buf, len, starved ? CONNECTION_STARVED : rc);
+		return true;
+	}
+	if (rc != SQUASH_FRAME_ETIMEDOUT) { /* closed already */
+		connection_close(fd);
+		return false;
+	}
+	ssize_t slot = peer->uid != 0 ? sending_slot(peer->uid, true) : -1;
+	if (peer->uid != 0 && (slot < 0 || sending[slot].count >= MAX_SENDING_PER_USER)) {
+		if (slot >= 0)
+			log_warning("uid %u has %u connections open that sent no request yet; closing one "
+				    "more from pid %d", (unsigned)peer->uid, sending[slot].count,
+				    (int)peer->pid);
+		else
+			log_error("out of memory counting connections of uid %u", (unsigned)peer->uid);
+		connection_close(fd);
+		return false;
+	}
 	if (n_reading == cap_reading) {
 		size_t cap = cap_reading ? 2 * cap_reading : 64;
 		struct reading *more = realloc(reading, cap * sizeof(*reading));
-		if (!more)
+		if (!more) {
+			log_error("out of memory reading a request from uid %u pid %d", (unsigned)peer->uid,
+				  (int)peer->pid);
+			if (slot >= 0 && sending[slot].count == 0)
+				sending[slot] = sending[--n_sending];
+			connection_close(fd);
 			return false;
+		}
 		reading = more;
 		cap_reading = cap;
 	}
+	if (slot >= 0)
+		sending[slot].count++;
 	reading[n_reading++] = (struct reading){ fd, *peer, squash_now_ms() + CONNECTION_IDLE_MS, starved };
 	return true;
 }
@@ -111,9 +143,7 @@ void connections_poll_fill(struct pollfd *pfd)
 		pfd[i] = (struct pollfd){ .fd = reading[i].fd, .events = POLLIN };
 }
 
-void connections_read(const struct pollfd *pfd, size_t n, long long now_ms,
-		      void (*got)(void *arg, int fd, const struct peer *peer, const uint8_t *frame,
-				  size_t len, int rc),
+void connections_read(const struct pollfd *pfd, size_t n, long long now_ms, connection_got_fn got,
 		      void *arg)
 {
 	/* Backwards: a finished connection takes the last one's place, which
@@ -128,6 +158,7 @@ void connections_read(const struct pollfd *pfd, size_t n, long long now_ms,
 		if (rc == SQUASH_FRAME_ETIMEDOUT && now_ms < r.deadline_ms)
 			continue; /* nothing yet */
 		reading[i] = reading[--n_reading];
+		sending_done(&r.peer);
 		if (rc == SQUASH_FRAME_OK || rc == SQUASH_FRAME_ETOOBIG) {
 			got(arg, r.fd, &r.peer, frame_buf, len, r.starved ? CONNECTION_STARVED : rc);
 			continue;
@@ -135,7 +166,7 @@ void connections_read(const struct pollfd *pfd, size_t n, long long now_ms,
 		if (rc == SQUASH_FRAME_ETIMEDOUT)
 			log_debug("closing idle connection from uid %u pid %d", (unsigned)r.peer.uid,
 				  (int)r.peer.pid);
-		connection_close(r.fd, &r.peer);
+		connection_close(r.fd);
 	}
 }
 
@@ -153,6 +184,7 @@ void connections_close_reading(void)
 {
 	while (n_reading) {
 		n_reading--;
-		connection_close(reading[n_reading].fd, &reading[n_reading].peer);
+		sending_done(&reading[n_reading].peer);
+		connection_close(reading[n_reading].fd);
 	}
 }

@@ -1,11 +1,15 @@
 /* The connections squashd has open, and those the main loop is still
  * reading a request from (issue 37). Reading never takes a thread: every
- * connection is non-blocking and polled by the main loop until its one
- * request frame arrived or its idle time (CONNECTION_IDLE_MS) ran out, so a
- * slow or silent peer holds one descriptor and nothing else. Non-root
- * peers get at most MAX_CONNECTIONS_PER_USER open at once; root (slurmd,
- * slurmstepd) is never refused but counts against MAX_CONNECTIONS, past
- * which new connections wait in the listen backlog. */
+ * connection is non-blocking; its one request frame is read as it is
+ * accepted when it is there already (clients send as they connect), else
+ * polled by the main loop until it arrives or its idle time
+ * (CONNECTION_IDLE_MS) runs out, so a slow or silent peer holds one
+ * descriptor and nothing else. A non-root peer may have at most
+ * MAX_SENDING_PER_USER connections that have not sent their request yet;
+ * once sent, a request counts against its user's max_requests_per_user
+ * and max_queued_per_user (user_queues.h), which refuse it with a reason.
+ * Every connection counts against MAX_CONNECTIONS, past which new ones
+ * wait in the listen backlog; root (slurmd, slurmstepd) is never refused. */
 #ifndef SQUASHD_CONNECTIONS_H
 #define SQUASHD_CONNECTIONS_H
 
@@ -16,16 +20,19 @@
 
 #include "util/peer.h"
 
-#define MAX_CONNECTIONS_PER_USER 16
+#define MAX_SENDING_PER_USER 16
 #define MAX_CONNECTIONS 4096
 #define CONNECTION_IDLE_MS 5000
 
-/* Counts an accepted connection of peer (main loop). False when the peer
- * is over its share: the caller closes it. */
-bool connection_admit(const struct peer *peer);
+/* What the main loop does with a request frame read from fd:
+ * got(arg, fd, peer, frame, len, rc) with rc a squash_frame_recv result
+ * (SQUASH_FRAME_OK or SQUASH_FRAME_ETOOBIG) or CONNECTION_STARVED; the
+ * connection is got's to close. */
+typedef void (*connection_got_fn)(void *arg, int fd, const struct peer *peer, const uint8_t *frame,
+				  size_t len, int rc);
 
-/* Closes a connection connection_admit counted (any thread). */
-void connection_close(int fd, const struct peer *peer);
+/* Closes a connection connection_take took (any thread). */
+void connection_close(int fd);
 
 /* Whether MAX_CONNECTIONS are open. */
 bool connections_full(void);
@@ -36,22 +43,22 @@ bool connections_full(void);
  * it, and the client would not see why. */
 #define CONNECTION_STARVED 1
 
-/* Starts reading a request from fd (admitted, non-blocking); starved: see
- * CONNECTION_STARVED. False (fd left to the caller) when out of memory. */
-bool connection_read_start(int fd, const struct peer *peer, bool starved);
+/* Takes fd, just accepted from peer (non-blocking; starved: see
+ * CONNECTION_STARVED), main loop: its request goes to got at once when it
+ * is there, else the main loop reads it later. False, fd closed, when the
+ * peer closed it already, when a non-root peer already has
+ * MAX_SENDING_PER_USER connections that have not sent theirs, or out of
+ * memory. */
+bool connection_take(int fd, const struct peer *peer, bool starved, connection_got_fn got, void *arg);
 
 /* How many are being read; fills pfd[0..n) with them for poll. */
 size_t connections_reading(void);
 void connections_poll_fill(struct pollfd *pfd);
 
 /* After poll: reads every readable connection among pfd[0..n) (as filled
- * above) and calls got(arg, fd, peer, frame, len, rc) with rc a
- * squash_frame_recv result (SQUASH_FRAME_OK or SQUASH_FRAME_ETOOBIG) or
- * CONNECTION_STARVED (the connection is got's to close); closes the ones closed or idle too long
- * by now_ms. */
-void connections_read(const struct pollfd *pfd, size_t n, long long now_ms,
-		      void (*got)(void *arg, int fd, const struct peer *peer, const uint8_t *frame,
-				  size_t len, int rc),
+ * above) and hands its request to got; closes the ones closed or idle too
+ * long by now_ms. */
+void connections_read(const struct pollfd *pfd, size_t n, long long now_ms, connection_got_fn got,
 		      void *arg);
 
 /* The earliest idle deadline of a connection being read; -1 when none. */

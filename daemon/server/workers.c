@@ -105,7 +105,7 @@ static void *serve_parked(void *arg)
 	if (flags >= 0)
 		(void)fcntl(p->fd, F_SETFL, flags & ~O_NONBLOCK);
 	server_answer(served, p->fd, &p->peer, p->frame, p->len, p->uid, p->deadline_ms);
-	connection_close(p->fd, &p->peer);
+	connection_close(p->fd);
 	user_queue_done(p->uid);
 	free(p);
 	pthread_mutex_lock(&done_lock);
@@ -131,7 +131,7 @@ static void start_worker(struct parked *p)
 			  (int)p->peer.pid, strerror(rc));
 		server_refuse(p->fd, &p->peer, SQUASH__STATUS__UNAVAILABLE,
 			      "squashd on this node cannot start a thread: %s", strerror(rc));
-		connection_close(p->fd, &p->peer);
+		connection_close(p->fd);
 		user_queue_done(p->uid);
 		free(p);
 	}
@@ -172,7 +172,7 @@ static void refuse_waiting(long long now_ms)
 				      "user's file systems hung?", running, (unsigned)p->uid,
 				      cfg->max_requests_per_user, cfg->request_timeout_s);
 		}
-		connection_close(p->fd, &p->peer);
+		connection_close(p->fd);
 		free(p);
 	}
 	settings_drop(cfg);
@@ -186,20 +186,20 @@ static void request_read(void *arg, int fd, const struct peer *peer, const uint8
 	if (rc == CONNECTION_STARVED) {
 		server_refuse(fd, peer, SQUASH__STATUS__NODE_ERROR,
 			      "squashd on this node is out of file descriptors; ask again shortly");
-		connection_close(fd, peer);
+		connection_close(fd);
 		accept_guard_refill();
 		return;
 	}
 	if (rc == SQUASH_FRAME_ETOOBIG) {
 		server_refuse_oversized(fd, peer);
-		connection_close(fd, peer);
+		connection_close(fd);
 		return;
 	}
 	struct parked *p = malloc(sizeof(*p) + len);
 	if (!p) {
 		log_error("out of memory reading a request from uid %u pid %d", (unsigned)peer->uid,
 			  (int)peer->pid);
-		connection_close(fd, peer);
+		connection_close(fd);
 		return;
 	}
 	const struct squashd_config *cfg = settings_hold();
@@ -221,7 +221,7 @@ static void request_read(void *arg, int fd, const struct peer *peer, const uint8
 			      "works on (max_queued_per_user = %u, max_requests_per_user = %u); is one of that "
 			      "user's file systems hung?", queued, (unsigned)p->uid, running,
 			      cfg->max_queued_per_user, cfg->max_requests_per_user);
-		connection_close(fd, peer);
+		connection_close(fd);
 		free(p);
 	}
 	settings_drop(cfg);
@@ -241,25 +241,12 @@ static void accept_connections(int listen_fd)
 				accept_guard_refill();
 			continue;
 		}
-		if (!connection_admit(&peer)) {
-			if (starved)
-				accept_guard_refill();
-			log_warning("too many connections from uid %u; refusing one from pid %d",
-				    (unsigned)peer.uid, (int)peer.pid);
-			close(fd);
-			continue;
-		}
 		/* Answers up to SQUASH_FRAME_MAX must fit the send buffer. */
 		int sndbuf = SQUASH_FRAME_MAX + 4096;
 		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
 			(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-		if (!connection_read_start(fd, &peer, starved)) {
-			log_error("out of memory reading a request from uid %u pid %d", (unsigned)peer.uid,
-				  (int)peer.pid);
-			connection_close(fd, &peer);
-			if (starved)
-				accept_guard_refill();
-		}
+		if (!connection_take(fd, &peer, starved, request_read, NULL) && starved)
+			accept_guard_refill();
 	}
 }
 

@@ -254,6 +254,66 @@ def test_hung_requests_of_one_user_wait_without_threads_and_past_the_queue_are_r
             cluster.rawclient("release", HUNG_JOBS + i)
 
 
+def idle_connection(cluster, user, seconds):
+    """user's connection that sends nothing for up to seconds (rawclient idle)."""
+    return subprocess.Popen(["runuser", "-u", user, "--", cluster.for_user(user, RAWCLIENT), "--socket",
+                             str(cluster.socket), "idle", str(seconds)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def user_list(cluster, user):
+    return subprocess.Popen(["runuser", "-u", user, "--", cluster.for_user(user, RAWCLIENT), "--socket",
+                             str(cluster.socket), "--munge-socket", str(cluster.munge_socket), "list"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_users_silent_connections_are_capped_and_a_burst_of_its_requests_is_served(cluster):
+    """One user's connections that have sent no request yet hold squashd's
+    descriptors: at most 16 (MAX_SENDING_PER_USER, server/connections.h).
+    40 requests of one user at once are all served: each counts among the
+    16 only until its request is read, then against max_requests_per_user
+    and max_queued_per_user, which answer with a reason; one closed unread
+    is sent again by the client. With 16 silent ones held, a 17th is closed
+    at once and logged; another user is untouched; the silent ones are
+    closed after their 5 s, and then a silent one may wait its 5 s again."""
+    idles = []
+    offset = len(cluster.squashd_log())
+    try:
+        burst = [user_list(cluster, USER1) for _ in range(40)]
+        answers = [p.communicate(timeout=60) for p in burst]
+        assert all(out.startswith("ok") for out, _ in answers), answers
+
+        idles = [idle_connection(cluster, USER1, 20) for _ in range(16)]
+        for p in idles:
+            assert p.stdout.readline() == "connected\n"
+        # Accepted in order from the backlog: the 17th is one too many.
+        extra = idle_connection(cluster, USER1, 20)
+        out = extra.communicate(timeout=30)[0]
+        assert re.match(r"connected\nclosed after (\d+\.\d) s", out), out
+        assert float(out.split()[-2]) < 2, out
+        wait_until(lambda: re.search(rf"uid {uid_of(USER1)} has 16 connections open that sent no request "
+                                     r"yet; closing one more from pid \d+", cluster.squashd_log()[offset:]),
+                   10, 0.1, "squashd's log line")
+        other = idle_connection(cluster, USER2, 2)
+        out = other.communicate(timeout=30)[0]
+        assert re.match(r"connected\nstill open after", out), out
+        out = user_list(cluster, USER2).communicate(timeout=60)[0]
+        assert out.startswith("ok"), out
+        # squashd closes them after its 5 s, not before: then their places
+        # are free again.
+        for p in idles:
+            out = p.communicate(timeout=30)[0]
+            assert re.match(r"closed after", out) and float(out.split()[-2]) >= 4.5, out
+        later = idle_connection(cluster, USER1, 2)
+        out = later.communicate(timeout=30)[0]
+        assert re.match(r"connected\nstill open after", out), out
+    finally:
+        for p in idles:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
