@@ -115,6 +115,9 @@ say "building the .deb (contrib/build-deb.sh, DEB_BUILD_OPTIONS=\"$deb_options\"
 mkdir -p "$scratch/deb"
 if ! DEB_BUILD_OPTIONS=$deb_options TMPDIR=$scratch \
 	nice -n 10 "$repo/contrib/build-deb.sh" "$tarball" "$scratch/deb" >"$scratch/deb.log" 2>&1; then
+	# The failed checks' own lines first: a listing in a message can
+	# push them out of the tail.
+	grep -E '^(FAIL|ERROR)[: ]' "$scratch/deb.log" | cut -c1-1500
 	tail -n 40 "$scratch/deb.log"
 	echo "test_packages.sh: the .deb did not build" >&2
 	exit 1
