@@ -26,16 +26,30 @@ static unsigned char zeros[SQUASH_BLOCK_SIZE_MAX];
  * lies on a network filesystem (Lustre, GPFS, NFS) each cold read is a
  * round trip, and the blocks a reader needs next mostly follow in the
  * image (mksquashfs writes files and fragments in directory order). One
- * call per DATA_READAHEAD_CHUNK, as the kernel reads at most its
- * readahead size (128 KiB on FUSE) per call: the requests are then in
- * flight together (docs/performance.md, section 15: a cold import at
- * 2 ms per request 6.5 s -> 4.7 s). Only advice, into the page cache,
- * not the reader's memory; cached pages are skipped; nothing depends on
- * it. */
+ * call per DATA_READAHEAD_CHUNK, at multiples of it, as the kernel reads
+ * at most its readahead size (128 KiB on FUSE) per call: the requests are
+ * then in flight together (docs/performance.md, section 15: a cold import
+ * at 2 ms per request 6.5 s -> 4.7 s), each a whole chunk. A reader going
+ * on through the image asks only for the chunks past those it asked for
+ * already (advised_to), a call per chunk it enters: a third of the
+ * requests to the image, and 2 MiB ahead rather than 512 KiB took a cold
+ * import from it 0.85-0.97x of its time (section 21). Only advice, into
+ * the page cache, not the reader's memory; nothing depends on it. */
 static void read_ahead(struct image *img, uint64_t pos)
 {
-	for (uint64_t at = pos; at < img->bytes_used && at - pos < DATA_READAHEAD_MAX;
-	     at += DATA_READAHEAD_CHUNK)
+	uint64_t end = pos + DATA_READAHEAD_MAX < img->bytes_used ? pos + DATA_READAHEAD_MAX
+								    : img->bytes_used;
+	uint64_t from = atomic_load_explicit(&img->advised_to, memory_order_relaxed);
+
+	/* Elsewhere in the image (another file, or back): from pos's chunk. */
+	if (from < pos || from > end)
+		from = pos & ~(DATA_READAHEAD_CHUNK - 1);
+	if (end < img->bytes_used)
+		end &= ~(DATA_READAHEAD_CHUNK - 1);
+	if (from >= end)
+		return;
+	atomic_store_explicit(&img->advised_to, end, memory_order_relaxed);
+	for (uint64_t at = from; at < end; at += DATA_READAHEAD_CHUNK)
 		(void)posix_fadvise(img->fd, (off_t)at, (off_t)DATA_READAHEAD_CHUNK, POSIX_FADV_WILLNEED);
 }
 

@@ -30,8 +30,8 @@
 #define MD_PREFETCH_MAX (64ull << 20)
 /* How much of the image the reader asks the kernel to read ahead of a data
  * block or fragment it reads (image_data.c, read_ahead), in calls of
- * DATA_READAHEAD_CHUNK. */
-#define DATA_READAHEAD_MAX (512ull << 10)
+ * DATA_READAHEAD_CHUNK at multiples of it. */
+#define DATA_READAHEAD_MAX (2ull << 20)
 #define DATA_READAHEAD_CHUNK (128ull << 10)
 
 /* Where the previous READ of a file ended in its block list: sequential
@@ -66,6 +66,9 @@ struct image {
 	struct block_index bidx[BIDX_SLOTS];
 	unsigned bidx_next;
 	uint64_t prefetch_off, prefetch_len; /* what image_open asked to read ahead */
+	/* Where the data read ahead (image_data.c, read_ahead) last asked up
+	 * to; only advice, so threads may race on it. */
+	_Atomic uint64_t advised_to;
 	/* The start profile (start_profile.h): read ahead by a thread while
 	 * prefetching; recorded into recorder when one is set. */
 	pthread_t prefetch_thread;
