@@ -100,6 +100,22 @@ bool connections_full(void)
 	return full;
 }
 
+/* Room for one more connection being read, and the frame buffer. */
+static bool reading_room(void)
+{
+	if (!frame_buf && !(frame_buf = malloc(SQUASH_FRAME_MAX)))
+		return false;
+	if (n_reading == cap_reading) {
+		size_t cap = cap_reading ? 2 * cap_reading : 64;
+		struct reading *more = realloc(reading, cap * sizeof(*reading));
+		if (!more)
+			return false;
+		reading = more;
+		cap_reading = cap;
+	}
+	return true;
+}
+
 bool connection_take(int fd, const struct peer *peer, bool starved, connection_got_fn got, void *arg)
 {
 	size_t len = 0;
@@ -108,7 +124,7 @@ bool connection_take(int fd, const struct peer *peer, bool starved, connection_g
 	pthread_mutex_lock(&count_lock);
 	open_total++;
 	pthread_mutex_unlock(&count_lock);
-	if (!frame_buf && !(frame_buf = malloc(SQUASH_FRAME_MAX))) {
+	if (!reading_room()) {
 		log_error("out of memory reading a request from uid %u pid %d", (unsigned)peer->uid,
 			  (int)peer->pid);
 		connection_close(fd);
@@ -126,31 +142,18 @@ bool connection_take(int fd, const struct peer *peer, bool starved, connection_g
 		connection_close(fd);
 		return false;
 	}
-	ssize_t slot = peer->uid != 0 ? sending_slot(peer->uid, true) : -1;
-	if (peer->uid != 0 && (slot < 0 || sending[slot].count >= MAX_SENDING_PER_USER)) {
-		if (slot >= 0)
-			log_over_share(peer, sending[slot].count);
-		else
-			log_error("out of memory counting connections of uid %u", (unsigned)peer->uid);
-		connection_close(fd);
-		return false;
-	}
-	if (n_reading == cap_reading) {
-		size_t cap = cap_reading ? 2 * cap_reading : 64;
-		struct reading *more = realloc(reading, cap * sizeof(*reading));
-		if (!more) {
-			log_error("out of memory reading a request from uid %u pid %d", (unsigned)peer->uid,
-				  (int)peer->pid);
-			if (slot >= 0 && sending[slot].count == 0)
-				sending[slot] = sending[--n_sending];
+	if (peer->uid != 0) {
+		ssize_t slot = sending_slot(peer->uid, true);
+		if (slot < 0 || sending[slot].count >= MAX_SENDING_PER_USER) {
+			if (slot >= 0)
+				log_over_share(peer, sending[slot].count);
+			else
+				log_error("out of memory counting connections of uid %u", (unsigned)peer->uid);
 			connection_close(fd);
 			return false;
 		}
-		reading = more;
-		cap_reading = cap;
-	}
-	if (slot >= 0)
 		sending[slot].count++;
+	}
 	reading[n_reading++] = (struct reading){ fd, *peer, squash_now_ms() + CONNECTION_IDLE_MS, starved };
 	return true;
 }
