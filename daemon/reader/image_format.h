@@ -69,6 +69,11 @@ struct image {
 	/* Where the data read ahead (image_data.c, read_ahead) last asked up
 	 * to; only advice, so threads may race on it. */
 	_Atomic uint64_t advised_to;
+	/* Small files stored into the page cache (neighbour_push.c): the
+	 * inode after the last one read or stored, and whether a thread is
+	 * storing. */
+	_Atomic uint64_t push_next;
+	atomic_bool pushing;
 	/* The start profile (start_profile.h): read ahead by a thread while
 	 * prefetching; recorded into recorder when one is set. */
 	pthread_t prefetch_thread;

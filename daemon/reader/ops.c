@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reader/neighbour_push.h"
 #include "reader/tree.h"
 
 /* "For ever": the image never changes while mounted. The kernel clamps
@@ -172,6 +173,10 @@ static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	/* Before the answer, while the client waits for it (neighbour_push.h).
+	 * A union's files are not stored: their node ids are the union's. */
+	if (off == 0 && rd->push && !rd->u)
+		neighbour_push(rd->se, n.img, &n.in);
 	/* Straight from the cached blocks: no copy into a reply buffer. */
 	if (r.n)
 		fuse_reply_iov(req, r.iov, r.n);

@@ -20,8 +20,7 @@
 #include "reader/image.h"
 #include "reader/plus_policy.h"
 
-#define FUSE_USE_VERSION 312
-#include <fuse_lowlevel.h>
+#include "reader/fuse_api.h"
 
 struct union_fs;
 
@@ -37,6 +36,10 @@ struct reader {
 	bool no_open;    /* the kernel supports zero-message opens */
 	bool no_opendir;
 	struct plus_policy plus; /* which READDIRPLUS entries go linked */
+	/* The session, and whether it may store small files into the page
+	 * cache ahead of reads (neighbour_push.h: not single-threaded). */
+	struct fuse_session *se;
+	bool push;
 };
 
 /* One set of answers for every mount, over the tree it serves (tree.h):

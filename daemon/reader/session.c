@@ -114,6 +114,8 @@ struct session *session_open(struct reader *rd, const struct session_options *op
 		fprintf(stderr, "squash-reader: cannot start a FUSE session\n");
 		goto fail;
 	}
+	rd->se = s->se;
+	rd->push = opt->max_threads != 1;
 	/* Signal handlers are per process: a reader serving several mounts
 	 * (serve.c) leaves signals at their defaults. */
 	if (s->own_signals && fuse_set_signal_handlers(s->se) < 0)

@@ -6,16 +6,48 @@ squashd mounts one for squash-reader --serve.
 SQUASH_READER names another squash-reader for the tests that run it
 directly (tests/sanitizers/run.sh: the one built with ASan and UBSan)."""
 
+import collections
 import contextlib
 import ctypes
 import hashlib
 import os
+import re
 import subprocess
 from pathlib import Path
 
 from conftest import BUILD, mountinfo, run, wait_until
 
 READER = Path(os.environ.get("SQUASH_READER") or BUILD / "daemon" / "reader" / "squash-reader")
+TRACING = Path("/sys/kernel/tracing")
+
+
+class FuseRequests:
+    """Counts the FUSE requests the kernel sends on the connection of a
+    mount, by opcode, with the kernel's fuse_request_send tracepoint in a
+    tracefs instance of its own (a connection is the dev_t: major << 20 |
+    minor)."""
+
+    def __init__(self, mount, name):
+        dev = os.stat(mount).st_dev
+        self.dir = TRACING / "instances" / f"{name}-{os.getpid()}"
+        self.dir.mkdir()
+        self.ev = self.dir / "events" / "fuse" / "fuse_request_send"
+        (self.ev / "filter").write_text(f"connection == {os.major(dev) << 20 | os.minor(dev)}\n")
+        (self.ev / "enable").write_text("1\n")
+
+    @staticmethod
+    def available():
+        return (TRACING / "events" / "fuse").is_dir()
+
+    def take(self):
+        """{opcode name without FUSE_: requests} since the last take."""
+        text = (self.dir / "trace").read_text()
+        (self.dir / "trace").write_text("")
+        return collections.Counter(re.findall(r"\(FUSE_([A-Z_]+)\)", text))
+
+    def close(self):
+        (self.ev / "enable").write_text("0\n")
+        self.dir.rmdir()
 
 
 @contextlib.contextmanager

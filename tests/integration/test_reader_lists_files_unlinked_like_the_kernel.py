@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run
-from reader_and_kernel import kernel_and_reader, stats
+from reader_and_kernel import FuseRequests, kernel_and_reader, stats
 
-TRACING = Path("/sys/kernel/tracing")
 DIRS, FILES_PER_DIR = 8, 40
 
 
@@ -37,27 +36,6 @@ def scan(root):
                 if e.is_dir(follow_symlinks=False):
                     todo.append(e.path)
     return out
-
-
-class Lookups:
-    """Counts FUSE_LOOKUP requests sent on one connection."""
-
-    def __init__(self, dev):
-        self.dir = TRACING / "instances" / f"unlinked-{os.getpid()}"
-        self.dir.mkdir()
-        self.ev = self.dir / "events" / "fuse" / "fuse_request_send"
-        (self.ev / "filter").write_text(f"connection == {dev}\n")
-        (self.ev / "enable").write_text("1\n")
-
-    def take(self):
-        """LOOKUPs since the last take, and READDIRPLUSes."""
-        text = (self.dir / "trace").read_text()
-        (self.dir / "trace").write_text("")
-        return text.count("(FUSE_LOOKUP)"), text.count("(FUSE_READDIRPLUS)")
-
-    def close(self):
-        (self.ev / "enable").write_text("0\n")
-        self.dir.rmdir()
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +58,8 @@ def image():
 
 
 def traced(fdir):
-    """Lookups on fdir's connection (the kernel's dev_t: major << 20 |
-    minor), None without the tracepoint."""
-    dev = os.stat(fdir).st_dev
-    dev = os.major(dev) << 20 | os.minor(dev)
-    return Lookups(dev) if (TRACING / "events" / "fuse").is_dir() else None
+    """The requests on fdir's connection, None without the tracepoint."""
+    return FuseRequests(fdir, "unlinked") if FuseRequests.available() else None
 
 
 @pytest.mark.parametrize("plus", ["all", "dirs", "auto"])
@@ -101,7 +76,8 @@ def test_a_walk_sees_unlinked_files_as_the_kernel_shows_them(image, plus):
             assert listed == scan(kdir)
             assert sum(1 for v in listed.values() if not v[1]) == files
             if lookups:
-                n, plusses = lookups.take()
+                took = lookups.take()
+                n, plusses = took["LOOKUP"], took["READDIRPLUS"]
                 assert plusses > 0 and n == 0, (n, plusses)
             fs, ks = stats(fdir), stats(kdir)
             assert fs == ks, {k: (fs.get(k), ks.get(k)) for k in set(fs) | set(ks)
@@ -110,7 +86,7 @@ def test_a_walk_sees_unlinked_files_as_the_kernel_shows_them(image, plus):
             if lookups:
                 # The kernel cached the listings (no READDIRPLUS again):
                 # every file listed unlinked is looked up once.
-                n, _ = lookups.take()
+                n = lookups.take()["LOOKUP"]
                 assert n == {"all": 0, "dirs": files, "auto": files}[plus], n
                 lookups.close()
                 lookups = None
@@ -123,7 +99,7 @@ def test_a_walk_sees_unlinked_files_as_the_kernel_shows_them(image, plus):
             fs, ks = stats(fdir), stats(kdir)
             assert fs == ks
             if lookups:
-                n, _ = lookups.take()
+                n = lookups.take()["LOOKUP"]
                 assert n == {"all": 0, "dirs": files, "auto": FILES_PER_DIR}[plus], n
     finally:
         if lookups:
