@@ -18,7 +18,7 @@
  * for it and cannot start on the next file, stops as soon as any request
  * waits on the connection, runs in one thread per image at a time, and
  * only where the session has more than one worker to answer the READ it
- * might wait for (docs/design/reader-pushes-small-files.md). */
+ * might wait for (docs/architecture.md, "The FUSE reader"). */
 #ifndef SQUASH_READER_NEIGHBOUR_PUSH_H
 #define SQUASH_READER_NEIGHBOUR_PUSH_H
 

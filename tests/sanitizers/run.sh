@@ -60,7 +60,8 @@ export UBSAN_OPTIONS=print_stacktrace=1:log_path=$reports/ubsan
 export SQUASH_READER=$asan_build/daemon/reader/squash-reader
 (cd "$repo" && "$py" -m pytest -p no:cacheprovider -q tests/integration/test_load.py \
 	tests/integration/test_faults.py tests/integration/test_one_reader_per_user.py \
-	tests/integration/test_serve_reader_under_load.py)
+	tests/integration/test_serve_reader_under_load.py \
+	tests/integration/test_reader_stores_the_next_small_files_ahead.py)
 rc=$?
 
 if compgen -G "$reports/*" >/dev/null; then
