@@ -12,7 +12,9 @@ import ctypes
 import hashlib
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from conftest import BUILD, mountinfo, run, wait_until
@@ -75,6 +77,21 @@ def kernel_and_reader(img, where, reader_args=()):
         rc = unmount_and_wait(reader, [fdir, kdir])
     assert rc == 0, f"squash-reader exited {rc} on its unmount: {log.read_text()}"
     assert not mounted(kdir) and not mounted(fdir), mountinfo()
+
+
+@contextlib.contextmanager
+def packed(prefix, fill):
+    """Yields a zstd image of the tree fill(src) makes in a new directory
+    under /dev/shm; removes both."""
+    src = Path(tempfile.mkdtemp(prefix=prefix, dir="/dev/shm"))
+    img = src.with_suffix(".sqfs")
+    try:
+        fill(src)
+        run(["mksquashfs", src, img, "-noappend", "-quiet", "-no-progress", "-comp", "zstd"])
+        yield img
+    finally:
+        shutil.rmtree(src)
+        img.unlink(missing_ok=True)
 
 
 def fuse_mount(target):

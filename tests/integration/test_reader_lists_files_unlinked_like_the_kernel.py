@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run
-from reader_and_kernel import FuseRequests, kernel_and_reader, stats
+from reader_and_kernel import FuseRequests, kernel_and_reader, packed, stats
 
 DIRS, FILES_PER_DIR = 8, 40
 
@@ -40,8 +39,7 @@ def scan(root):
 
 @pytest.fixture(scope="module")
 def image():
-    src = Path(tempfile.mkdtemp(prefix="unlinked.", dir="/dev/shm"))
-    try:
+    def fill(src):
         for i in range(DIRS):
             d = src / f"d{i}" / "sub"
             d.mkdir(parents=True)
@@ -49,12 +47,9 @@ def image():
                 (src / f"d{i}" / f"f{j:03d}").write_text(f"{i} {j}\n")
             os.symlink("../f000", d / "link")
             os.mkfifo(d / "fifo")
-        img = src.with_suffix(".sqfs")
-        run(["mksquashfs", src, img, "-noappend", "-quiet", "-no-progress", "-comp", "zstd"])
+
+    with packed("unlinked.", fill) as img:
         yield img
-    finally:
-        shutil.rmtree(src)
-        src.with_suffix(".sqfs").unlink(missing_ok=True)
 
 
 def traced(fdir):

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run
-from reader_and_kernel import FuseRequests, kernel_and_reader
+from reader_and_kernel import FuseRequests, kernel_and_reader, packed
 
 DIRS, FILES = 3, 80
 
@@ -33,9 +32,8 @@ def image():
     """Small files of 100-3,000 bytes, with what breaks a run among them:
     an empty file, a symbolic link, a file of three data blocks and a
     subdirectory."""
-    src = Path(tempfile.mkdtemp(prefix="store-ahead.", dir="/dev/shm"))
-    rnd = random.Random(38)
-    try:
+    def fill(src):
+        rnd = random.Random(38)
         for i in range(DIRS):
             d = src / f"d{i}"
             (d / "sub").mkdir(parents=True)
@@ -45,12 +43,9 @@ def image():
             os.symlink("f000", d / "f030-link")
             (d / "f040-large").write_bytes(rnd.randbytes(300 * 1024))
             (d / "sub" / "g").write_bytes(rnd.randbytes(2000))
-        img = src.with_suffix(".sqfs")
-        run(["mksquashfs", src, img, "-noappend", "-quiet", "-no-progress", "-comp", "zstd"])
+
+    with packed("store-ahead.", fill) as img:
         yield img
-    finally:
-        shutil.rmtree(src)
-        src.with_suffix(".sqfs").unlink(missing_ok=True)
 
 
 def small_files(root):
