@@ -10,7 +10,7 @@
 /* FUSE node ids: 1 is the root; any other inode is its reference + 2
  * (references are 48 bits and 0 and 1 are taken), so no table of
  * looked-up inodes is needed and FORGET has nothing to do. */
-static uint64_t node_of(const struct image *img, uint64_t id)
+uint64_t image_node_of(const struct image *img, uint64_t id)
 {
 	return id == image_root(img) ? FUSE_ROOT_ID : id + 2;
 }
@@ -48,7 +48,7 @@ static int image_lookup(struct reader *rd, uint64_t parent, const char *name, ui
 	out->img = img;
 	out->layer = 0;
 	out->merged = false;
-	*node = node_of(img, id);
+	*node = image_node_of(img, id);
 	return inode_get(img, id, &out->in);
 }
 
@@ -85,7 +85,7 @@ static int image_list(struct reader *rd, const struct tree_node *dir, uint64_t c
 		if (tree_plus_wants(plus, e.type)) {
 			if ((r = inode_get(img, de.id, &e.n.in)) < 0)
 				break;
-			e.node = node_of(img, de.id);
+			e.node = image_node_of(img, de.id);
 		}
 		if (emit(ctx, &e))
 			return 0;

@@ -11,6 +11,7 @@
 
 #include "reader/fuse_api.h"
 #include "reader/image_format.h"
+#include "reader/tree.h"
 
 /* A file whose bytes all lie in a fragment block (no data blocks), so its
  * inode ends where its block list would start. */
@@ -85,7 +86,7 @@ static int store(struct fuse_session *se, struct image *img, const struct inode 
 		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(r.iov[i].iov_len);
 
 		bv.buf[0].mem = r.iov[i].iov_base;
-		rc = fuse_lowlevel_notify_store(se, file->id + 2, (off_t)off, &bv, 0);
+		rc = fuse_lowlevel_notify_store(se, image_node_of(img, file->id), (off_t)off, &bv, 0);
 		off += r.iov[i].iov_len;
 	}
 	read_reply_done(img, &r);

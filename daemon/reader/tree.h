@@ -75,6 +75,8 @@ struct tree_kind {
 };
 
 extern const struct tree_kind image_tree;
+/* The FUSE node id of inode reference id in a single image's tree. */
+uint64_t image_node_of(const struct image *img, uint64_t id);
 extern const struct tree_kind union_tree;
 
 #endif
