@@ -14,6 +14,7 @@
 
 #include <slurm/spank.h>
 
+#include "array_grow.h"
 #include "mountinfo.h"
 #include "node_mounts.h"
 #include "squash_env.h"
@@ -128,13 +129,8 @@ int squash_node_mounts_detach(const char *dir, char *err, size_t errlen)
 			continue;
 		if (strncmp(field, dir, dlen) || (field[dlen] != '/' && field[dlen] != '\0'))
 			continue;
-		if (n == cap) {
-			char **grown = realloc(points, (cap ? 2 * cap : 16) * sizeof(*points));
-			if (!grown)
-				break;
-			points = grown;
-			cap = cap ? 2 * cap : 16;
-		}
+		if (array_reserve(&points, &cap, n + 1, sizeof(*points), 16) < 0)
+			break;
 		if (!(points[n] = strdup(field)))
 			break;
 		n++;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "array_grow.h"
 #include "core/holders.h"
 #include "core/sharing.h"
 #include "process/child_process.h"
@@ -171,13 +172,8 @@ void job_end_watch_adopt(struct daemon_state *ds)
 	     e = holders_next_locked(ds, e, NULL)) {
 		if (e->kind != HOLDER_JOB || !e->ends_with_extern || e->pending)
 			continue;
-		if (n == cap) {
-			struct job_end *grown = realloc(marked, (cap = cap ? 2 * cap : 16) * sizeof(*grown));
-
-			if (!grown)
-				break; /* the rest is gc's */
-			marked = grown;
-		}
+		if (array_reserve(&marked, &cap, n + 1, sizeof(*marked), 16) < 0)
+			break; /* the rest is gc's */
 		marked[n++] = (struct job_end){ ds, e->job_id, e->uid };
 	}
 	pthread_mutex_unlock(&ds->lock);

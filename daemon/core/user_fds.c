@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
+#include "array_grow.h"
 #include "core/sharing.h"
 #include "mount/fuse_keep.h"
 
@@ -141,12 +142,8 @@ void user_fds_budget_rows(struct daemon_state *ds, const struct squashd_config *
 			;
 		if (i < n)
 			continue;
-		if (n == cap) {
-			uid_t *more = realloc(uids, (cap = cap ? 2 * cap : 16) * sizeof(*uids));
-			if (!more)
-				break;
-			uids = more;
-		}
+		if (array_reserve(&uids, &cap, n + 1, sizeof(*uids), 16) < 0)
+			break;
 		uids[n++] = owner;
 	}
 	for (size_t i = 0; i < n; i++) {

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "array_grow.h"
 #include "process/child_process.h"
 #include "process/user_executor.h"
 #include "util/log.h"
@@ -73,8 +74,7 @@ int process_watch_add(int pidfd, pid_t pid, uid_t uid, process_exit_fn fn, void 
 	int rc = -1;
 
 	pthread_mutex_lock(&lock);
-	if (start_locked() == 0 && (count < cap || (cap = cap ? 2 * cap : 64,
-			items = realloc(items, cap * sizeof(*items))) != NULL)) {
+	if (start_locked() == 0 && array_reserve(&items, &cap, count + 1, sizeof(*items), 64) == 0) {
 		items[count++] = (struct watched){ pidfd, pid, uid, fn, arg };
 		rc = 0;
 	}
@@ -120,15 +120,8 @@ static void *watch_loop(void *unused)
 
 		pthread_mutex_lock(&lock);
 		n = count;
-		if (n + 1 > pfd_cap) {
-			struct pollfd *grown = realloc(pfd, (n + 1) * sizeof(*pfd));
-
-			if (grown) {
-				pfd = grown;
-				pfd_cap = n + 1;
-			}
-		}
-		if (n + 1 > pfd_cap)
+		/* Out of memory: watches those it has room for this time. */
+		if (array_reserve(&pfd, &pfd_cap, n + 1, sizeof(*pfd), 64) < 0)
 			n = pfd_cap ? pfd_cap - 1 : 0;
 		for (size_t i = 0; i < n; i++)
 			pfd[i + 1] = (struct pollfd){ .fd = items[i].pidfd, .events = POLLIN };

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array_grow.h"
 #include "mount/fuse_keep.h"
 
 bool mount_key_equal(const struct mount_key *a, const struct mount_key *b)
@@ -183,15 +184,9 @@ int registry_job_add_image(struct job_entry *job, const char *image,
 {
 	if (job->count >= SQUASH_MAX_IMAGES)
 		return -1;
-	if (job->count == job->cap) {
-		size_t cap = job->cap ? 2 * job->cap : 4;
-		struct job_image *grown = realloc(job->images, cap * sizeof(*grown));
-		if (!grown)
-			return -1;
-		memset(grown + job->count, 0, (cap - job->count) * sizeof(*grown));
-		job->images = grown;
-		job->cap = cap;
-	}
+	if (array_reserve(&job->images, &job->cap, job->count + 1, sizeof(*job->images), 4) < 0)
+		return -1;
+	memset(&job->images[job->count], 0, sizeof(*job->images));
 	struct job_image *ji = &job->images[job->count];
 	ji->image = strdup(image);
 	ji->target = strdup(target);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array_grow.h"
 #include "clock.h"
 #include "frame.h"
 #include "util/log.h"
@@ -40,14 +41,8 @@ static ssize_t sending_slot(uid_t uid, bool add)
 			return (ssize_t)i;
 	if (!add)
 		return -1;
-	if (n_sending == cap_sending) {
-		size_t cap = cap_sending ? 2 * cap_sending : 16;
-		void *more = realloc(sending, cap * sizeof(*sending));
-		if (!more)
-			return -1;
-		sending = more;
-		cap_sending = cap;
-	}
+	if (array_reserve(&sending, &cap_sending, n_sending + 1, sizeof(*sending), 16) < 0)
+		return -1;
 	sending[n_sending] = (typeof(sending[0])){ uid, 0 };
 	return (ssize_t)n_sending++;
 }
@@ -105,15 +100,7 @@ static bool reading_room(void)
 {
 	if (!frame_buf && !(frame_buf = malloc(SQUASH_FRAME_MAX)))
 		return false;
-	if (n_reading == cap_reading) {
-		size_t cap = cap_reading ? 2 * cap_reading : 64;
-		struct reading *more = realloc(reading, cap * sizeof(*reading));
-		if (!more)
-			return false;
-		reading = more;
-		cap_reading = cap;
-	}
-	return true;
+	return array_reserve(&reading, &cap_reading, n_reading + 1, sizeof(*reading), 64) == 0;
 }
 
 bool connection_take(int fd, const struct peer *peer, bool starved, connection_got_fn got, void *arg)

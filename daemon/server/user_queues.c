@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "array_grow.h"
+
 /* Guards everything below: workers end their requests from their own
  * threads; everything else runs in the main loop. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -26,14 +28,8 @@ static size_t entry(uid_t uid, bool add)
 		;
 	if (i < n_users || !add)
 		return i;
-	if (n_users == cap_users) {
-		size_t cap = cap_users ? 2 * cap_users : 16;
-		struct user *more = realloc(users, cap * sizeof(*users));
-		if (!more)
-			return n_users;
-		users = more;
-		cap_users = cap;
-	}
+	if (array_reserve(&users, &cap_users, n_users + 1, sizeof(*users), 16) < 0)
+		return n_users;
 	users[n_users] = (struct user){ .uid = uid };
 	return n_users++;
 }

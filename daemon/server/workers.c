@@ -20,6 +20,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "array_grow.h"
 #include "clock.h"
 #include "core/budget_rows.h"
 #include "core/gc.h"
@@ -358,15 +359,9 @@ int server_run(int listen_fd, struct daemon_state *ds)
 	while (!stop) {
 		accept_guard_refill(); /* a starved connection's ended */
 		size_t n_read = connections_reading();
-		if (3 + n_read > pfd_cap) {
-			size_t cap = 2 * (3 + n_read);
-			struct pollfd *more = realloc(pfd, cap * sizeof(*pfd));
-			if (!more) {
-				log_error("out of memory polling %zu connections", n_read);
-				break;
-			}
-			pfd = more;
-			pfd_cap = cap;
+		if (array_reserve(&pfd, &pfd_cap, 3 + n_read, sizeof(*pfd), 16) < 0) {
+			log_error("out of memory polling %zu connections", n_read);
+			break;
 		}
 		long long now = squash_now_ms();
 		bool listen = !connections_full() && !accept_guard_paused_until();

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array_grow.h"
+
 #define TITLE_PREFIX "slurmstepd: ["
 /* Enough for any title this reads; longer ones are not slurmstepd's. */
 #define TITLE_MAX 256
@@ -79,15 +81,8 @@ bool local_steps_parse_title(const char *title, size_t len, uint32_t *job_id, ui
 
 static int add(struct local_steps *s, uint32_t job_id, uint32_t step_id, pid_t pid)
 {
-	if (s->count == s->capacity) {
-		size_t cap = s->capacity ? 2 * s->capacity : 32;
-		struct local_step *grown = realloc(s->steps, cap * sizeof(*grown));
-
-		if (!grown)
-			return -1;
-		s->steps = grown;
-		s->capacity = cap;
-	}
+	if (array_reserve(&s->steps, &s->capacity, s->count + 1, sizeof(*s->steps), 32) < 0)
+		return -1;
 	s->steps[s->count].job_id = job_id;
 	s->steps[s->count].step_id = step_id;
 	s->steps[s->count].pid = pid;
