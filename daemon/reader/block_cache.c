@@ -12,6 +12,12 @@ void block_cache_init(struct block_cache *c, unsigned nslots)
 	c->nslots = nslots < 1 ? 1 : nslots > BLOCK_CACHE_MAX_SLOTS ? BLOCK_CACHE_MAX_SLOTS : nslots;
 }
 
+void block_cache_init_budget(struct block_cache *c, unsigned nslots, size_t max_bytes)
+{
+	block_cache_init(c, nslots);
+	c->max_bytes = max_bytes;
+}
+
 void block_cache_destroy(struct block_cache *c)
 {
 	for (unsigned i = 0; i < c->nslots; i++)
@@ -49,10 +55,21 @@ struct cached_block *block_cache_get(struct block_cache *c, uint64_t key)
 	return b;
 }
 
+/* Lock held: takes the last slot's block out of the cache; returns it when
+ * nobody holds it any more (the caller frees it, after the lock). */
+static struct cached_block *evict_last(struct block_cache *c)
+{
+	struct cached_block *last = c->slot[--c->used];
+
+	c->slot[c->used] = NULL;
+	c->bytes -= last->len;
+	return --last->refs == 0 ? last : NULL; /* else a holder frees it on release */
+}
+
 struct cached_block *block_cache_put(struct block_cache *c, struct cached_block *b)
 {
-	struct cached_block *evicted = NULL;
-	unsigned last = c->nslots - 1;
+	struct cached_block *evicted[BLOCK_CACHE_MAX_SLOTS];
+	unsigned n_evicted = 0;
 
 	pthread_mutex_lock(&c->lock);
 	for (unsigned i = 0; i < c->nslots && c->slot[i]; i++) {
@@ -66,18 +83,48 @@ struct cached_block *block_cache_put(struct block_cache *c, struct cached_block 
 			return other;
 		}
 	}
-	if (c->slot[last]) {
-		evicted = c->slot[last];
-		c->slot[last] = NULL;
-		if (--evicted->refs > 0)
-			evicted = NULL; /* a holder frees it on release */
+	/* Room for b: a slot, and within the budget, oldest out first. */
+	while (c->used > 0 &&
+	       (c->used == c->nslots || (c->max_bytes && c->bytes + b->len > c->max_bytes))) {
+		struct cached_block *gone = evict_last(c);
+
+		if (gone)
+			evicted[n_evicted++] = gone;
 	}
-	memmove(&c->slot[1], &c->slot[0], last * sizeof(c->slot[0]));
+	memmove(&c->slot[1], &c->slot[0], c->used * sizeof(c->slot[0]));
 	b->refs++; /* the cache's */
 	c->slot[0] = b;
+	c->used++;
+	c->bytes += b->len;
 	pthread_mutex_unlock(&c->lock);
-	free(evicted);
+	while (n_evicted > 0)
+		free(evicted[--n_evicted]);
 	return b;
+}
+
+void block_cache_purge(struct block_cache *c, uint64_t mask, uint64_t value)
+{
+	struct cached_block *gone[BLOCK_CACHE_MAX_SLOTS];
+	unsigned n_gone = 0, kept = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < c->used; i++) {
+		struct cached_block *b = c->slot[i];
+
+		if ((b->key & mask) != value) {
+			c->slot[kept++] = b;
+			continue;
+		}
+		c->bytes -= b->len;
+		if (--b->refs == 0)
+			gone[n_gone++] = b;
+	}
+	for (unsigned i = kept; i < c->used; i++)
+		c->slot[i] = NULL;
+	c->used = kept;
+	pthread_mutex_unlock(&c->lock);
+	while (n_gone > 0)
+		free(gone[--n_gone]);
 }
 
 void block_cache_release(struct block_cache *c, struct cached_block *b)

@@ -28,12 +28,23 @@ struct cached_block {
 
 struct block_cache {
 	pthread_mutex_t lock;
-	unsigned nslots;
+	unsigned nslots, used;
+	size_t max_bytes;    /* 0: only the slots bound it */
+	size_t bytes;        /* the len of the blocks it holds */
 	struct cached_block *slot[BLOCK_CACHE_MAX_SLOTS]; /* most recently used first */
 	unsigned long hits, misses;
 };
 
 void block_cache_init(struct block_cache *c, unsigned nslots);
+
+/* As block_cache_init, and the blocks it holds also stay within max_bytes
+ * (their len; the newest block is kept whatever its size). */
+void block_cache_init_budget(struct block_cache *c, unsigned nslots, size_t max_bytes);
+
+/* Drops the blocks whose key has (key & mask) == value: an image that
+ * leaves a shared cache takes its blocks with it. Holders keep theirs
+ * until they release them. */
+void block_cache_purge(struct block_cache *c, uint64_t mask, uint64_t value);
 void block_cache_destroy(struct block_cache *c);
 
 /* The block at key with one reference for the caller, or NULL. */

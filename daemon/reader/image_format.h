@@ -57,11 +57,14 @@ struct image {
 	uint32_t *ids;
 	struct block_codec codec;
 	/* The caches blocks go through: md and data, its own, or caches a
-	 * union's images share (image_open_shared), where keys are positions
-	 * with cache_tag (the image's) in the bits above CACHE_TAG_SHIFT. */
+	 * union's images share (image_open_shared), or for a single image's
+	 * data the reader's (data_shared, shared_data_cache.h); in a shared
+	 * cache keys are positions with cache_tag (the image's) in the bits
+	 * above CACHE_TAG_SHIFT. */
 	struct block_cache md, data;
 	struct block_cache *mdc, *datac;
 	uint64_t cache_tag;
+	bool data_shared;
 	pthread_mutex_t bidx_lock;
 	struct block_index bidx[BIDX_SLOTS];
 	unsigned bidx_next;

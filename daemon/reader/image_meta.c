@@ -18,6 +18,7 @@
 #include "reader/block_cache.h"
 #include "reader/fragment_ahead.h"
 #include "reader/image_format.h"
+#include "reader/shared_data_cache.h"
 #include "reader/start_profile.h"
 #include "read_full.h"
 
@@ -177,29 +178,50 @@ static void image_take_superblock(struct image *img, const struct squash_superbl
 }
 
 static int open_common(int fd, unsigned md_slots, unsigned data_slots, struct block_cache *shared_md,
-		       struct block_cache *shared_data, uint64_t tag, struct image **out, char *err,
-		       size_t errlen);
+		       struct block_cache *shared_data, uint64_t tag, bool bundle, bool *tag_kept,
+		       struct image **out, char *err, size_t errlen);
 
 int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **out,
 	       char *err, size_t errlen)
 {
-	return open_common(fd, md_slots, data_slots, NULL, NULL, 0, out, err, errlen);
+	struct block_cache *shared = NULL;
+	uint64_t tag = 0;
+	bool kept = false;
+	int r;
+
+	/* The reader's shared data cache, unless a size of its own is asked
+	 * for or every tag is taken. */
+	if (data_slots == 0 && shared_data_cache_join(&shared, &tag) < 0)
+		shared = NULL;
+	r = open_common(fd, md_slots, data_slots, NULL, shared, shared ? tag : 0, false, &kept, out,
+			err, errlen);
+	/* Kept: image_close gives it back, on open's errors too. */
+	if (shared && !kept)
+		shared_data_cache_leave(tag);
+	return r;
 }
 
 int image_open_shared(int fd, struct block_cache *md, struct block_cache *data, uint32_t tag,
 		      struct image **out, char *err, size_t errlen)
 {
+	bool kept;
+
 	if (tag == 0 || tag >= (1u << (64 - CACHE_TAG_SHIFT))) {
 		snprintf(err, errlen, "no cache tag for this image");
 		*out = NULL;
 		return -EINVAL;
 	}
-	return open_common(fd, 1, 1, md, data, (uint64_t)tag << CACHE_TAG_SHIFT, out, err, errlen);
+	return open_common(fd, 1, 1, md, data, (uint64_t)tag << CACHE_TAG_SHIFT, true, &kept, out,
+			   err, errlen);
 }
 
+/* bundle: one of a union's images, in caches of the union's; else a
+ * single image, whose data cache may be the reader's (shared_data):
+ * *tag_kept then says whether the image holds its tag (image_close gives
+ * it back). */
 static int open_common(int fd, unsigned md_slots, unsigned data_slots, struct block_cache *shared_md,
-		       struct block_cache *shared_data, uint64_t tag, struct image **out, char *err,
-		       size_t errlen)
+		       struct block_cache *shared_data, uint64_t tag, bool bundle, bool *tag_kept,
+		       struct image **out, char *err, size_t errlen)
 {
 	uint8_t buf[SQUASH_SUPERBLOCK_SIZE];
 	struct squash_superblock sb;
@@ -208,6 +230,7 @@ static int open_common(int fd, unsigned md_slots, unsigned data_slots, struct bl
 	ssize_t got;
 
 	*out = NULL;
+	*tag_kept = false;
 	if (fstat(fd, &st) < 0) {
 		snprintf(err, errlen, "cannot stat the image: %s", strerror(errno));
 		return -errno;
@@ -226,11 +249,16 @@ static int open_common(int fd, unsigned md_slots, unsigned data_slots, struct bl
 	}
 	img->fd = fd;
 	image_take_superblock(img, &sb);
-	/* Positions must stay below the tag of a shared cache's keys. */
+	/* Positions must stay below the tag of a shared cache's keys. A
+	 * single image that large keeps caches of its own. */
 	if (tag && img->bytes_used >= (1ull << CACHE_TAG_SHIFT)) {
-		snprintf(err, errlen, "the image is too large to share caches");
-		free(img);
-		return -EINVAL;
+		if (bundle) {
+			snprintf(err, errlen, "the image is too large to share caches");
+			free(img);
+			return -EINVAL;
+		}
+		shared_data = NULL;
+		tag = 0;
 	}
 	if (block_codec_init(&img->codec, img->compression, img->block_size) < 0) {
 		snprintf(err, errlen, "%s compression is not supported by this build",
@@ -244,6 +272,7 @@ static int open_common(int fd, unsigned md_slots, unsigned data_slots, struct bl
 	img->mdc = shared_md ? shared_md : &img->md;
 	img->datac = shared_data ? shared_data : &img->data;
 	img->cache_tag = tag;
+	img->data_shared = *tag_kept = !bundle && shared_data;
 	pthread_mutex_init(&img->bidx_lock, NULL);
 	fragment_ahead_init(img);
 	/* The id table is small (a few entries) and needed for every stat. */
@@ -271,7 +300,7 @@ static int open_common(int fd, unsigned md_slots, unsigned data_slots, struct bl
 	*out = img;
 	/* A single image's start profile (a union's bundles are data, not a
 	 * program's start). */
-	if (!tag)
+	if (!bundle)
 		start_profile_prefetch_begin(img);
 	return 0;
 }
@@ -282,6 +311,8 @@ void image_close(struct image *img)
 		return;
 	start_profile_prefetch_end(img);
 	fragment_ahead_destroy(img);
+	if (img->data_shared)
+		shared_data_cache_leave(img->cache_tag);
 	block_cache_destroy(&img->md);
 	block_cache_destroy(&img->data);
 	pthread_mutex_destroy(&img->bidx_lock);
