@@ -162,7 +162,9 @@ def pss_kb(pid):
 
 class Formats:
     """'gzip:128K' -> name 'gzip-128k', mksquashfs arguments; an optional
-    third part is the compression level: 'zstd:128K:9' -> 'zstd9-128k'."""
+    third part is the compression level: 'zstd:128K:9' -> 'zstd9-128k'.
+    'none:128K' stores everything uncompressed, to tell what decompressing
+    costs from what the rest of a reader's path costs."""
 
     def __init__(self, spec):
         comp, _, rest = spec.partition(":")
@@ -173,7 +175,10 @@ class Formats:
         self.bs = bs
         self.level = level
         self.name = f"{comp}{level}-{bs.lower()}"
-        self.args = ["-comp", comp, "-b", bs] + (["-Xcompression-level", level] if level else [])
+        if comp == "none":
+            self.args = ["-noI", "-noId", "-noD", "-noF", "-noX", "-b", bs]
+        else:
+            self.args = ["-comp", comp, "-b", bs] + (["-Xcompression-level", level] if level else [])
 
 
 class Stack:
@@ -1981,7 +1986,8 @@ def parse_args(argv):
     ap.add_argument("--stack", choices=["full", "quick"], help="which pinned stack (stack-*.txt)")
     ap.add_argument("--bigfile-mib", type=int, help="size of the large file (default 1024; quick 256)")
     ap.add_argument("--formats", help="image formats COMP:BLOCK,... "
-                                      "(default gzip:128K,lz4:128K,zstd:128K; quick gzip:128K,lz4:128K)")
+                                      "(default gzip:128K,lz4:128K,zstd:128K; quick gzip:128K,lz4:128K; "
+                                      "none:BLOCK: uncompressed)")
     ap.add_argument("--product-format", help="format of the job-* modes and part 2 (default: the first)")
     ap.add_argument("--modes", default="slowfs,local,kernel,fuse,reader,job-kernel,job-fuse",
                     help="modes of part 1 (kernel, fuse and reader run once per format); "
