@@ -89,7 +89,9 @@ struct read_reply {
 };
 
 /* Opens the image on fd (kept open; the caller closes it after
- * image_close). slots: metadata and data cache sizes (0: defaults). */
+ * image_close). slots: metadata and data cache sizes; md_slots 0: the
+ * default, data_slots 0: the reader's shared data cache
+ * (shared_data_cache.h). */
 int image_open(int fd, unsigned md_slots, unsigned data_slots, struct image **out,
 	       char *err, size_t errlen);
 void image_close(struct image *img);

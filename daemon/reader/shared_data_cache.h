@@ -14,7 +14,7 @@
 /* Decompressed data blocks held at most: 32 blocks of 128 KiB. A cold
  * import of the full stack decompresses 1,929 blocks (1,329 distinct)
  * with 4 per image, 1,653 with 16, 1,561 with 32, 1,472 with 64
- * (docs/performance.md, section 22). */
+ * (docs/performance.md, section 23). */
 #define SHARED_DATA_CACHE_BYTES (4u << 20)
 
 /* A tag for an image's keys in the shared cache (already shifted to
