@@ -13,6 +13,7 @@
 #define SQUASH_READER_BLOCK_CACHE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,9 @@ struct block_cache {
 	size_t bytes;        /* the len of the blocks it holds */
 	struct cached_block *slot[BLOCK_CACHE_MAX_SLOTS]; /* most recently used first */
 	unsigned long hits, misses;
+	unsigned long stored;      /* blocks put */
+	unsigned long swept_at;    /* hits + misses + stored at the last idle sweep */
+	struct block_cache *older, *newer; /* every cache, for the idle sweep */
 };
 
 void block_cache_init(struct block_cache *c, unsigned nslots);
@@ -57,5 +61,14 @@ struct cached_block *block_cache_get(struct block_cache *c, uint64_t key);
 struct cached_block *block_cache_put(struct block_cache *c, struct cached_block *b);
 
 void block_cache_release(struct block_cache *c, struct cached_block *b);
+
+/* The idle sweep (idle_trim.h): drops every block of each cache that was
+ * neither asked for a block nor given one since the previous sweep. Returns the bytes it
+ * dropped; *more: some cache still holds blocks (sweep again later). */
+size_t block_cache_sweep_idle(bool *more);
+
+/* fn is called, outside any cache's lock, each time a cache that held no
+ * block takes one: the sweep has something to look at again. */
+void block_cache_on_filled(void (*fn)(void));
 
 #endif

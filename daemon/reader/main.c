@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "reader_wire.h"
+#include "reader/idle_trim.h"
 #include "reader/image.h"
 #include "reader/image_path.h"
 #include "reader/ops.h"
@@ -350,6 +351,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "squash-reader: --record-profile is for one IMAGE and a MOUNTPOINT\n");
 		return 2;
 	}
+	/* Serving from here on: caches nobody uses go back to the system.
+	 * Without the thread (the user's pids limit) they only stay full. */
+	if ((c = idle_trim_start(IDLE_TRIM_MS)) != 0)
+		fprintf(stderr, "squash-reader: cannot start the idle trim: %s\n", strerror(c));
+	else
+		atexit(idle_trim_stop);
 	if (serve_socket) {
 		if (argc != optind || opt.resume || opt.mount_opts) {
 			usage(stderr);

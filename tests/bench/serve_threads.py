@@ -3,18 +3,21 @@
 of mounts, without squashd or a cluster (issue 31; docs/performance.md
 section 6). As root:
 
-    tests/bench/serve_threads.py [--mounts 256] [READER ...]
+    tests/bench/serve_threads.py [--mounts 256] [--image IMG] [READER ...]
 
 For each READER (default: the build's squash-reader), starts it on a
-socket pair as squashd does, mounts one small image that many times
-(mount(2) with fd=, each mount sent with its image over the socket and
-answered), and prints its threads and PSS at rest (2.5 s after the last
-mount), the most threads seen while all mounts are read at once (32 at a
-time), and its threads at rest again; then unmounts everything and checks
-that the reader exits 0."""
+socket pair as squashd does, mounts one small image (or IMG) that many
+times (mount(2) with fd=, each mount sent with its image over the socket
+and answered), and prints its threads and PSS at rest (2.5 s after the
+last mount), the most threads seen while every file of every mount is
+read (32 mounts at a time, page cache dropped first), its PSS just after
+and its threads and PSS at rest again (--rest-s later: the reader gives
+its caches back after 5-10 s idle, daemon/reader/idle_trim.h); then
+unmounts everything and checks that the reader exits 0."""
 
 import argparse
 import ctypes
+import hashlib
 import os
 import shutil
 import socket
@@ -55,7 +58,23 @@ def pss_kib(pid):
     return 0
 
 
-def measure(reader, image, n, where):
+def read_all(top):
+    """A digest of every file under top (names and contents), in order."""
+    h = hashlib.md5()
+    for d, dirs, files in os.walk(top):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(d, name)
+            if os.path.islink(path):
+                continue
+            h.update(os.path.relpath(path, top).encode())
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+    return h.hexdigest()
+
+
+def measure(reader, image, n, where, rest_s):
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with open(where / "reader.log", "wb") as log:
         r = subprocess.Popen([reader, "--serve", f"/dev/fd/{theirs.fileno()}"],
@@ -83,14 +102,17 @@ def measure(reader, image, n, where):
 
         def read(m):
             peak[0] = max(peak[0], threads(r.pid))
-            return (m / "f.txt").read_text()
+            return read_all(m)
 
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
         with ThreadPoolExecutor(32) as ex:
             got = list(ex.map(read, mounts))
-        if got != ["x\n"] * n:
-            raise RuntimeError("a mount read wrong")
-        time.sleep(2.5)
-        again = threads(r.pid)
+        if len(set(got)) != 1:
+            raise RuntimeError("the mounts of one image read differently")
+        read_pss = pss_kib(r.pid)
+        time.sleep(rest_s)
+        again, again_pss = threads(r.pid), pss_kib(r.pid)
     finally:
         ours.close()
         for m in reversed(mounts):
@@ -102,28 +124,36 @@ def measure(reader, image, n, where):
             rc = r.wait()
     if rc != 0:
         raise RuntimeError(f"{reader} exited {rc}: {(where / 'reader.log').read_text()}")
-    return rest, pss, peak[0], again
+    return rest, pss, peak[0], read_pss, again, again_pss
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mounts", type=int, default=256)
+    ap.add_argument("--image", help="the image to mount (default: one small file)")
+    ap.add_argument("--rest-s", type=float, default=12.0,
+                    help="seconds at rest after the reads before the last figures (default 12)")
     ap.add_argument("readers", nargs="*", default=[str(BUILD / "daemon" / "reader" / "squash-reader")])
     args = ap.parse_args()
     where = Path(tempfile.mkdtemp(prefix="serve-threads.", dir="/tmp"))
     try:
-        (where / "src").mkdir()
-        (where / "src" / "f.txt").write_text("x\n")
-        image = where / "one.sqfs"
-        subprocess.run(["mksquashfs", where / "src", image, "-noappend", "-quiet", "-no-progress",
-                        "-all-root"], check=True)
+        image = args.image
+        if not image:
+            (where / "src").mkdir()
+            (where / "src" / "f.txt").write_text("x\n")
+            image = where / "one.sqfs"
+            subprocess.run(["mksquashfs", where / "src", image, "-noappend", "-quiet",
+                            "-no-progress", "-all-root"], check=True)
         print(f"{'reader':40} {'mounts':>6} {'threads at rest':>15} {'PSS at rest':>12} "
-              f"{'most threads reading':>20} {'at rest again':>13}")
+              f"{'most threads reading':>20} {'PSS read':>12} {'at rest again':>13} "
+              f"{'PSS':>12}")
         for reader in args.readers:
             run_dir = Path(tempfile.mkdtemp(prefix="run.", dir=where))
-            rest, pss, peak, again = measure(reader, image, args.mounts, run_dir)
+            rest, pss, peak, read_pss, again, again_pss = measure(reader, image, args.mounts,
+                                                                  run_dir, args.rest_s)
             print(f"{reader:40} {args.mounts:>6} {rest:>15} {pss / 1024:>8.1f} MiB {peak:>20} "
-                  f"{again:>13}", flush=True)
+                  f"{read_pss / 1024:>8.1f} MiB {again:>13} {again_pss / 1024:>8.1f} MiB",
+                  flush=True)
     finally:
         shutil.rmtree(where, ignore_errors=True)
 
