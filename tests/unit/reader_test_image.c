@@ -51,6 +51,26 @@ int reader_test_lookup(struct image *im, const char *name, struct inode *in)
 	return inode_get(im, id, in);
 }
 
+bool reader_test_reads_filled(struct image *im, const char *name, size_t bytes, int fill)
+{
+	struct inode in;
+	struct read_reply r;
+	size_t at = 0;
+	bool same = true;
+
+	if (reader_test_lookup(im, name, &in) < 0 || file_read(im, &in, 0, bytes, &r) < 0)
+		return false;
+	for (int i = 0; i < r.n; i++) {
+		const unsigned char *p = r.iov[i].iov_base;
+
+		for (size_t k = 0; k < r.iov[i].iov_len; k++)
+			same &= p[k] == fill;
+		at += r.iov[i].iov_len;
+	}
+	read_reply_done(im, &r);
+	return same && at == bytes;
+}
+
 static int sh(const char *cmd)
 {
 	int st = system(cmd);

@@ -36,4 +36,8 @@ void reader_test_close(struct image *im);
 /* The inode of the top-level entry name: 0 or the image's error. */
 int reader_test_lookup(struct image *im, const char *name, struct inode *in);
 
+/* Whether the top-level file name reads, from offset 0, as exactly bytes
+ * bytes of fill (file_read's reply, as the reader answers a READ). */
+bool reader_test_reads_filled(struct image *im, const char *name, size_t bytes, int fill);
+
 #endif

@@ -102,26 +102,6 @@ static unsigned held_blocks(struct image *im)
 	return n;
 }
 
-static int reads_its_own(struct image *im)
-{
-	struct inode in;
-	struct read_reply r;
-	size_t at = 0;
-	int same = 1;
-
-	if (reader_test_lookup(im, "f", &in) < 0 || file_read(im, &in, 0, FILE_BYTES, &r) < 0)
-		return 0;
-	for (int i = 0; i < r.n; i++) {
-		const unsigned char *p = r.iov[i].iov_base;
-
-		for (size_t k = 0; k < r.iov[i].iov_len; k++)
-			same &= p[k] == 'Q';
-		at += r.iov[i].iov_len;
-	}
-	read_reply_done(im, &r);
-	return same && at == FILE_BYTES;
-}
-
 static void test_image_at_rest(void)
 {
 	char dir[64];
@@ -140,14 +120,14 @@ static void test_image_at_rest(void)
 	im = reader_test_open(dir);
 	CHECK(im != NULL);
 	if (im) {
-		CHECK(reads_its_own(im));
+		CHECK(reader_test_reads_filled(im, "f", FILE_BYTES, 'Q'));
 		CHECK(held_blocks(im) > 0);
 		/* Emptied one to two intervals after the read; 10 s is the
 		 * bound of a machine that is very busy, not the expectation. */
 		for (int i = 0; i < 1000 && (left = held_blocks(im)) > 0; i++)
 			usleep(10000);
 		CHECK_INT(left, 0);
-		CHECK(reads_its_own(im));
+		CHECK(reader_test_reads_filled(im, "f", FILE_BYTES, 'Q'));
 		reader_test_close(im);
 	}
 	idle_trim_stop();

@@ -100,27 +100,6 @@ static void test_tags(void)
 	free(got);
 }
 
-/* The whole file as file_read answers it, compared with fill. */
-static int reads_its_own(struct image *im, int fill)
-{
-	struct inode in;
-	struct read_reply r;
-	size_t at = 0;
-	int same = 1;
-
-	if (reader_test_lookup(im, "f", &in) < 0 || file_read(im, &in, 0, FILE_BYTES, &r) < 0)
-		return 0;
-	for (int i = 0; i < r.n; i++) {
-		const unsigned char *p = r.iov[i].iov_base;
-
-		for (size_t k = 0; k < r.iov[i].iov_len; k++)
-			same &= p[k] == fill;
-		at += r.iov[i].iov_len;
-	}
-	read_reply_done(im, &r);
-	return same && at == FILE_BYTES;
-}
-
 static void test_images_of_one_layout(void)
 {
 	char dir[3][64];
@@ -143,8 +122,8 @@ static void test_images_of_one_layout(void)
 		CHECK(im[0]->datac == im[1]->datac);
 		CHECK(im[0]->cache_tag != im[1]->cache_tag);
 		for (int round = 0; round < 3; round++) {
-			CHECK(reads_its_own(im[0], 'A'));
-			CHECK(reads_its_own(im[1], 'B'));
+			CHECK(reader_test_reads_filled(im[0], "f", FILE_BYTES, 'A'));
+			CHECK(reader_test_reads_filled(im[1], "f", FILE_BYTES, 'B'));
 		}
 		/* Within the budget, whatever the images. */
 		CHECK(im[0]->datac->bytes <= SHARED_DATA_CACHE_BYTES);
@@ -154,8 +133,8 @@ static void test_images_of_one_layout(void)
 		im[2] = reader_test_open(dir[2]);
 		CHECK(im[2] != NULL);
 		if (im[2]) {
-			CHECK(reads_its_own(im[2], 'C'));
-			CHECK(reads_its_own(im[1], 'B'));
+			CHECK(reader_test_reads_filled(im[2], "f", FILE_BYTES, 'C'));
+			CHECK(reader_test_reads_filled(im[1], "f", FILE_BYTES, 'B'));
 		}
 	}
 	for (int i = 0; i < 3; i++) {
