@@ -13,7 +13,9 @@
  * client works through the files it got, on another CPU.
  *
  * One block at a time, held aside until a read takes it: in the data
- * cache (4 slots) a large file's blocks would evict it before its use.
+ * cache (an image's own has 4 slots) a large file's blocks would evict it
+ * before its use. It waits in a cache of one slot, so that a reader at
+ * rest gives it back with the rest (idle_trim.h).
  * Reads that jump (an import from a plain image, a lookup here and there)
  * start nothing, so a random reader pays no CPU for it. */
 #include "config.h"
@@ -32,12 +34,12 @@ void fragment_ahead_init(struct image *img)
 	img->ahead_want = INVALID_FRAG;
 	img->ahead_busy = INVALID_FRAG;
 	img->ahead_idx = INVALID_FRAG;
+	block_cache_init(&img->ahead_held, 1);
 }
 
 void fragment_ahead_destroy(struct image *img)
 {
-	free(img->ahead_block);
-	img->ahead_block = NULL;
+	block_cache_destroy(&img->ahead_held);
 	pthread_cond_destroy(&img->ahead_done);
 	pthread_mutex_destroy(&img->ahead_lock);
 }
@@ -52,9 +54,11 @@ struct cached_block *fragment_ahead_take(struct image *img, uint32_t idx, uint64
 	 * INVALID_FRAG is "none", never a block to wait for. */
 	while (idx != INVALID_FRAG && img->ahead_busy == idx)
 		pthread_cond_wait(&img->ahead_done, &img->ahead_lock);
-	if (img->ahead_block && img->ahead_idx == idx) {
-		b = img->ahead_block;
-		img->ahead_block = NULL;
+	if (idx != INVALID_FRAG && img->ahead_idx == idx) {
+		/* Out of the holder, into the caller's hands (NULL if the idle
+		 * sweep took it). */
+		b = block_cache_get(&img->ahead_held, pos | img->cache_tag);
+		block_cache_purge(&img->ahead_held, 0, 0);
 		img->ahead_idx = INVALID_FRAG;
 	}
 	if (idx != img->ahead_last) {
@@ -66,8 +70,8 @@ struct cached_block *fragment_ahead_take(struct image *img, uint32_t idx, uint64
 	pthread_mutex_unlock(&img->ahead_lock);
 	if (!b)
 		return NULL;
-	if (b->key != (pos | img->cache_tag) || b->next != hdr) {
-		free(b);
+	if (b->next != hdr) {
+		block_cache_release(&img->ahead_held, b);
 		return NULL;
 	}
 	return block_cache_put(img->datac, b);
@@ -75,7 +79,7 @@ struct cached_block *fragment_ahead_take(struct image *img, uint32_t idx, uint64
 
 void fragment_ahead_work(struct image *img)
 {
-	struct cached_block *b = NULL, *old;
+	struct cached_block *b = NULL;
 	unsigned char e[16];
 	uint32_t idx;
 
@@ -101,13 +105,12 @@ void fragment_ahead_work(struct image *img)
 	}
 
 	pthread_mutex_lock(&img->ahead_lock);
-	old = b ? img->ahead_block : NULL;
 	if (b) {
-		img->ahead_block = b;
+		/* Takes the place of the one held before, if any. */
+		block_cache_release(&img->ahead_held, block_cache_put(&img->ahead_held, b));
 		img->ahead_idx = idx;
 	}
 	img->ahead_busy = INVALID_FRAG;
 	pthread_cond_broadcast(&img->ahead_done);
 	pthread_mutex_unlock(&img->ahead_lock);
-	free(old);
 }

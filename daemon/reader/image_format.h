@@ -85,11 +85,13 @@ struct image {
 	struct profile_recorder *recorder;
 	/* Fragment blocks decompressed ahead (fragment_ahead.c): the block
 	 * the last read went to, the one asked for, the one being
-	 * decompressed and the one decompressed (INVALID_FRAG: none). */
+	 * decompressed and the one decompressed (INVALID_FRAG: none), which
+	 * waits in a cache of one slot of its own (so the idle sweep sees
+	 * it, block_cache.h). */
 	pthread_mutex_t ahead_lock;
 	pthread_cond_t ahead_done;
 	uint32_t ahead_last, ahead_want, ahead_busy, ahead_idx;
-	struct cached_block *ahead_block;
+	struct block_cache ahead_held;
 	/* A large file's data blocks decompressed ahead (data_ahead.c), under
 	 * ahead_lock: the file (its inode reference + 1; 0: none) and the
 	 * block its last read ended before; the
