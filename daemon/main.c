@@ -16,6 +16,7 @@
 #include "core/linger_timer.h"
 #include "core/trusted_image.h"
 #include "frame.h"
+#include "passed_fds.h"
 #include "mount/fuse_probe.h"
 #include "mount/kernel_prefetch.h"
 #include "mount/fuse_reader.h"
@@ -219,6 +220,13 @@ int main(int argc, char **argv)
 		daemon_free(&ds);
 		return 1;
 	}
+	/* No client passes squashd descriptors; one that does must fail at
+	 * its sendmsg, not stall a thread here (passed_fds.h). */
+	if (squash_refuse_passed_fds(listen_fd) < 0)
+		log_warning("this kernel cannot refuse descriptors sent to %s (SO_PASSRIGHTS, Linux 6.16): "
+			    "a local user who passes squashd a descriptor whose close waits (a lingering "
+			    "TCP socket, a file of a stopped FUSE server) can hold squashd's main loop: %s",
+			    cfg->socket_path, strerror(errno));
 	log_info("squashd %s (built for Slurm %s; protocol %d, state file format %d) listening on %s%s as node %s "
 		 "(mount mode %s, MUNGE %s, gc every %u s, linger %u s)",
 		 PACKAGE_VERSION, SQUASH_SLURM_BUILD_VERSION, SQUASH_PROTOCOL_VERSION, STATE_FILE_FORMAT, cfg->socket_path, activated ? " (socket from systemd)" : "",

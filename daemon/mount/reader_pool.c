@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "passed_fds.h"
 #include "process/child_process.h"
 #include "process/server_spawn.h"
 #include "reader_wire.h"
@@ -116,6 +117,12 @@ static struct pool *start_locked(const struct identity *id, const char *reader_p
 		free(p);
 		return NULL;
 	}
+	/* The reader runs as the user, who may make it send anything: its
+	 * answers never carry descriptors, and one it passed would be
+	 * closed (maybe waited for) by the thread reading the answer, or
+	 * under pools_lock when the socket goes (passed_fds.h). Before
+	 * 6.16 the kernel cannot refuse them (main.c warns at start). */
+	(void)squash_refuse_passed_fds(sv[0]);
 	p->pid = server_spawn(sv[1], -1, id, reader_path, argv, &p->pidfd);
 	close(sv[1]);
 	if (p->pid < 0) {

@@ -27,6 +27,7 @@
 #include "core/user_budgets.h"
 #include "core/user_fds.h"
 #include "frame.h"
+#include "passed_fds.h"
 #include "process/child_process.h"
 #include "server/accept_guard.h"
 #include "server/connections.h"
@@ -84,6 +85,8 @@ int server_listen(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
+	/* Before any client can connect (main.c says when it cannot). */
+	(void)squash_refuse_passed_fds(fd);
 	mode_t old = umask(0);
 	int rc = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
 	umask(old);
