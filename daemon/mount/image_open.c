@@ -23,7 +23,7 @@
 #include "clock.h"
 #include "imagespec.h"
 #include "read_full.h"
-#include "user_fuse.h"
+#include "user_fuse_walk.h"
 #include "util/close_detached.h"
 #include "util/file_identity.h"
 #include "util/log.h"
@@ -33,7 +33,7 @@
 enum open_step {
 	STEP_OK = 0,
 	STEP_BECOME,	/* dropping to the user failed */
-	STEP_OPEN,	/* open(O_PATH|O_NOFOLLOW) failed */
+	STEP_OPEN,	/* opening it O_PATH (user_fuse_walk.h) failed */
 	STEP_SYMLINK,	/* the path names a symbolic link */
 	STEP_NOT_REG,	/* not a regular file; mode says what it is */
 	STEP_REOPEN,	/* reopening for reading failed */
@@ -112,15 +112,18 @@ child_open(int sock, const char *path, const struct identity *id)
 		status.err = errno;
 		goto out;
 	}
-	pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	/* Walked one component at a time, each mount judged before a
+	 * lookup in it: a user's FUSE server that reads a LOOKUP and never
+	 * answers would keep this child for good, unkillable, in squashd's
+	 * cgroup (user_fuse_walk.h). */
+	bool last_is_link;
+
+	pfd = squash_open_beside_user_fuse(path, &last_is_link, status.reason, sizeof(status.reason));
 	if (pfd < 0) {
 		status.err = errno;
-		status.step = STEP_OPEN;
 		/* ELOOP also means too many links along the path; only call
 		 * it a symbolic link when the last component is one. */
-		if (errno == ELOOP && lstat(path, &st) == 0 &&
-		    S_ISLNK(st.st_mode))
-			status.step = STEP_SYMLINK;
+		status.step = status.reason[0] ? STEP_USER_FUSE : last_is_link ? STEP_SYMLINK : STEP_OPEN;
 		goto out;
 	}
 	if (fstat(pfd, &st) < 0) {
@@ -133,14 +136,9 @@ child_open(int sock, const char *path, const struct identity *id)
 		status.mode = st.st_mode;
 		goto out;
 	}
-	/* A file on a user's FUSE mount is never opened for reading: every
-	 * close of it (here, in squashd, in a server) would send a FLUSH only
-	 * that user's server answers, and it need not. Decided from the mount
-	 * id (AT_STATX_DONT_SYNC: from the inode cache) and mountinfo. */
-	if (squash_user_fuse_refuses(pfd, status.reason, sizeof(status.reason))) {
-		status.step = STEP_USER_FUSE;
-		goto out;
-	}
+	/* A file on a user's FUSE mount is never opened for reading (every
+	 * close of it, here, in squashd, in a server, would send a FLUSH only
+	 * that user's server answers): the walk judged its mount already. */
 	/* Reopening the O_PATH descriptor through /proc checks read
 	 * permission for this (the user's) identity on the very inode we
 	 * checked, so the path cannot be swapped in between. */

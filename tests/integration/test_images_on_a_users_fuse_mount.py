@@ -15,12 +15,13 @@ import time
 
 import pytest
 
-from conftest import RAWCLIENT, USER1, USER2, mountinfo, run, uid_of, wait_until
+from conftest import BUILD, RAWCLIENT, USER1, USER2, mountinfo, run, uid_of, wait_until
 from test_squash_shell import shell_cmd
 
 pytestmark = pytest.mark.host_release_only("squashd's mountinfo checks: the same on every release")
 
 FILES = {"hello.txt": "hello from the image\n"}
+HANG_FUSE = BUILD / "tests" / "tools" / "hang_fuse"
 
 
 class UserFuse:
@@ -286,3 +287,66 @@ def test_an_image_on_an_overlay_or_a_bind_over_a_users_fuse_mount_is_refused(clu
         for m in reversed(mounted):
             run(["umount", m], check=False)
         uf.close()
+
+
+def test_a_users_fuse_server_that_never_answers_a_lookup_is_never_asked(cluster):
+    """A user's FUSE server that reads each LOOKUP and never answers
+    (tests/tools/hang_fuse over a directory holding an image, mounted for
+    the user as fusermount3 would): a process waiting for that answer
+    cannot even be killed. squashd's opener child (as the user) looked the
+    image's path up with open(2) and stayed so, in squashd's cgroup, one
+    per request (found by a review, 2026-11-30). It now walks the path a
+    component at a time and judges each mount before looking anything up
+    in it (proto/user_fuse_walk.c): the request is refused at once with
+    the reason, and no process of the user's waits."""
+    src = cluster.workdir(USER1, "hangsrc")
+    cluster.make_image(src / "a.sqfs", FILES, owner=USER1)
+    mnt = cluster.workdir(USER1, "hangmnt")
+    pw = pwd.getpwnam(USER1)
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    server = None
+    try:
+        opts = f"fd={fd},rootmode=40000,user_id={pw.pw_uid},group_id={pw.pw_gid}".encode()
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.mount(b"hang_fuse", str(mnt).encode(), b"fuse.hang", ctypes.c_ulong(1 | 2 | 4), opts) != 0:
+            raise OSError(ctypes.get_errno(), "mount")
+        server = subprocess.Popen(["runuser", "-u", USER1, "--", cluster.for_user(USER1, HANG_FUSE), src,
+                                   f"/dev/fd/{fd}", "--hang", "lookup", "--uid", "any"],
+                                  pass_fds=(fd,), stdout=subprocess.PIPE, text=True)
+    finally:
+        os.close(fd)
+    minor = [line.split()[2].split(":")[1] for line in open("/proc/self/mountinfo")
+             if line.split()[4] == str(mnt)][0]
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        img = mnt / "a.sqfs"
+        want = rf"image {re.escape(str(img))} is on a FUSE file system that uid \d+ mounted"
+        t = time.monotonic()
+        p = cluster.rawclient("mount", FAKE_JOB + 100, uid_of(USER1), f"{img}:/squash/a")
+        took = time.monotonic() - t
+        assert p.stdout.startswith("user-error") and re.search(want, p.stdout), p.stdout
+        assert took < 5, f"refused after {took:.1f} s"
+        assert cluster.list_mounts() == []
+        time.sleep(0.5)
+        uid = uid_of(USER1)
+        waiting = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                status = open(f"/proc/{pid}/status").read()
+            except OSError:
+                continue
+            state = re.search(r"^State:\s+(\S)", status, re.M).group(1)
+            uids = re.search(r"^Uid:\s+(\d+)", status, re.M).group(1)
+            if state == "D" and int(uids) == uid:
+                waiting.append((pid, open(f"/proc/{pid}/comm").read().strip()))
+        assert waiting == [], f"processes of uid {uid} waiting on the hung server: {waiting}"
+    finally:
+        cluster.rawclient("release", FAKE_JOB + 100)
+        try:
+            with open(f"/sys/fs/fuse/connections/{minor}/abort", "w") as f:
+                f.write("1")
+        except OSError:
+            pass
+        run(["umount", "-l", mnt], check=False)
+        server.kill()
+        server.wait(10)

@@ -1,0 +1,204 @@
+/* Opening a user's path without asking a user's FUSE server anything
+ * (user_fuse_walk.h). */
+#include "config.h"
+
+#include "user_fuse_walk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "mountinfo.h"
+#include "user_fuse.h"
+
+#ifndef PROC_SUPER_MAGIC
+#define PROC_SUPER_MAGIC 0x9fa0
+#endif
+
+struct walk {
+	struct squash_mount_table table;
+	bool have_table;
+	uint64_t judged;  /* the last mount found walkable (0: none yet) */
+	char *why;
+	size_t len;
+};
+
+/* Whether fd's mount may be entered; else why is set and errno EPERM. */
+static bool walkable(struct walk *w, int fd)
+{
+	struct statx sx;
+	char cause[256];
+
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) != 0 ||
+	    !(sx.stx_mask & STATX_MNT_ID)) {
+		snprintf(w->why, w->len, "cannot be checked for a user's FUSE server (the kernel gives no mount "
+			 "id: statx STATX_MNT_ID, Linux 5.8 and later); squashd does not open images it cannot "
+			 "check");
+		errno = EPERM;
+		return false;
+	}
+	if (w->judged && sx.stx_mnt_id == w->judged)
+		return true;
+	if (!w->have_table) {
+		if (squash_mount_table_read("/proc/self/mountinfo", &w->table, cause, sizeof(cause)) < 0) {
+			snprintf(w->why, w->len, "cannot be checked for a user's FUSE server (%s); squashd does "
+				 "not open images it cannot check", cause);
+			errno = EPERM;
+			return false;
+		}
+		w->have_table = true;
+	}
+	if (squash_user_fuse_judge(&w->table, sx.stx_mnt_id, false, w->why, w->len)) {
+		errno = EPERM;
+		return false;
+	}
+	w->judged = sx.stx_mnt_id;
+	return true;
+}
+
+/* Puts text (len bytes) in front of the rest of the path to walk, rest
+ * (in buf, PATH_MAX): 0, or -1 with ENAMETOOLONG. */
+static int prepend(char *buf, char **rest, const char *text, size_t len)
+{
+	size_t left = strlen(*rest);
+
+	if (len + 1 + left + 1 > PATH_MAX) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memmove(buf + len + 1, *rest, left + 1);
+	memcpy(buf, text, len);
+	buf[len] = left ? '/' : '\0';
+	*rest = buf;
+	return 0;
+}
+
+static int walk(struct walk *w, const char *path, bool *last_is_link)
+{
+	char buf[PATH_MAX], target[PATH_MAX], *rest = buf;
+	unsigned links = 0;
+	int dirfd, e;
+
+	if (strlen(path) >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	snprintf(buf, sizeof(buf), "%s", path);
+	dirfd = open(*path == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -1;
+	for (;;) {
+		char *name, *slash;
+		bool last;
+		struct stat st;
+		int fd;
+
+		/* The directory the next lookup happens in. */
+		if (!walkable(w, dirfd))
+			goto fail;
+		while (*rest == '/')
+			rest++;
+		if (!*rest) /* "/" or a path ending in "/" */
+			return dirfd;
+		name = rest;
+		slash = strchr(rest, '/');
+		if (slash) {
+			*slash = '\0';
+			rest = slash + 1;
+			while (*rest == '/')
+				rest++;
+		} else {
+			rest = name + strlen(name);
+		}
+		last = !*rest && !slash;
+		fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			goto fail;
+		/* Where the lookup landed (a mount on it is entered here): judged
+		 * before its attributes are looked at. */
+		if (!walkable(w, fd) || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+			e = errno;
+			close(fd);
+			errno = e;
+			goto fail;
+		}
+		if (!S_ISLNK(st.st_mode)) {
+			if (!last && !S_ISDIR(st.st_mode)) {
+				close(fd);
+				errno = ENOTDIR;
+				goto fail;
+			}
+			close(dirfd);
+			dirfd = fd;
+			if (last)
+				return dirfd;
+			continue;
+		}
+		if (last && !slash) {
+			close(fd);
+			*last_is_link = true;
+			errno = ELOOP;
+			goto fail;
+		}
+		if (++links > SQUASH_WALK_LINKS_MAX) {
+			close(fd);
+			errno = ELOOP;
+			goto fail;
+		}
+		struct statfs sf;
+
+		if (fstatfs(fd, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC) {
+			/* /proc/PID/root, /proc/self/fd/N: the kernel jumps to
+			 * the object, looking nothing up on the way. */
+			close(fd);
+			fd = openat(dirfd, name, O_PATH | O_CLOEXEC);
+			if (fd < 0)
+				goto fail;
+			close(dirfd);
+			dirfd = fd;
+			continue;
+		}
+		ssize_t n = readlinkat(fd, "", target, sizeof(target));
+
+		e = errno;
+		close(fd);
+		if (n < 0 || (size_t)n >= sizeof(target)) {
+			errno = n < 0 ? e : ENAMETOOLONG;
+			goto fail;
+		}
+		if (prepend(buf, &rest, target, (size_t)n) < 0)
+			goto fail;
+		if (*rest == '/') {
+			close(dirfd);
+			if ((dirfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+				return -1;
+		}
+	}
+fail:
+	e = errno;
+	close(dirfd);
+	errno = e;
+	return -1;
+}
+
+int squash_open_beside_user_fuse(const char *path, bool *last_is_link, char *why, size_t len)
+{
+	struct walk w = { .why = why, .len = len };
+	int fd, e;
+
+	*last_is_link = false;
+	if (len)
+		why[0] = '\0';
+	fd = walk(&w, path, last_is_link);
+	e = errno;
+	if (w.have_table)
+		squash_mount_table_free(&w.table);
+	errno = e;
+	return fd;
+}

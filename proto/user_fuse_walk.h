@@ -1,0 +1,31 @@
+/* Opening a user's path without asking a user's FUSE server anything.
+ *
+ * open(2) of a path looks each component up in the file system it is on;
+ * where that is a FUSE mount of a user's (user_fuse.h), the lookup waits
+ * for that user's server, and once the server has read the request and
+ * sits on it not even SIGKILL ends the wait. squashd's opener child
+ * (daemon/mount/image_open.c) would stay behind in squashd's own cgroup,
+ * one per request: a user could fill squashd's task limit. So the path
+ * is walked one component at a time: each mount the walk enters is judged
+ * from its mount id and mountinfo (the kernel gives both without asking a
+ * file system) before anything is looked up in it, and symbolic links on
+ * the way are read and followed by the walk itself (procfs's links, which
+ * jump without a lookup, by the kernel). */
+#ifndef SQUASH_USER_FUSE_WALK_H
+#define SQUASH_USER_FUSE_WALK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Links followed at most on one walk, as the kernel's MAXSYMLINKS. */
+#define SQUASH_WALK_LINKS_MAX 40
+
+/* path opened O_PATH with the caller's rights, following symbolic links
+ * on the way but not a last one. -1 with errno as open(2) sets it (ELOOP
+ * with *last_is_link when the last component is a symbolic link; relative
+ * paths from the working directory), or -1 with errno EPERM and why
+ * (worded to follow "image X ", as user_fuse.h's) when the walk would
+ * enter a mount user_fuse.h refuses, or one it cannot tell. */
+int squash_open_beside_user_fuse(const char *path, bool *last_is_link, char *why, size_t len);
+
+#endif
