@@ -17,6 +17,7 @@
 
 #include "process/child_process.h"
 #include "clock.h"
+#include "user_fuse_walk.h"
 
 enum step {
 	STEP_OK,
@@ -26,6 +27,7 @@ enum step {
 	STEP_NOT_OWNER, /* DIR, DIR/upper or DIR/work is not the user's */
 	STEP_SUBDIR,    /* creating or opening DIR/upper or DIR/work */
 	STEP_MOUNT,
+	STEP_USER_FUSE, /* DIR is on a user's FUSE mount (user_fuse_walk.h); reason says why */
 };
 
 struct upper_status {
@@ -33,6 +35,7 @@ struct upper_status {
 	int err;
 	unsigned owner;      /* STEP_NOT_OWNER: the owner found */
 	char which[8];       /* "", "upper" or "work" */
+	char reason[512];    /* STEP_USER_FUSE's */
 };
 
 /* Becomes the user but keeps CAP_SYS_ADMIN (mounting; overlayfs' trusted.*
@@ -207,7 +210,20 @@ static void open_dirs(void *arg, void *answer, int fds[2])
 	int dfd;
 
 	*st = (struct upper_status){ .step = STEP_OK };
-	dfd = open(a->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* Walked a component at a time, never asking a user's FUSE server
+	 * (whose unanswered LOOKUP would keep this child for good), then
+	 * reopened for reading: the very directory walked to. */
+	bool last_is_link;
+	char self[64];
+	int pfd = squash_open_beside_user_fuse(a->dir, &last_is_link, st->reason, sizeof(st->reason));
+
+	if (pfd < 0) {
+		st->step = st->reason[0] ? STEP_USER_FUSE : errno == ENOTDIR ? STEP_NOT_DIR : STEP_OPEN;
+		st->err = last_is_link ? ELOOP : errno;
+		return;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	dfd = open(self, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
 		st->step = errno == ENOTDIR ? STEP_NOT_DIR : STEP_OPEN;
 		st->err = errno;
@@ -341,6 +357,9 @@ static enum result describe(const struct upper_status *st, const char *dir,
 	case STEP_SUBDIR:
 		snprintf(err, errlen, "upper directory %s: cannot create or open %s/%s as user %s: %s",
 			 dir, dir, st->which, id->name, e);
+		return RESULT_USER_ERROR;
+	case STEP_USER_FUSE:
+		snprintf(err, errlen, "upper directory %s %.*s", dir, (int)sizeof(st->reason), st->reason);
 		return RESULT_USER_ERROR;
 	case STEP_MOUNT:
 		if (st->err == EINVAL || st->err == EOPNOTSUPP)

@@ -298,7 +298,8 @@ def test_a_users_fuse_server_that_never_answers_a_lookup_is_never_asked(cluster)
     per request (found by a review, 2026-11-30). It now walks the path a
     component at a time and judges each mount before looking anything up
     in it (proto/user_fuse_walk.c): the request is refused at once with
-    the reason, and no process of the user's waits."""
+    the reason, and no process of the user's waits. The same for an upper
+    directory there (:rw=DIR, daemon/mount/overlay_upper.c)."""
     src = cluster.workdir(USER1, "hangsrc")
     cluster.make_image(src / "a.sqfs", FILES, owner=USER1)
     mnt = cluster.workdir(USER1, "hangmnt")
@@ -326,6 +327,17 @@ def test_a_users_fuse_server_that_never_answers_a_lookup_is_never_asked(cluster)
         took = time.monotonic() - t
         assert p.stdout.startswith("user-error") and re.search(want, p.stdout), p.stdout
         assert took < 5, f"refused after {took:.1f} s"
+        # An upper directory there (:rw=DIR), opened as the user the same way.
+        good = cluster.make_image(cluster.workdir(USER1, "good") / "g.sqfs", FILES, owner=USER1)
+        upper = mnt / "upper"
+        t = time.monotonic()
+        p = cluster.rawclient("mount", FAKE_JOB + 101, uid_of(USER1), f"{good}:/squash/g:rw={upper}")
+        took = time.monotonic() - t
+        assert p.stdout.startswith("user-error") and re.search(
+            rf"upper directory {re.escape(str(upper))} is on a FUSE file system that uid \d+ mounted",
+            p.stdout), p.stdout
+        assert took < 5, f"refused after {took:.1f} s"
+        cluster.rawclient("release", FAKE_JOB + 101)
         assert cluster.list_mounts() == []
         time.sleep(0.5)
         uid = uid_of(USER1)
@@ -342,6 +354,7 @@ def test_a_users_fuse_server_that_never_answers_a_lookup_is_never_asked(cluster)
         assert waiting == [], f"processes of uid {uid} waiting on the hung server: {waiting}"
     finally:
         cluster.rawclient("release", FAKE_JOB + 100)
+        cluster.rawclient("release", FAKE_JOB + 101)
         try:
             with open(f"/sys/fs/fuse/connections/{minor}/abort", "w") as f:
                 f.write("1")
