@@ -40,9 +40,9 @@ bool local_steps_parse_title(const char *title, size_t len, uint32_t *job_id,
  * local_steps_scan; 0 when it cannot be read. */
 unsigned long local_steps_this_node(void);
 
-/* Collects the slurmstepd processes under proc_root ("/proc") whose UTS
- * namespace is uts_inode (0: any; a node of the test harness is a UTS
- * namespace of its own, a real node has one). Processes that vanish
+/* Collects the slurmstepd processes (titled as one, real uid 0) under
+ * proc_root ("/proc") whose UTS namespace is uts_inode (0: any; a node of
+ * the test harness is a UTS namespace of its own, a real node has one). Processes that vanish
  * while being read are skipped. Returns 0, or -1 with errno when
  * proc_root cannot be read or memory runs out. */
 int local_steps_scan(const char *proc_root, unsigned long uts_inode, struct local_steps *out);

@@ -55,7 +55,9 @@ static void test_other_processes_are_not_steps(void)
 
 static char root[] = "/tmp/test_local_steps.XXXXXX";
 
-static void fake_process(int pid, const char *cmdline, size_t len, const char *uts)
+/* A process in the fake /proc: its title, UTS namespace and real uid
+ * (-1: no status file). */
+static void fake_process_as(int pid, const char *cmdline, size_t len, const char *uts, int uid)
 {
 	char path[256];
 	int fd;
@@ -73,6 +75,21 @@ static void fake_process(int pid, const char *cmdline, size_t len, const char *u
 		perror(path);
 	if (fd >= 0)
 		close(fd);
+	if (uid < 0)
+		return;
+	snprintf(path, sizeof path, "%s/%d/status", root, pid);
+	FILE *f = fopen(path, "w");
+
+	if (!f || fprintf(f, "Name:\tx\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t%d\t%d\t%d\t%d\n"
+			  "Gid:\t0\t0\t0\t0\n", uid, uid, uid, uid) < 0)
+		perror(path);
+	if (f)
+		fclose(f);
+}
+
+static void fake_process(int pid, const char *cmdline, size_t len, const char *uts)
+{
+	fake_process_as(pid, cmdline, len, uts, 0);
 }
 
 static void test_scan_finds_one_nodes_steps(void)
@@ -95,6 +112,9 @@ static void test_scan_finds_one_nodes_steps(void)
 	fake_process(13, sleep_cmdline, sizeof sleep_cmdline, "uts:[111]");
 	fake_process(14, "", 0, "uts:[111]"); /* a kernel thread */
 	mkdir(strcat(strcpy(cmd, root), "/self"), 0755); /* not a pid */
+	/* A user's look-alikes (exec -a): not root, or no status to tell. */
+	fake_process_as(17, "slurmstepd: [8.extern]", 23, "uts:[111]", 1001);
+	fake_process_as(18, "slurmstepd: [9.extern]", 23, "uts:[111]", -1);
 
 	CHECK_INT(local_steps_scan(root, 111, &s), 0);
 	CHECK_INT(s.count, 4);
@@ -105,6 +125,8 @@ static void test_scan_finds_one_nodes_steps(void)
 	CHECK(local_steps_job_step(&s, 5) && local_steps_job_step(&s, 5)->pid == 15); /* its extern step first */
 	CHECK(local_steps_job_step(&s, 7) && local_steps_job_step(&s, 7)->pid == 16);
 	CHECK(local_steps_job_step(&s, 6) == NULL);
+	CHECK(!local_steps_has_job(&s, 8));
+	CHECK(!local_steps_has_job(&s, 9));
 	local_steps_free(&s);
 
 	CHECK_INT(local_steps_scan(root, 0, &s), 0);
