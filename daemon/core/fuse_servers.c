@@ -72,7 +72,6 @@ void fuse_servers_mark_dead_locked(struct daemon_state *ds, struct mount_entry *
 		rmdir(path);
 		registry_remove_mount(&ds->registry, m);
 	}
-	daemon_save_locked(ds);
 }
 
 /* A new reader on the kept connection (lock held). */
@@ -121,12 +120,20 @@ static void server_exited(void *arg, pid_t pid, int status)
 	/* Every mount it served. One being torn down is expected to lose its
 	 * server; a lingering one nobody uses just goes; those under jobs get
 	 * a new reader (the first restart starts it, the others join it). */
+	bool changed = false;
+
 	for (struct mount_entry *m = ds->registry.mounts, *next; m; m = next) {
 		next = m->next;
-		if ((m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid &&
-		    !(m->state == MOUNT_READY && restart_server_locked(ds, cfg, m, how)))
-			fuse_servers_mark_dead_locked(ds, m, how);
+		if ((m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid) {
+			if (!(m->state == MOUNT_READY && restart_server_locked(ds, cfg, m, how)))
+				fuse_servers_mark_dead_locked(ds, m, how);
+			changed = true;
+		}
 	}
+	/* Once for all of them: a reader serves up to 512 mounts, and each
+	 * save copies the whole registry under the lock every request takes. */
+	if (changed)
+		daemon_save_locked(ds);
 	pthread_cond_broadcast(&ds->changed);
 	pthread_mutex_unlock(&ds->lock);
 	settings_drop(cfg);

@@ -12,7 +12,8 @@
 void fuse_servers_watch_locked(struct daemon_state *ds, struct mount_entry *m);
 
 /* m's server died (how: "exited with status 1", ...): the mount is dead
- * (lock held). Forgotten at once when nobody holds it. Saves. */
+ * (lock held). Forgotten at once when nobody holds it. The caller saves
+ * (once for all of a reader's mounts). */
 void fuse_servers_mark_dead_locked(struct daemon_state *ds, struct mount_entry *m, const char *how);
 
 #endif
