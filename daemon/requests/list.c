@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
-#include "core/holders.h"
+#include "core/holder_index.h"
 #include "core/sharing.h"
 #include "frame.h"
 #include "mount/fuse_reader.h"
@@ -34,23 +34,28 @@ static bool visible_to(const struct peer *peer, const struct job_entry *e)
 	return peer->uid == 0 || peer->uid == e->uid;
 }
 
-/* The steps and sessions holding m, as peer may see them. */
-static void describe_scoped(const struct daemon_state *ds, const struct peer *peer,
-			    const struct mount_entry *m, Squash__MountInfo *mi)
+/* A mount's holders (holder_index.h). */
+struct held_by {
+	const struct job_entry *const *e;
+	size_t n;
+};
+
+/* The steps and sessions holding the mount, as peer may see them. */
+static void describe_scoped(const struct peer *peer, struct held_by h, Squash__MountInfo *mi)
 {
 	size_t n = 0;
 
-	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e;
-	     e = holders_next_locked(ds, e, m))
-		n += e->kind != HOLDER_JOB && visible_to(peer, e);
+	for (size_t i = 0; i < h.n; i++)
+		n += h.e[i]->kind != HOLDER_JOB && visible_to(peer, h.e[i]);
 	if (!n)
 		return;
 	mi->steps = calloc(n, sizeof(*mi->steps));
 	mi->session_pids = calloc(n, sizeof(*mi->session_pids));
 	if (!mi->steps || !mi->session_pids)
 		return; /* the answer just lacks them */
-	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e;
-	     e = holders_next_locked(ds, e, m)) {
+	for (size_t i = 0; i < h.n; i++) {
+		const struct job_entry *e = h.e[i];
+
 		if (e->kind == HOLDER_JOB || !visible_to(peer, e))
 			continue;
 		if (e->kind == HOLDER_SESSION) {
@@ -65,7 +70,7 @@ static void describe_scoped(const struct daemon_state *ds, const struct peer *pe
 
 /* A copy of m for the answer: the registry may change once unlocked. */
 static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct peer *peer,
-					 const struct mount_entry *m)
+					 const struct mount_entry *m, struct held_by h)
 {
 	Squash__MountInfo *mi = calloc(1, sizeof(*mi));
 	if (!mi)
@@ -85,10 +90,9 @@ static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct p
 		reply_mount_info_free(mi);
 		return NULL;
 	}
-	for (const struct job_entry *j = holders_next_locked(ds, NULL, m); j;
-	     j = holders_next_locked(ds, j, m))
-		if (j->kind == HOLDER_JOB && visible_to(peer, j) && mi->n_job_ids <= m->refcount)
-			mi->job_ids[mi->n_job_ids++] = j->job_id;
+	for (size_t i = 0; i < h.n; i++)
+		if (h.e[i]->kind == HOLDER_JOB && visible_to(peer, h.e[i]) && mi->n_job_ids <= m->refcount)
+			mi->job_ids[mi->n_job_ids++] = h.e[i]->job_id;
 	if (m->key.owner_uid != MOUNT_OWNER_ANY) {
 		mi->has_owner_uid = true;
 		mi->owner_uid = m->key.owner_uid;
@@ -97,7 +101,7 @@ static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct p
 		mi->has_server_pid = true;
 		mi->server_pid = m->server_pid;
 	}
-	describe_scoped(ds, peer, m, mi);
+	describe_scoped(peer, h, mi);
 	if (m->state == MOUNT_LINGERING) {
 		mi->has_linger_left_s = true;
 		mi->linger_left_s = linger_left_s(m, squash_now_ms());
@@ -107,14 +111,12 @@ static Squash__MountInfo *describe_mount(struct daemon_state *ds, const struct p
 
 /* Whether a non-root peer may see m: it holds it (as a job, step or
  * session), or it is the user's own lingering FUSE mount. */
-static bool peer_sees(const struct daemon_state *ds, const struct peer *peer,
-		      const struct mount_entry *m)
+static bool peer_sees(const struct peer *peer, const struct mount_entry *m, struct held_by h)
 {
 	if (peer->uid == 0 || (m->state == MOUNT_LINGERING && m->key.owner_uid == peer->uid))
 		return true;
-	for (const struct job_entry *e = holders_next_locked(ds, NULL, m); e;
-	     e = holders_next_locked(ds, e, m))
-		if (e->uid == peer->uid)
+	for (size_t i = 0; i < h.n; i++)
+		if (h.e[i]->uid == peer->uid)
 			return true;
 	return false;
 }
@@ -135,29 +137,36 @@ void request_list(struct request *rq)
 	struct daemon_state *ds = rq->ds;
 	struct reply *out = rq->out;
 
+	struct holder_index idx;
+
 	pthread_mutex_lock(&ds->lock);
 	size_t n = 0;
 	for (const struct mount_entry *m = sharing_next_mount_locked(ds, NULL); m;
 	     m = sharing_next_mount_locked(ds, m))
 		n++;
 	out->resp.mounts = calloc(n ? n : 1, sizeof(*out->resp.mounts));
-	if (!out->resp.mounts) {
+	if (!out->resp.mounts || holder_index_build_locked(ds, &idx) < 0) {
 		pthread_mutex_unlock(&ds->lock);
 		reply_error(out, SQUASH__STATUS__NODE_ERROR, "out of memory");
 		return;
 	}
 	for (const struct mount_entry *m = sharing_next_mount_locked(ds, NULL); m;
 	     m = sharing_next_mount_locked(ds, m)) {
-		if (!peer_sees(ds, rq->peer, m))
+		struct held_by h;
+
+		h.e = holder_index_of(&idx, m, &h.n);
+		if (!peer_sees(rq->peer, m, h))
 			continue;
-		Squash__MountInfo *mi = describe_mount(ds, rq->peer, m);
+		Squash__MountInfo *mi = describe_mount(ds, rq->peer, m, h);
 		if (!mi) {
 			pthread_mutex_unlock(&ds->lock);
+			holder_index_free(&idx);
 			reply_error(out, SQUASH__STATUS__NODE_ERROR, "out of memory");
 			return;
 		}
 		out->resp.mounts[out->resp.n_mounts++] = mi;
 	}
 	pthread_mutex_unlock(&ds->lock);
+	holder_index_free(&idx);
 	fit_frame(out);
 }
