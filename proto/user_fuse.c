@@ -34,10 +34,11 @@ static int judge_mount(struct judging *j, const struct squash_mount *m);
 static int refuse(struct judging *j, const char *what)
 {
 	snprintf(j->why, j->len, "is on %s%s", j->chain, what);
-	return 1;
+	return SQUASH_FUSE_REFUSED;
 }
 
-/* Not understood: refused all the same. */
+/* Not understood: refused all the same (SQUASH_FUSE_UNKNOWN, which a
+ * walk lets through where it only passes, user_fuse_walk.c). */
 static int cannot_tell(struct judging *j, const char *cause)
 {
 	char copy[640];
@@ -48,7 +49,7 @@ static int cannot_tell(struct judging *j, const char *cause)
 	else
 		snprintf(j->why, j->len, "cannot be checked for a user's FUSE server (%s); squashd does not open "
 			 "images it cannot check" COPY_IT, copy);
-	return 1;
+	return SQUASH_FUSE_UNKNOWN;
 }
 
 /* user_id=N, exactly one item of the super options, N decimal. */
@@ -194,8 +195,8 @@ static int judge_mount(struct judging *j, const struct squash_mount *m)
 	return rc;
 }
 
-bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id, bool any_fuse, char *why,
-			    size_t len)
+int squash_user_fuse_verdict(const struct squash_mount_table *t, uint64_t mnt_id, bool any_fuse, char *why,
+			     size_t len)
 {
 	struct judging j = { .t = t, .any_fuse = any_fuse, .why = why, .len = len };
 	const struct squash_mount *m = squash_mount_table_by_id(t, mnt_id);
@@ -203,7 +204,7 @@ bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id,
 	if (!m && any_fuse) {
 		snprintf(why, len, "is on a mount (id %llu) that is not in squashd's mountinfo",
 			 (unsigned long long)mnt_id);
-		return true;
+		return SQUASH_FUSE_REFUSED;
 	}
 	if (!m) {
 		/* Reached through another namespace (a path through
@@ -211,9 +212,15 @@ bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id,
 		snprintf(why, len, "is on a mount of another mount namespace (a path through /proc/PID/root?), "
 			 "where its file system cannot be told; squashd does not open images there (use a path "
 			 "every process on the node sees)");
-		return true;
+		return SQUASH_FUSE_REFUSED;
 	}
-	return judge_mount(&j, m) != 0;
+	return judge_mount(&j, m);
+}
+
+bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id, bool any_fuse, char *why,
+			    size_t len)
+{
+	return squash_user_fuse_verdict(t, mnt_id, any_fuse, why, len) != SQUASH_FUSE_OK;
 }
 
 /* The verdict on mount mnt_id by /proc/self/mountinfo. */

@@ -32,6 +32,15 @@ bool squash_user_fuse_refuses(int fd, char *why, size_t len);
 bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id, bool any_fuse, char *why,
 			    size_t len);
 
+/* The decision with its kind: refused because it is (or stacks on) such a
+ * FUSE mount, or is not in t (another namespace); or refused because it
+ * cannot be told (layers not visible here, a FUSE mount without one
+ * user_id, too deep), which a walk lets through where it only passes
+ * (user_fuse_walk.h). why is set unless SQUASH_FUSE_OK. */
+enum { SQUASH_FUSE_OK = 0, SQUASH_FUSE_REFUSED = 1, SQUASH_FUSE_UNKNOWN = 2 };
+int squash_user_fuse_verdict(const struct squash_mount_table *t, uint64_t mnt_id, bool any_fuse, char *why,
+			     size_t len);
+
 /* For squashd's trusted walk, which enters no FUSE mount: whether mount
  * mnt_id of /proc/self/mountinfo is FUSE, any kind, or stacks on one, or
  * is not listed, or cannot be told; why then says so ("is on ..."). */

@@ -24,16 +24,16 @@
 struct walk {
 	struct squash_mount_table table;
 	bool have_table;
-	uint64_t judged;  /* the last mount found walkable (0: none yet) */
+	uint64_t judged;  /* the last mount found fit for the file itself (0: none yet) */
+	uint64_t passed;  /* the last mount only passed through (0: none yet) */
 	char *why;
 	size_t len;
 };
 
-/* Whether fd's mount may be entered; else why is set and errno EPERM. */
-static bool walkable(struct walk *w, int fd)
+/* The mount id of fd, or 0 (why set, errno EPERM). */
+static uint64_t mount_of(struct walk *w, int fd)
 {
 	struct statx sx;
-	char cause[256];
 
 	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) != 0 ||
 	    !(sx.stx_mask & STATX_MNT_ID)) {
@@ -41,9 +41,24 @@ static bool walkable(struct walk *w, int fd)
 			 "id: statx STATX_MNT_ID, Linux 5.8 and later); squashd does not open images it cannot "
 			 "check");
 		errno = EPERM;
-		return false;
+		return 0;
 	}
-	if (w->judged && sx.stx_mnt_id == w->judged)
+	return sx.stx_mnt_id;
+}
+
+/* Whether fd's mount may be entered (only to pass through it: what it is
+ * stacked on may not be visible here, a container's root for one, and
+ * open(2) went through such mounts all the same; final: the file itself
+ * lies there, judged strictly, as ever). Else why is set, errno EPERM. */
+static bool walkable(struct walk *w, int fd, bool final)
+{
+	uint64_t id = mount_of(w, fd);
+	char cause[256];
+	int verdict;
+
+	if (!id)
+		return false;
+	if (id == w->judged || (!final && id == w->passed))
 		return true;
 	if (!w->have_table) {
 		if (squash_mount_table_read("/proc/self/mountinfo", &w->table, cause, sizeof(cause)) < 0) {
@@ -54,12 +69,18 @@ static bool walkable(struct walk *w, int fd)
 		}
 		w->have_table = true;
 	}
-	if (squash_user_fuse_judge(&w->table, sx.stx_mnt_id, false, w->why, w->len)) {
-		errno = EPERM;
-		return false;
+	verdict = squash_user_fuse_verdict(&w->table, id, false, w->why, w->len);
+	if (verdict == SQUASH_FUSE_OK) {
+		w->judged = id;
+		return true;
 	}
-	w->judged = sx.stx_mnt_id;
-	return true;
+	if (verdict == SQUASH_FUSE_UNKNOWN && !final) {
+		w->passed = id;
+		w->why[0] = '\0';
+		return true;
+	}
+	errno = EPERM;
+	return false;
 }
 
 /* Puts text (len bytes) in front of the rest of the path to walk, rest
@@ -79,7 +100,7 @@ static int prepend(char *buf, char **rest, const char *text, size_t len)
 	return 0;
 }
 
-static int walk(struct walk *w, const char *path, bool *last_is_link)
+static int walk(struct walk *w, const char *path, bool strict, bool *last_is_link)
 {
 	char buf[PATH_MAX], target[PATH_MAX], *rest = buf;
 	unsigned links = 0;
@@ -93,6 +114,10 @@ static int walk(struct walk *w, const char *path, bool *last_is_link)
 	dirfd = open(*path == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return -1;
+	/* The node's own root is the admin's, whatever mountinfo can tell of
+	 * it (under a chroot it is not even listed): passed through. */
+	if (*path == '/' && !(w->passed = mount_of(w, dirfd)))
+		goto fail;
 	for (;;) {
 		char *name, *slash;
 		bool last;
@@ -100,7 +125,7 @@ static int walk(struct walk *w, const char *path, bool *last_is_link)
 		int fd;
 
 		/* The directory the next lookup happens in. */
-		if (!walkable(w, dirfd))
+		if (!walkable(w, dirfd, false))
 			goto fail;
 		while (*rest == '/')
 			rest++;
@@ -122,7 +147,7 @@ static int walk(struct walk *w, const char *path, bool *last_is_link)
 			goto fail;
 		/* Where the lookup landed (a mount on it is entered here): judged
 		 * before its attributes are looked at. */
-		if (!walkable(w, fd) || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+		if (!walkable(w, fd, strict && last) || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
 			e = errno;
 			close(fd);
 			errno = e;
@@ -187,7 +212,7 @@ fail:
 	return -1;
 }
 
-int squash_open_beside_user_fuse(const char *path, bool *last_is_link, char *why, size_t len)
+int squash_open_beside_user_fuse(const char *path, bool strict, bool *last_is_link, char *why, size_t len)
 {
 	struct walk w = { .why = why, .len = len };
 	int fd, e;
@@ -195,7 +220,7 @@ int squash_open_beside_user_fuse(const char *path, bool *last_is_link, char *why
 	*last_is_link = false;
 	if (len)
 		why[0] = '\0';
-	fd = walk(&w, path, last_is_link);
+	fd = walk(&w, path, strict, last_is_link);
 	e = errno;
 	if (w.have_table)
 		squash_mount_table_free(&w.table);

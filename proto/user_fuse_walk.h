@@ -25,7 +25,10 @@
  * with *last_is_link when the last component is a symbolic link; relative
  * paths from the working directory), or -1 with errno EPERM and why
  * (worded to follow "image X ", as user_fuse.h's) when the walk would
- * enter a mount user_fuse.h refuses, or one it cannot tell. */
-int squash_open_beside_user_fuse(const char *path, bool *last_is_link, char *why, size_t len);
+ * enter a mount user_fuse.h refuses. A mount it cannot tell about (an
+ * overlay whose layers this namespace does not see: a container's root)
+ * is passed through, as open(2) did; with strict, the last component's
+ * own mount must be told fit (an image: squashd holds a descriptor of it). */
+int squash_open_beside_user_fuse(const char *path, bool strict, bool *last_is_link, char *why, size_t len);
 
 #endif

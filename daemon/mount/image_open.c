@@ -118,7 +118,7 @@ child_open(int sock, const char *path, const struct identity *id)
 	 * cgroup (user_fuse_walk.h). */
 	bool last_is_link;
 
-	pfd = squash_open_beside_user_fuse(path, &last_is_link, status.reason, sizeof(status.reason));
+	pfd = squash_open_beside_user_fuse(path, true, &last_is_link, status.reason, sizeof(status.reason));
 	if (pfd < 0) {
 		status.err = errno;
 		/* ELOOP also means too many links along the path; only call

@@ -158,6 +158,29 @@ static void overlays_not_understood(void)
 	CHECK_CONTAINS(why, "the layer /o/a of overlay at /p is not visible");
 }
 
+/* The kind of refusal, which a walk that only passes a mount looks at
+ * (user_fuse_walk.c): cannot tell (a container's root), against is one
+ * (a user's FUSE mount, a mount of another namespace). */
+static void verdict_kinds(void)
+{
+	static const char root[] = "1 0 0:60 / / rw - overlay squash-x rw,lowerdir=/var/cache/root\n"
+				   "2 1 0:61 / /tmp rw - tmpfs tmp rw\n"
+				   "3 2 0:62 / /tmp/f rw - fuse.x x rw,user_id=1001,group_id=1001\n";
+	struct squash_mount_table t;
+
+	if (squash_mount_table_parse(strdup(root), &t) != 0) {
+		CHECK(!"parsed");
+		squash_mount_table_free(&t);
+		return;
+	}
+	CHECK_INT(squash_user_fuse_verdict(&t, 1, false, why, sizeof(why)), SQUASH_FUSE_UNKNOWN);
+	CHECK_INT(squash_user_fuse_verdict(&t, 2, false, why, sizeof(why)), SQUASH_FUSE_OK);
+	CHECK_INT(squash_user_fuse_verdict(&t, 3, false, why, sizeof(why)), SQUASH_FUSE_REFUSED);
+	CHECK_CONTAINS(why, "uid 1001 mounted");
+	CHECK_INT(squash_user_fuse_verdict(&t, 77, false, why, sizeof(why)), SQUASH_FUSE_REFUSED);
+	squash_mount_table_free(&t);
+}
+
 /* squashd's trusted walk: root's FUSE mounts count too, below an overlay
  * as well. */
 static void any_fuse(void)
@@ -188,5 +211,6 @@ int main(void)
 	crafted_names();
 	overlays();
 	overlays_not_understood();
+	verdict_kinds();
 	return unit_exit_code();
 }

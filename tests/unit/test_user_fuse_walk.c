@@ -29,7 +29,7 @@ static void same_as_open(const char *rel)
 	int fw, fo, ew, eo;
 
 	snprintf(path, sizeof(path), "%s/%s", top, rel);
-	fw = squash_open_beside_user_fuse(path, &link, why, sizeof(why));
+	fw = squash_open_beside_user_fuse(path, true, &link, why, sizeof(why));
 	ew = errno;
 	fo = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	eo = errno;
@@ -94,7 +94,7 @@ int main(void)
 		int fd;
 
 		CHECK_INT(chdir(top), 0);
-		fd = squash_open_beside_user_fuse("rel/f", &link, why, sizeof(why));
+		fd = squash_open_beside_user_fuse("rel/f", true, &link, why, sizeof(why));
 		CHECK(fd >= 0);
 		if (fd >= 0)
 			close(fd);
