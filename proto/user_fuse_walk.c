@@ -76,7 +76,8 @@ static bool walkable(struct walk *w, int fd, bool final)
 	}
 	if (verdict == SQUASH_FUSE_UNKNOWN && !final) {
 		w->passed = id;
-		w->why[0] = '\0';
+		if (w->len)
+			w->why[0] = '\0';
 		return true;
 	}
 	errno = EPERM;
