@@ -244,7 +244,7 @@ bool squash_mount_reaches_fuse(uint64_t mnt_id, char *why, size_t len)
 	return judge_here(mnt_id, true, why, len);
 }
 
-bool squash_user_fuse_refuses(int fd, char *why, size_t len)
+uint64_t squash_mount_id(int fd, char *why, size_t len)
 {
 	struct statx sx;
 
@@ -252,9 +252,16 @@ bool squash_user_fuse_refuses(int fd, char *why, size_t len)
 	    !(sx.stx_mask & STATX_MNT_ID)) {
 		snprintf(why, len, "cannot be checked for a user's FUSE server (the kernel gives no mount id: statx "
 			 "STATX_MNT_ID, Linux 5.8 and later); squashd does not open images it cannot check");
-		return true;
+		return 0;
 	}
-	return judge_here(sx.stx_mnt_id, false, why, len);
+	return sx.stx_mnt_id;
+}
+
+bool squash_user_fuse_refuses(int fd, char *why, size_t len)
+{
+	uint64_t id = squash_mount_id(fd, why, len);
+
+	return !id || judge_here(id, false, why, len);
 }
 
 bool squash_fstype_is_fuse(const char *fstype)

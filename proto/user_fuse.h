@@ -22,6 +22,11 @@
 #define SQUASH_STACK_DEPTH_MAX 8
 #define SQUASH_STACK_MOUNTS_MAX 1024
 
+/* The mount id of fd (statx STATX_MNT_ID with AT_STATX_DONT_SYNC: no file
+ * system is asked), or 0 with why ("cannot be checked ...": the kernel
+ * gives none). */
+uint64_t squash_mount_id(int fd, char *why, size_t len);
+
 /* fd: any descriptor of the file (O_PATH will do). True when squashd must
  * not open it; why then gets the reason, worded to follow "image X "
  * ("is on a FUSE file system that uid N mounted; ..."). */

@@ -33,17 +33,11 @@ struct walk {
 /* The mount id of fd, or 0 (why set, errno EPERM). */
 static uint64_t mount_of(struct walk *w, int fd)
 {
-	struct statx sx;
+	uint64_t id = squash_mount_id(fd, w->why, w->len);
 
-	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) != 0 ||
-	    !(sx.stx_mask & STATX_MNT_ID)) {
-		snprintf(w->why, w->len, "cannot be checked for a user's FUSE server (the kernel gives no mount "
-			 "id: statx STATX_MNT_ID, Linux 5.8 and later); squashd does not open images it cannot "
-			 "check");
+	if (!id)
 		errno = EPERM;
-		return 0;
-	}
-	return sx.stx_mnt_id;
+	return id;
 }
 
 /* Whether fd's mount may be entered (only to pass through it: what it is

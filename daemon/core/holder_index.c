@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "core/holder_index.h"
+#include "core/holders.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,17 +26,6 @@ static long place(const struct holder_index *idx, const struct mount_entry *m)
 		return -1;
 	at = bsearch(&m, idx->mounts, idx->n_mounts, sizeof(*idx->mounts), by_address);
 	return at ? (long)(at - idx->mounts) : -1;
-}
-
-/* The next holder after e in holders_next_locked's order: jobs, then
- * the scoped ones. */
-static const struct job_entry *next_holder(const struct daemon_state *ds, const struct job_entry *e)
-{
-	if (!e)
-		return ds->registry.jobs ? ds->registry.jobs : ds->registry.scoped;
-	if (e->next)
-		return e->next;
-	return e->kind == HOLDER_JOB ? ds->registry.scoped : NULL;
 }
 
 /* Calls add(idx, i, e) once for each mount i that holder e uses
@@ -86,7 +76,8 @@ int holder_index_build_locked(const struct daemon_state *ds, struct holder_index
 	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next)
 		idx->mounts[idx->n_mounts++] = m;
 	qsort(idx->mounts, idx->n_mounts, sizeof(*idx->mounts), by_address);
-	for (const struct job_entry *e = next_holder(ds, NULL); e; e = next_holder(ds, e))
+	for (const struct job_entry *e = holders_next_locked(ds, NULL, NULL); e;
+	     e = holders_next_locked(ds, e, NULL))
 		each_use(idx, e, last, count_one);
 	for (size_t i = 0; i < n; i++)
 		idx->first[i + 1] += idx->first[i];
@@ -95,7 +86,8 @@ int holder_index_build_locked(const struct daemon_state *ds, struct holder_index
 	if (!idx->holders)
 		goto fail;
 	memset(last, 0, (n ? n : 1) * sizeof(*last));
-	for (const struct job_entry *e = next_holder(ds, NULL); e; e = next_holder(ds, e))
+	for (const struct job_entry *e = holders_next_locked(ds, NULL, NULL); e;
+	     e = holders_next_locked(ds, e, NULL))
 		each_use(idx, e, last, place_one);
 	/* Each first[i] now stands where first[i + 1] began. */
 	memmove(idx->first + 1, idx->first, n * sizeof(*idx->first));

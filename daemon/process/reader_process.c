@@ -14,6 +14,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "util/proc_uids.h"
+
 static struct binary {
 	char path[PATH_MAX]; /* resolved: what /proc/PID/exe names */
 	dev_t dev;
@@ -78,18 +80,6 @@ void reader_process_init(const char *squash_reader, const char *squashfuse)
 	}
 	if (self >= 0)
 		close(self);
-}
-
-/* Real, effective and saved uid all uid. */
-static bool uids_are(int dir, uid_t uid)
-{
-	char buf[4096];
-	unsigned long r, e, s;
-
-	read_small(dir, "status", buf, sizeof(buf));
-	char *line = strstr(buf, "\nUid:");
-	return line && sscanf(line + 5, "%lu %lu %lu", &r, &e, &s) == 3 && r == uid && e == uid &&
-	       s == uid;
 }
 
 static bool same_mount_namespace(int dir)
@@ -159,7 +149,7 @@ enum reader_kind reader_process_kind(int pidfd, pid_t pid, uid_t uid, bool adopt
 		snprintf(why, whylen, "pid %d is gone", (int)pid);
 		return READER_NONE;
 	}
-	if (!uids_are(dir, uid))
+	if (!proc_uids_are(dir, uid))
 		snprintf(why, whylen, "pid %d does not run as uid %u alone", (int)pid, (unsigned)uid);
 	else if ((kind = executable(dir)) == READER_NONE)
 		snprintf(why, whylen, "pid %d does not run squash-reader or squashfuse_ll", (int)pid);

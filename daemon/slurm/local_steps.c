@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "array_grow.h"
+#include "util/proc_uids.h"
 
 #define TITLE_PREFIX "slurmstepd: ["
 /* Enough for any title this reads; longer ones are not slurmstepd's. */
@@ -106,29 +107,6 @@ static unsigned long node_of(int dirfd, const char *path)
 	return ino;
 }
 
-/* slurmstepd runs as root, and anyone can title a process like it (exec
- * -a): a user's look-alike would keep another user's job "running" for gc
- * and stand in for its extern step in the job-end watch. The real uid
- * from status, not /proc/PID's owner (root for any non-dumpable process). */
-static bool runs_as_root(int dir)
-{
-	char buf[2048], *uid, *end;
-	int fd = openat(dir, "status", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	if (!(uid = strstr(buf, "\nUid:")))
-		return false;
-	/* Real, effective, saved, fs: the real one, first. */
-	unsigned long real = strtoul(uid + 5, &end, 10);
-
-	return end != uid + 5 && real == 0;
-}
-
 unsigned long local_steps_this_node(void)
 {
 	return node_of(AT_FDCWD, "/proc/self/ns/uts");
@@ -159,7 +137,12 @@ int local_steps_scan(const char *proc_root, unsigned long uts_inode, struct loca
 		n = fd >= 0 ? read(fd, title, sizeof title) : -1;
 		if (fd >= 0)
 			close(fd);
-		if (n > 0 && local_steps_parse_title(title, (size_t)n, &job, &step) && runs_as_root(dir) &&
+		if (n > 0 && local_steps_parse_title(title, (size_t)n, &job, &step) &&
+		    /* slurmstepd runs as root, and anyone can title a process
+		     * like it (exec -a): a user's look-alike would keep another
+		     * user's job running for gc and stand in for its extern
+		     * step in the job-end watch. */
+		    proc_uids_are(dir, 0) &&
 		    (uts_inode == 0 || node_of(dir, "ns/uts") == uts_inode) &&
 		    add(out, job, step, (pid_t)atoi(de->d_name)) != 0) {
 			close(dir);

@@ -40,7 +40,7 @@ bool local_steps_parse_title(const char *title, size_t len, uint32_t *job_id,
  * local_steps_scan; 0 when it cannot be read. */
 unsigned long local_steps_this_node(void);
 
-/* Collects the slurmstepd processes (titled as one, real uid 0) under
+/* Collects the slurmstepd processes (titled as one, uids 0) under
  * proc_root ("/proc") whose UTS namespace is uts_inode (0: any; a node of
  * the test harness is a UTS namespace of its own, a real node has one). Processes that vanish
  * while being read are skipped. Returns 0, or -1 with errno when

@@ -1,0 +1,13 @@
+/* A process's uids as the kernel holds them (/proc/PID/status), not the
+ * owner of /proc/PID (root for any non-dumpable process). */
+#ifndef SQUASHD_PROC_UIDS_H
+#define SQUASHD_PROC_UIDS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* Whether the real, effective and saved uids of the process whose /proc
+ * directory proc_dir is are all uid; false when status cannot be read. */
+bool proc_uids_are(int proc_dir, uid_t uid);
+
+#endif
