@@ -39,7 +39,7 @@
 
 /* Watching (watch_spin): how long the other idle workers wait off the
  * set behind a watcher busy with a request before one of them goes back
- * to waiting on it, and how long a worker that follows a bound requester
+ * to waiting on it, and how long a worker that follows a requester
  * sleeps on its CPU for the next request. How long the watcher polls is
  * the pool's spin_ns (--poll-us). */
 #define FOLLOW_MS 5
@@ -104,9 +104,11 @@ static int64_t now_ns(void)
  * the set. Polled 1 request in n costs n - 1 wasted windows at most: a
  * spin that catches nothing is not tried again until requests come
  * within a window of each other. Several requesters at once, or a watcher
- * busy for FOLLOW_MS, give the set back to all workers. A requester bound
- * to one CPU is followed there instead (worker_cpu.h). 1 with *ev, 0
- * when nothing came. */
+ * busy for FOLLOW_MS, give the set back to all workers. A requester whose
+ * CPU can be read is followed there instead (worker_cpu.h), which saves
+ * the scanner's wake-up too; polling is for the others (another user's
+ * process under hidepid, another pid namespace's). 1 with *ev, 0 when
+ * nothing came. */
 static int watch_spin(struct serve_pool *p, struct epoll_event *ev)
 {
 	int64_t end = now_ns() + p->spin_ns;
@@ -272,7 +274,7 @@ static void *worker(void *arg)
 	void *mem = malloc(p->bufsize);
 	bool duty = false;       /* this worker has the watch (watch_spin) */
 	uint32_t served = 0;     /* the pid of the request it just answered, unless a read */
-	int follow = -1;         /* the one CPU its requester is bound to (worker_cpu.h) */
+	int follow = -1;         /* the CPU of the requester it answered (worker_cpu.h) */
 	int pinned = -1;         /* the CPU it follows a requester on */
 
 	pthread_mutex_lock(&p->lock);
@@ -282,9 +284,9 @@ static void *worker(void *arg)
 		int n = -1, cpu = follow;
 
 		follow = -1;
-		/* A requester bound to one CPU, alone and answered just now (its
-		 * read too: a small file's open, read and close is one READ):
-		 * wait for its next request on its CPU. The other workers stay
+		/* A requester alone, answered just now (its read too: a small
+		 * file's open, read and close is one READ): wait for its next
+		 * request on its CPU. The other workers stay
 		 * on the set, as epoll wakes the thread that began to wait last
 		 * first: this one. (Keeping them off made every request that
 		 * came while this one was busy wait for it, up to FOLLOW_MS, and
@@ -366,7 +368,7 @@ static void *worker(void *arg)
 		uint32_t pid = serve_one(p, ev.data.ptr, mem, &duty, &was_read);
 
 		/* Only read, outside the lock. */
-		follow = pid && p->spin_ns > 0 ? requester_bound_cpu(pid) : -1;
+		follow = pid && p->spin_ns > 0 ? requester_cpu(pid) : -1;
 		pthread_mutex_lock(&p->lock);
 		p->busy--;
 		if (was_read)

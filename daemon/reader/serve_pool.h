@@ -10,14 +10,13 @@
  * next request meanwhile) and processes it. Threads start as requests wait,
  * up to max_threads, of which one session holds all but one at most (a
  * mount whose image hangs leaves the others a worker); past idle_threads,
- * a worker that has had nothing to do for a while ends. While one process
- * alone sends request after request (a scan), the worker that answered
- * the last one polls the set for the next for a short while instead of
- * sleeping, and the other idle workers wait off the set, so that neither
- * the scanner nor a worker is woken across CPUs for each request
- * (serve_pool.c, watch_spin); a requester bound to one CPU is followed
- * there instead, reads included, where the worker sleeps between its
- * requests while the others stay on the set (worker_cpu.h). */
+ * a worker that has had nothing to do for a while ends. The worker that
+ * answered a process alone (a scan) follows it to its CPU and sleeps there
+ * for its next request, reads included, while the others stay on the set,
+ * so that neither the scanner nor a worker is woken across CPUs for each
+ * request (worker_cpu.h); when the requester's CPU cannot be read, it
+ * polls the set for a short while instead, the other idle workers off the
+ * set (serve_pool.c, watch_spin). */
 #ifndef SQUASH_READER_SERVE_POOL_H
 #define SQUASH_READER_SERVE_POOL_H
 

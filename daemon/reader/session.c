@@ -3,12 +3,18 @@
 #include "reader/session.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/fuse.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
+
+#include "reader/serve_pool.h"
 
 /* Linux 6.9 (protocol 7.40): move the requests a previous server read
  * but never answered back to the queue. Older headers lack it. */
@@ -62,15 +68,13 @@ static int ask_resend(int fd)
 	return k == (ssize_t)sizeof(h) ? 0 : -errno;
 }
 
-/* libfuse 3.18 ends the threads beyond the idle count after each request
- * and starts new ones for the next: a cold walk paid 20% for that, and
- * kept threads win it back. 3.14 (Debian 12) showed no such cost, and
- * kept threads cost memory (docs/performance.md, section 11). */
-#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
-#define IDLE_THREADS(max) (max)
-#else
-#define IDLE_THREADS(max) 2
-#endif
+/* Workers a one-mount reader keeps at rest, as a --serve reader does. */
+#define IDLE_THREADS 2
+
+/* After SIGINT, SIGTERM or SIGHUP the mount is detached; a mount still in
+ * use is given this long to end before the reader exits, which ends the
+ * connection (processes inside get ENOTCONN, as with libfuse's loop). */
+#define STOP_GRACE_MS 1000
 
 struct session {
 	struct fuse_session *se;
@@ -79,6 +83,7 @@ struct session {
 	char *argv[8];
 	bool own_signals;
 	unsigned max_threads;
+	unsigned poll_us;
 };
 
 struct session *session_open(struct reader *rd, const struct session_options *opt)
@@ -93,6 +98,7 @@ struct session *session_open(struct reader *rd, const struct session_options *op
 	s->own_signals = opt->own_signals;
 	rd->plus.mode = opt->plus;
 	s->max_threads = opt->max_threads;
+	s->poll_us = opt->poll_us;
 	s->argv[argc++] = (char *)"squash-reader";
 	snprintf(s->opts, sizeof(s->opts),
 		 "ro,default_permissions,fsname=squash-reader,subtype=squashfs%s%s",
@@ -116,13 +122,9 @@ struct session *session_open(struct reader *rd, const struct session_options *op
 	}
 	rd->se = s->se;
 	rd->push = opt->max_threads != 1;
-	/* Signal handlers are per process: a reader serving several mounts
-	 * (serve.c) leaves signals at their defaults. */
-	if (s->own_signals && fuse_set_signal_handlers(s->se) < 0)
-		goto fail_destroy;
 	if (fuse_session_mount(s->se, opt->mountpoint) < 0) {
 		fprintf(stderr, "squash-reader: cannot mount on %s\n", opt->mountpoint);
-		goto fail_signals;
+		goto fail_destroy;
 	}
 	if (opt->resume) {
 		fake_init(s->se);
@@ -133,9 +135,6 @@ struct session *session_open(struct reader *rd, const struct session_options *op
 				strerror(-r));
 	}
 	return s;
-fail_signals:
-	if (s->own_signals)
-		fuse_remove_signal_handlers(s->se);
 fail_destroy:
 	fuse_session_destroy(s->se);
 fail:
@@ -149,36 +148,88 @@ struct fuse_session *session_fuse(struct session *s)
 	return s->se;
 }
 
+static void one_ended(void *arg)
+{
+	uint64_t one = 1;
+
+	if (write(*(int *)arg, &one, sizeof(one)) != (ssize_t)sizeof(one))
+		fprintf(stderr, "squash-reader: cannot tell the end of the mount: %s\n", strerror(errno));
+}
+
+/* Waits for fds[0] (the end) or, with own signals, fds[1] (a signal) for
+ * up to ms (-1: for ever). Returns which is readable, -1 when neither. */
+static int wait_end_or_signal(struct pollfd *fds, int nfds, int ms)
+{
+	int r;
+
+	do
+		r = poll(fds, (nfds_t)nfds, ms);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0)
+		return -1;
+	return (fds[0].revents & POLLIN) ? 0 : 1;
+}
+
 int session_serve(struct session *s)
 {
-	int fd = fuse_session_fd(s->se), fl = fcntl(fd, F_GETFL);
-	struct fuse_loop_config *cfg;
-	int status;
+	struct pollfd fds[2] = { { .fd = -1, .events = POLLIN }, { .fd = -1, .events = POLLIN } };
+	struct serve_pool *pool;
+	sigset_t stop;
+	int end_fd, r, nfds = 1;
 
-	/* libfuse's loops end at a read that would block: a connection taken
-	 * over from a --serve reader (serve_pool.c) is non-blocking. */
-	if (fl >= 0 && (fl & O_NONBLOCK))
-		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-	if (s->max_threads <= 1)
-		return fuse_session_loop(s->se) == 0 ? 0 : 1;
-	cfg = fuse_loop_cfg_create();
-	if (!cfg)
-		return 1;
-	/* No clone_fd: a cloned descriptor's unanswered requests end with
-	 * an error when the reader dies, instead of waiting for a resend. */
-	fuse_loop_cfg_set_clone_fd(cfg, 0);
-	fuse_loop_cfg_set_max_threads(cfg, s->max_threads);
-	fuse_loop_cfg_set_idle_threads(cfg, IDLE_THREADS(s->max_threads));
-	status = fuse_session_loop_mt(s->se, cfg) == 0 ? 0 : 1;
-	fuse_loop_cfg_destroy(cfg);
-	return status;
+	/* Signals are taken from a signalfd by this thread; every other
+	 * thread blocks them all (serve_pool.c, idle_trim.c). */
+	if (s->own_signals) {
+		sigemptyset(&stop);
+		sigaddset(&stop, SIGINT);
+		sigaddset(&stop, SIGTERM);
+		sigaddset(&stop, SIGHUP);
+		signal(SIGPIPE, SIG_IGN);
+		if (pthread_sigmask(SIG_BLOCK, &stop, NULL) != 0 ||
+		    (fds[1].fd = signalfd(-1, &stop, SFD_CLOEXEC)) < 0) {
+			fprintf(stderr, "squash-reader: cannot take signals: %s\n", strerror(errno));
+			return 1;
+		}
+		nfds = 2;
+	}
+	end_fd = eventfd(0, EFD_CLOEXEC);
+	pool = end_fd >= 0 ? serve_pool_new(s->max_threads ? s->max_threads : 1, IDLE_THREADS,
+					    s->poll_us) : NULL;
+	if (!pool) {
+		fprintf(stderr, "squash-reader: cannot start the worker threads: %s\n", strerror(errno));
+		goto fail;
+	}
+	if ((r = serve_pool_add(pool, s->se, one_ended, &end_fd)) != 0) {
+		fprintf(stderr, "squash-reader: cannot serve the mount: %s\n", strerror(r));
+		serve_pool_free(pool);
+		goto fail;
+	}
+	fds[0].fd = end_fd;
+	if (wait_end_or_signal(fds, nfds, -1) == 1) {
+		/* Detached now; it ends once nothing inside is in use. */
+		fuse_session_unmount(s->se);
+		if (wait_end_or_signal(fds, 1, STOP_GRACE_MS) != 0) {
+			fprintf(stderr, "squash-reader: the mount is still in use; ending its connection\n");
+			fflush(stderr);
+			_exit(0);
+		}
+	}
+	serve_pool_free(pool);
+	close(end_fd);
+	if (fds[1].fd >= 0)
+		close(fds[1].fd);
+	return 0;
+fail:
+	if (end_fd >= 0)
+		close(end_fd);
+	if (fds[1].fd >= 0)
+		close(fds[1].fd);
+	return 1;
 }
 
 void session_close(struct session *s)
 {
 	fuse_session_unmount(s->se);
-	if (s->own_signals)
-		fuse_remove_signal_handlers(s->se);
 	fuse_session_destroy(s->se);
 	fuse_opt_free_args(&s->args);
 	free(s);

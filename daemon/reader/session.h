@@ -14,7 +14,8 @@ struct session_options {
 	const char *mount_opts;  /* extra -o options when mounting a directory */
 	unsigned max_threads;    /* worker threads at most; 1: single-threaded
 				  * (serve.h: of all mounts; 0 its default) */
-	unsigned poll_us;        /* serve.h: a scan's next request polled for this long */
+	unsigned poll_us;        /* a scan followed to its CPU, else polled for this long;
+				  * 0: neither (serve_pool.h) */
 	bool resume;             /* /dev/fd/N already answered FUSE_INIT */
 	bool own_signals;        /* the only session: SIGINT, SIGTERM end it cleanly */
 	enum plus_mode plus;     /* which READDIRPLUS entries go linked (plus_policy.h) */
@@ -28,8 +29,9 @@ struct session;
  * stderr) when it cannot start. */
 struct session *session_open(struct reader *rd, const struct session_options *opt);
 
-/* Serves requests until the file system is unmounted or a signal ends
- * it, with threads of its own (libfuse's loop). Returns the exit status. */
+/* Serves requests until the file system is unmounted or (own_signals)
+ * SIGINT, SIGTERM or SIGHUP ends it, with a pool of its own (serve_pool.h).
+ * Returns the exit status. */
 int session_serve(struct session *s);
 
 /* s's libfuse session, for serving it elsewhere (serve_pool.h) instead of

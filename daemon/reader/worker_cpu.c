@@ -3,7 +3,11 @@
 
 #include "reader/worker_cpu.h"
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 void worker_home_init(struct worker_home *h)
 {
@@ -16,12 +20,47 @@ void worker_home_attr(const struct worker_home *h, pthread_attr_t *attr)
 		pthread_attr_setaffinity_np(attr, sizeof(h->cpus), &h->cpus);
 }
 
-int requester_bound_cpu(uint32_t pid)
+/* Field 39 of /proc/TID/stat, the CPU the thread last ran on; -1 when it
+ * cannot be read (gone, or another user's under hidepid). The command name
+ * (field 2) may hold spaces and parentheses: the count starts after the
+ * last ')'. */
+static int last_cpu(uint32_t tid)
+{
+	char path[32], buf[1024];
+	ssize_t n;
+	int fd, field = 2;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	for (char *c = strrchr(buf, ')'); c && *c; c++) {
+		if (*c != ' ')
+			continue;
+		if (++field == 39) {
+			int cpu = 0;
+
+			for (c++; *c >= '0' && *c <= '9' && cpu < CPU_SETSIZE; c++)
+				cpu = cpu * 10 + (*c - '0');
+			return cpu < CPU_SETSIZE ? cpu : -1;
+		}
+	}
+	return -1;
+}
+
+int requester_cpu(uint32_t pid)
 {
 	cpu_set_t s;
 
-	if (sched_getaffinity((pid_t)pid, sizeof(s), &s) != 0 || CPU_COUNT(&s) != 1)
+	if (pid == 0 || sched_getaffinity((pid_t)pid, sizeof(s), &s) != 0)
 		return -1;
+	if (CPU_COUNT(&s) != 1)
+		return last_cpu(pid);
 	for (int c = 0; c < CPU_SETSIZE; c++)
 		if (CPU_ISSET(c, &s))
 			return c;

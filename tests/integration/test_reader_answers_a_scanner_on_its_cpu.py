@@ -1,10 +1,10 @@
-"""A scan by a process bound to one CPU is answered on that CPU
-(daemon/reader/worker_cpu.c, used by serve_pool.c): while one process
-alone sends request after request, the worker that answers it moves to
-the CPU the process is bound to and sleeps there between requests, so no
-request wakes another CPU; its reads too (a small file's open, read and
-close is one READ: issue 38); a scanner free to move is watched from
-where the workers run; once the scan is over, no worker stays on the
+"""A scan is answered on the scanner's CPU (daemon/reader/worker_cpu.c,
+used by serve_pool.c): while one process alone sends request after
+request, the worker that answers it moves to the CPU the process runs on
+and sleeps there between requests, so no request wakes another CPU: a
+scanner free to move is followed to the CPU it last ran on, one bound to
+a CPU to that CPU, and its reads too (a small file's open, read and close
+is one READ: issue 38); once the scan is over, no worker stays on the
 scanner's CPU."""
 
 import os
@@ -80,7 +80,7 @@ def watch(pid, seconds):
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or 1 not in os.sched_getaffinity(0),
                     reason="needs CPUs 0 and 1")
-def test_a_scanner_bound_to_one_cpu_is_answered_on_that_cpu(cluster):
+def test_a_scanner_is_answered_on_its_cpu_free_or_bound(cluster):
     d = cluster.workdir(USER1, "bound")
     img = cluster.make_image(d / "bound.sqfs", {"f.txt": "bound\n"}, owner=USER1)
     marks = cluster.workdir(USER1, "bound-marks")
@@ -114,8 +114,9 @@ def test_a_scanner_bound_to_one_cpu_is_answered_on_that_cpu(cluster):
         jobs[0].job.wait()
     out = jobs[0].job.output()
     assert "free " in out and "bound " in out and "reads " in out, out
-    # A scanner that may run anywhere is not followed; bound to CPU 1 it
-    # is, and so is a process that only reads.
-    assert free == {full}, free
+    # A scanner that may run anywhere is followed to one CPU of its two
+    # (where the scheduler put it); bound to CPU 1, to CPU 1; and so is a
+    # process that only reads.
+    assert free & {"0", "1"}, free
     assert "1" in bound, bound
     assert "1" in reads, reads
