@@ -53,14 +53,14 @@ static int last_cpu(uint32_t tid)
 	return -1;
 }
 
-int requester_cpu(uint32_t pid)
+int requester_cpu(uint32_t pid, bool bound_only)
 {
 	cpu_set_t s;
 
 	if (pid == 0 || sched_getaffinity((pid_t)pid, sizeof(s), &s) != 0)
 		return -1;
 	if (CPU_COUNT(&s) != 1)
-		return last_cpu(pid);
+		return bound_only ? -1 : last_cpu(pid);
 	for (int c = 0; c < CPU_SETSIZE; c++)
 		if (CPU_ISSET(c, &s))
 			return c;

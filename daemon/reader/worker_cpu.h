@@ -13,9 +13,11 @@
  * every answer, so the worker goes where the scheduler put the scanner.
  * Measured on 2 vCPUs: a bound hcp listing 1.66 s -> 1.20 s; a free stat
  * walk of 14,206 files 0.19 s -> 0.14 s, where the tree on local disk
- * takes 0.18 s (docs/performance.md, sections 13 and 25). Its reads are
- * followed too: a small file's open, read and close is one READ (section
- * 14). The scanner's placement is only read, never changed. */
+ * takes 0.18 s (docs/performance.md, sections 13 and 25). A bound
+ * scanner's reads are followed too: a small file's open, read and close
+ * is one READ (section 14); a free one's are not, as it computes on its
+ * CPU while readahead is decompressed on another. The scanner's placement
+ * is only read, never changed. */
 #ifndef SQUASH_READER_WORKER_CPU_H
 #define SQUASH_READER_WORKER_CPU_H
 
@@ -38,9 +40,9 @@ void worker_home_init(struct worker_home *h);
 void worker_home_attr(const struct worker_home *h, pthread_attr_t *attr);
 
 /* The CPU to answer the thread pid (a request header's) on: the one it is
- * bound to, else the one it last ran on (/proc/PID/stat); -1 when pid is
- * 0 or gone, or its CPU cannot be read. */
-int requester_cpu(uint32_t pid);
+ * bound to, else (unless bound_only) the one it last ran on
+ * (/proc/PID/stat); -1 when pid is 0 or gone, or its CPU cannot be read. */
+int requester_cpu(uint32_t pid, bool bound_only);
 
 /* Moves the calling worker to cpu; *pinned says where it is (-1: home).
  * false when it cannot (a cpuset without that CPU). */

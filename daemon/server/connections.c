@@ -30,7 +30,6 @@ static struct {
 static size_t n_sending, cap_sending;
 static uint8_t *frame_buf; /* one frame at a time, SQUASH_FRAME_MAX */
 
-#define OVER_SHARE_LOG_MS 1000
 
 /* The slot of uid among sending, added when add; -1 when not there (or
  * out of memory). */
@@ -54,29 +53,6 @@ static void sending_done(const struct peer *peer)
 
 	if (i >= 0 && --sending[i].count == 0)
 		sending[i] = sending[--n_sending];
-}
-
-/* A user connecting in a loop must not fill squashd's log: one line a
- * second at most, counting the ones left out. */
-static void log_over_share(const struct peer *peer, unsigned count)
-{
-	static long long last_ms = -OVER_SHARE_LOG_MS;
-	static unsigned long left_out;
-	long long now = squash_now_ms();
-
-	if (now - last_ms < OVER_SHARE_LOG_MS) {
-		left_out++;
-		return;
-	}
-	last_ms = now;
-	if (left_out)
-		log_warning("uid %u has %u connections open that sent no request yet; closing one more "
-			    "from pid %d (and %lu more for the same reason since the last line)",
-			    (unsigned)peer->uid, count, (int)peer->pid, left_out);
-	else
-		log_warning("uid %u has %u connections open that sent no request yet; closing one more "
-			    "from pid %d", (unsigned)peer->uid, count, (int)peer->pid);
-	left_out = 0;
 }
 
 void connection_close(int fd)
@@ -133,7 +109,9 @@ bool connection_take(int fd, const struct peer *peer, bool starved, connection_g
 		ssize_t slot = sending_slot(peer->uid, true);
 		if (slot < 0 || sending[slot].count >= MAX_SENDING_PER_USER) {
 			if (slot >= 0)
-				log_over_share(peer, sending[slot].count);
+				log_peer_warning(peer->uid, "uid %u has %u connections open that sent no "
+						 "request yet; closing one more from pid %d",
+						 (unsigned)peer->uid, sending[slot].count, (int)peer->pid);
 			else
 				log_error("out of memory counting connections of uid %u", (unsigned)peer->uid);
 			connection_close(fd);

@@ -142,14 +142,14 @@ void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, con
 	}
 	reply_init(out);
 	if (squash_request_decode(buf, len, &d, &status, err, sizeof(err)) < 0) {
-		log_warning("bad request from uid %u pid %d: %s", (unsigned)peer->uid,
-			    (int)peer->pid, err);
+		log_peer_warning(peer->uid, "bad request from uid %u pid %d: %s", (unsigned)peer->uid,
+				 (int)peer->pid, err);
 		reply_error(out, status, "%s", err);
 	} else if (credential_verify(d.signed_request, peer, cfg->require_munge,
 				     cfg->munge_socket, err, sizeof(err)) < 0 ||
 		   !policy_may_send(peer, d.request->op_case, err, sizeof(err))) {
-		log_warning("refused request from uid %u pid %d: %s", (unsigned)peer->uid,
-			    (int)peer->pid, err);
+		log_peer_warning(peer->uid, "refused request from uid %u pid %d: %s", (unsigned)peer->uid,
+				 (int)peer->pid, err);
 		reply_error(out, SQUASH__STATUS__DENIED, "%s", err);
 		op = d.request->op_case; /* counted under its kind, as a failure */
 	} else {
@@ -163,8 +163,8 @@ void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, con
 		log_context_request(d.request);
 		uint64_t reserved = 0;
 		if (!user_fds_reserve(ds, cfg, uid, images_to_mount(d.request), &reserved, err, sizeof(err))) {
-			log_warning("%s from uid %u pid %d for uid %u refused: %s", op_name(op),
-				    (unsigned)peer->uid, (int)peer->pid, (unsigned)uid, err);
+			log_peer_warning(peer->uid, "%s from uid %u pid %d for uid %u refused: %s",
+					 op_name(op), (unsigned)peer->uid, (int)peer->pid, (unsigned)uid, err);
 			reply_error(out, SQUASH__STATUS__USER_ERROR, "%s", err);
 		} else {
 			pthread_mutex_lock(&ds->lock);
@@ -206,8 +206,8 @@ void server_refuse_oversized(int fd, const struct peer *peer)
 {
 	struct reply *out = malloc(sizeof(*out));
 
-	log_warning("bad request from uid %u pid %d: larger than %d bytes", (unsigned)peer->uid,
-		    (int)peer->pid, SQUASH_FRAME_MAX);
+	log_peer_warning(peer->uid, "bad request from uid %u pid %d: larger than %d bytes",
+			 (unsigned)peer->uid, (int)peer->pid, SQUASH_FRAME_MAX);
 	if (!out)
 		return;
 	reply_init(out);

@@ -3,15 +3,18 @@
 #include "util/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <syslog.h>
+#include <time.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-journal.h>
 
+#include "util/log_budget.h"
 #include "util/utf8.h"
 
 static bool log_debug_enabled;
@@ -173,4 +176,30 @@ void log_debug(const char *fmt, ...)
 	va_start(ap, fmt);
 	log_line(LOG_DEBUG, SD_DEBUG, "debug", fmt, ap);
 	va_end(ap);
+}
+
+static pthread_mutex_t budget_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct log_budget budget;
+
+void log_peer_warning(uint32_t peer_uid, const char *fmt, ...)
+{
+	struct timespec now;
+	unsigned long left_out;
+	va_list ap;
+	bool take;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	pthread_mutex_lock(&budget_lock);
+	take = log_budget_take(&budget, peer_uid, (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+			       &left_out);
+	pthread_mutex_unlock(&budget_lock);
+	if (!take)
+		return;
+	va_start(ap, fmt);
+	log_line(LOG_WARNING, SD_WARNING, "warning", fmt, ap);
+	va_end(ap);
+	if (left_out)
+		log_warning("%lu more lines about requests from uid %u were not logged (at most %d at "
+			    "once, then one per %d s, per user)", left_out, (unsigned)peer_uid,
+			    LOG_BUDGET_BURST, LOG_BUDGET_REFILL_MS / 1000);
 }

@@ -274,7 +274,7 @@ def test_a_users_silent_connections_are_capped_and_a_burst_of_its_requests_is_se
     16 only until its request is read, then against max_requests_per_user
     and max_queued_per_user, which answer with a reason; one closed unread
     is sent again by the client. With 16 silent ones held, a 17th is closed
-    at once and logged (a line a second at most); another user is untouched; the silent ones are
+    at once and logged; another user is untouched; the silent ones are
     closed after their 5 s, and then a silent one may wait its 5 s again."""
     idles = []
     offset = len(cluster.squashd_log())
@@ -294,19 +294,12 @@ def test_a_users_silent_connections_are_capped_and_a_burst_of_its_requests_is_se
         line = rf"uid {uid_of(USER1)} has 16 connections open that sent no request yet; closing one more " \
                r"from pid \d+"
         wait_until(lambda: re.search(line, cluster.squashd_log()[offset:]), 10, 0.1, "squashd's log line")
-        # Connecting in a loop does not fill the log: a line a second.
-        t = time.monotonic()
+        # Connecting in a loop: each one past the 16 is closed at once (how
+        # many lines that costs the log: test_one_users_refusals_never_crowd_the_log.py).
         extras = [idle_connection(cluster, USER1, 3) for _ in range(20)]
         for p in extras:
             out = p.communicate(timeout=30)[0]
             assert re.match(r"connected\nclosed after", out) and float(out.split()[-2]) < 2, out
-        time.sleep(1.05)
-        out = idle_connection(cluster, USER1, 3).communicate(timeout=30)[0]
-        assert re.match(r"connected\nclosed after", out), out
-        lines = re.findall(line + r".*", cluster.squashd_log()[offset:])
-        assert len(lines) <= 2 + (time.monotonic() - t), lines
-        assert any(re.search(r"\(and \d+ more for the same reason since the last line\)$", x)
-                   for x in lines), lines
         other = idle_connection(cluster, USER2, 2)
         out = user_list(cluster, USER2).communicate(timeout=60)[0]
         assert out.startswith("ok"), out

@@ -10,7 +10,7 @@
  *   replay                           sends the identical signed list request
  *                                    on two connections; prints both statuses;
  *                                    exit 0 when the second is refused
- *   garbage|short|badmagic|badversion|oversize
+ *   garbage|short|badmagic|badversion|oversize [N]  (N times, a connection each)
  *   emptyimages N    a mount request of N empty image entries (2 bytes each)
  *                                    sends one hostile frame; prints the
  *                                    response's status (and message) or "closed"
@@ -520,8 +520,16 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "idle"))
 		return cmd_idle(argc, argv);
 	if (!strcmp(cmd, "garbage") || !strcmp(cmd, "short") || !strcmp(cmd, "badmagic") ||
-	    !strcmp(cmd, "badversion") || !strcmp(cmd, "oversize"))
-		return cmd_hostile(cmd);
+	    !strcmp(cmd, "badversion") || !strcmp(cmd, "oversize")) {
+		/* [N]: that many, one connection each (a flood). */
+		int n = argc > 0 ? atoi(argv[0]) : 1, rc = 0;
+
+		if (n < 1 || n > 10000)
+			usage();
+		for (int i = 0; i < n && rc != 2; i++)
+			rc = cmd_hostile(cmd);
+		return rc;
+	}
 	if (!strcmp(cmd, "emptyimages") && argc == 1) {
 		char kind[32];
 		snprintf(kind, sizeof(kind), "emptyimages=%s", argv[0]);

@@ -1,0 +1,73 @@
+"""One user's refused requests cost squashd's log a bounded number of
+lines (daemon/util/log_budget.c): any local user can send request after
+request that squashd refuses, and unbounded, such a flood would fill the
+journal and, past journald's rate limit per service, get the lines about
+every other user dropped. A flood of 200 malformed requests from one user
+is answered in full but logs at most the burst (20 lines) and one line
+per 3 s; another user's refusal right after is logged; and the lines left
+out are counted and said with that user's next logged line."""
+
+import pwd
+import random
+import re
+import time
+
+import pytest
+
+from conftest import RAWCLIENT, USER1, USER2, run, uid_of, wait_until
+
+pytestmark = pytest.mark.host_release_only("squashd's own log budget, the same on every Slurm release")
+
+FLOOD = 200
+BURST = 20          # LOG_BUDGET_BURST, util/log_budget.h
+REFILL_S = 3        # LOG_BUDGET_REFILL_MS
+
+
+def unused_uid():
+    """A uid no account has and no earlier test spent a budget of."""
+    while True:
+        uid = random.randrange(61000, 64000)
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+
+
+def as_uid(cluster, uid, *args):
+    """squash_rawclient ARGS as uid (no account: only its socket is needed
+    for requests squashd refuses before reading a credential)."""
+    return run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                cluster.for_user(USER1, RAWCLIENT), "--socket", cluster.socket, *args],
+               check=False, timeout=120)
+
+
+def test_a_flood_of_one_users_bad_requests_logs_a_bounded_count_and_others_still_log(cluster):
+    if cluster.multinode:
+        pytest.skip("the flood's uid has no account: one-node layout only")
+    u1, u2 = unused_uid(), uid_of(USER2)
+    offset = len(cluster.squashd_log())
+    t = time.monotonic()
+    p = as_uid(cluster, u1, "garbage", str(FLOOD))
+    flood_s = time.monotonic() - t
+    answers = p.stdout.splitlines()
+    assert len(answers) == FLOOD and all(a.startswith("BAD_REQUEST") for a in answers), \
+        (p.returncode, p.stdout[-500:], p.stderr[-500:])
+    q = cluster.rawclient("garbage", user=USER2)
+    assert q.stdout.startswith("BAD_REQUEST"), q.stdout
+
+    ours = rf"bad request from uid {u1} pid \d+"
+    wait_until(lambda: re.search(rf"bad request from uid {u2} pid \d+", cluster.squashd_log()[offset:]),
+               10, what="the other user's refusal in squashd's log")
+    logged = len(re.findall(ours, cluster.squashd_log()[offset:]))
+    assert BURST <= logged <= BURST + flood_s / REFILL_S + 1, (logged, flood_s)
+
+    # A budget's line later: it says how many were left out.
+    time.sleep(REFILL_S + 0.2)
+    assert as_uid(cluster, u1, "garbage").stdout.startswith("BAD_REQUEST")
+    said = rf"(\d+) more lines about requests from uid {u1} were not logged"
+    wait_until(lambda: re.search(said, cluster.squashd_log()[offset:]), 10,
+               what="the count of the lines left out")
+    log = cluster.squashd_log()[offset:]
+    logged = len(re.findall(ours, log))
+    left_out = sum(int(n) for n in re.findall(said, log))
+    assert logged + left_out == FLOOD + 1, (logged, left_out)
