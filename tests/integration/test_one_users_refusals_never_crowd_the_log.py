@@ -50,10 +50,10 @@ def test_a_flood_of_one_users_bad_requests_logs_a_bounded_count_and_others_still
     p = as_uid(cluster, u1, "garbage", str(FLOOD))
     flood_s = time.monotonic() - t
     answers = p.stdout.splitlines()
-    assert len(answers) == FLOOD and all(a.startswith("BAD_REQUEST") for a in answers), \
+    assert len(answers) == FLOOD and all(a.startswith("bad-request") for a in answers), \
         (p.returncode, p.stdout[-500:], p.stderr[-500:])
     q = cluster.rawclient("garbage", user=USER2)
-    assert q.stdout.startswith("BAD_REQUEST"), q.stdout
+    assert q.stdout.startswith("bad-request"), q.stdout
 
     ours = rf"bad request from uid {u1} pid \d+"
     wait_until(lambda: re.search(rf"bad request from uid {u2} pid \d+", cluster.squashd_log()[offset:]),
@@ -63,7 +63,7 @@ def test_a_flood_of_one_users_bad_requests_logs_a_bounded_count_and_others_still
 
     # A budget's line later: it says how many were left out.
     time.sleep(REFILL_S + 0.2)
-    assert as_uid(cluster, u1, "garbage").stdout.startswith("BAD_REQUEST")
+    assert as_uid(cluster, u1, "garbage").stdout.startswith("bad-request")
     said = rf"(\d+) more lines about requests from uid {u1} were not logged"
     wait_until(lambda: re.search(said, cluster.squashd_log()[offset:]), 10,
                what="the count of the lines left out")
