@@ -38,6 +38,10 @@ expect_error() { # message-regex what
 	[ "$rc" = 1 ] || fail "$2: exit $rc, expected 1"
 	grep -Eq "^squash-pack: error: .*$1" "$tmp/out" || fail "$2: no error matching '$1': $(cat "$tmp/out")"
 }
+expect_usage_error() { # message-regex what: wrong usage exits 2
+	[ "$rc" = 2 ] || fail "$2: exit $rc, expected 2"
+	grep -Eq "^squash-pack: error: .*$1" "$tmp/out" || fail "$2: no error matching '$1': $(cat "$tmp/out")"
+}
 super() { unsquashfs -s "$1" 2>&1; }
 
 # --- defaults: zstd, 128K blocks, root owners, no xattrs; choices explained
@@ -556,7 +560,9 @@ expect_error 'empty: nothing to bundle' "empty tree"
 pk --bundle-files 1 "$tmp/wide" "$tmp/empty"
 expect_error '1025 bundles, more than the 1024 images a job may have' "too many bundles"
 pk --bundle-size
-expect_error 'needs a value' "--bundle-size without a value"
+expect_usage_error 'needs a value' "--bundle-size without a value"
+pk --no-such-option "$tmp/wide" "$tmp/x.sqfs"
+expect_usage_error "unknown option '--no-such-option'" "an unknown option"
 # Hard links at the top: du names the file once unless told to count links.
 mkdir "$tmp/hl" "$tmp/hlout"
 echo linked >"$tmp/hl/a" && ln "$tmp/hl/a" "$tmp/hl/b"
