@@ -14,6 +14,7 @@
 #include "process/process_watch.h"
 #include "slurm/local_steps.h"
 #include "util/log.h"
+#include "util/proc_uids.h"
 
 struct job_end {
 	struct daemon_state *ds;
@@ -28,14 +29,19 @@ static bool is_stepd_of(pid_t pid, uint32_t job_id)
 	char path[64], title[256];
 	uint32_t job, step;
 	ssize_t n = -1;
-	int fd;
+	int dir, fd;
 
-	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
+	snprintf(path, sizeof path, "/proc/%d", (int)pid);
+	dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return false;
+	/* Root's first: a user's process may hold its cmdline's read for
+	 * ever (local_steps.c). */
+	if (proc_uids_are(dir, 0) && (fd = openat(dir, "cmdline", O_RDONLY | O_CLOEXEC)) >= 0) {
 		n = read(fd, title, sizeof title);
 		close(fd);
 	}
+	close(dir);
 	return n > 0 && local_steps_parse_title(title, (size_t)n, &job, &step) && job == job_id;
 }
 

@@ -24,14 +24,38 @@ static int session_dir(const struct daemon_state *ds, pid_t pid, char *buf, size
 }
 
 /* Only the names squashd made are touched, never followed: the user may
- * enter the directory. */
+ * enter the directory, not write in it. The slots are read from it, so
+ * that a session that was never bound (a refused request, often under
+ * ds->lock) costs one lookup instead of one per image a session may have. */
 void sessions_unbind(const struct daemon_state *ds, pid_t pid)
 {
 	char dir[PATH_MAX], p[PATH_MAX + 16];
+	unsigned char made[SQUASH_MAX_IMAGES / 8] = { 0 };
+	struct dirent *de;
+	DIR *d;
+	int fd;
 
 	if (session_dir(ds, pid, dir, sizeof(dir)) < 0)
 		return;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (errno != ENOENT)
+			log_warning("cannot read session directory %s: %s", dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		char *end;
+		unsigned long i = strtoul(de->d_name, &end, 10);
+
+		if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && !*end && i < SQUASH_MAX_IMAGES)
+			made[i / 8] |= (unsigned char)(1u << (i % 8));
+	}
+	closedir(d);
 	for (int i = 0; i < SQUASH_MAX_IMAGES; i++) {
+		if (!(made[i / 8] & (1u << (i % 8))))
+			continue;
 		snprintf(p, sizeof(p), "%s/%d", dir, i);
 		if (umount2(p, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
 			log_warning("detaching session bind %s: %s", p, strerror(errno));

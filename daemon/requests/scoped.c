@@ -32,8 +32,8 @@ void scoped_finish_locked(struct request *rq, struct job_entry *e, enum result r
 			snprintf(err, errlen, "%s", out->message);
 		else if (res == RESULT_NODE_ERROR)
 			log_error("%s (uid %u): %s", who, (unsigned)e->uid, err);
-		else
-			log_info("%s (uid %u) refused: %s", who, (unsigned)e->uid, err);
+		else /* a user's own session's mistakes: within its log budget */
+			log_peer_info(rq->peer->uid, "%s (uid %u) refused: %s", who, (unsigned)e->uid, err);
 		reply_free(out);
 		reply_error(out, res == RESULT_OK ? SQUASH__STATUS__NODE_ERROR : reply_status_of(res), "%s", err);
 		holders_drop_locked(ds, e, rq->td);

@@ -133,16 +133,22 @@ int local_steps_scan(const char *proc_root, unsigned long uts_inode, struct loca
 		dir = openat(dirfd(proc), de->d_name, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (dir < 0)
 			continue; /* gone meanwhile */
+		/* slurmstepd runs as root, and anyone can title a process like
+		 * it (exec -a): a user's look-alike would keep another user's
+		 * job running for gc and stand in for its extern step in the
+		 * job-end watch. Checked first: reading a process's cmdline
+		 * waits for its memory map's lock, which a user's process can
+		 * hold for ever (a read of its own memory that a FUSE server of
+		 * its own never answers); its status does not. */
+		if (!proc_uids_are(dir, 0)) {
+			close(dir);
+			continue;
+		}
 		fd = openat(dir, "cmdline", O_RDONLY | O_CLOEXEC);
 		n = fd >= 0 ? read(fd, title, sizeof title) : -1;
 		if (fd >= 0)
 			close(fd);
 		if (n > 0 && local_steps_parse_title(title, (size_t)n, &job, &step) &&
-		    /* slurmstepd runs as root, and anyone can title a process
-		     * like it (exec -a): a user's look-alike would keep another
-		     * user's job running for gc and stand in for its extern
-		     * step in the job-end watch. */
-		    proc_uids_are(dir, 0) &&
 		    (uts_inode == 0 || node_of(dir, "ns/uts") == uts_inode) &&
 		    add(out, job, step, (pid_t)atoi(de->d_name)) != 0) {
 			close(dir);

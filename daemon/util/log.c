@@ -181,11 +181,12 @@ void log_debug(const char *fmt, ...)
 static pthread_mutex_t budget_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct log_budget budget;
 
-void log_peer_warning(uint32_t peer_uid, const char *fmt, ...)
+/* A line about peer_uid's request, if its budget has one. */
+static void peer_line(int priority, const char *prefix, const char *level, uint32_t peer_uid,
+		      const char *fmt, va_list ap)
 {
 	struct timespec now;
 	unsigned long left_out;
-	va_list ap;
 	bool take;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
@@ -195,11 +196,27 @@ void log_peer_warning(uint32_t peer_uid, const char *fmt, ...)
 	pthread_mutex_unlock(&budget_lock);
 	if (!take)
 		return;
-	va_start(ap, fmt);
-	log_line(LOG_WARNING, SD_WARNING, "warning", fmt, ap);
-	va_end(ap);
+	log_line(priority, prefix, level, fmt, ap);
 	if (left_out)
 		log_warning("%lu more lines about requests from uid %u were not logged (at most %d at "
 			    "once, then one per %d s, per user)", left_out, (unsigned)peer_uid,
 			    LOG_BUDGET_BURST, LOG_BUDGET_REFILL_MS / 1000);
+}
+
+void log_peer_warning(uint32_t peer_uid, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	peer_line(LOG_WARNING, SD_WARNING, "warning", peer_uid, fmt, ap);
+	va_end(ap);
+}
+
+void log_peer_info(uint32_t peer_uid, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	peer_line(LOG_INFO, SD_INFO, "info", peer_uid, fmt, ap);
+	va_end(ap);
 }

@@ -21,6 +21,8 @@ void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * a non-root peer's lines draw on its budget (log_budget.h), and the
  * first line logged after some were left out says how many. */
 void log_peer_warning(uint32_t peer_uid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same at info level (a user's mistake in a request of its own). */
+void log_peer_info(uint32_t peer_uid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* What the calling thread is working on (thread-local; a worker sets it
  * for its request and clears it when done). uid < 0: unknown. */
