@@ -121,26 +121,15 @@ def test_gc_and_health_pass_a_user_process_whose_cmdline_hangs(cluster):
                     Path(f"/sys/fs/fuse/connections/{f[2].split(':')[1]}/abort").write_text("1")
                 except OSError:
                     pass
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(10)
-        if any(line.split()[4] == str(mnt) for line in open("/proc/self/mountinfo")):
-            run(["umount", "-l", mnt], check=False)
+        server.terminate()  # it unmounts
         (marks / "end").touch()
-        for proc in (probe,):
+        for proc in (server, probe, holder):
             if proc:
                 try:
                     proc.wait(10)
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(10)
-        if holder:
-            try:
-                holder.wait(10)
-            except subprocess.TimeoutExpired:
-                holder.kill()
-                holder.wait(10)
+        if any(line.split()[4] == str(mnt) for line in open("/proc/self/mountinfo")):
+            run(["umount", "-l", mnt], check=False)
         cluster.rawclient("release", FAKE_JOB)
