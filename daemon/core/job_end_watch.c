@@ -14,7 +14,6 @@
 #include "process/process_watch.h"
 #include "slurm/local_steps.h"
 #include "util/log.h"
-#include "util/proc_uids.h"
 
 struct job_end {
 	struct daemon_state *ds;
@@ -28,19 +27,14 @@ static bool is_stepd_of(pid_t pid, uint32_t job_id)
 {
 	char path[64], title[256];
 	uint32_t job, step;
-	ssize_t n = -1;
-	int dir, fd;
+	ssize_t n;
+	int dir;
 
 	snprintf(path, sizeof path, "/proc/%d", (int)pid);
 	dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
 		return false;
-	/* Root's first: a user's process may hold its cmdline's read for
-	 * ever (local_steps.c). */
-	if (proc_uids_are(dir, 0) && (fd = openat(dir, "cmdline", O_RDONLY | O_CLOEXEC)) >= 0) {
-		n = read(fd, title, sizeof title);
-		close(fd);
-	}
+	n = local_steps_root_title(dir, title, sizeof title);
 	close(dir);
 	return n > 0 && local_steps_parse_title(title, (size_t)n, &job, &step) && job == job_id;
 }

@@ -12,7 +12,8 @@
  * mount whose image hangs leaves the others a worker); past idle_threads,
  * a worker that has had nothing to do for a while ends. The worker that
  * answered a process alone (a scan) follows it to its CPU and sleeps there
- * for its next request, reads included, while the others stay on the set,
+ * for its next request (after a read only when the process is bound to
+ * one CPU), while the others stay on the set,
  * so that neither the scanner nor a worker is woken across CPUs for each
  * request (worker_cpu.h); when the requester's CPU cannot be read, it
  * polls the set for a short while instead, the other idle workers off the

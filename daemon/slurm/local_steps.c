@@ -112,6 +112,28 @@ unsigned long local_steps_this_node(void)
 	return node_of(AT_FDCWD, "/proc/self/ns/uts");
 }
 
+ssize_t local_steps_root_title(int proc_dir, char *buf, size_t len)
+{
+	ssize_t n;
+	int fd;
+
+	/* slurmstepd runs as root, and anyone can title a process like it
+	 * (exec -a): a user's look-alike would keep another user's job
+	 * running for gc and stand in for its extern step in the job-end
+	 * watch. Checked first: reading a process's cmdline waits for its
+	 * memory map's lock, which a user's process can hold for ever (a read
+	 * of its own memory that a FUSE server of its own never answers); its
+	 * status does not. */
+	if (!proc_uids_are(proc_dir, 0))
+		return -1;
+	fd = openat(proc_dir, "cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len);
+	close(fd);
+	return n;
+}
+
 int local_steps_scan(const char *proc_root, unsigned long uts_inode, struct local_steps *out)
 {
 	DIR *proc = opendir(proc_root);
@@ -126,28 +148,14 @@ int local_steps_scan(const char *proc_root, unsigned long uts_inode, struct loca
 		char title[TITLE_MAX];
 		uint32_t job, step;
 		ssize_t n;
-		int dir, fd;
+		int dir;
 
 		if (!isdigit((unsigned char)de->d_name[0]))
 			continue;
 		dir = openat(dirfd(proc), de->d_name, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (dir < 0)
 			continue; /* gone meanwhile */
-		/* slurmstepd runs as root, and anyone can title a process like
-		 * it (exec -a): a user's look-alike would keep another user's
-		 * job running for gc and stand in for its extern step in the
-		 * job-end watch. Checked first: reading a process's cmdline
-		 * waits for its memory map's lock, which a user's process can
-		 * hold for ever (a read of its own memory that a FUSE server of
-		 * its own never answers); its status does not. */
-		if (!proc_uids_are(dir, 0)) {
-			close(dir);
-			continue;
-		}
-		fd = openat(dir, "cmdline", O_RDONLY | O_CLOEXEC);
-		n = fd >= 0 ? read(fd, title, sizeof title) : -1;
-		if (fd >= 0)
-			close(fd);
+		n = local_steps_root_title(dir, title, sizeof title);
 		if (n > 0 && local_steps_parse_title(title, (size_t)n, &job, &step) &&
 		    (uts_inode == 0 || node_of(dir, "ns/uts") == uts_inode) &&
 		    add(out, job, step, (pid_t)atoi(de->d_name)) != 0) {
