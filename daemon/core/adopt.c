@@ -13,6 +13,7 @@
 #include "core/merge.h"
 #include "core/holders.h"
 #include "core/overlay.h"
+#include "core/owner_teardown.h"
 #include "core/sessions.h"
 #include "core/sharing.h"
 #include "process/child_process.h"
@@ -271,12 +272,13 @@ void adopt_registry(struct daemon_state *ds, const struct squashd_config *cfg)
 	/* Both servers: the previous squashd may have used the other. */
 	reader_process_init(cfg->squash_reader, cfg->squashfuse);
 	adopt_mounts(ds, &td);
-	sharing_teardown(ds, &td);
+	/* The mounts to tear down are still in the registry (UNMOUNTING), so
+	 * they are no leftovers. */
 	remove_leftovers(ds, (int)cfg->request_timeout_s * 1000);
-	pthread_mutex_lock(&ds->lock);
-	daemon_save_locked(ds);
-	pthread_mutex_unlock(&ds->lock);
 	adopt_scoped(ds, &td);
-	sharing_teardown(ds, &td);
+	/* On their owners' threads: a reader its user stopped while squashd
+	 * was down holds up that user's teardown only, not squashd's socket
+	 * (core/owner_teardown.h). */
+	owners_teardown(ds, &td);
 	job_end_watch_adopt(ds);
 }

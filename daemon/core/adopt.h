@@ -3,7 +3,9 @@
  * and served are kept (their FUSE servers watched again), vanished ones
  * are forgotten and their jobs told why, anything in the mount directory
  * the registry does not know is unmounted; steps and sessions whose
- * process still runs are watched again, the others released. */
+ * process still runs are watched again, the others released. What they
+ * held is unmounted on its owner's thread, after squashd starts serving:
+ * a reader stopped by its user delays nobody else's start. */
 #ifndef SQUASHD_ADOPT_H
 #define SQUASHD_ADOPT_H
 

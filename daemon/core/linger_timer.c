@@ -21,31 +21,15 @@ static bool started;
  * another's expiry. At shutdown (stopping) squashd waits for them here. */
 static void tear_down_by_owner(struct daemon_state *ds, struct mount_entry *expired, bool stopping)
 {
-	while (expired) {
-		const struct squashd_config *cfg = settings_hold();
-		struct teardown td = TEARDOWN_INIT(cfg);
-		uid_t owner = expired->key.owner_uid;
-		struct mount_entry **tail = &td.head;
+	const struct squashd_config *cfg = settings_hold();
+	struct teardown td = TEARDOWN_INIT(cfg);
 
-		/* Moves the owner's mounts from expired to td, in order. */
-		for (struct mount_entry **pm = &expired; *pm;) {
-			struct mount_entry *m = *pm;
-
-			if (m->key.owner_uid != owner) {
-				pm = &m->teardown_next;
-				continue;
-			}
-			*pm = m->teardown_next;
-			m->teardown_next = NULL;
-			*tail = m;
-			tail = &m->teardown_next;
-		}
-		if (stopping)
-			sharing_teardown(ds, &td);
-		else
-			owner_teardown(ds, &td, owner);
-		settings_drop(cfg);
-	}
+	td.head = expired;
+	if (stopping)
+		sharing_teardown(ds, &td);
+	else
+		owners_teardown(ds, &td);
+	settings_drop(cfg);
 }
 
 static void *expiry_loop(void *arg)

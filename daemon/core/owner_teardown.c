@@ -40,3 +40,34 @@ void owner_teardown(struct daemon_state *ds, struct teardown *td, uid_t owner)
 	}
 	sharing_teardown(ds, td);
 }
+
+void owners_teardown(struct daemon_state *ds, struct teardown *td)
+{
+	if (td->dirs) {
+		struct teardown dirs = TEARDOWN_INIT(td->cfg);
+
+		dirs.dirs = td->dirs;
+		td->dirs = NULL;
+		sharing_teardown(ds, &dirs);
+	}
+	while (td->head) {
+		struct teardown mine = TEARDOWN_INIT(td->cfg);
+		struct mount_entry **tail = &mine.head;
+		uid_t owner = td->head->key.owner_uid;
+
+		/* Moves the owner's mounts from td to mine, in order. */
+		for (struct mount_entry **pm = &td->head; *pm;) {
+			struct mount_entry *m = *pm;
+
+			if (m->key.owner_uid != owner) {
+				pm = &m->teardown_next;
+				continue;
+			}
+			*pm = m->teardown_next;
+			m->teardown_next = NULL;
+			*tail = m;
+			tail = &m->teardown_next;
+		}
+		owner_teardown(ds, &mine, owner);
+	}
+}

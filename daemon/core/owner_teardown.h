@@ -14,4 +14,12 @@
  * caller's). Runs it here when no thread can be had. */
 void owner_teardown(struct daemon_state *ds, struct teardown *td, uid_t owner);
 
+/* Hands each owner's share of td's mounts to owner_teardown (kernel
+ * mounts: MOUNT_OWNER_ANY's thread), so that a teardown made of several
+ * users' mounts never waits for one user's reader before another's.
+ * td's overlay directories are removed here first: their lower layers are
+ * among the mounts, and removing one waits on no user's process. td is
+ * empty afterwards. */
+void owners_teardown(struct daemon_state *ds, struct teardown *td);
+
 #endif

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import BUILD, USER1, USER2, blocking_jobs, run, uid_of, wait_until
 from test_reader_killed_under_a_running_job import KERNEL_RESENDS
+from test_squash_shell import sessions, shell_cmd
 
 pytestmark = pytest.mark.host_release_only("squashd's adoption of readers: the same on every release")
 
@@ -162,3 +163,57 @@ def test_a_users_process_named_squash_reader_is_neither_adopted_nor_killed(clust
         proc.wait()
         if reader:  # serving a mount squashd gave up (detached)
             run(["kill", "-KILL", str(reader)], check=False)
+
+
+def test_a_session_released_at_start_waits_on_its_stopped_reader_on_its_users_thread(cluster):
+    """A squash-shell session that ended while squashd was down is released
+    when squashd starts, and its mount unmounted; its user stopped the
+    mount's reader meanwhile, so that unmount waits request_timeout for the
+    reader to exit. It waits on that user's thread (core/adopt.c,
+    core/owner_teardown.h): squashd answers at once and serves another user,
+    and the mount and the reader still go."""
+    img = user_image(cluster, USER1, "ended", "x\n")
+    c = user_image(cluster, USER2, "served", "user 2 is served\n")
+    d = img.parent
+    pidfile = d / "inner"
+    proc = subprocess.Popen(
+        ["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(
+            cluster, img, "--", "bash", "-c", f"echo $$ > {pidfile}; exec sleep 300")]],
+        cwd=d, env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reader = None
+    try:
+        wait_until(lambda: pidfile.exists() and sessions(cluster), 30, 0.1, "the session to start")
+        (session, _), = sessions(cluster).items()
+        reader = mount_of(cluster, img)["server_pid"]
+        old = cluster.squashd_pid()
+        cluster.cluster_sh("squashd-stop")
+        wait_until(lambda: not os.path.exists(f"/proc/{old}"), 10, what="squashd to exit")
+        for pid in (int(pidfile.read_text()), session):
+            os.kill(pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+        os.kill(reader, signal.SIGSTOP)
+        t0 = time.monotonic()
+        cluster.cluster_sh("squashd-start", check=False)
+        while time.monotonic() - t0 < 15 and cluster.squashctl("status", check=False).returncode:
+            time.sleep(0.05)
+        took = time.monotonic() - t0
+        print(f"\nsquashd ready {took:.2f} s after its start, user 1's stopped reader "
+              f"(pid {reader}) to be stopped (request_timeout 10 s)")
+        assert took < 5, f"squashd not ready after {took:.1f} s:\n{cluster.squashd_log()[-3000:]}"
+        job = cluster.run_job(USER2, "cat /squash/served/f.txt\n", [f"--squash-image={c}:/squash/served"])
+        assert job.state == "COMPLETED", job.output()
+        assert job.output() == "user 2 is served\n"
+        # The session's mount goes, and with it the stopped reader (killed
+        # once request_timeout has passed).
+        wait_until(lambda: not os.path.exists(f"/proc/{reader}"), 20, 0.1, "the stopped reader to go")
+        wait_until(lambda: not cluster.list_mounts() and not cluster.node_mounts(), 10, 0.1,
+                   "the session's mount to go")
+        assert os.listdir(cluster.state_dir / "sessions") == []
+        log = cluster.squashd_log().rsplit("stopping on signal", 1)[-1]
+        assert f"the session of pid {session} ended while squashd was down" in log, log[-3000:]
+        assert f"FUSE server {reader} did not exit after unmount; killing it" in log, log[-3000:]
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+        if reader and os.path.exists(f"/proc/{reader}"):
+            os.kill(reader, signal.SIGCONT)
