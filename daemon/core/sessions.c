@@ -108,6 +108,10 @@ int sessions_bind(const struct daemon_state *ds, const struct job_entry *e, char
 		if (repeat)
 			continue;
 		snprintf(p, sizeof(p), "%s/%zu", dir, i);
+		/* Private: out of the node-level mount's peer group. Under a
+		 * shared /run the bind still reaches the namespaces that
+		 * receive /run's mounts, and the detach reaches them too:
+		 * umount propagation follows the parent, not the bind. */
 		if (mkdir(p, 0755) < 0 || mount(merge_source(e, i)->mount_point, p, NULL, MS_BIND, NULL) < 0 ||
 		    mount(NULL, p, NULL, MS_PRIVATE, NULL) < 0 ||
 		    mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0) {

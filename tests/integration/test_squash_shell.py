@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, USER1, USER2, run, uid_of, wait_until
+from conftest import BUILD, USER1, USER2, mountinfo, run, uid_of, wait_until
 
 SQUASH_SHELL = BUILD / "daemon" / "squash-shell"
 FILES = {"hello.txt": "hello from the image\n", "sub/deep.txt": "deep\n"}
@@ -228,6 +228,50 @@ def test_session_survives_a_squashd_restart_and_still_ends_with_its_process(clus
     finally:
         proc.kill()
         proc.communicate(timeout=30)
+
+
+@pytest.mark.host_release_only("squash-shell and squashd alone, no Slurm release in it")
+def test_a_sessions_binds_leave_every_namespace_they_reached(cluster):
+    """Under systemd /run is a shared mount: a session's binds below it reach
+    every mount namespace that receives /run's mounts (a service's
+    PrivateTmp=, a user's namespace), as the node-level mounts do. squashd's
+    detach must reach those copies too, or each session leaves its mount
+    there for good (core/sessions.c). This machine's / is private, so the
+    sessions directory is made a shared mount here, and a peer namespace
+    receives its mounts."""
+    c = cluster
+    sdir = str(c.state_dir / "sessions")
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "spread.sqfs", FILES, owner=USER1)
+    pidfile = d / "inner"
+    run(["mount", "--bind", sdir, sdir])
+    peer = proc = None
+    try:
+        run(["mount", "--make-shared", sdir])
+        peer = subprocess.Popen(["unshare", "-m", "--propagation", "unchanged", "sleep", "300"])
+        wait_until(lambda: os.readlink(f"/proc/{peer.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"),
+                   10, 0.05, "the peer namespace")
+
+        def reached():
+            return [m["mount_point"] for m in mountinfo(peer.pid) if m["mount_point"].startswith(sdir + "/")]
+        proc = subprocess.Popen(
+            ["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(
+                c, img, "--", "bash", "-c", f"echo $$ > {pidfile}; exec sleep 300")]],
+            cwd=d, env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: pidfile.exists() and sessions(c), 30, 0.1, "the session to start")
+        (pid, _), = sessions(c).items()
+        assert reached() == [f"{sdir}/{pid}/0"], mountinfo(peer.pid)
+        os.kill(pid, signal.SIGKILL)
+        wait_clean(c)
+        assert reached() == [], "the session's bind stayed in the peer namespace"
+    finally:
+        if proc:
+            proc.kill()
+            proc.communicate(timeout=30)
+        if peer:
+            peer.kill()
+            peer.wait()
+        run(["umount", "-l", sdir])
 
 
 @pytest.mark.host_release_only("squash-shell and squashd alone, no Slurm release in it")
