@@ -9,31 +9,57 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "util/log.h"
+
+/* A lingering mount holds its device too, until a mount needs it. */
 static bool holds_device(const struct mount_entry *m)
 {
 	return m->key.mode == SQUASH__MOUNT_MODE__KERNEL &&
-	       (m->state == MOUNT_MOUNTING || m->state == MOUNT_READY || m->state == MOUNT_UNMOUNTING);
+	       (m->state == MOUNT_MOUNTING || m->state == MOUNT_READY || m->state == MOUNT_UNMOUNTING ||
+		m->state == MOUNT_LINGERING);
 }
 
-unsigned loop_devices_in_use_locked(struct daemon_state *ds)
+unsigned loop_devices_in_use_locked(struct daemon_state *ds, bool lingering)
 {
 	unsigned n = 0;
 
 	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next)
-		n += holds_device(m);
+		n += holds_device(m) && (lingering || m->state != MOUNT_LINGERING);
 	return n;
 }
 
+/* The lingering kernel mount that expires first, or NULL (lock held). */
+static struct mount_entry *first_to_expire_locked(struct daemon_state *ds)
+{
+	struct mount_entry *first = NULL;
+
+	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+		if (m->key.mode == SQUASH__MOUNT_MODE__KERNEL && m->state == MOUNT_LINGERING &&
+		    (!first || m->linger_until_ms < first->linger_until_ms))
+			first = m;
+	return first;
+}
+
 bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *cfg,
-			 const struct mount_entry *m, char *why, size_t whylen)
+			 const struct mount_entry *m, struct teardown *td, char *why, size_t whylen)
 {
 	unsigned limit = cfg->max_loop_devices;
 
 	if (limit == 0)
 		return false;
+	struct mount_entry *ended;
+
 	pthread_mutex_lock(&ds->lock);
 	/* m itself is MOUNTING: count only the others. */
-	unsigned others = loop_devices_in_use_locked(ds) - holds_device(m);
+	unsigned others = loop_devices_in_use_locked(ds, true) - holds_device(m);
+	/* Lingering mounts give their devices up first, earliest expiry first. */
+	for (; others >= limit && (ended = first_to_expire_locked(ds)); others--) {
+		log_info("linger of image %s at %s ends: its loop device is needed (max_loop_devices = %u)",
+			 ended->image, ended->mount_point, limit);
+		ended->state = MOUNT_UNMOUNTING;
+		ended->teardown_next = td->head;
+		td->head = ended;
+	}
 	pthread_mutex_unlock(&ds->lock);
 	if (others < limit)
 		return false;

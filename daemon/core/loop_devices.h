@@ -8,14 +8,18 @@
 
 #include "core/daemon.h"
 
-/* Kernel mounts squashd holds or is making (lock held). */
-unsigned loop_devices_in_use_locked(struct daemon_state *ds);
+/* Kernel mounts squashd holds or is making, lingering ones only when
+ * lingering (lock held). */
+unsigned loop_devices_in_use_locked(struct daemon_state *ds, bool lingering);
 
 /* Whether kernel mount m (MOUNTING, in the registry) must not get a loop
- * device because max_loop_devices others hold one; why says so. Takes the
- * lock. */
+ * device because max_loop_devices others hold one; why says so. Lingering
+ * mounts count, and give their devices up first, earliest expiry first:
+ * they are moved to td (UNMOUNTING), which the caller tears down before
+ * mounting. So the limit bounds the devices squashd holds, and linger never
+ * refuses a mount. Takes the lock. */
 bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *cfg,
-			 const struct mount_entry *m, char *why, size_t whylen);
+			 const struct mount_entry *m, struct teardown *td, char *why, size_t whylen);
 
 /* Whether the next kernel mount would find no loop device: squashd is at
  * max_loop_devices (lock held by the caller for that count: in_use), or the

@@ -121,7 +121,12 @@ static enum result make_mount(struct daemon_state *ds, const struct squashd_conf
 					     server, server_pidfd,
 					     ds->fuse_reader_resumes && fuse_kernel_resends() ? conn_fd : NULL,
 					     why, whylen);
-	if (loop_devices_refuse(ds, cfg, m, why, whylen))
+	struct teardown ended = TEARDOWN_INIT(cfg);
+	bool refused = loop_devices_refuse(ds, cfg, m, &ended, why, whylen);
+
+	/* Here: a kernel mount's unmount waits on no user's process. */
+	sharing_teardown(ds, &ended);
+	if (refused)
 		return RESULT_NODE_ERROR;
 	enum result res = loop_mount_image(fd, m->mount_point, loop_dev, loop_len, why, whylen);
 

@@ -256,7 +256,8 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 		servers += m->server_pid > 0 && !served_before_locked(ds, m);
 		loops += m->loop_device[0] != '\0' && m->state != MOUNT_FAILED;
 	}
-	unsigned in_use = loop_devices_in_use_locked(ds);
+	/* Lingering mounts give their devices up when one is needed. */
+	unsigned in_use = loop_devices_in_use_locked(ds, false);
 	st->has_registry_save_errors = true;
 	st->registry_save_errors = ds->registry_save_errors;
 	pthread_mutex_unlock(&ds->lock);

@@ -19,14 +19,15 @@ FILES = {"hello.txt": "hello from the image\n"}
 
 
 @contextlib.contextmanager
-def lingering(cluster, seconds):
-    """squashd with `linger = seconds` for the body; back to the original
-    configuration (and a squashd without lingering mounts) afterwards."""
+def lingering(cluster, seconds, more=""):
+    """squashd with `linger = seconds` (and the settings in more) for the
+    body; back to the original configuration (and a squashd without
+    lingering mounts) afterwards."""
     conf = cluster.dir / "squashd.conf"
     original = conf.read_text()
     try:
         cluster.cluster_sh("squashd-stop")
-        conf.write_text(original + f"linger = {seconds}\n")
+        conf.write_text(original + f"linger = {seconds}\n" + more)
         cluster.cluster_sh("squashd-start")
         assert f"linger {seconds} s)" in cluster.squashd_log()
         yield
@@ -192,3 +193,30 @@ def test_writable_overlay_goes_at_release_while_its_image_lingers(cluster):
         assert "No such file or directory" in second.output(), second.output()
         assert "reusing lingering mount of image" in cluster.squashd_log()[offset:]
         assert [x["server_pid"] for x in cluster.list_mounts()] == [m["server_pid"]]
+
+
+@pytest.mark.host_release_only("squashd's own linger and loop devices: the same on every release")
+def test_a_lingering_kernel_mount_gives_its_loop_device_up_to_a_new_mount(cluster):
+    """max_loop_devices bounds the loop devices squashd holds, lingering
+    mounts' included; at the limit the mount that lingers gives its device
+    up (core/loop_devices.c) instead of the new job being refused, and
+    health does not count it as taken."""
+    first = cluster.make_image(cluster.trusted / "lend-1.sqfs", FILES, owner="root", mode=0o644)
+    second = cluster.make_image(cluster.trusted / "lend-2.sqfs", FILES, owner="root", mode=0o644)
+    with lingering(cluster, 60, "max_loop_devices = 1\n"):
+        job = cluster.run_job(USER1, "cat /squash/lend-1/hello.txt\n", [f"--squash-image={first}"])
+        assert job.output() == FILES["hello.txt"], job.output()
+        (m,) = cluster.list_mounts()
+        assert m["state"] == "lingering" and m["mode"] == "kernel", m
+        loop = m["loop_device"]
+        assert cluster.squashctl("health", check=False).returncode == 0, \
+            cluster.squashctl("health", check=False).stdout
+        job = cluster.run_job(USER2, "cat /squash/lend-2/hello.txt\n", [f"--squash-image={second}"])
+        assert job.state == "COMPLETED" and job.output() == FILES["hello.txt"], job.output()
+        (m,) = cluster.list_mounts()
+        assert m["image"] == str(second) and m["state"] == "lingering", m
+        assert [x["fstype"] for x in cluster.node_mounts()] == ["squashfs"], cluster.node_mounts()
+        assert loop not in cluster.instance_loops() or m["loop_device"] == loop
+        assert (f"linger of image {first} at {cluster.state_dir}/mnt/" in cluster.squashd_log()
+                and "ends: its loop device is needed (max_loop_devices = 1)" in cluster.squashd_log())
+    assert not cluster.list_mounts() and not cluster.node_mounts()
