@@ -3,17 +3,20 @@
 #include "util/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 #include <systemd/sd-daemon.h>
-#include <systemd/sd-journal.h>
 
+#include "util/journal_send.h"
 #include "util/log_budget.h"
 #include "util/utf8.h"
 
@@ -21,6 +24,8 @@ static bool log_debug_enabled;
 /* systemd sets JOURNAL_STREAM when stderr is the journal: then lines are
  * sent to the journal directly, with fields. */
 static bool log_to_journal;
+/* Lines the journal or stderr did not take at once (log_line). */
+static unsigned long dropped;
 
 struct log_context {
 	bool has_job, has_uid;
@@ -36,8 +41,17 @@ void log_init(bool debug)
 {
 	const char *js = getenv("JOURNAL_STREAM");
 
+	struct stat st;
+
 	log_debug_enabled = debug;
 	log_to_journal = js != NULL && js[0] != '\0';
+	/* A pipe or socket may stop being read; a line written there must be
+	 * dropped then, not wait under a lock every request takes. */
+	if (fstat(STDERR_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+		int flags = fcntl(STDERR_FILENO, F_GETFL);
+		if (flags >= 0)
+			fcntl(STDERR_FILENO, F_SETFL, flags | O_NONBLOCK);
+	}
 }
 
 void log_set_debug(bool debug)
@@ -81,9 +95,8 @@ size_t log_context_fields(char fields[LOG_FIELDS_MAX][LOG_FIELD_LEN])
 	return n;
 }
 
-/* One journal entry with the context's fields; false when journald cannot
- * take it (the caller writes the line to stderr instead). */
-static bool journal_line(int priority, const char *level, const char *msg)
+/* One journal entry with the context's fields. */
+static enum journal_send journal_line(int priority, const char *level, const char *msg)
 {
 	char fields[LOG_FIELDS_MAX][LOG_FIELD_LEN];
 	char message[2200], prio[16];
@@ -97,7 +110,22 @@ static bool journal_line(int priority, const char *level, const char *msg)
 	iov[k++] = (struct iovec){ (char *)"SYSLOG_IDENTIFIER=squashd", strlen("SYSLOG_IDENTIFIER=squashd") };
 	for (size_t i = 0; i < n; i++)
 		iov[k++] = (struct iovec){ fields[i], strlen(fields[i]) };
-	return sd_journal_sendv(iov, (int)k) == 0;
+	return journal_send(iov, k);
+}
+
+/* One write, so that a line is never split (a pipe takes up to PIPE_BUF
+ * bytes at once, or nothing). False when stderr did not take it. */
+static bool stderr_line(const char *prefix, const char *level, const char *msg)
+{
+	char line[2300];
+	int len = snprintf(line, sizeof(line), "%ssquashd: %s: %s\n", log_to_journal ? prefix : "",
+			   level, msg);
+
+	if (len >= (int)sizeof(line)) {
+		len = (int)sizeof(line) - 1;
+		line[len - 1] = '\n';
+	}
+	return write(STDERR_FILENO, line, (size_t)len) >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
 /* Paths in messages are bytes from users: control bytes (a newline would
@@ -131,11 +159,22 @@ static void log_line(int priority, const char *prefix, const char *level, const 
 	char raw[2048], msg[2048];
 	int saved = errno; /* callers may log between a failure and %m/errno */
 
+	enum journal_send sent = JOURNAL_UNAVAILABLE;
+	bool written;
+
 	vsnprintf(raw, sizeof(raw), fmt, ap);
 	make_printable(raw, msg, sizeof(msg));
-	if (!log_to_journal || !journal_line(priority, level, msg)) {
-		fprintf(stderr, "%ssquashd: %s: %s\n", log_to_journal ? prefix : "", level, msg);
-		fflush(stderr);
+	if (log_to_journal)
+		sent = journal_line(priority, level, msg);
+	/* A busy journal is not written around: stderr is its stream then. */
+	written = sent == JOURNAL_SENT || (sent == JOURNAL_UNAVAILABLE && stderr_line(prefix, level, msg));
+	if (!written) {
+		__atomic_add_fetch(&dropped, 1, __ATOMIC_RELAXED);
+	} else {
+		unsigned long lost = __atomic_exchange_n(&dropped, 0, __ATOMIC_RELAXED);
+		if (lost)
+			log_warning("%lu log lines were dropped: the %s did not take them at once", lost,
+				    log_to_journal ? "journal" : "log (squashd's stderr)");
 	}
 	errno = saved;
 }
