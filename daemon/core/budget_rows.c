@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/holders.h"
+#include "core/loop_devices.h"
 #include "process/reader_cgroup.h"
 #include "process/reader_cgroup_usage.h"
 #include "process/server_output.h"
@@ -29,6 +30,8 @@ static void registry_user(void *arg, uid_t uid, struct registry_usage u)
 	r->emit(r->arg, uid, "registry bytes", u.bytes, r->cfg->registry_bytes_per_user);
 	r->emit(r->arg, uid, "squash-shell sessions", holders_sessions_of_locked(r->ds, uid),
 		uid == 0 ? 0 : HOLDERS_SESSIONS_PER_USER);
+	r->emit(r->arg, uid, "kernel mounts", loop_devices_of_user_locked(r->ds, uid),
+		uid == 0 ? 0 : loop_devices_user_limit(r->cfg));
 }
 
 void registry_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg, user_budget_emit emit,

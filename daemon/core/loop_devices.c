@@ -40,6 +40,64 @@ static struct mount_entry *first_to_expire_locked(struct daemon_state *ds)
 	return first;
 }
 
+unsigned loop_devices_user_limit(const struct squashd_config *cfg)
+{
+	if (cfg->max_loop_devices_per_user)
+		return cfg->max_loop_devices_per_user;
+	if (!cfg->max_loop_devices)
+		return 0;
+	return cfg->max_loop_devices / LOOP_DEVICES_USER_DIVISOR ? cfg->max_loop_devices / LOOP_DEVICES_USER_DIVISOR
+								 : 1;
+}
+
+unsigned loop_devices_of_user_locked(struct daemon_state *ds, uid_t uid)
+{
+	/* Under ds->lock, as the marks are. */
+	static unsigned mark;
+	struct job_entry *lists[] = { ds->registry.jobs, ds->registry.scoped };
+	unsigned n = 0;
+
+	if (++mark == 0) {
+		for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+			m->count_mark = 0;
+		mark = 1;
+	}
+	for (size_t l = 0; l < 2; l++)
+		for (const struct job_entry *j = lists[l]; j; j = j->next) {
+			if (j->uid != uid)
+				continue;
+			for (size_t i = 0; i < j->count; i++) {
+				struct mount_entry *m = j->images[i].mount;
+				if (m && holds_device(m) && m->count_mark != mark) {
+					m->count_mark = mark;
+					n++;
+				}
+			}
+		}
+	/* Being made for uid, not yet recorded with a holder. */
+	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+		if (m->state == MOUNT_MOUNTING && holds_device(m) && m->mounting_for == uid &&
+		    m->count_mark != mark) {
+			m->count_mark = mark;
+			n++;
+		}
+	return n;
+}
+
+bool loop_devices_user_refuses_locked(struct daemon_state *ds, const struct squashd_config *cfg,
+				      uid_t uid, char *why, size_t whylen)
+{
+	unsigned limit = loop_devices_user_limit(cfg), held;
+
+	if (uid == 0 || limit == 0 || (held = loop_devices_of_user_locked(ds, uid)) < limit)
+		return false;
+	snprintf(why, whylen, "no loop device for a kernel mount: the jobs and sessions of uid %u on this "
+		 "node already hold %u kernel mounts, each on a loop device of its own "
+		 "(max_loop_devices_per_user = %u): end some of that user's jobs or sessions first",
+		 (unsigned)uid, held, limit);
+	return true;
+}
+
 bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *cfg,
 			 const struct mount_entry *m, struct teardown *td, char *why, size_t whylen)
 {

@@ -21,6 +21,26 @@ unsigned loop_devices_in_use_locked(struct daemon_state *ds, bool lingering);
 bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *cfg,
 			 const struct mount_entry *m, struct teardown *td, char *why, size_t whylen);
 
+/* One user's share of the loop devices (docs/security.md): the
+ * max_loop_devices_per_user setting, or this fraction of max_loop_devices
+ * (at least one); 0: no bound (neither is set). */
+#define LOOP_DEVICES_USER_DIVISOR 4
+unsigned loop_devices_user_limit(const struct squashd_config *cfg);
+
+/* The distinct kernel mounts uid's jobs, steps and sessions hold, and
+ * those being made for uid (lock held). Mounts shared with other users
+ * count for each of them; lingering ones, which no holder holds, for
+ * nobody. */
+unsigned loop_devices_of_user_locked(struct daemon_state *ds, uid_t uid);
+
+/* Whether a new kernel mount for uid (root: never) must be refused
+ * because uid holds its share already; why says so, for the user (lock
+ * held: the caller records the mount it makes, mounting_for = uid, under
+ * the same hold, so that requests at once are counted exactly). Sharing a
+ * mount that exists needs no device and is never refused. */
+bool loop_devices_user_refuses_locked(struct daemon_state *ds, const struct squashd_config *cfg,
+				      uid_t uid, char *why, size_t whylen);
+
 /* Whether the next kernel mount would find no loop device: squashd is at
  * max_loop_devices (lock held by the caller for that count: in_use), or the
  * kernel has no free device and cannot create one (LOOP_CTL_GET_FREE

@@ -274,6 +274,15 @@ enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_con
 		close_detached(fd);
 		return shared > 0 ? RESULT_OK : res;
 	}
+	/* Before the entry exists: a refusal for this user's share is no
+	 * outcome for the others who wait on the same image. */
+	if (key.mode == SQUASH__MOUNT_MODE__KERNEL &&
+	    loop_devices_user_refuses_locked(ds, cfg, id->uid, why, sizeof(why))) {
+		pthread_mutex_unlock(&ds->lock);
+		close_detached(fd);
+		snprintf(err, errlen, "image %s: %s", spec->image, why);
+		return RESULT_USER_ERROR;
+	}
 	struct mount_entry *m = registry_new_mount(&ds->registry, &key, spec->image, ds->mount_dir);
 	if (!m) {
 		pthread_mutex_unlock(&ds->lock);
@@ -282,6 +291,7 @@ enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_con
 		return RESULT_NODE_ERROR;
 	}
 	m->refcount = 1;
+	m->mounting_for = id->uid;
 	pthread_mutex_unlock(&ds->lock);
 
 	pid_t server = 0;

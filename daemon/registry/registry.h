@@ -52,6 +52,8 @@ struct mount_entry {
 	int failure_result; /* MOUNT_FAILED: enum result */
 	long long linger_until_ms; /* MOUNT_LINGERING: monotonic expiry */
 	struct mount_entry *teardown_next; /* on a teardown list */
+	uid_t mounting_for; /* MOUNTING: the uid whose request makes it (core/loop_devices.h) */
+	unsigned count_mark; /* scratch for counting distinct mounts under the lock */
 	char *state_extra; /* state file records of a newer squashd about it, kept as read (state_file.h) */
 	struct mount_entry *next;
 	/* A merged mount (core/merge.h; key.mode MODE_UNKNOWN): the image

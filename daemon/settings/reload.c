@@ -112,6 +112,9 @@ static bool apply(const char *key, const struct squashd_config *fresh, struct sq
 		next->registry_bytes_per_user = fresh->registry_bytes_per_user;
 	} else if (!strcmp(key, "max_loop_devices")) {
 		next->max_loop_devices = fresh->max_loop_devices;
+	} else if (!strcmp(key, "max_loop_devices_per_user")) {
+		/* For mounts made from then on; what a user holds stays. */
+		next->max_loop_devices_per_user = fresh->max_loop_devices_per_user;
 	} else if (!strcmp(key, "kernel_fs_types")) {
 		/* Decided per image at its mount; existing mounts stay. */
 		next->kernel_fs_types = fresh->kernel_fs_types;

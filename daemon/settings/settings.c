@@ -220,6 +220,8 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_bool(&cfg->debug, value, key, err, errlen);
 	if (!strcmp(key, "max_loop_devices"))
 		return set_uint(&cfg->max_loop_devices, value, 0, 1u << 20, key, err, errlen);
+	if (!strcmp(key, "max_loop_devices_per_user"))
+		return set_uint(&cfg->max_loop_devices_per_user, value, 0, 1u << 20, key, err, errlen);
 	if (!strcmp(key, "request_timeout"))
 		return set_uint(&cfg->request_timeout_s, value, 1, 600, key, err, errlen);
 	if (!strcmp(key, "reader_cgroups"))
@@ -478,6 +480,7 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("squashfuse", "%s", cfg->squashfuse);
 	SHOW("max_images_per_job", "%u", cfg->max_images_per_job);
 	SHOW("max_loop_devices", "%u", cfg->max_loop_devices);
+	SHOW("max_loop_devices_per_user", "%u", cfg->max_loop_devices_per_user);
 	SHOW("request_timeout", "%u", cfg->request_timeout_s);
 	SHOW("max_requests_per_user", "%u", cfg->max_requests_per_user);
 	SHOW("max_queued_per_user", "%u", cfg->max_queued_per_user);

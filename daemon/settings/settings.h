@@ -50,6 +50,7 @@ struct squashd_config {
 	char slurm_conf[PATH_MAX];   /* empty: libslurm's default (SLURM_CONF or /etc/slurm) */
 	char node_name[256];         /* this node's Slurm name; empty: short host name */
 	unsigned max_loop_devices;   /* kernel mounts at once; 0: as many as the kernel gives */
+	unsigned max_loop_devices_per_user; /* kernel mounts one user's holders hold; 0: max_loop_devices / 4 */
 	bool debug;                  /* log debug messages (also: squashd --debug) */
 	unsigned linger_s;           /* keep an unused node-level mount this long; 0: unmount at once */
 	unsigned long long overlay_size; /* bytes of a job's writable-overlay tmpfs per node; 0: no :rw */

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import USER1, blocking_jobs, run, wait_until
+from conftest import USER1, USER2, blocking_jobs, run, wait_until
 
 FILES = {"hello.txt": "hello from the image\n"}
 
@@ -92,8 +92,9 @@ def test_health_reports_exhausted_loop_devices(cluster):
             assert rc == 1, out
             assert out == ("loop devices exhausted: squashd holds 1 of max_loop_devices = 1; "
                            "kernel mounts fail until a job using one ends\n"), out
-            # And it is true: the next kernel mount gets no device.
-            job = cluster.run_job(USER1, "cat /squash/loop-b/hello.txt\n", [f"--squash-image={b}"])
+            # And it is true: the next kernel mount gets no device (another
+            # user's: USER1's own share, a quarter of the node's, is spent).
+            job = cluster.run_job(USER2, "cat /squash/loop-b/hello.txt\n", [f"--squash-image={b}"])
             assert job.state == "FAILED", job.output()
             assert ("no loop device for a kernel mount: squashd already holds 1 "
                     "(max_loop_devices = 1)") in job.output(), job.output()
