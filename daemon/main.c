@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "core/adopt.h"
 #include "core/daemon.h"
 #include "core/gc.h"
@@ -26,6 +27,7 @@
 #include "process/reader_cgroup.h"
 #include "process/server_spawn.h"
 #include "process/spawner.h"
+#include "process/user_executor.h"
 #include "registry/state_file.h"
 #include "server/socket_activation.h"
 #include "server/workers.h"
@@ -217,6 +219,9 @@ int main(int argc, char **argv)
 		listen_fd = server_listen(cfg->socket_path, err, sizeof(err));
 	if (listen_fd < 0) {
 		log_error("%s", err);
+		/* Adoption's teardowns run on users' threads and read the
+		 * registry: they end before it is freed. */
+		user_executor_drain(squash_now_ms() + ((long long)cfg->request_timeout_s + 1) * 1000);
 		daemon_free(&ds);
 		return 1;
 	}

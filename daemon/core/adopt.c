@@ -272,8 +272,13 @@ void adopt_registry(struct daemon_state *ds, const struct squashd_config *cfg)
 	/* Both servers: the previous squashd may have used the other. */
 	reader_process_init(cfg->squash_reader, cfg->squashfuse);
 	adopt_mounts(ds, &td);
-	/* The mounts to tear down are still in the registry (UNMOUNTING), so
-	 * they are no leftovers. */
+	/* Vanished overlays' directories first: the registry forgot them, so
+	 * remove_leftovers would take them for unknown ones. The mounts to
+	 * tear down are still in the registry (UNMOUNTING): no leftovers. */
+	struct teardown dirs = TEARDOWN_INIT(cfg);
+	dirs.dirs = td.dirs;
+	td.dirs = NULL;
+	sharing_teardown(ds, &dirs);
 	remove_leftovers(ds, (int)cfg->request_timeout_s * 1000);
 	adopt_scoped(ds, &td);
 	/* On their owners' threads: a reader its user stopped while squashd

@@ -76,8 +76,12 @@ struct teardown {
 	const struct squashd_config *cfg;
 	struct mount_entry *head;   /* chained by teardown_next */
 	struct teardown_dir *dirs;  /* torn down first (core/overlay.h) */
+	/* Where the lowers a merged mount let go go (NULL: torn down by the
+	 * same caller): a user's thread hands them to their owners' threads
+	 * (core/owner_teardown.h). */
+	void (*lowers_to)(struct daemon_state *ds, struct teardown *lowers);
 };
-#define TEARDOWN_INIT(settings) { .cfg = (settings), .head = NULL, .dirs = NULL }
+#define TEARDOWN_INIT(settings) { .cfg = (settings), .head = NULL, .dirs = NULL, .lowers_to = NULL }
 
 /* Paths below cfg->state_dir, the node name, locks. Returns 0 or -1. */
 int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg);

@@ -102,16 +102,18 @@ bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *c
 			 const struct mount_entry *m, struct teardown *td, char *why, size_t whylen)
 {
 	unsigned limit = cfg->max_loop_devices;
+	struct mount_entry *ended;
 
 	if (limit == 0)
 		return false;
-	struct mount_entry *ended;
-
 	pthread_mutex_lock(&ds->lock);
-	/* m itself is MOUNTING: count only the others. */
+	/* m itself is MOUNTING: count only the others; busy ones cannot give
+	 * their devices up (unmounting ones count until they are gone). */
 	unsigned others = loop_devices_in_use_locked(ds, true) - holds_device(m);
-	/* Lingering mounts give their devices up first, earliest expiry first. */
-	for (; others >= limit && (ended = first_to_expire_locked(ds)); others--) {
+	unsigned busy = loop_devices_in_use_locked(ds, false) - holds_device(m);
+	/* Lingering mounts give their devices up, earliest expiry first, as
+	 * many as this mount needs, and none when that would not do. */
+	for (; busy < limit && others >= limit && (ended = first_to_expire_locked(ds)); others--) {
 		log_info("linger of image %s at %s ends: its loop device is needed (max_loop_devices = %u)",
 			 ended->image, ended->mount_point, limit);
 		ended->state = MOUNT_UNMOUNTING;

@@ -14,10 +14,12 @@ unsigned loop_devices_in_use_locked(struct daemon_state *ds, bool lingering);
 
 /* Whether kernel mount m (MOUNTING, in the registry) must not get a loop
  * device because max_loop_devices others hold one; why says so. Lingering
- * mounts count, and give their devices up first, earliest expiry first:
- * they are moved to td (UNMOUNTING), which the caller tears down before
- * mounting. So the limit bounds the devices squashd holds, and linger never
- * refuses a mount. Takes the lock. */
+ * mounts count, and give their devices up before a mount is refused,
+ * earliest expiry first, as many as it needs (none when the mounts in use,
+ * unmounting ones included, fill the limit alone): they are moved to td
+ * (UNMOUNTING), which the caller tears down before mounting. So the limit
+ * bounds the devices squashd holds. (A lingering merged mount keeps its
+ * kernel lowers, which it holds.) Takes the lock. */
 bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *cfg,
 			 const struct mount_entry *m, struct teardown *td, char *why, size_t whylen);
 

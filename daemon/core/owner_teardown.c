@@ -15,6 +15,8 @@ static void tear_down(void *arg)
 {
 	struct owned *o = arg;
 
+	/* A merged mount's lowers may be other owners' (it is everyone's). */
+	o->td.lowers_to = owners_teardown;
 	sharing_teardown(o->ds, &o->td);
 	settings_drop(o->td.cfg);
 	free(o);

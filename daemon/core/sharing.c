@@ -99,7 +99,9 @@ void sharing_teardown(struct daemon_state *ds, struct teardown *td)
 	daemon_save_locked(ds);
 	pthread_mutex_unlock(&ds->lock);
 	td->head = NULL;
-	if (lowers.head)
+	if (lowers.head && td->lowers_to)
+		td->lowers_to(ds, &lowers);
+	else if (lowers.head)
 		sharing_teardown(ds, &lowers);
 }
 

@@ -10,18 +10,36 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #define JOURNAL_SOCKET "/run/systemd/journal/socket"
 /* Far above any line squashd writes (a message, a path and a few
  * numbers), far below a datagram's limit. */
 #define ENTRY_MAX (64 * 1024)
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int journal_fd = -1;
+static pid_t journal_pid;
 
-static void open_socket(void)
+/* The socket of this process: a forked child may have closed the one it
+ * inherited, and its number may name another file there (an answer
+ * socket), so a child opens its own. A failed socket() is tried again at
+ * the next entry. */
+static int journal_socket(void)
 {
-	journal_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	pid_t me = getpid();
+	int fd;
+
+	pthread_mutex_lock(&lock);
+	if (journal_fd >= 0 && journal_pid != me)
+		journal_fd = -1;
+	if (journal_fd < 0) {
+		journal_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		journal_pid = me;
+	}
+	fd = journal_fd;
+	pthread_mutex_unlock(&lock);
+	return fd;
 }
 
 /* The native protocol: "NAME=value\n", or, for a value holding a newline,
@@ -64,9 +82,9 @@ enum journal_send journal_send_at(const char *path, const struct iovec *fields, 
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	size_t total = 0;
+	int fd = journal_socket();
 
-	pthread_once(&once, open_socket);
-	if (journal_fd < 0 || strlen(path) >= sizeof(addr.sun_path))
+	if (fd < 0 || strlen(path) >= sizeof(addr.sun_path))
 		return JOURNAL_UNAVAILABLE;
 	memcpy(addr.sun_path, path, strlen(path) + 1);
 	for (size_t i = 0; i < n; i++)
@@ -75,7 +93,7 @@ enum journal_send journal_send_at(const char *path, const struct iovec *fields, 
 		return JOURNAL_UNAVAILABLE;
 	char *entry = malloc(total);
 	size_t len = entry ? serialize(fields, n, entry, total) : 0;
-	ssize_t sent = len ? sendto(journal_fd, entry, len, MSG_DONTWAIT | MSG_NOSIGNAL,
+	ssize_t sent = len ? sendto(fd, entry, len, MSG_DONTWAIT | MSG_NOSIGNAL,
 				    (const struct sockaddr *)&addr, sizeof(addr))
 			   : -1;
 	int e = len ? errno : EINVAL;

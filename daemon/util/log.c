@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <syslog.h>
@@ -25,7 +26,18 @@ static bool log_debug_enabled;
  * sent to the journal directly, with fields. */
 static bool log_to_journal;
 /* Lines the journal or stderr did not take at once (log_line). */
-static unsigned long dropped;
+static unsigned long dropped_journal, dropped_stderr;
+
+/* stderr as squashd writes its lines (log_init): a pipe through a
+ * descriptor of its own that does not block (whoever else writes to the
+ * pipe, a child's stdio or the harness that started squashd, keeps its
+ * own), a socket with MSG_DONTWAIT, anything else (a file, a terminal)
+ * as it is. Only in the process that set it up: a forked child may have
+ * closed that descriptor, and its number may name another file there. */
+enum stderr_kind { STDERR_PLAIN, STDERR_PIPE, STDERR_SOCKET };
+static enum stderr_kind stderr_kind;
+static int stderr_pipe = -1;
+static pid_t stderr_owner;
 
 struct log_context {
 	bool has_job, has_uid;
@@ -47,11 +59,15 @@ void log_init(bool debug)
 	log_to_journal = js != NULL && js[0] != '\0';
 	/* A pipe or socket may stop being read; a line written there must be
 	 * dropped then, not wait under a lock every request takes. */
-	if (fstat(STDERR_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
-		int flags = fcntl(STDERR_FILENO, F_GETFL);
-		if (flags >= 0)
-			fcntl(STDERR_FILENO, F_SETFL, flags | O_NONBLOCK);
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return;
+	if (S_ISFIFO(st.st_mode)) {
+		stderr_pipe = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		stderr_kind = stderr_pipe >= 0 ? STDERR_PIPE : STDERR_PLAIN;
+	} else if (S_ISSOCK(st.st_mode)) {
+		stderr_kind = STDERR_SOCKET;
 	}
+	stderr_owner = getpid();
 }
 
 void log_set_debug(bool debug)
@@ -114,18 +130,31 @@ static enum journal_send journal_line(int priority, const char *level, const cha
 }
 
 /* One write, so that a line is never split (a pipe takes up to PIPE_BUF
- * bytes at once, or nothing). False when stderr did not take it. */
+ * bytes at once, or nothing). False when stderr did not take it all (a
+ * socket may take part of a line: the rest is lost, and counted so). */
 static bool stderr_line(const char *prefix, const char *level, const char *msg)
 {
 	char line[2300];
 	int len = snprintf(line, sizeof(line), "%ssquashd: %s: %s\n", log_to_journal ? prefix : "",
 			   level, msg);
+	enum stderr_kind kind = getpid() == stderr_owner ? stderr_kind : STDERR_PLAIN;
+	ssize_t n;
 
 	if (len >= (int)sizeof(line)) {
 		len = (int)sizeof(line) - 1;
 		line[len - 1] = '\n';
 	}
-	return write(STDERR_FILENO, line, (size_t)len) >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+	if (kind == STDERR_PIPE)
+		n = write(stderr_pipe, line, (size_t)len);
+	else if (kind == STDERR_SOCKET)
+		n = send(STDERR_FILENO, line, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	else
+		n = write(STDERR_FILENO, line, (size_t)len);
+	if (n == len)
+		return true;
+	/* Another failure (a closed stderr) would fail every line: not a
+	 * busy log, nothing to count. */
+	return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK;
 }
 
 /* Paths in messages are bytes from users: control bytes (a newline would
@@ -154,28 +183,47 @@ static void make_printable(const char *in, char *out, size_t cap)
 }
 
 static void log_line(int priority, const char *prefix, const char *level, const char *fmt,
+		     va_list ap);
+
+/* After a line was taken: how many were not, before it. The count is
+ * nobody's request's: the thread's context is left out of its entry. */
+static void say_dropped(void)
+{
+	unsigned long journal = __atomic_exchange_n(&dropped_journal, 0, __ATOMIC_RELAXED);
+	unsigned long std_err = __atomic_exchange_n(&dropped_stderr, 0, __ATOMIC_RELAXED);
+	struct log_context saved;
+
+	if (!journal && !std_err)
+		return;
+	saved = ctx;
+	log_context_clear();
+	if (journal)
+		log_warning("%lu log lines were dropped: the journal did not take them at once", journal);
+	if (std_err)
+		log_warning("%lu log lines were dropped: the log (squashd's stderr) did not take them at once",
+			    std_err);
+	ctx = saved;
+}
+
+static void log_line(int priority, const char *prefix, const char *level, const char *fmt,
 		     va_list ap)
 {
 	char raw[2048], msg[2048];
 	int saved = errno; /* callers may log between a failure and %m/errno */
 
 	enum journal_send sent = JOURNAL_UNAVAILABLE;
-	bool written;
 
 	vsnprintf(raw, sizeof(raw), fmt, ap);
 	make_printable(raw, msg, sizeof(msg));
 	if (log_to_journal)
 		sent = journal_line(priority, level, msg);
 	/* A busy journal is not written around: stderr is its stream then. */
-	written = sent == JOURNAL_SENT || (sent == JOURNAL_UNAVAILABLE && stderr_line(prefix, level, msg));
-	if (!written) {
-		__atomic_add_fetch(&dropped, 1, __ATOMIC_RELAXED);
-	} else {
-		unsigned long lost = __atomic_exchange_n(&dropped, 0, __ATOMIC_RELAXED);
-		if (lost)
-			log_warning("%lu log lines were dropped: the %s did not take them at once", lost,
-				    log_to_journal ? "journal" : "log (squashd's stderr)");
-	}
+	if (sent == JOURNAL_BUSY)
+		__atomic_add_fetch(&dropped_journal, 1, __ATOMIC_RELAXED);
+	else if (sent == JOURNAL_UNAVAILABLE && !stderr_line(prefix, level, msg))
+		__atomic_add_fetch(&dropped_stderr, 1, __ATOMIC_RELAXED);
+	else
+		say_dropped();
 	errno = saved;
 }
 
