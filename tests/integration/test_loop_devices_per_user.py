@@ -45,7 +45,7 @@ def test_a_user_past_their_share_of_loop_devices_fails_alone(cluster):
                     "on this node already hold 2 kernel mounts, each on a loop device of its own "
                     "(max_loop_devices_per_user = 2): end some of that user's jobs or sessions first"
                     ) in job.output(), job.output()
-            assert cluster.node_state() == "idle", "a user's budget drained the node"
+            assert "drain" not in cluster.node_state(), "a user's budget drained the node"
             # Sharing what the user holds needs no device.
             job = cluster.run_job(USER1, "cat /squash/share-a/hello.txt\n", [f"--squash-image={a}"])
             assert job.state == "COMPLETED" and job.output() == FILES["hello.txt"], job.output()
