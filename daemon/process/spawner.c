@@ -208,6 +208,7 @@ int spawner_start(const struct spawner_op *ops, size_t n_ops)
 		prctl(PR_SET_NAME, "squashd-spawner");
 		close(sv[0]);
 		close_above(sv[1]);
+		log_after_fork();
 		/* The kernel reaps its children: squashd waits on pidfds. */
 		signal(SIGCHLD, SIG_IGN);
 		serve(sv[1], ops, n_ops);

@@ -49,16 +49,15 @@ struct log_context {
 
 static __thread struct log_context ctx;
 
-void log_init(bool debug)
+/* A pipe or socket may stop being read; a line written there must be
+ * dropped then, not wait under a lock every request takes. */
+static void stderr_setup(void)
 {
-	const char *js = getenv("JOURNAL_STREAM");
-
 	struct stat st;
 
-	log_debug_enabled = debug;
-	log_to_journal = js != NULL && js[0] != '\0';
-	/* A pipe or socket may stop being read; a line written there must be
-	 * dropped then, not wait under a lock every request takes. */
+	stderr_kind = STDERR_PLAIN;
+	stderr_pipe = -1;
+	stderr_owner = getpid();
 	if (fstat(STDERR_FILENO, &st) < 0)
 		return;
 	if (S_ISFIFO(st.st_mode)) {
@@ -67,7 +66,20 @@ void log_init(bool debug)
 	} else if (S_ISSOCK(st.st_mode)) {
 		stderr_kind = STDERR_SOCKET;
 	}
-	stderr_owner = getpid();
+}
+
+void log_init(bool debug)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+
+	log_debug_enabled = debug;
+	log_to_journal = js != NULL && js[0] != '\0';
+	stderr_setup();
+}
+
+void log_after_fork(void)
+{
+	stderr_setup();
 }
 
 void log_set_debug(bool debug)
@@ -181,9 +193,6 @@ static void make_printable(const char *in, char *out, size_t cap)
 	}
 	out[used] = '\0';
 }
-
-static void log_line(int priority, const char *prefix, const char *level, const char *fmt,
-		     va_list ap);
 
 /* After a line was taken: how many were not, before it. The count is
  * nobody's request's: the thread's context is left out of its entry. */

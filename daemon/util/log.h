@@ -11,6 +11,10 @@
 #include <stdint.h>
 
 void log_init(bool debug);
+/* In a long-lived child that closed the descriptors it inherited (the
+ * spawner): stderr set up again for it, so that it never waits for its
+ * log either. */
+void log_after_fork(void);
 /* SIGHUP may turn debug messages on or off. */
 void log_set_debug(bool debug);
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
