@@ -194,24 +194,51 @@ static void make_printable(const char *in, char *out, size_t cap)
 	out[used] = '\0';
 }
 
+/* Writes one line: to the journal, or to stderr when there is none (a
+ * busy journal is not written around: stderr is its stream then). Returns
+ * the counter of the sink that did not take it, or NULL when taken. */
+static unsigned long *emit(int priority, const char *prefix, const char *level, const char *msg)
+{
+	enum journal_send sent = log_to_journal ? journal_line(priority, level, msg) : JOURNAL_UNAVAILABLE;
+
+	if (sent == JOURNAL_SENT)
+		return NULL;
+	if (sent == JOURNAL_BUSY)
+		return &dropped_journal;
+	return stderr_line(prefix, level, msg) ? NULL : &dropped_stderr;
+}
+
 /* After a line was taken: how many were not, before it. The count is
- * nobody's request's: the thread's context is left out of its entry. */
+ * nobody's request's: the thread's context is left out of its entry. A
+ * count that is not taken either goes back, to be said later. */
 static void say_dropped(void)
 {
-	unsigned long journal = __atomic_exchange_n(&dropped_journal, 0, __ATOMIC_RELAXED);
-	unsigned long std_err = __atomic_exchange_n(&dropped_stderr, 0, __ATOMIC_RELAXED);
+	static const struct { unsigned long *count; const char *sink; } sinks[] = {
+		{ &dropped_journal, "the journal" }, { &dropped_stderr, "the log (squashd's stderr)" },
+	};
 	struct log_context saved;
+	bool cleared = false;
 
-	if (!journal && !std_err)
-		return;
-	saved = ctx;
-	log_context_clear();
-	if (journal)
-		log_warning("%lu log lines were dropped: the journal did not take them at once", journal);
-	if (std_err)
-		log_warning("%lu log lines were dropped: the log (squashd's stderr) did not take them at once",
-			    std_err);
-	ctx = saved;
+	for (size_t i = 0; i < sizeof(sinks) / sizeof(sinks[0]); i++) {
+		unsigned long n = __atomic_exchange_n(sinks[i].count, 0, __ATOMIC_RELAXED);
+		char msg[160];
+
+		if (!n)
+			continue;
+		if (!cleared) {
+			saved = ctx;
+			log_context_clear();
+			cleared = true;
+		}
+		snprintf(msg, sizeof(msg), "%lu log lines were dropped: %s did not take them at once", n,
+			 sinks[i].sink);
+		if (emit(LOG_WARNING, SD_WARNING, "warning", msg)) {
+			__atomic_add_fetch(sinks[i].count, n, __ATOMIC_RELAXED);
+			break;
+		}
+	}
+	if (cleared)
+		ctx = saved;
 }
 
 static void log_line(int priority, const char *prefix, const char *level, const char *fmt,
@@ -219,18 +246,12 @@ static void log_line(int priority, const char *prefix, const char *level, const 
 {
 	char raw[2048], msg[2048];
 	int saved = errno; /* callers may log between a failure and %m/errno */
-
-	enum journal_send sent = JOURNAL_UNAVAILABLE;
+	unsigned long *dropped;
 
 	vsnprintf(raw, sizeof(raw), fmt, ap);
 	make_printable(raw, msg, sizeof(msg));
-	if (log_to_journal)
-		sent = journal_line(priority, level, msg);
-	/* A busy journal is not written around: stderr is its stream then. */
-	if (sent == JOURNAL_BUSY)
-		__atomic_add_fetch(&dropped_journal, 1, __ATOMIC_RELAXED);
-	else if (sent == JOURNAL_UNAVAILABLE && !stderr_line(prefix, level, msg))
-		__atomic_add_fetch(&dropped_stderr, 1, __ATOMIC_RELAXED);
+	if ((dropped = emit(priority, prefix, level, msg)))
+		__atomic_add_fetch(dropped, 1, __ATOMIC_RELAXED);
 	else
 		say_dropped();
 	errno = saved;
