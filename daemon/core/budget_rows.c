@@ -30,6 +30,8 @@ static void registry_user(void *arg, uid_t uid, struct registry_usage u)
 	r->emit(r->arg, uid, "registry bytes", u.bytes, r->cfg->registry_bytes_per_user);
 	r->emit(r->arg, uid, "squash-shell sessions", holders_sessions_of_locked(r->ds, uid),
 		uid == 0 ? 0 : HOLDERS_SESSIONS_PER_USER);
+	r->emit(r->arg, uid, "session binds", u.session_binds,
+		uid == 0 ? 0 : r->cfg->max_session_binds_per_user);
 	r->emit(r->arg, uid, "kernel mounts", loop_devices_of_user_locked(r->ds, uid),
 		uid == 0 ? 0 : loop_devices_user_limit(r->cfg));
 }

@@ -66,10 +66,14 @@ struct daemon_state {
 };
 
 /* What one operation lets go of, to be undone after its answer (unlocked):
- * mounts whose last reference went and jobs' overlay directories. It
+ * mounts whose last reference went, jobs' overlay directories and ended
+ * sessions' binds. It
  * carries the settings snapshot the operation holds (settings.h). */
 struct teardown_dir {
 	struct teardown_dir *next;
+	/* Takes it down: a job's overlays (core/overlay.h) or an ended
+	 * squash-shell session's binds (core/sessions.h). */
+	void (*remove)(const char *path, int timeout_ms);
 	char path[];
 };
 struct teardown {

@@ -121,7 +121,10 @@ static enum result record_image(struct daemon_state *ds, const struct squashd_co
 	 * this user only. */
 	bool over = registry_user_admit(&ds->registry, e->uid, spec->image, spec->target,
 					cfg->registry_entries_per_user, cfg->registry_bytes_per_user,
-					err, errlen) < 0;
+					err, errlen) < 0 ||
+		    (e->kind == HOLDER_SESSION &&
+		     registry_user_admit_session_bind(&ds->registry, e->uid, cfg->max_session_binds_per_user,
+						      err, errlen) < 0);
 	if (over || registry_job_add_image(e, spec->image, spec->target, m) < 0) {
 		struct teardown td = TEARDOWN_INIT(cfg);
 		sharing_put_locked(ds, m, &td);
@@ -302,7 +305,7 @@ void holders_drop_locked(struct daemon_state *ds, struct job_entry *e, struct te
 	if (e->kind == HOLDER_JOB)
 		overlay_queue_teardown(e, td);
 	if (e->kind == HOLDER_SESSION && !e->pending)
-		sessions_unbind(ds, e->session_pid);
+		sessions_queue_unbind(ds, e->session_pid, td);
 	for (size_t i = 0; i < e->count; i++) {
 		sharing_put_locked(ds, e->images[i].merged, td);
 		sharing_put_locked(ds, e->images[i].mount, td);

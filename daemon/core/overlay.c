@@ -297,6 +297,7 @@ void overlay_queue_teardown(struct job_entry *job, struct teardown *td)
 			  job->job_id);
 	} else {
 		memcpy(d->path, job->overlay_dir, n);
+		d->remove = overlay_remove_dir;
 		d->next = td->dirs;
 		td->dirs = d;
 	}

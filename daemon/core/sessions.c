@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,18 +26,16 @@ static int session_dir(const struct daemon_state *ds, pid_t pid, char *buf, size
 
 /* Only the names squashd made are touched, never followed: the user may
  * enter the directory, not write in it. The slots are read from it, so
- * that a session that was never bound (a refused request, often under
- * ds->lock) costs one lookup instead of one per image a session may have. */
-void sessions_unbind(const struct daemon_state *ds, pid_t pid)
+ * that a session that was never bound (a refused request) costs one
+ * lookup instead of one per image a session may have. */
+static void unbind_dir(const char *dir)
 {
-	char dir[PATH_MAX], p[PATH_MAX + 16];
+	char p[PATH_MAX + 16];
 	unsigned char made[SQUASH_MAX_IMAGES / 8] = { 0 };
 	struct dirent *de;
 	DIR *d;
 	int fd;
 
-	if (session_dir(ds, pid, dir, sizeof(dir)) < 0)
-		return;
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (errno != ENOENT)
@@ -63,6 +62,63 @@ void sessions_unbind(const struct daemon_state *ds, pid_t pid)
 	}
 	if (rmdir(dir) < 0 && errno != ENOENT)
 		log_warning("cannot remove session directory %s: %s", dir, strerror(errno));
+}
+
+void sessions_unbind(const struct daemon_state *ds, pid_t pid)
+{
+	char dir[PATH_MAX];
+
+	if (session_dir(ds, pid, dir, sizeof(dir)) == 0)
+		unbind_dir(dir);
+}
+
+/* Detaches nothing but squashd's own binds: never waits on a user. */
+static void unbind_ended(const char *dir, int timeout_ms)
+{
+	(void)timeout_ms;
+	unbind_dir(dir);
+}
+
+/* An ended session's directory, moved aside: ".ended-PID-N". */
+#define ENDED_PREFIX ".ended-"
+
+void sessions_queue_unbind(const struct daemon_state *ds, pid_t pid, struct teardown *td)
+{
+	static atomic_uint seq;
+	char dir[PATH_MAX], aside[PATH_MAX];
+	struct teardown_dir *d;
+	int r = -1;
+
+	if (session_dir(ds, pid, dir, sizeof(dir)) < 0)
+		return;
+	/* Renamed now (one syscall that waits on nobody), so that a new
+	 * session of a process that reuses the pid, maybe another user's,
+	 * gets a directory the queued detach never touches. */
+	for (int tries = 0; r < 0 && tries < 8; tries++) {
+		if (snprintf(aside, sizeof(aside), "%s/" ENDED_PREFIX "%d-%u", ds->sessions_dir, (int)pid,
+			     atomic_fetch_add(&seq, 1)) >= (int)sizeof(aside))
+			break;
+		r = renameat2(AT_FDCWD, dir, AT_FDCWD, aside, RENAME_NOREPLACE);
+		if (r < 0 && errno == ENOENT)
+			return; /* never bound */
+		if (r < 0 && errno != EEXIST)
+			break;
+	}
+	if (r < 0 || !(d = malloc(sizeof(*d) + strlen(aside) + 1))) {
+		if (r == 0) {
+			log_error("out of memory: detaching session directory %s with the lock held", aside);
+			unbind_dir(aside);
+		} else {
+			log_warning("cannot move session directory %s aside (%s): detaching it with the lock held",
+				    dir, strerror(errno));
+			unbind_dir(dir);
+		}
+		return;
+	}
+	strcpy(d->path, aside);
+	d->remove = unbind_ended;
+	d->next = td->dirs;
+	td->dirs = d;
 }
 
 /* Lets uid (and nobody else but root) enter and list the directory fd:
@@ -142,6 +198,16 @@ void sessions_remove_unknown_locked(struct daemon_state *ds)
 	for (struct dirent *de; dir && (de = readdir(dir));) {
 		char *end;
 		long pid = strtol(de->d_name, &end, 10);
+
+		/* Ended sessions whose detach a stop or crash cut short. */
+		if (!strncmp(de->d_name, ENDED_PREFIX, strlen(ENDED_PREFIX))) {
+			char p[PATH_MAX + 256];
+
+			snprintf(p, sizeof(p), "%s/%s", ds->sessions_dir, de->d_name);
+			log_warning("cleaning up the ended session directory %s", p);
+			unbind_dir(p);
+			continue;
+		}
 		if (de->d_name[0] == '.' || *end || pid <= 0 || pid > 0x7fffffff)
 			continue;
 		if (!registry_find_session(&ds->registry, (pid_t)pid)) {

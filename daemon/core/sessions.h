@@ -16,9 +16,16 @@
 int sessions_bind(const struct daemon_state *ds, const struct job_entry *e, char *dir,
 		  size_t dirlen, char *err, size_t errlen);
 
-/* Undoes the binds of pid's session and its directory. Detaching never
- * blocks, so this may run with the lock held. */
+/* Undoes the binds of pid's session and its directory, now: for a session
+ * never handed out (a refused request, an earlier process's leftovers). */
 void sessions_unbind(const struct daemon_state *ds, pid_t pid);
+
+/* For an ended session (lock held): moves its directory aside and queues
+ * its binds' detach on td, to run after the lock is let go
+ * (sharing_teardown): up to one detach per image, each propagated to
+ * every namespace the bind reached, is kernel work nobody else's request
+ * should wait behind. */
+void sessions_queue_unbind(const struct daemon_state *ds, pid_t pid, struct teardown *td);
 
 /* Removes the session directories no session of the registry owns (lock
  * held; adoption). */

@@ -11,7 +11,6 @@
 #include "clock.h"
 #include "core/fuse_servers.h"
 #include "core/loop_devices.h"
-#include "core/overlay.h"
 #include "core/policy.h"
 #include "mount/fuse_keep.h"
 #include "mount/image_open.h"
@@ -66,10 +65,11 @@ void sharing_teardown(struct daemon_state *ds, struct teardown *td)
 	char err[PATH_MAX + 256];
 	int timeout_ms = (int)td->cfg->request_timeout_s * 1000;
 
-	/* Overlays first: their lower layers are among td's mounts. */
+	/* Overlays and sessions' binds first: what they hold is among td's
+	 * mounts. */
 	for (struct teardown_dir *d = td->dirs, *next; d; d = next) {
 		next = d->next;
-		overlay_remove_dir(d->path, timeout_ms);
+		d->remove(d->path, timeout_ms);
 		free(d);
 	}
 	td->dirs = NULL;

@@ -10,7 +10,7 @@
 
 struct registry_usage registry_user_usage(struct registry *r, uid_t uid)
 {
-	struct registry_usage u = { 0, 0 };
+	struct registry_usage u = { 0, 0, 0 };
 	struct job_entry *lists[] = { r->jobs, r->scoped };
 
 	for (size_t l = 0; l < 2; l++)
@@ -22,6 +22,8 @@ struct registry_usage registry_user_usage(struct registry *r, uid_t uid)
 					e->state_bytes = state_file_entry_bytes(e);
 				u.entries++;
 				u.bytes += e->state_bytes;
+				if (e->kind == HOLDER_SESSION)
+					u.session_binds += e->count;
 			}
 	return u;
 }
@@ -47,6 +49,23 @@ int registry_user_admit(struct registry *r, uid_t uid, const char *image, const 
 		return -1;
 	}
 	return 0;
+}
+
+int registry_user_admit_session_bind(struct registry *r, uid_t uid, size_t max, char *why, size_t len)
+{
+	size_t binds = 0;
+
+	if (uid == 0 || max == 0)
+		return 0;
+	for (const struct job_entry *e = r->scoped; e; e = e->next)
+		if (e->kind == HOLDER_SESSION && e->uid == uid)
+			binds += e->count;
+	if (binds < max)
+		return 0;
+	snprintf(why, len, "the squash-shell sessions of this user on this node already bind %zu images, "
+		 "as many as max_session_binds_per_user = %zu (squashd.conf) allows: end some sessions, "
+		 "or ask the admin", binds, max);
+	return -1;
 }
 
 static int by_uid(const void *a, const void *b)
@@ -76,12 +95,14 @@ int registry_usage_each_user(struct registry *r, registry_usage_fn fn, void *arg
 		}
 	qsort(all, n, sizeof(*all), by_uid);
 	for (size_t i = 0; i < n;) {
-		struct registry_usage u = { 0, 0 };
+		struct registry_usage u = { 0, 0, 0 };
 		uid_t uid = all[i]->uid;
 
 		for (; i < n && all[i]->uid == uid; i++) {
 			u.entries++;
 			u.bytes += all[i]->state_bytes;
+			if (all[i]->kind == HOLDER_SESSION)
+				u.session_binds += all[i]->count;
 		}
 		fn(arg, uid, u);
 	}

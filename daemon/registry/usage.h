@@ -16,6 +16,7 @@
 struct registry_usage {
 	size_t entries; /* jobs, steps and sessions (pending ones included) */
 	size_t bytes;   /* their records in the state file, as written */
+	size_t session_binds; /* images their squash-shell sessions bind on the node (core/sessions.h) */
 };
 
 /* uid's usage now (lock held; caches each entry's bytes until it
@@ -33,5 +34,12 @@ int registry_usage_each_user(struct registry *r, registry_usage_fn fn, void *arg
  * with why (naming the setting) when that would put uid over a budget. */
 int registry_user_admit(struct registry *r, uid_t uid, const char *image, const char *target,
 			size_t max_entries, unsigned long long max_bytes, char *why, size_t len);
+
+/* Whether a session of uid may bind one more image (lock held): 0, or -1
+ * with why (naming the setting) when uid's sessions bind max already (0:
+ * no bound). Each bind is an entry of the node's mount table, copied into
+ * every namespace that receives /run's mounts and walked by every reader
+ * of /proc/PID/mountinfo on the node. */
+int registry_user_admit_session_bind(struct registry *r, uid_t uid, size_t max, char *why, size_t len);
 
 #endif

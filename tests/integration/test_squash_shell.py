@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from conftest import BUILD, USER1, USER2, mountinfo, run, uid_of, wait_until
+from test_writable_overlay import squashd_with
 
 SQUASH_SHELL = BUILD / "daemon" / "squash-shell"
 FILES = {"hello.txt": "hello from the image\n", "sub/deep.txt": "deep\n"}
@@ -134,6 +135,44 @@ def test_a_users_33rd_session_is_refused_and_others_still_start(cluster):
             proc.kill()
             proc.communicate(timeout=30)
     wait_clean(c)
+
+
+@pytest.mark.host_release_only("squashd's own budget, the same on every Slurm release")
+def test_a_users_session_binds_past_their_budget_are_refused_and_others_still_start(cluster):
+    """Every image a session binds is a mount in the node's table, copied
+    into every namespace that receives /run's mounts: max_session_binds_per_user
+    bounds one user's sessions together (registry/usage.h). Past it, that
+    user's next session is refused naming the setting and mounts nothing;
+    another user's session starts; status shows the row."""
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    imgs = [c.make_image(d / f"bind-{n}.sqfs", FILES, owner=USER1) for n in "ab"]
+    other = c.make_image(c.workdir(USER2, "sh") / "theirs.sqfs", FILES, owner=USER2)
+    pidfile = d / "held"
+    with squashd_with(c, "max_session_binds_per_user = 2\n"):
+        held = subprocess.Popen(
+            ["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(
+                c, ",".join(str(i) for i in imgs), "--", "bash", "-c", f"echo $$ > {pidfile}; exec sleep 300")]],
+            cwd=d, env=c.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: pidfile.exists() and sessions(c), 30, 0.1, "the session to start")
+            rows = json.loads(c.squashctl("status", "--json").stdout)["user_budgets"]
+            mine, = [r for r in rows if r["uid"] == uid_of(USER1)]
+            assert mine["budgets"]["session binds"] == {"used": 2, "limit": 2}, mine
+            p = c.as_user(USER1, shell_cmd(c, imgs[0], "--", "true"), cwd=d)
+            assert p.returncode == 125, (p.stdout, p.stderr)
+            assert ("the squash-shell sessions of this user on this node already bind 2 images, "
+                    "as many as max_session_binds_per_user = 2") in p.stderr, p.stderr
+            assert len(sessions(c)) == 1
+            p = c.as_user(USER2, [c.for_user(USER2, SQUASH_SHELL), "--socket", c.socket, "--munge-socket",
+                                  c.munge_socket, other, "--", "cat", "/squash/theirs/hello.txt"])
+            assert p.returncode == 0 and p.stdout == FILES["hello.txt"], (p.stdout, p.stderr)
+        finally:
+            for pid in sessions(c):
+                os.kill(pid, signal.SIGKILL)
+            held.kill()
+            held.communicate(timeout=30)
+        wait_clean(c)
 
 
 def test_image_the_user_cannot_read_is_refused(cluster):
@@ -272,6 +311,35 @@ def test_a_sessions_binds_leave_every_namespace_they_reached(cluster):
             peer.kill()
             peer.wait()
         run(["umount", "-l", sdir])
+
+
+@pytest.mark.host_release_only("squash-shell and squashd alone, no Slurm release in it")
+def test_an_ended_sessions_binds_left_by_a_stop_are_detached_at_start(cluster):
+    """An ended session's directory is moved aside (.ended-PID-N) under the
+    registry lock and its binds detached after it, on the thread that tears
+    its mounts down (core/sessions.c), so that nobody's request waits
+    behind up to 1,024 detaches, and a process reusing the pid gets a
+    directory of its own. A squashd stopped in between leaves that
+    directory: the next one detaches and removes it at start."""
+    c = cluster
+    sdir = c.state_dir / "sessions"
+    src = c.workdir(USER1, "ended-src")
+    left = sdir / ".ended-4000000-0"
+    c.cluster_sh("squashd-stop")
+    try:
+        (left / "0").mkdir(parents=True)
+        run(["mount", "--bind", str(src), str(left / "0")])
+        assert any(m["mount_point"] == str(left / "0") for m in mountinfo())
+        c.cluster_sh("squashd-start")
+        wait_until(lambda: c.squashd_pid(), 30, 0.1, "squashd to start")
+        wait_until(lambda: not left.exists(), 15, 0.1, "the ended session's directory to go")
+        assert not [m for m in mountinfo() if m["mount_point"].startswith(str(left))]
+    finally:
+        if left.exists():
+            subprocess.run(["umount", "-l", str(left / "0")], check=False)
+            subprocess.run(["rm", "-rf", "--one-file-system", str(left)], check=False)
+        if not c.squashd_pid():
+            c.cluster_sh("squashd-start")
 
 
 @pytest.mark.host_release_only("squash-shell and squashd alone, no Slurm release in it")

@@ -164,8 +164,42 @@ static void each_user_has_a_registry_budget(void)
 	registry_free(&r);
 }
 
+/* The images a user's squash-shell sessions bind are counted over all
+ * of that user's sessions (not its jobs or steps, which bind nothing on
+ * the node); at the budget the next bind is refused, for that user only;
+ * root and a budget of 0 are not bounded. */
+static void a_users_session_binds_have_a_budget(void)
+{
+	struct registry r = { 0 };
+	char why[512];
+	struct job_entry *job = registry_add_job(&r, 1, 1000);
+	struct job_entry *s1 = registry_add_scoped(&r, HOLDER_SESSION, 0, 0, 1000);
+	struct job_entry *s2 = registry_add_scoped(&r, HOLDER_SESSION, 0, 0, 1000);
+	struct job_entry *other = registry_add_scoped(&r, HOLDER_SESSION, 0, 0, 1001);
+	struct job_entry *root = registry_add_scoped(&r, HOLDER_SESSION, 0, 0, 0);
+
+	registry_job_add_image(job, "/j1", "/t", NULL);
+	registry_job_add_image(job, "/j2", "/u", NULL);
+	registry_job_add_image(s1, "/a", "/t", NULL);
+	registry_job_add_image(s1, "/b", "/u", NULL);
+	registry_job_add_image(s2, "/c", "/t", NULL);
+	registry_job_add_image(other, "/d", "/t", NULL);
+	registry_job_add_image(root, "/e", "/t", NULL);
+	CHECK_INT(registry_user_usage(&r, 1000).session_binds, 3);
+	CHECK_INT(registry_user_admit_session_bind(&r, 1000, 4, why, sizeof(why)), 0);
+	CHECK_INT(registry_user_admit_session_bind(&r, 1000, 3, why, sizeof(why)), -1);
+	CHECK(strstr(why, "already bind 3 images") != NULL);
+	CHECK(strstr(why, "max_session_binds_per_user = 3") != NULL);
+	CHECK_INT(registry_user_admit_session_bind(&r, 1000, 0, why, sizeof(why)), 0);
+	CHECK_INT(registry_user_admit_session_bind(&r, 1001, 2, why, sizeof(why)), 0);
+	CHECK_INT(registry_user_admit_session_bind(&r, 1001, 1, why, sizeof(why)), -1);
+	CHECK_INT(registry_user_admit_session_bind(&r, 0, 1, why, sizeof(why)), 0);
+	registry_free(&r);
+}
+
 int main(void)
 {
+	a_users_session_binds_have_a_budget();
 	a_mount_is_shared_only_while_mounting_ready_or_lingering();
 	a_fuse_mount_is_shared_only_with_its_own_user();
 	mount_ids_stay_unique_and_name_the_mount_point();
