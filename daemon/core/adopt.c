@@ -168,9 +168,12 @@ static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
 	/* Count references first: a mount found dead below must stay while
 	 * jobs still point at it. */
 	count_references(ds);
+	/* Read once, not once per mount: other users' binds can make it long. */
+	struct mount_points mp;
+	bool listed = mount_points_read(&mp) == 0;
 	for (struct mount_entry *m = ds->registry.mounts; m; m = next) {
 		next = m->next;
-		if (is_mount_point(m->mount_point) <= 0) {
+		if (listed ? !mount_points_has(&mp, m->mount_point) : is_mount_point(m->mount_point) <= 0) {
 			forget_vanished_locked(ds, m);
 			continue;
 		}
@@ -188,6 +191,8 @@ static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
 			fuse_servers_watch_locked(ds, m);
 		}
 	}
+	if (listed)
+		mount_points_free(&mp);
 	/* Recount references from the jobs (the file stores none). */
 	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
 		m->refcount = 0;

@@ -55,6 +55,75 @@ int is_mount_point(const char *path)
 	return found;
 }
 
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int mount_points_read(struct mount_points *mp)
+{
+	char *line = NULL;
+	size_t cap = 0, room = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	mp->paths = NULL;
+	mp->n = 0;
+	if (f == NULL) {
+		log_warning("cannot read /proc/self/mountinfo: %s", strerror(errno));
+		return -1;
+	}
+	while (getline(&line, &cap, f) > 0) {
+		char *field = squash_mountinfo_mount_point(line), *copy;
+
+		if (field == NULL)
+			continue;
+		if (mp->n == room) {
+			size_t more = room ? room * 2 : 256;
+			char **grown = realloc(mp->paths, more * sizeof(*grown));
+
+			if (!grown)
+				goto oom;
+			mp->paths = grown;
+			room = more;
+		}
+		if (!(copy = strdup(field)))
+			goto oom;
+		mp->paths[mp->n++] = copy;
+	}
+	free(line);
+	fclose(f);
+	qsort(mp->paths, mp->n, sizeof(*mp->paths), by_path);
+	return 0;
+oom:
+	log_warning("out of memory reading /proc/self/mountinfo");
+	free(line);
+	fclose(f);
+	mount_points_free(mp);
+	return -1;
+}
+
+int mount_points_has(const struct mount_points *mp, const char *path)
+{
+	char want[4096];
+	const char *key = want;
+	size_t len;
+
+	snprintf(want, sizeof(want), "%s", path);
+	len = strlen(want);
+	while (len > 1 && want[len - 1] == '/')
+		want[--len] = '\0';
+	return bsearch(&key, mp->paths, mp->n, sizeof(*mp->paths), by_path) != NULL;
+}
+
+void mount_points_free(struct mount_points *mp)
+{
+	for (size_t i = 0; i < mp->n; i++)
+		free(mp->paths[i]);
+	free(mp->paths);
+	mp->paths = NULL;
+	mp->n = 0;
+}
+
 /* Unmounts every mount stacked on path. Returns 0 once nothing is mounted
  * there, -1 with err set otherwise. Busy mounts are retried until
  * busy_deadline and then detached lazily. */

@@ -22,4 +22,18 @@ enum result unmount_image(const char *mountpoint, pid_t server_pid, int server_p
 /* True when path is a mount point in this mount namespace (mountinfo). */
 int is_mount_point(const char *path);
 
+/* The mount points of squashd's namespace, read once: a check per mount
+ * of a long registry (adoption) then costs a lookup, not a read of the
+ * whole mountinfo, which other users' binds make long. */
+struct mount_points {
+	char **paths; /* sorted */
+	size_t n;
+};
+
+/* Reads them; 0, or -1 (nothing held) when mountinfo cannot be read. */
+int mount_points_read(struct mount_points *mp);
+/* 1 if path is one of them (a trailing slash ignored), else 0. */
+int mount_points_has(const struct mount_points *mp, const char *path);
+void mount_points_free(struct mount_points *mp);
+
 #endif

@@ -632,6 +632,21 @@ static void test_loop(const struct identity *root)
 	snprintf(p, sizeof(p), "%s/hello.txt", mnt);
 	check(file_has(p, "hello squash"), "read hello.txt through squashfs");
 	check(is_mount_point(mnt) == 1, "is_mount_point decodes \\040");
+	{
+		/* Adoption's set, read once: the same answers, a trailing
+		 * slash ignored, the parent directory not a mount point. */
+		struct mount_points mp;
+		char slash[PATH_MAX + 2], parent[PATH_MAX];
+
+		snprintf(slash, sizeof(slash), "%s/", mnt);
+		snprintf(parent, sizeof(parent), "%s", mnt);
+		*strrchr(parent, '/') = '\0';
+		REQUIRE(mount_points_read(&mp) == 0, "mount_points_read");
+		check(mount_points_has(&mp, mnt) == 1 && mount_points_has(&mp, slash) == 1,
+		      "mount_points_has sees the loop mount (\\040 decoded)");
+		check(mount_points_has(&mp, parent) == 0, "mount_points_has: its directory is not one");
+		mount_points_free(&mp);
+	}
 	check(loop_backed_by(img, seen, sizeof(seen)) &&
 		      strcmp(seen, dev) == 0,
 	      "%s is backed by the image", dev);
