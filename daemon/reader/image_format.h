@@ -77,6 +77,10 @@ struct image {
 	 * storing. */
 	_Atomic uint64_t push_next;
 	atomic_bool pushing;
+	/* Inode numbers whose small file was stored or read whole, a bit
+	 * each, mapped at the first (neighbour_push.c): a file the kernel
+	 * has pages of is not stored again at its next open. */
+	_Atomic(_Atomic uint64_t *) stored;
 	/* The start profile (start_profile.h): read ahead by a thread while
 	 * prefetching; recorded into recorder when one is set. */
 	pthread_t prefetch_thread;

@@ -17,6 +17,7 @@
 
 #include "reader/block_cache.h"
 #include "reader/fragment_ahead.h"
+#include "reader/stored_files.h"
 #include "reader/image_format.h"
 #include "reader/shared_data_cache.h"
 #include "reader/start_profile.h"
@@ -311,6 +312,7 @@ void image_close(struct image *img)
 		return;
 	start_profile_prefetch_end(img);
 	fragment_ahead_destroy(img);
+	stored_forget(img);
 	if (img->data_shared)
 		shared_data_cache_leave(img->cache_tag);
 	block_cache_destroy(&img->md);

@@ -11,6 +11,7 @@
 
 #include "reader/fuse_api.h"
 #include "reader/image_format.h"
+#include "reader/stored_files.h"
 #include "reader/tree.h"
 
 /* A file whose bytes all lie in a fragment block (no data blocks), so its
@@ -115,12 +116,27 @@ unsigned neighbour_push(struct fuse_session *se, struct image *img, const struct
 		if (fragment_only(img, &in)) {
 			if (requests_wait(se) || store(se, img, &in) < 0)
 				break;
+			stored_test_and_set(img, &in);
 			stored++;
 		}
 		if (inode_after(img, &in, &next) < 0)
 			break;
 		atomic_store_explicit(&img->push_next, next, memory_order_relaxed);
 	}
+	atomic_store(&img->pushing, false);
+	return stored;
+}
+
+unsigned open_push(struct fuse_session *se, struct image *img, const struct inode *file)
+{
+	unsigned stored = 0;
+
+	if (!fragment_only(img, file) || img->recorder || requests_wait(se) ||
+	    atomic_load_explicit(&img->pushing, memory_order_relaxed) || stored_test_and_set(img, file))
+		return 0;
+	if (atomic_exchange(&img->pushing, true))
+		return 0;
+	stored = store(se, img, file) == 0;
 	atomic_store(&img->pushing, false);
 	return stored;
 }

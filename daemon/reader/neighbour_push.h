@@ -38,4 +38,15 @@ struct inode;
  * files stored. */
 unsigned neighbour_push(struct fuse_session *se, struct image *img, const struct inode *file);
 
+/* For a request that comes when a client opens file (python's open asks
+ * isatty() of every file it opens, an IOCTL the kernel forwards each time:
+ * it never remembers ENOSYS for it), before it is answered: stores the
+ * bytes of a small file not stored or read whole before into its page
+ * cache, so that the READ the client was about to send is not needed.
+ * Only after a LOOKUP was answered can the kernel take a store (the inode
+ * is made by the client once it gets the answer), and only while the
+ * client waits can it not race the client's own READ; an IOCTL is both.
+ * Returns 1 when stored. */
+unsigned open_push(struct fuse_session *se, struct image *img, const struct inode *file);
+
 #endif

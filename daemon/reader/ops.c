@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "reader/neighbour_push.h"
+#include "reader/stored_files.h"
 #include "reader/tree.h"
 
 /* "For ever": the image never changes while mounted. The kernel clamps
@@ -175,8 +176,10 @@ static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 	}
 	/* Before the answer, while the client waits for it (neighbour_push.h).
 	 * A union's files are not stored: their node ids are the union's. */
-	if (off == 0 && rd->push && !rd->u)
+	if (off == 0 && rd->push && !rd->u) {
+		stored_note_read(n.img, &n.in, (uint64_t)off, size);
 		neighbour_push(rd->se, n.img, &n.in);
+	}
 	/* Straight from the cached blocks: no copy into a reply buffer. */
 	if (r.n)
 		fuse_reply_iov(req, r.iov, r.n);
@@ -186,6 +189,23 @@ static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 	/* Answered: the client goes on while this thread works for its next
 	 * reads. */
 	image_work_ahead(n.img);
+}
+
+/* The first request of a file just opened, when the client is python
+ * (neighbour_push.h, open_push): its bytes go to the page cache before
+ * the answer, which is the one libfuse gives without an ioctl handler. */
+static void op_ioctl(fuse_req_t req, fuse_ino_t node, unsigned int cmd, void *arg,
+		     struct fuse_file_info *fi, unsigned flags, const void *in, size_t in_size,
+		     size_t out_size)
+{
+	struct reader *rd = rd_of(req);
+	struct tree_node n;
+
+	(void)cmd, (void)arg, (void)fi, (void)flags, (void)in, (void)in_size, (void)out_size;
+	/* A union's files are not stored: their node ids are the union's. */
+	if (rd->push && !rd->u && image_tree.node_get(rd, node, &n) == 0)
+		open_push(rd->se, n.img, &n.in);
+	fuse_reply_err(req, ENOSYS);
 }
 
 /* A listing's answer being filled. */
@@ -354,6 +374,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t node)
 const struct fuse_lowlevel_ops reader_ops = {
 	.init = op_init,
 	.lookup = op_lookup,
+	.ioctl = op_ioctl,
 	.getattr = op_getattr,
 	.readlink = op_readlink,
 	.open = op_open,
