@@ -247,6 +247,9 @@ static void remove_leftovers(struct daemon_state *ds, int timeout_ms)
 static void adopt_scoped(struct daemon_state *ds, struct teardown *td)
 {
 	pthread_mutex_lock(&ds->lock);
+	/* Before the sessions that ended are dropped: their directories are
+	 * moved aside then, to be detached on their owners' threads. */
+	sessions_remove_unknown_locked(ds);
 	for (struct job_entry *e = ds->registry.scoped, *next; e; e = next) {
 		next = e->next;
 		if (e->session_pid <= 0)
@@ -265,7 +268,6 @@ static void adopt_scoped(struct daemon_state *ds, struct teardown *td)
 				 e->job_id, e->step_id);
 		holders_drop_locked(ds, e, td);
 	}
-	sessions_remove_unknown_locked(ds);
 	daemon_save_locked(ds);
 	pthread_mutex_unlock(&ds->lock);
 }

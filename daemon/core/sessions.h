@@ -27,7 +27,8 @@ void sessions_unbind(const struct daemon_state *ds, pid_t pid);
  * should wait behind. */
 void sessions_queue_unbind(const struct daemon_state *ds, pid_t pid, struct teardown *td);
 
-/* Removes the session directories no session of the registry owns (lock
+/* Removes the session directories no session of the registry owns, and
+ * those of ended sessions a stop left behind (lock
  * held; adoption). */
 void sessions_remove_unknown_locked(struct daemon_state *ds);
 
