@@ -94,8 +94,10 @@ pytest_cmd() {
 integration() {
 	local py
 	py=$(pytest_cmd)
+	# The slowest tests at the end of each release's run: where CI's
+	# minutes go (the budget: a new test buys its minutes).
 	# shellcheck disable=SC2086
-	(cd "$repo" && "$py" -m pytest -p no:cacheprovider tests/integration -v ${PYTEST_ARGS:-})
+	(cd "$repo" && "$py" -m pytest -p no:cacheprovider tests/integration -v --durations=15 ${PYTEST_ARGS:-})
 }
 
 check() {

@@ -63,8 +63,8 @@ static bool adopt_server(struct mount_entry *m, enum reader_kind *kind)
  * (fuse_keep.h): copied out of the running reader. Only from
  * squash-reader (another server's node ids would not fit a new reader)
  * and only when a new one could resume. */
-static void adopt_connection_locked(struct daemon_state *ds, struct mount_entry *m,
-				    enum reader_kind kind)
+static void adopt_connection_locked(struct daemon_state *ds, struct fuse_keep_adoption *a,
+				    struct mount_entry *m, enum reader_kind kind)
 {
 	struct identity *owner = malloc(sizeof(*owner));
 	char err[PATH_MAX + 256];
@@ -84,7 +84,7 @@ static void adopt_connection_locked(struct daemon_state *ds, struct mount_entry 
 	if (!images)
 		snprintf(err, sizeof(err), "out of memory");
 	else if (identity_lookup(m->key.owner_uid, owner, err, sizeof(err)) == RESULT_OK)
-		m->keep = fuse_keep_adopt(m->server_pidfd, m->server_pid, m->mount_point, images, n,
+		m->keep = fuse_keep_adopt(a, m->server_pidfd, m->server_pid, m->mount_point, images, n,
 					  owner, err, sizeof(err));
 	free(images);
 	if (m->keep)
@@ -171,6 +171,7 @@ static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
 	/* Read once, not once per mount: other users' binds can make it long. */
 	struct mount_points mp;
 	bool listed = mount_points_read(&mp) == 0;
+	struct fuse_keep_adoption *kept = fuse_keep_adoption_begin();
 	for (struct mount_entry *m = ds->registry.mounts; m; m = next) {
 		next = m->next;
 		if (listed ? !mount_points_has(&mp, m->mount_point) : is_mount_point(m->mount_point) <= 0) {
@@ -181,10 +182,10 @@ static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
 		enum reader_kind kind = READER_NONE;
 		if (m->key.mode == SQUASH__MOUNT_MODE__FUSE &&
 		    (m->server_pid <= 0 || !adopt_server(m, &kind)))
-			fuse_servers_mark_dead_locked(ds, m, "was gone when squashd restarted");
+			fuse_servers_mark_dead_locked(ds, m, "was gone when squashd restarted", td);
 		else if (m->server_pid > 0) {
 			if (m->key.mode == SQUASH__MOUNT_MODE__FUSE) {
-				adopt_connection_locked(ds, m, kind);
+				adopt_connection_locked(ds, kept, m, kind);
 				/* A reader may serve several (reader_pool.h). */
 				reader_pool_adopt(m->server_pid);
 			}
@@ -193,6 +194,7 @@ static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
 	}
 	if (listed)
 		mount_points_free(&mp);
+	fuse_keep_adoption_end(kept);
 	/* Recount references from the jobs (the file stores none). */
 	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
 		m->refcount = 0;

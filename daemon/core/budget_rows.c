@@ -5,6 +5,7 @@
 
 #include "core/holders.h"
 #include "core/loop_devices.h"
+#include "core/merged_budget.h"
 #include "process/reader_cgroup.h"
 #include "process/reader_cgroup_usage.h"
 #include "process/server_output.h"
@@ -34,6 +35,8 @@ static void registry_user(void *arg, uid_t uid, struct registry_usage u)
 		uid == 0 ? 0 : r->cfg->max_session_binds_per_user);
 	r->emit(r->arg, uid, "kernel mounts", loop_devices_of_user_locked(r->ds, uid),
 		uid == 0 ? 0 : loop_devices_user_limit(r->cfg));
+	r->emit(r->arg, uid, "merged mounts", merged_mounts_of_user_locked(r->ds, uid),
+		uid == 0 ? 0 : r->cfg->max_merged_mounts_per_user);
 }
 
 void registry_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg, user_budget_emit emit,

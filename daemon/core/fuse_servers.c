@@ -47,9 +47,21 @@ static void describe_death(int status, uid_t uid, char *buf, size_t len)
 		snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
 }
 
-void fuse_servers_mark_dead_locked(struct daemon_state *ds, struct mount_entry *m, const char *how)
+/* A dead FUSE mount answers ENOTCONN: detaching it does not block. */
+static void detach_dead(const char *path, int timeout_ms)
 {
-	char path[PATH_MAX];
+	(void)timeout_ms;
+	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
+		log_warning("detaching dead mount %s: %s", path, strerror(errno));
+	/* Its entry, while jobs still hold it, removes it again: harmless. */
+	rmdir(path);
+}
+
+void fuse_servers_mark_dead_locked(struct daemon_state *ds, struct mount_entry *m, const char *how,
+				   struct teardown *td)
+{
+	size_t len = strlen(m->mount_point) + 1;
+	struct teardown_dir *d = malloc(sizeof(*d) + len);
 
 	log_error("FUSE server of image %s (pid %d) %s; its mount %s is dead%s",
 		  m->image, (int)m->server_pid, how, m->mount_point,
@@ -64,14 +76,16 @@ void fuse_servers_mark_dead_locked(struct daemon_state *ds, struct mount_entry *
 	/* The last descriptor of the connection: the kernel aborts it now. */
 	fuse_keep_free(m->keep);
 	m->keep = NULL;
-	snprintf(path, sizeof(path), "%s", m->mount_point);
-	/* A dead FUSE mount answers ENOTCONN: detaching it does not block. */
-	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
-		log_warning("detaching dead mount %s: %s", path, strerror(errno));
-	if (m->refcount == 0) {
-		rmdir(path);
-		registry_remove_mount(&ds->registry, m);
+	if (d) {
+		memcpy(d->path, m->mount_point, len);
+		d->remove = detach_dead;
+		d->next = td->dirs;
+		td->dirs = d;
+	} else {
+		detach_dead(m->mount_point, 0);
 	}
+	if (m->refcount == 0)
+		registry_remove_mount(&ds->registry, m);
 }
 
 /* A new reader on the kept connection (lock held). */
@@ -111,6 +125,7 @@ static void server_exited(void *arg, pid_t pid, int status)
 	reader_cgroup_usage_reader_ending(w->uid, pid);
 	reader_cgroup_end(w->uid, pid);
 	const struct squashd_config *cfg = settings_hold();
+	struct teardown td = TEARDOWN_INIT(cfg);
 	pthread_mutex_lock(&ds->lock);
 	for (struct server_watch **pw = &watched; *pw; pw = &(*pw)->next)
 		if (*pw == w) {
@@ -126,7 +141,7 @@ static void server_exited(void *arg, pid_t pid, int status)
 		next = m->next;
 		if ((m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid) {
 			if (!(m->state == MOUNT_READY && restart_server_locked(ds, cfg, m, how)))
-				fuse_servers_mark_dead_locked(ds, m, how);
+				fuse_servers_mark_dead_locked(ds, m, how, &td);
 			changed = true;
 		}
 	}
@@ -136,6 +151,12 @@ static void server_exited(void *arg, pid_t pid, int status)
 		daemon_save_locked(ds);
 	pthread_cond_broadcast(&ds->changed);
 	pthread_mutex_unlock(&ds->lock);
+	/* The dead mounts' detaches (nothing else is queued here). */
+	for (struct teardown_dir *d = td.dirs, *next; d; d = next) {
+		next = d->next;
+		d->remove(d->path, 0);
+		free(d);
+	}
 	settings_drop(cfg);
 	free(w);
 }

@@ -52,36 +52,7 @@ unsigned loop_devices_user_limit(const struct squashd_config *cfg)
 
 unsigned loop_devices_of_user_locked(struct daemon_state *ds, uid_t uid)
 {
-	/* Under ds->lock, as the marks are. */
-	static unsigned mark;
-	struct job_entry *lists[] = { ds->registry.jobs, ds->registry.scoped };
-	unsigned n = 0;
-
-	if (++mark == 0) {
-		for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
-			m->count_mark = 0;
-		mark = 1;
-	}
-	for (size_t l = 0; l < 2; l++)
-		for (const struct job_entry *j = lists[l]; j; j = j->next) {
-			if (j->uid != uid)
-				continue;
-			for (size_t i = 0; i < j->count; i++) {
-				struct mount_entry *m = j->images[i].mount;
-				if (m && holds_device(m) && m->count_mark != mark) {
-					m->count_mark = mark;
-					n++;
-				}
-			}
-		}
-	/* Being made for uid, not yet recorded with a holder. */
-	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
-		if (m->state == MOUNT_MOUNTING && holds_device(m) && m->mounting_for == uid &&
-		    m->count_mark != mark) {
-			m->count_mark = mark;
-			n++;
-		}
-	return n;
+	return registry_user_mounts(&ds->registry, uid, holds_device);
 }
 
 bool loop_devices_user_refuses_locked(struct daemon_state *ds, const struct squashd_config *cfg,

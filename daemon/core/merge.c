@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "core/merged_budget.h"
 #include "core/sharing.h"
 #include "mount/overlay_lowers.h"
 #include "util/deadline_call.h"
@@ -133,9 +134,9 @@ static struct mount_entry *find_merged(struct registry *r, const void *what)
 	return registry_find_merged(r, l->m, l->n);
 }
 
-/* A new merged mount of l (lock held): MOUNTING, one reference for the
- * caller, one on each lower. */
-static struct mount_entry *new_merged_locked(struct daemon_state *ds, const struct lowers *l)
+/* A new merged mount of l made for uid (lock held): MOUNTING, one
+ * reference for the caller, one on each lower. */
+static struct mount_entry *new_merged_locked(struct daemon_state *ds, const struct lowers *l, uid_t uid)
 {
 	struct mount_key key = { .mode = MOUNT_MODE_MERGED, .owner_uid = MOUNT_OWNER_ANY };
 	char label[SQUASH_PATH_MAX + 64];
@@ -151,20 +152,30 @@ static struct mount_entry *new_merged_locked(struct daemon_state *ds, const stru
 	for (size_t i = 0; i < l->n; i++)
 		l->m[i]->refcount++;
 	m->refcount = 1;
+	m->mounting_for = uid;
 	return m;
 }
 
-/* Mounts or shares the merged mount of l; *out gets one reference. */
+/* Mounts or shares the merged mount of l for uid; *out gets one
+ * reference. */
 static enum result get_merged(struct daemon_state *ds, const struct squashd_config *cfg,
-			      const struct lowers *l, const char *target, struct mount_entry **out,
+			      const struct lowers *l, const char *target, uid_t uid, struct mount_entry **out,
 			      char *err, size_t errlen, long long deadline_ms)
 {
 	enum result res = RESULT_OK;
+	char why[1024] = "";
 
 	pthread_mutex_lock(&ds->lock);
 	int shared = sharing_take_locked(ds, cfg, find_merged, l, target, out, &res, err, errlen,
 					 deadline_ms);
-	struct mount_entry *m = shared == 0 ? new_merged_locked(ds, l) : NULL;
+	/* Before the entry exists: a refusal for this user's share is no
+	 * outcome for the others who wait on the same merge. */
+	if (shared == 0 && merged_mounts_user_refuses_locked(ds, cfg, uid, why, sizeof(why))) {
+		pthread_mutex_unlock(&ds->lock);
+		snprintf(err, errlen, "merging %zu images at %s: %s", l->n, target, why);
+		return RESULT_USER_ERROR;
+	}
+	struct mount_entry *m = shared == 0 ? new_merged_locked(ds, l, uid) : NULL;
 	pthread_mutex_unlock(&ds->lock);
 	if (shared != 0)
 		return shared > 0 ? RESULT_OK : res;
@@ -175,7 +186,6 @@ static enum result get_merged(struct daemon_state *ds, const struct squashd_conf
 
 	/* Unlocked: the lowers are referenced, their paths fixed. */
 	struct merge_mount *mm = merge_mount_new(m, l);
-	char why[1024] = "";
 	int done = 1;
 	if (!mm) {
 		snprintf(why, sizeof(why), "out of memory");
@@ -252,7 +262,7 @@ enum result merge_mount_groups(struct daemon_state *ds, const struct squashd_con
 		struct mount_entry *m = NULL;
 		if (res != RESULT_OK)
 			break;
-		res = get_merged(ds, cfg, &l, e->images[i].target, &m, err, errlen, deadline_ms);
+		res = get_merged(ds, cfg, &l, e->images[i].target, e->uid, &m, err, errlen, deadline_ms);
 		if (res != RESULT_OK)
 			break;
 		pthread_mutex_lock(&ds->lock);

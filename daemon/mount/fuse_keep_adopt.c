@@ -34,18 +34,17 @@ static int copy_fd(int pidfd, int fd)
 #endif
 }
 
-/* The FUSE connection number of the mount at mount_point: the minor of
- * its device (major 0); -1 when it is no such mount. */
-static long mount_connection(const char *mount_point)
+/* The FUSE connection number of the mount at mount_point in squashd's
+ * mountinfo text: the minor of its device (major 0); -1 when it is no
+ * such mount. */
+static long mount_connection(const char *mountinfo, const char *mount_point)
 {
-	char *info = mount_users_read_file("/proc/self/mountinfo", MOUNTINFO_MAX);
 	struct mount_identity id;
 	unsigned major, minor;
 
-	if (!info)
+	if (!mountinfo)
 		return -1;
-	mount_users_identity(info, mount_point, &id);
-	free(info);
+	mount_users_identity(mountinfo, mount_point, &id);
 	if (sscanf(id.dev, "%u:%u", &major, &minor) != 2 || major != 0)
 		return -1;
 	return minor;
@@ -80,22 +79,59 @@ static bool is_image(int fd, dev_t dev, ino_t ino)
 	       stx.stx_ino == ino;
 }
 
-/* The device of mount mnt_id in the reader's mount namespace (its
- * mountinfo, which the kernel writes without asking any file system), 0
- * when not found. */
-static dev_t mount_dev(const char *mountinfo, unsigned long mnt_id)
+/* The devices of the mounts of a reader's mount namespace by mount id,
+ * from its mountinfo (which the kernel writes without asking any file
+ * system), sorted by id: parsed once per reader, not once per descriptor. */
+struct mount_dev {
+	uint64_t id;
+	dev_t dev;
+};
+
+static int by_mount_id(const void *a, const void *b)
 {
+	uint64_t x = ((const struct mount_dev *)a)->id, y = ((const struct mount_dev *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+static struct mount_dev *mount_devs(const char *mountinfo, size_t *n)
+{
+	struct mount_dev *all = NULL;
+	size_t room = 0;
+
+	*n = 0;
 	for (const char *line = mountinfo; line && *line; line = squash_mountinfo_next_line(line)) {
 		struct squash_mount m;
 		char *copy;
-		dev_t dev = squash_mountinfo_parse_copy(line, &copy, &m) == 0 && m.id == mnt_id
-				    ? makedev(m.major, m.minor) : 0;
 
+		if (squash_mountinfo_parse_copy(line, &copy, &m) == 0) {
+			if (*n == room) {
+				size_t more = room ? room * 2 : 256;
+				struct mount_dev *grown = realloc(all, more * sizeof(*grown));
+
+				if (!grown) {
+					free(copy);
+					break;
+				}
+				all = grown;
+				room = more;
+			}
+			all[(*n)++] = (struct mount_dev){ m.id, makedev(m.major, m.minor) };
+		}
 		free(copy);
-		if (dev)
-			return dev;
 	}
-	return 0;
+	if (all)
+		qsort(all, *n, sizeof(*all), by_mount_id);
+	return all;
+}
+
+/* The device of mount mnt_id, 0 when not found. */
+static dev_t mount_dev(const struct mount_dev *devs, size_t n, unsigned long mnt_id)
+{
+	struct mount_dev key = { mnt_id, 0 };
+	const struct mount_dev *d = devs ? bsearch(&key, devs, n, sizeof(*devs), by_mount_id) : NULL;
+
+	return d ? d->dev : 0;
 }
 
 /* The number on the line "name:" of fdinfo text, or -1. */
@@ -136,39 +172,67 @@ static void place_image(int copy, ino_t ino, dev_t dev, const struct kept_image 
 		close_detached(held);
 }
 
-/* Walks the reader's descriptors for the connection and the n images;
- * fills *conn_fd and image_fds with our copies (-1 when not found). The
- * reader is the user's: they may have stopped it, ptraced it, left open
- * files of their own FUSE mounts in it, and squashd holds ds->lock here.
- * So no descriptor of it is ever stat'ed, opened or followed: each is
- * told by what the kernel says without asking its file system, the magic
- * link's name (readlink) and its fdinfo (/dev/fuse names its connection; a
- * file its inode and mount), and only a descriptor that matches is copied
- * (pidfd_getfd) and checked again on our copy. */
-static void find_descriptors(int pidfd, pid_t pid, long conn, const struct kept_image *images,
-			     size_t n, int *conn_fd, int *image_fds)
+/* What the kernel says of one descriptor of a reader. */
+struct reader_fd {
+	int fd;
+	bool fuse;       /* /dev/fuse */
+	long conn;       /* its connection (fuse), -1 when the kernel does not say */
+	dev_t dev;       /* a file's device and inode (not fuse) */
+	ino_t ino;
+};
+
+/* A reader's descriptors, walked once per adoption. */
+struct reader_fds {
+	pid_t pid;
+	struct reader_fd *e;
+	size_t n;
+	struct reader_fds *next;
+};
+
+struct fuse_keep_adoption {
+	char *mountinfo; /* squashd's own */
+	struct reader_fds *readers;
+};
+
+/* The most descriptors of a reader looked at: the reader's own limit
+ * (reader/serve.c). A reader its user gave more loses its kept
+ * connections, nobody else's. */
+#define READER_FDS_MAX 65536
+
+/* Walks the reader's descriptors once. The reader is the user's: they may
+ * have stopped it, ptraced it, left open files of their own FUSE mounts
+ * in it, and squashd holds ds->lock here. So no descriptor of it is ever
+ * stat'ed, opened or followed: each is told by what the kernel says
+ * without asking its file system, the magic link's name (readlink) and its
+ * fdinfo (/dev/fuse names its connection; a file its inode and mount); a
+ * descriptor that matches is copied (pidfd_getfd) and checked again on our
+ * copy later (take_descriptors). */
+static struct reader_fds *walk_reader(pid_t pid)
 {
 	char dir_path[64];
+	struct reader_fds *r = calloc(1, sizeof(*r));
+	struct mount_dev *devs;
+	size_t ndevs, room = 0, seen = 0;
 	char *mountinfo;
-	size_t found = 0;
 	DIR *dir;
 
+	if (!r)
+		return NULL;
+	r->pid = pid;
 	snprintf(dir_path, sizeof(dir_path), "/proc/%d/mountinfo", (int)pid);
 	mountinfo = mount_users_read_file(dir_path, MOUNTINFO_MAX);
+	devs = mount_devs(mountinfo, &ndevs);
+	free(mountinfo);
 	snprintf(dir_path, sizeof(dir_path), "/proc/%d/fd", (int)pid);
 	dir = opendir(dir_path);
-	if (!dir) {
-		free(mountinfo);
-		return;
-	}
-	for (struct dirent *de; (*conn_fd < 0 || found < n) && (de = readdir(dir));) {
-		char path[96], target[64];
-		char *end, *info;
+	for (struct dirent *de; dir && seen < READER_FDS_MAX && (de = readdir(dir));) {
+		char path[96], target[64], *end, *info;
 		long fd = strtol(de->d_name, &end, 10);
 		ssize_t len;
 
-		if (de->d_name[0] == '.' || *end || fd < 0)
+		if (de->d_name[0] == '.' || *end || fd < 0 || fd > INT32_MAX)
 			continue;
+		seen++;
 		snprintf(path, sizeof(path), "%s/%ld", dir_path, fd);
 		len = readlink(path, target, sizeof(target) - 1);
 		target[len > 0 ? len : 0] = '\0';
@@ -176,45 +240,116 @@ static void find_descriptors(int pidfd, pid_t pid, long conn, const struct kept_
 		 * fdinfo waits for a lock its owner may hold. */
 		if (target[0] != '/')
 			continue;
-		bool fuse = !strcmp(target, "/dev/fuse");
-		if (fuse ? *conn_fd >= 0 : found == n)
-			continue;
 		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%ld", (int)pid, fd);
 		info = mount_users_read_file(path, FDINFO_MAX);
-		long long ino = fdinfo_field(info, "ino"), mnt_id = fdinfo_field(info, "mnt_id");
-		bool wanted = fuse ? fdinfo_field(info, "fuse_connection") == conn : false;
-		dev_t dev = !fuse && ino >= 0 && mnt_id >= 0 && mountinfo
-				    ? mount_dev(mountinfo, (unsigned long)mnt_id) : 0;
-		for (size_t i = 0; !fuse && dev && i < n && !wanted; i++)
-			wanted = image_fds[i] < 0 && images[i].ino == (ino_t)ino && images[i].dev == dev;
+		struct reader_fd e = { .fd = (int)fd, .fuse = !strcmp(target, "/dev/fuse"), .conn = -1 };
+		if (e.fuse) {
+			e.conn = (long)fdinfo_field(info, "fuse_connection");
+		} else {
+			long long ino = fdinfo_field(info, "ino"), mnt_id = fdinfo_field(info, "mnt_id");
+
+			e.dev = ino >= 0 && mnt_id >= 0 ? mount_dev(devs, ndevs, (unsigned long)mnt_id) : 0;
+			e.ino = (ino_t)ino;
+		}
 		free(info);
+		if (e.fuse ? e.conn < 0 : e.dev == 0)
+			continue;
+		if (r->n == room) {
+			size_t more = room ? room * 2 : 64;
+			struct reader_fd *grown = realloc(r->e, more * sizeof(*grown));
+
+			if (!grown)
+				break;
+			r->e = grown;
+			room = more;
+		}
+		r->e[r->n++] = e;
+	}
+	if (dir)
+		closedir(dir);
+	if (seen >= READER_FDS_MAX)
+		log_warning("reader pid %d holds more than %d descriptors; only those were looked at",
+			    (int)pid, READER_FDS_MAX);
+	free(devs);
+	return r;
+}
+
+static struct reader_fds *reader_of(struct fuse_keep_adoption *a, pid_t pid)
+{
+	struct reader_fds *r;
+
+	for (r = a->readers; r; r = r->next)
+		if (r->pid == pid)
+			return r;
+	if ((r = walk_reader(pid))) {
+		r->next = a->readers;
+		a->readers = r;
+	}
+	return r;
+}
+
+/* Copies from the reader the connection's descriptor and the n images'
+ * (our copies in *conn_fd and image_fds; -1 when not found). */
+static void take_descriptors(int pidfd, const struct reader_fds *r, long conn,
+			     const struct kept_image *images, size_t n, int *conn_fd, int *image_fds)
+{
+	size_t found = 0;
+
+	for (size_t k = 0; k < r->n && (*conn_fd < 0 || found < n); k++) {
+		const struct reader_fd *e = &r->e[k];
+		bool wanted = e->fuse ? *conn_fd < 0 && e->conn == conn : false;
+
+		for (size_t i = 0; !e->fuse && i < n && !wanted; i++)
+			wanted = image_fds[i] < 0 && images[i].ino == e->ino && images[i].dev == e->dev;
 		if (!wanted)
 			continue;
-		int copy = copy_fd(pidfd, (int)fd);
+		int copy = copy_fd(pidfd, e->fd);
 		if (copy < 0)
 			continue;
-		if (!fuse)
-			place_image(copy, (ino_t)ino, dev, images, image_fds, n, &found);
+		if (!e->fuse)
+			place_image(copy, e->ino, e->dev, images, image_fds, n, &found);
 		else if (fd_connection(copy) == conn)
 			*conn_fd = copy;
 		else
 			close(copy); /* /dev/fuse: no flush */
 	}
-	closedir(dir);
-	free(mountinfo);
 }
 
-struct fuse_keep *fuse_keep_adopt(int server_pidfd, pid_t server_pid, const char *mount_point,
-				  const struct kept_image *images, size_t n,
+struct fuse_keep_adoption *fuse_keep_adoption_begin(void)
+{
+	struct fuse_keep_adoption *a = calloc(1, sizeof(*a));
+
+	if (a)
+		a->mountinfo = mount_users_read_file("/proc/self/mountinfo", MOUNTINFO_MAX);
+	return a;
+}
+
+void fuse_keep_adoption_end(struct fuse_keep_adoption *a)
+{
+	if (!a)
+		return;
+	for (struct reader_fds *r = a->readers, *next; r; r = next) {
+		next = r->next;
+		free(r->e);
+		free(r);
+	}
+	free(a->mountinfo);
+	free(a);
+}
+
+struct fuse_keep *fuse_keep_adopt(struct fuse_keep_adoption *a, int server_pidfd, pid_t server_pid,
+				  const char *mount_point, const struct kept_image *images, size_t n,
 				  const struct identity *owner, char *err, size_t errlen)
 {
-	long conn = mount_connection(mount_point);
+	long conn = mount_connection(a ? a->mountinfo : NULL, mount_point);
 	int conn_fd = -1, *image_fds = malloc((n ? n : 1) * sizeof(*image_fds));
+	struct reader_fds *r = NULL;
 	struct fuse_keep *k = NULL;
 	size_t missing = 0;
 
-	if (!image_fds) {
+	if (!image_fds || !a) {
 		snprintf(err, errlen, "out of memory");
+		free(image_fds);
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -223,7 +358,11 @@ struct fuse_keep *fuse_keep_adopt(int server_pidfd, pid_t server_pid, const char
 		snprintf(err, errlen, "%s is not a FUSE mount in squashd's namespace", mount_point);
 		goto out;
 	}
-	find_descriptors(server_pidfd, server_pid, conn, images, n, &conn_fd, image_fds);
+	if (!(r = reader_of(a, server_pid))) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	take_descriptors(server_pidfd, r, conn, images, n, &conn_fd, image_fds);
 	for (size_t i = 0; i < n; i++)
 		missing += image_fds[i] < 0;
 	if (conn_fd < 0 || missing || n == 0) {

@@ -24,11 +24,18 @@ struct kept_image {
 	ino_t ino;
 };
 
+/* One adoption's reads: squashd's mountinfo, read once, and each reader's
+ * descriptors, walked once for all the mounts it serves (up to 512, and a
+ * union's images each hold one), not once per mount. NULL: out of memory. */
+struct fuse_keep_adoption;
+struct fuse_keep_adoption *fuse_keep_adoption_begin(void);
+void fuse_keep_adoption_end(struct fuse_keep_adoption *a);
+
 /* server_pidfd: the reader's pidfd (not taken); mount_point: its mount in
  * squashd's namespace; images: the image the mount serves, or a union's n
  * images (bottom first). NULL with err set when not all were found. */
-struct fuse_keep *fuse_keep_adopt(int server_pidfd, pid_t server_pid, const char *mount_point,
-				  const struct kept_image *images, size_t n,
+struct fuse_keep *fuse_keep_adopt(struct fuse_keep_adoption *a, int server_pidfd, pid_t server_pid,
+				  const char *mount_point, const struct kept_image *images, size_t n,
 				  const struct identity *owner, char *err, size_t errlen);
 
 #endif

@@ -274,6 +274,41 @@ void registry_remove_scoped(struct registry *r, struct job_entry *e)
 	}
 }
 
+unsigned registry_user_mounts(struct registry *r, uid_t uid, bool (*counts)(const struct mount_entry *m))
+{
+	/* Under the caller's lock, as the marks are. */
+	static unsigned mark;
+	struct job_entry *lists[] = { r->jobs, r->scoped };
+	unsigned n = 0;
+
+	if (++mark == 0) {
+		for (struct mount_entry *m = r->mounts; m; m = m->next)
+			m->count_mark = 0;
+		mark = 1;
+	}
+	for (size_t l = 0; l < 2; l++)
+		for (const struct job_entry *j = lists[l]; j; j = j->next) {
+			if (j->uid != uid)
+				continue;
+			for (size_t i = 0; i < j->count; i++) {
+				struct mount_entry *held[] = { j->images[i].mount, j->images[i].merged };
+
+				for (size_t k = 0; k < 2; k++)
+					if (held[k] && counts(held[k]) && held[k]->count_mark != mark) {
+						held[k]->count_mark = mark;
+						n++;
+					}
+			}
+		}
+	/* Being made for uid, not yet recorded with a holder. */
+	for (struct mount_entry *m = r->mounts; m; m = m->next)
+		if (m->state == MOUNT_MOUNTING && counts(m) && m->mounting_for == uid && m->count_mark != mark) {
+			m->count_mark = mark;
+			n++;
+		}
+	return n;
+}
+
 bool registry_job_uses(const struct job_entry *job, const struct mount_entry *m)
 {
 	for (size_t i = 0; i < job->count; i++)

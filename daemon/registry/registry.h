@@ -165,6 +165,12 @@ struct job_entry *registry_add_scoped(struct registry *r, enum holder_kind kind,
 void registry_remove_scoped(struct registry *r, struct job_entry *e);
 
 /* Whether job uses mount m. */
+/* The distinct mounts (an image's own or its merged tree) that counts
+ * selects among those uid's jobs, steps and sessions hold, plus those in
+ * MOUNTING made for uid (mounting_for). A mount shared with other users
+ * counts for each of them. Lock held: it uses the mounts' count_mark. */
+unsigned registry_user_mounts(struct registry *r, uid_t uid, bool (*counts)(const struct mount_entry *m));
+
 bool registry_job_uses(const struct job_entry *job, const struct mount_entry *m);
 
 void registry_free(struct registry *r);

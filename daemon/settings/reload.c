@@ -110,6 +110,9 @@ static bool apply(const char *key, const struct squashd_config *fresh, struct sq
 		next->registry_entries_per_user = fresh->registry_entries_per_user;
 	} else if (!strcmp(key, "registry_bytes_per_user")) {
 		next->registry_bytes_per_user = fresh->registry_bytes_per_user;
+	} else if (!strcmp(key, "max_merged_mounts_per_user")) {
+		/* Checked at each new merge; merges over a lowered budget stay. */
+		next->max_merged_mounts_per_user = fresh->max_merged_mounts_per_user;
 	} else if (!strcmp(key, "max_session_binds_per_user")) {
 		/* Checked at each image; binds over a lowered budget stay. */
 		next->max_session_binds_per_user = fresh->max_session_binds_per_user;

@@ -56,6 +56,7 @@ struct squashd_config {
 	unsigned long long overlay_size; /* bytes of a job's writable-overlay tmpfs per node; 0: no :rw */
 	unsigned registry_entries_per_user; /* a user's jobs, steps and sessions in the registry */
 	unsigned max_session_binds_per_user; /* images a user's squash-shell sessions bind; 0: no bound */
+	unsigned max_merged_mounts_per_user; /* merged mounts one user's holders hold; 0: no bound */
 	unsigned long long registry_bytes_per_user; /* their records in the state file, as written */
 	bool reader_cgroups;         /* each user's FUSE servers in a cgroup of their own */
 	unsigned reader_tasks_max;   /* pids.max there; 0: no limit */
@@ -74,6 +75,9 @@ struct squashd_config {
 /* One session of max_images_per_job's default: squash-shell sessions are
  * a login node's few interactive commands, not a job's hundreds. */
 #define SQUASHD_SESSION_BINDS_DEFAULT 1024
+/* A dataset job merges its bundles at a target or two: far above that,
+ * far below what would fill a node's mount table. */
+#define SQUASHD_MERGED_MOUNTS_DEFAULT 256
 #define SQUASHD_OVERLAY_DEFAULT (1ULL << 30)
 #define SQUASHD_OVERLAY_MAX (1ULL << 40)
 #define SQUASHD_READER_TASKS_DEFAULT 4096

@@ -8,6 +8,7 @@ shared on the node by the jobs that merge the same images in the same
 order, and gone with the last of them."""
 
 import hashlib
+import json
 import os
 import re
 import signal
@@ -15,7 +16,8 @@ import time
 
 import pytest
 
-from conftest import REPO, USER1, USER2, BlockingJob, mountinfo, run, send_hup_and_wait, wait_until
+from conftest import REPO, USER1, USER2, BlockingJob, mountinfo, run, send_hup_and_wait, uid_of, wait_until
+from test_health_checks import reload_conf
 
 TARGET = "/squash/data"
 
@@ -329,6 +331,54 @@ def test_a_merged_overlay_outlives_a_squashd_restart(cluster):
     assert blk.job.state == "COMPLETED", blk.job.output()
     assert (blk.dir / "after").read_text() == "1\n0000.txt\n0001.txt\n"
     wait_until(lambda: not overlays(cluster), 10, 0.1, "the merged mount to go")
+
+
+@pytest.mark.host_release_only("squashd's own budget, the same on every Slurm release")
+def test_a_user_past_their_share_of_merged_mounts_fails_alone(cluster):
+    """max_merged_mounts_per_user (core/merged_budget.c): a user who holds
+    that many merged overlays gets a user error for a new merge, naming the
+    setting, without draining the node; sharing a merge they hold works;
+    another user's merge is theirs to make."""
+    os.chmod(cluster.trusted, 0o755)
+    a, b, c = (cluster.make_image(cluster.trusted / f"mb-{n}.sqfs", {"common.txt": f"{n}\n", f"only/{n}.txt": n},
+                                  owner="root") for n in "abc")
+    conf = cluster.dir / "squashd.conf"
+    original = conf.read_text()
+
+    def merged_budget(user):
+        rows = json.loads(cluster.squashctl("status", "--json").stdout)["user_budgets"]
+        mine = [r for r in rows if r["uid"] == uid_of(user)]
+        return mine[0]["budgets"].get("merged mounts") if mine else None
+
+    try:
+        reload_conf(cluster, original + "max_merged_mounts_per_user = 1\n",
+                    "reload: max_merged_mounts_per_user is now '1'")
+        blk = BlockingJob(cluster, USER1, f"{a}:{TARGET},{b}:{TARGET}")
+        try:
+            blk.wait_ready()
+            assert len(overlays(cluster)) == 1
+            assert merged_budget(USER1) == {"used": 1, "limit": 1}
+            job = cluster.run_job(USER1, "cat /squash/other/common.txt\n",
+                                  [f"--squash-image={a}:/squash/other,{c}:/squash/other"])
+            assert job.state == "FAILED", job.output()
+            assert (f"the jobs and sessions of uid {uid_of(USER1)} on this node already hold 1 merged mounts "
+                    "(images merged at one target; max_merged_mounts_per_user = 1)") in job.output(), job.output()
+            assert "drain" not in cluster.node_state(), "a user's budget drained the node"
+            # Sharing the merge the user holds makes none.
+            job = cluster.run_job(USER1, f"cat {TARGET}/common.txt\n", [f"--squash-image={a}:{TARGET},{b}:{TARGET}"])
+            assert job.state == "COMPLETED" and job.output() == "b\n", job.output()
+            # Another user's share is their own.
+            job = cluster.run_job(USER2, "cat /squash/other/common.txt\n",
+                                  [f"--squash-image={a}:/squash/other,{c}:/squash/other"])
+            assert job.state == "COMPLETED" and job.output() == "c\n", job.output()
+        finally:
+            blk.go.touch()
+        blk.job.wait()
+        assert blk.job.state == "COMPLETED", blk.job.output()
+        wait_until(lambda: not overlays(cluster) and not cluster.list_mounts(), 15, 0.1,
+                   "the merged mounts to go")
+    finally:
+        reload_conf(cluster, original, "reload: max_merged_mounts_per_user is now '256'")
 
 
 def _tree_digest(files):
