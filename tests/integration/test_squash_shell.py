@@ -32,6 +32,18 @@ def sessions(c):
     return res
 
 
+def refused_and_others_start(c, cwd, img, reason, held, other):
+    """The user's next session (of img) is refused with reason and starts
+    nothing; another user's session (of other, their own) reads meanwhile."""
+    p = c.as_user(USER1, shell_cmd(c, img, "--", "true"), cwd=cwd)
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert reason in p.stderr, p.stderr
+    assert len(sessions(c)) == held
+    p = c.as_user(USER2, [c.for_user(USER2, SQUASH_SHELL), "--socket", c.socket, "--munge-socket",
+                          c.munge_socket, other, "--", "cat", "/squash/theirs/hello.txt"])
+    assert p.returncode == 0 and p.stdout == FILES["hello.txt"], (p.stdout, p.stderr)
+
+
 def wait_clean(c):
     wait_until(lambda: not c.list_mounts() and not c.node_mounts(), 15, 0.1,
                "the session's mounts to be released")
@@ -119,13 +131,8 @@ def test_a_users_33rd_session_is_refused_and_others_still_start(cluster):
                     c, img, "--", "bash", "-c", f"echo $$ > {pidfile}; exec sleep 300")]],
                 cwd=d, env=c.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
         wait_until(lambda: len(sessions(c)) == 32, 60, 0.2, "32 sessions to start")
-        p = c.as_user(USER1, shell_cmd(c, img, "--", "true"), cwd=d)
-        assert p.returncode == 125, (p.stdout, p.stderr)
-        assert "too many squash-shell sessions of this user on this node (at most 32)" in p.stderr, p.stderr
-        assert len(sessions(c)) == 32
-        p = c.as_user(USER2, [c.for_user(USER2, SQUASH_SHELL), "--socket", c.socket, "--munge-socket",
-                              c.munge_socket, other, "--", "cat", "/squash/theirs/hello.txt"])
-        assert p.returncode == 0 and p.stdout == FILES["hello.txt"], (p.stdout, p.stderr)
+        refused_and_others_start(c, d, img, "too many squash-shell sessions of this user on this node (at most 32)",
+                                 32, other)
     finally:
         # squash-shell itself (runuser does not pass SIGKILL on); its
         # command dies with it.
@@ -159,14 +166,9 @@ def test_a_users_session_binds_past_their_budget_are_refused_and_others_still_st
             rows = json.loads(c.squashctl("status", "--json").stdout)["user_budgets"]
             mine, = [r for r in rows if r["uid"] == uid_of(USER1)]
             assert mine["budgets"]["session binds"] == {"used": 2, "limit": 2}, mine
-            p = c.as_user(USER1, shell_cmd(c, imgs[0], "--", "true"), cwd=d)
-            assert p.returncode == 125, (p.stdout, p.stderr)
-            assert ("the squash-shell sessions of this user on this node already bind 2 images, "
-                    "as many as max_session_binds_per_user = 2") in p.stderr, p.stderr
-            assert len(sessions(c)) == 1
-            p = c.as_user(USER2, [c.for_user(USER2, SQUASH_SHELL), "--socket", c.socket, "--munge-socket",
-                                  c.munge_socket, other, "--", "cat", "/squash/theirs/hello.txt"])
-            assert p.returncode == 0 and p.stdout == FILES["hello.txt"], (p.stdout, p.stderr)
+            refused_and_others_start(c, d, imgs[0], "the squash-shell sessions of this user on this node "
+                                     "already bind 2 images, as many as max_session_binds_per_user = 2",
+                                     1, other)
         finally:
             for pid in sessions(c):
                 os.kill(pid, signal.SIGKILL)
