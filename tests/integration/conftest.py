@@ -793,6 +793,11 @@ def _session_cluster(request, nodes=0, job_ns=None, site=False, run_in_job=True,
             print(f"\nkeeping {root}" + (f" (mounts left: {leftover})" if leftover else ""))
         else:
             shutil.rmtree(root, ignore_errors=True)
+            if parent:
+                try:
+                    parent.rmdir()  # made here; another cluster's root may still be in it
+                except OSError:
+                    pass
     request.addfinalizer(stop)
     args = ["--nodes", str(nodes)] if nodes else []
     env = dict(os.environ, SQUASH_TEST_JOB_NS=job_ns or "", SQUASH_TEST_SITE="1" if site else "0",
