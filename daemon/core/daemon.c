@@ -336,3 +336,13 @@ Squash__Status daemon_refuse_new_mounts_locked(struct daemon_state *ds, char *wh
 	}
 	return SQUASH__STATUS__OK;
 }
+
+void teardown_dirs_run(struct teardown *td, int timeout_ms)
+{
+	for (struct teardown_dir *d = td->dirs, *next; d; d = next) {
+		next = d->next;
+		d->remove(d->path, timeout_ms);
+		free(d);
+	}
+	td->dirs = NULL;
+}

@@ -87,6 +87,10 @@ struct teardown {
 };
 #define TEARDOWN_INIT(settings) { .cfg = (settings), .head = NULL, .dirs = NULL, .lowers_to = NULL }
 
+/* Takes down td's directories (lock not held), first to last, and frees
+ * them; the mounts are core/sharing.h's. */
+void teardown_dirs_run(struct teardown *td, int timeout_ms);
+
 /* Paths below cfg->state_dir, the node name, locks. Returns 0 or -1. */
 int daemon_init(struct daemon_state *ds, const struct squashd_config *cfg);
 

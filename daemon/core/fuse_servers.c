@@ -152,11 +152,7 @@ static void server_exited(void *arg, pid_t pid, int status)
 	pthread_cond_broadcast(&ds->changed);
 	pthread_mutex_unlock(&ds->lock);
 	/* The dead mounts' detaches (nothing else is queued here). */
-	for (struct teardown_dir *d = td.dirs, *next; d; d = next) {
-		next = d->next;
-		d->remove(d->path, 0);
-		free(d);
-	}
+	teardown_dirs_run(&td, 0);
 	settings_drop(cfg);
 	free(w);
 }

@@ -67,12 +67,7 @@ void sharing_teardown(struct daemon_state *ds, struct teardown *td)
 
 	/* Overlays and sessions' binds first: what they hold is among td's
 	 * mounts. */
-	for (struct teardown_dir *d = td->dirs, *next; d; d = next) {
-		next = d->next;
-		d->remove(d->path, timeout_ms);
-		free(d);
-	}
-	td->dirs = NULL;
+	teardown_dirs_run(td, timeout_ms);
 	if (!td->head)
 		return;
 	/* Unlocked: nobody else touches an UNMOUNTING entry. */
