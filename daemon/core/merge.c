@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "core/given_up_mounts.h"
 #include "core/merged_budget.h"
 #include "core/sharing.h"
 #include "mount/overlay_lowers.h"
-#include "util/deadline_call.h"
 #include "util/log.h"
 
 struct lowers {
@@ -194,14 +194,8 @@ static enum result get_merged(struct daemon_state *ds, const struct squashd_conf
 		snprintf(why, sizeof(why), "cannot create mount point %s: %s", m->mount_point,
 			 strerror(errno));
 		res = RESULT_NODE_ERROR;
-	} else if ((done = deadline_call(merge_mount_call, merge_mount_late, merge_mount_free, mm,
-					 /* a second at least: readers are killed
-					  * for silence, not for a late request */
-					 deadline_ms > squash_now_ms() + 1000 ? deadline_ms
-									      : squash_now_ms() + 1000)) < 0) {
-		snprintf(why, sizeof(why), "cannot start a thread for the overlay mount: %s",
-			 strerror(errno));
-		res = RESULT_NODE_ERROR;
+	} else if ((done = given_up_mounts_call(uid, merge_mount_call, merge_mount_late, merge_mount_free,
+						mm, deadline_ms, &res, why, sizeof(why))) < 0) {
 		done = 1;
 	} else if (done) {
 		res = mm->res;

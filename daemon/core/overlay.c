@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "core/given_up_mounts.h"
 #include "process/identity.h"
-#include "util/deadline_call.h"
 #include "util/log.h"
 #include "mount/overlay_upper.h"
 #include "mount/unmount.h"
@@ -76,9 +76,9 @@ static void kill_lower_server(struct daemon_state *ds, const struct mount_entry 
  * (the lower layer may be their reader's FUSE mount), without set-uid and
  * set-gid bits (overlay_lower_root). *gave_up: the mount did not return
  * by deadline_ms; dir is then the mount's thread's to remove. */
-static int make_upper(struct daemon_state *ds, const char *dir, size_t i,
-		      const struct mount_entry *lower_mount, const struct identity *id,
-		      long long deadline_ms, bool *gave_up, char *err, size_t errlen)
+static enum result make_upper(struct daemon_state *ds, const char *dir, size_t i,
+			      const struct mount_entry *lower_mount, const struct identity *id,
+			      long long deadline_ms, bool *gave_up, char *err, size_t errlen)
 {
 	char upper[PATH_MAX], work[PATH_MAX], point[PATH_MAX];
 	const char *lower = lower_mount->mount_point;
@@ -91,26 +91,27 @@ static int make_upper(struct daemon_state *ds, const char *dir, size_t i,
 	    registry_overlay_path(work, sizeof(work), dir, 'w', i) ||
 	    registry_overlay_path(point, sizeof(point), dir, 'o', i)) {
 		snprintf(err, errlen, "overlay directory %s: path too long", dir);
-		return -1;
+		return RESULT_NODE_ERROR;
 	}
 	/* overlayfs splits its options at ',' and layers at ':' (state_dir is
 	 * the admin's choice, but must not turn into other options). */
 	if (strpbrk(dir, ",:\\") || strpbrk(lower, ",:\\")) {
 		snprintf(err, errlen, "cannot mount an overlay below %s: state_dir must not contain "
 			 "',', ':' or '\\'", dir);
-		return -1;
+		return RESULT_NODE_ERROR;
 	}
-	if (overlay_lower_root(lower, id, timeout_ms, &uid, &gid, &mode, err, errlen) != RESULT_OK)
-		return -1;
+	enum result res = overlay_lower_root(lower, id, timeout_ms, &uid, &gid, &mode, err, errlen);
+	if (res != RESULT_OK)
+		return res;
 	if (mkdir(upper, 0700) < 0 || mkdir(work, 0700) < 0 || mkdir(point, 0755) < 0 ||
 	    chown(upper, uid, gid) < 0 || chmod(upper, mode) < 0) {
 		snprintf(err, errlen, "cannot prepare the overlay in %s: %s", dir, strerror(errno));
-		return -1;
+		return RESULT_NODE_ERROR;
 	}
 	struct overlay_call *c = calloc(1, sizeof(*c));
 	if (!c) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		return RESULT_NODE_ERROR;
 	}
 	snprintf(c->point, sizeof(c->point), "%s", point);
 	snprintf(c->dir, sizeof(c->dir), "%s", dir);
@@ -119,17 +120,13 @@ static int make_upper(struct daemon_state *ds, const char *dir, size_t i,
 		     work) >= (int)sizeof(c->opts)) {
 		snprintf(err, errlen, "overlay options too long");
 		free(c);
-		return -1;
+		return RESULT_NODE_ERROR;
 	}
-	/* A second at least: readers are killed for silence, not for a late
-	 * request (as for a merge, core/merge.c). */
-	long long now = squash_now_ms();
-	int done = deadline_call(overlay_call_mount, overlay_call_late, free, c,
-				 deadline_ms > now + 1000 ? deadline_ms : now + 1000);
+	int done = given_up_mounts_call(id->uid, overlay_call_mount, overlay_call_late, free, c,
+					deadline_ms, &res, err, errlen);
 	if (done < 0) {
-		snprintf(err, errlen, "cannot start a thread for the overlay mount: %s", strerror(errno));
 		free(c);
-		return -1;
+		return res;
 	}
 	if (!done) {
 		*gave_up = true;
@@ -138,15 +135,15 @@ static int make_upper(struct daemon_state *ds, const char *dir, size_t i,
 			 "deadline: the FUSE server of the image (your squash-reader) did not answer "
 			 "(stopped or hung); squashd killed it, and its mounts restart",
 			 lower_mount->image);
-		return -1;
+		return RESULT_NODE_ERROR;
 	}
 	int mount_err = c->err;
 	free(c);
 	if (mount_err) {
 		snprintf(err, errlen, "cannot mount an overlay on %s: %s", lower, strerror(mount_err));
-		return -1;
+		return RESULT_NODE_ERROR;
 	}
-	return 0;
+	return RESULT_OK;
 }
 
 /* Another job on this node keeps its changes in the same directory
@@ -252,9 +249,8 @@ enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_conf
 			res = mount_named(ds, job, i, dir, id, deadline_ms, err, errlen);
 			if (res != RESULT_OK)
 				continue;
-		} else if (make_upper(ds, dir, i, job->images[i].mount, id, deadline_ms, &gave_up, err,
-				      errlen) < 0) {
-			res = RESULT_NODE_ERROR;
+		} else if ((res = make_upper(ds, dir, i, job->images[i].mount, id, deadline_ms, &gave_up,
+					     err, errlen)) != RESULT_OK) {
 			continue;
 		}
 		if (registry_overlay_path(point, sizeof(point), dir, 'o', i) || !(points[i] = strdup(point))) {

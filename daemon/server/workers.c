@@ -23,6 +23,7 @@
 #include "array_grow.h"
 #include "clock.h"
 #include "core/budget_rows.h"
+#include "core/given_up_mounts.h"
 #include "core/gc.h"
 #include "core/user_budgets.h"
 #include "core/user_fds.h"
@@ -354,6 +355,7 @@ int server_run(int listen_fd, struct daemon_state *ds)
 	user_budgets_add_source(registry_budget_rows);
 	user_budgets_add_source(watcher_budget_rows);
 	user_budgets_add_source(reader_budget_rows);
+	user_budgets_add_source(given_up_mounts_budget_rows);
 
 	struct pollfd *pfd = NULL;
 	size_t pfd_cap = 0;

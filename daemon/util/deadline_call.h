@@ -4,17 +4,37 @@
  * deadline: the request fails with a reason and its worker serves others,
  * whatever the server does. The call itself cannot be interrupted; it
  * ends when the server answers or dies (the caller kills it), and what it
- * made then is undone by the caller's late function. */
+ * made then is undone by the caller's late function.
+ *
+ * A call given up on keeps its thread until then, and a user who stops
+ * each server squashd restarts could keep many: so each call names an
+ * owner (the uid it is made for), and an owner with `limit` calls given
+ * up on that still run gets no new one. */
 #ifndef SQUASHD_DEADLINE_CALL_H
 #define SQUASHD_DEADLINE_CALL_H
+
+#include <stddef.h>
 
 /* Runs call(arg) on a thread of its own and waits until it returns or
  * until deadline_ms (monotonic). Returns 1 when it returned in time (arg
  * is the caller's again), 0 when the deadline passed first: from then on
  * arg is the thread's, which, once call returns, runs late(arg) (may be
- * NULL) and then release(arg). Returns -1 (errno set) when no thread could
- * be started; nothing ran. */
-int deadline_call(void (*call)(void *arg), void (*late)(void *arg), void (*release)(void *arg),
-		  void *arg, long long deadline_ms);
+ * NULL) and then release(arg). Returns -1 when nothing ran: errno EBUSY
+ * when owner has limit (0: no bound) calls given up on still running,
+ * else why no thread could be started. */
+int deadline_call(unsigned owner, unsigned limit, void (*call)(void *arg), void (*late)(void *arg),
+		  void (*release)(void *arg), void *arg, long long deadline_ms);
+
+/* The calls of owner given up on that still run. */
+unsigned deadline_calls_given_up(unsigned owner);
+
+struct deadline_owner_use {
+	unsigned owner;
+	unsigned given_up; /* calls given up on still running */
+};
+
+/* The owners with calls given up on still running (at most max of
+ * them, in no order); returns how many were written. */
+size_t deadline_calls_given_up_each(struct deadline_owner_use *out, size_t max);
 
 #endif
