@@ -71,14 +71,16 @@ static pid_t still_used(struct daemon_state *ds, uint32_t job_id, uint32_t step_
 }
 
 /* Releases what one verdict says is gone. Returns true when a job was.
- * background (the periodic pass, every user's): the unmounting, which
- * may wait on a user's stopped reader, goes to the job's owner's thread
- * (core/owner_teardown.h); squashctl gc answers once it is done. */
+ * The unmounting may wait on a user's stopped reader: without collect
+ * (the periodic pass, every user's) it goes to the job's owner's thread
+ * (core/owner_teardown.h); squashctl gc collects it and tears it down
+ * after the pass, off pass_lock, and answers once it is done. */
 static bool release_gone(struct daemon_state *ds, const struct squashd_config *cfg,
-			 const struct slurm_verdict *v, const char *mountinfo, bool background)
+			 const struct slurm_verdict *v, const char *mountinfo, struct teardown *collect)
 {
 	pid_t user = still_used(ds, v->job_id, v->step_id, mountinfo);
-	struct teardown td = TEARDOWN_INIT(cfg);
+	struct teardown own = TEARDOWN_INIT(cfg);
+	struct teardown *td = collect ? collect : &own;
 	bool released;
 
 	if (user) {
@@ -96,9 +98,9 @@ static bool release_gone(struct daemon_state *ds, const struct squashd_config *c
 		: registry_find_step(&ds->registry, v->job_id, v->step_id);
 	uid_t owner = held ? held->uid : 0;
 	if (v->step_id != SLURM_NO_STEP)
-		released = holders_release_step_locked(ds, v->job_id, v->step_id, &td) == HOLDER_RELEASED;
+		released = holders_release_step_locked(ds, v->job_id, v->step_id, td) == HOLDER_RELEASED;
 	else
-		released = holders_release_job_locked(ds, v->job_id, &td) == HOLDER_RELEASED;
+		released = holders_release_job_locked(ds, v->job_id, td) == HOLDER_RELEASED;
 	ds->gc_releases += released;
 	pthread_mutex_unlock(&ds->lock);
 	if (released && v->step_id != SLURM_NO_STEP) {
@@ -110,10 +112,8 @@ static bool release_gone(struct daemon_state *ds, const struct squashd_config *c
 			 v->state);
 		log_context_clear();
 	}
-	if (background)
-		owner_teardown(ds, &td, owner);
-	else
-		sharing_teardown(ds, &td);
+	if (!collect)
+		owner_teardown(ds, &own, owner);
 	return released && v->step_id == SLURM_NO_STEP;
 }
 
@@ -169,7 +169,7 @@ static size_t questions(struct daemon_state *ds, uint32_t *ids, uint32_t *steps)
 }
 
 static int run_pass(struct daemon_state *ds, const struct squashd_config *cfg, uint32_t *released,
-		    size_t cap, char *err, size_t errlen, bool background)
+		    size_t cap, char *err, size_t errlen, struct teardown *collect)
 {
 	uint32_t *ids = malloc(GC_BATCH * sizeof(*ids)), *steps = malloc(GC_BATCH * sizeof(*steps));
 	struct slurm_verdict *verdicts = malloc(GC_BATCH * sizeof(*verdicts));
@@ -189,7 +189,7 @@ static int run_pass(struct daemon_state *ds, const struct squashd_config *cfg, u
 	}
 	char *mountinfo = found ? mount_users_read_file("/proc/self/mountinfo", MOUNTINFO_MAX) : NULL;
 	for (int i = 0; i < found; i++) {
-		if (strcmp(verdicts[i].state, "here") && release_gone(ds, cfg, &verdicts[i], mountinfo, background)) {
+		if (strcmp(verdicts[i].state, "here") && release_gone(ds, cfg, &verdicts[i], mountinfo, collect)) {
 			if ((size_t)count < cap)
 				released[count] = verdicts[i].job_id;
 			count++;
@@ -209,9 +209,14 @@ out:
 int gc_pass(struct daemon_state *ds, const struct squashd_config *cfg, uint32_t *released,
 	    size_t cap, char *err, size_t errlen)
 {
+	struct teardown td = TEARDOWN_INIT(cfg);
+
 	pthread_mutex_lock(&pass_lock);
-	int n = run_pass(ds, cfg, released, cap, err, errlen, false);
+	int n = run_pass(ds, cfg, released, cap, err, errlen, &td);
 	pthread_mutex_unlock(&pass_lock);
+	/* Off pass_lock: the periodic pass never waits behind a user's
+	 * stopped reader that this request waits for. */
+	sharing_teardown(ds, &td);
 	return n;
 }
 
@@ -262,7 +267,7 @@ static void *timer_loop(void *arg)
 		const struct squashd_config *cfg = settings_hold();
 		unsigned interval = cfg->gc_interval_s;
 		pthread_mutex_lock(&pass_lock);
-		int n = run_pass(ds, cfg, NULL, 0, err, sizeof(err), true);
+		int n = run_pass(ds, cfg, NULL, 0, err, sizeof(err), NULL);
 		pthread_mutex_unlock(&pass_lock);
 		if (n < 0)
 			log_warning("gc: %s; trying again in %u s", err, interval);

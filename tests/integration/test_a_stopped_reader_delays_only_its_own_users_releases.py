@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from conftest import USER1, USER2, mountinfo, proc_uids, resume, uid_of, wait_until
+from conftest import SQUASHCTL, USER1, USER2, mountinfo, proc_uids, resume, uid_of, wait_until
 from test_bounded_work_per_user import budgets_of
 from test_squash_shell import shell_cmd
+from test_writable_overlay import squashd_with
 
 pytestmark = pytest.mark.host_release_only("squashd's threads for users' callbacks: the same on every release")
 
@@ -100,3 +101,47 @@ def test_a_stopped_readers_teardown_does_not_delay_another_users_session_end(clu
             p.kill()
             p.communicate(timeout=30)
         wait_until(lambda: not c.list_mounts(), 30, what="the mounts to go")
+
+
+def test_squashctl_gc_waiting_on_a_stopped_reader_holds_no_other_gc(cluster):
+    """gc's teardown of a gone job whose reader is stopped waits up to
+    request_timeout; squashctl gc waits for it, but after its pass, so the
+    next pass (the periodic one, or another squashctl gc) releases another
+    user's gone job at once (daemon/core/gc.c)."""
+    c = cluster
+    gone1, gone2 = 3997101, 3997102  # jobs Slurm does not know: gone
+    with squashd_with(c, "gc_interval = 3600\n"):
+        slow = c.make_image(c.workdir(USER1, "gc-stopped") / "slow.sqfs", FILES, owner=USER1)
+        fast = c.make_image(c.workdir(USER2, "gc-stopped") / "fast.sqfs", FILES, owner=USER2)
+        stopped, first = [], None
+        try:
+            assert c.rawclient("mount", gone1, uid_of(USER1), f"{slow}:/squash/slow").stdout.startswith("ok")
+            readers = [p for p in c.instance_fuse_servers() if proc_uids(p)[0] == uid_of(USER1)]
+            assert readers, "no squash-reader serves USER1's mount"
+            for pid in readers:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+            first = subprocess.Popen([SQUASHCTL, "--socket", c.socket, "--munge-socket", c.munge_socket, "gc"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # The first gc released the job and now waits on the reader.
+            wait_until(lambda: not any(gone1 in m.get("jobs", []) for m in c.list_mounts()) and mounted(c, slow),
+                       REQUEST_TIMEOUT / 2, 0.05, "the first gc to wait on the stopped reader")
+            assert first.poll() is None
+
+            assert c.rawclient("mount", gone2, uid_of(USER2), f"{fast}:/squash/fast").stdout.startswith("ok")
+            t = time.monotonic()
+            c.squashctl("gc")
+            took = time.monotonic() - t
+            assert not mounted(c, fast), "the second gc did not release the other user's gone job"
+            assert took < REQUEST_TIMEOUT / 2, f"the second gc took {took:.1f} s"
+            assert first.poll() is None, "the first gc ended before the second: nothing was shown"
+            out, err = first.communicate(timeout=REQUEST_TIMEOUT + 10)
+            assert first.returncode == 0, (out, err)
+            wait_until(lambda: not mounted(c, slow), 10, 0.1, "the stopped reader's mount to go")
+        finally:
+            resume(stopped)
+            if first and first.poll() is None:
+                first.wait(timeout=REQUEST_TIMEOUT + 10)
+            for j in (gone1, gone2):
+                c.rawclient("release", j)
+            wait_until(lambda: not c.list_mounts(), 30, 0.1, "the mounts to go")
