@@ -11,25 +11,47 @@
 
 #include "core/holder_watch.h"
 #include "core/holders.h"
+#include "core/owner_teardown.h"
 #include "core/policy.h"
 #include "core/sessions.h"
 #include "requests/requests.h"
 #include "requests/scoped.h"
 #include "util/log.h"
 
+/* A session whose process is gone, under the pid of the process that asks
+ * now (lock held): its release waits on its owner's thread, which that
+ * user may keep busy, and must not keep whoever gets the pid next (any
+ * user) from a session. Dropped here; its mounts go to *stale, to be torn
+ * down on its owner's thread (*stale_uid). */
+static void drop_ended_session_locked(struct daemon_state *ds, pid_t pid, unsigned long long start,
+				      struct teardown *stale, uid_t *stale_uid)
+{
+	struct job_entry *old = holders_find_session_locked(ds, pid);
+
+	if (!old || old->pending || old->session_start == start)
+		return;
+	log_info("session of pid %d (uid %u) ended; releasing its %zu image(s) for a new process "
+		 "with that pid", (int)pid, (unsigned)old->uid, old->count);
+	*stale_uid = old->uid;
+	holders_drop_locked(ds, old, stale);
+	daemon_save_locked(ds);
+}
+
 /* The session's pending entry (lock held); NULL with the answer set. */
-static struct job_entry *new_session_locked(struct request *rq, unsigned long long start)
+static struct job_entry *new_session_locked(struct request *rq, unsigned long long start,
+					    struct teardown *stale, uid_t *stale_uid)
 {
 	struct daemon_state *ds = rq->ds;
 	const struct peer *peer = rq->peer;
 	char why[PATH_MAX + 512];
-	unsigned mine = holders_sessions_of_locked(ds, peer->uid);
 
 	Squash__Status refused = daemon_refuse_new_mounts_locked(ds, why, sizeof(why));
 	if (refused != SQUASH__STATUS__OK) {
 		reply_error(rq->out, refused, "%s", why);
 		return NULL;
 	}
+	drop_ended_session_locked(ds, peer->pid, start, stale, stale_uid);
+	unsigned mine = holders_sessions_of_locked(ds, peer->uid);
 	if (holders_find_session_locked(ds, peer->pid) || (peer->uid != 0 && mine >= HOLDERS_SESSIONS_PER_USER)) {
 		reply_error(rq->out, SQUASH__STATUS__USER_ERROR,
 			    mine >= HOLDERS_SESSIONS_PER_USER ? "too many squash-shell sessions of this user on this node (at most %d)"
@@ -87,9 +109,12 @@ void request_session_mount(struct request *rq)
 			close(pidfd);
 		return;
 	}
+	struct teardown stale = TEARDOWN_INIT(rq->cfg);
+	uid_t stale_uid = 0;
 	pthread_mutex_lock(&ds->lock);
-	struct job_entry *e = new_session_locked(rq, start);
+	struct job_entry *e = new_session_locked(rq, start, &stale, &stale_uid);
 	pthread_mutex_unlock(&ds->lock);
+	owner_teardown(ds, &stale, stale_uid);
 	if (!e) {
 		close(pidfd);
 		return;

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import SQUASHCTL, USER1, USER2, mountinfo, proc_uids, resume, uid_of, wait_until
 from test_bounded_work_per_user import budgets_of
-from test_squash_shell import shell_cmd
+from test_squash_shell import sessions, shell_cmd
 from test_writable_overlay import squashd_with
 
 pytestmark = pytest.mark.host_release_only("squashd's threads for users' callbacks: the same on every release")
@@ -51,14 +51,37 @@ def mounted(c, image):
     return bool(listed) or any(m["mount_point"] in points for m in mountinfo("self"))
 
 
-def test_a_stopped_readers_teardown_does_not_delay_another_users_session_end(cluster):
+def spawn_with_pid(pid, cmd, **kwargs):
+    """cmd started as process pid, which must be free (the kernel hands out
+    ns_last_pid + 1 next; another fork may come first, so try again)."""
+    for _ in range(50):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(cmd, **kwargs)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.communicate(timeout=30)
+    raise AssertionError(f"could not start a process as pid {pid}")
+
+
+def test_a_stopped_readers_teardown_does_not_delay_another_users_session_end_or_start(cluster):
+    """...nor another user's session whose process gets the pid of one of
+    the first user's ended sessions still waiting for that user's thread
+    (daemon/requests/session_mount.c drops it)."""
     c = cluster
     slow = c.make_image(c.workdir(USER1, "stopped-reader") / "slow.sqfs", FILES, owner=USER1)
+    # A trusted image: a kernel mount, no reader to wait on.
+    os.chmod(c.trusted, 0o755)
+    slow2 = c.make_image(c.trusted / f"stopped-reader-{os.getpid()}.sqfs", FILES, owner="root")
     fast = c.make_image(c.workdir(USER2, "stopped-reader") / "fast.sqfs", FILES, owner=USER2)
+    fast2 = c.make_image(c.workdir(USER2, "stopped-reader") / "fast2.sqfs", FILES, owner=USER2)
     procs, stopped = [], []
     try:
         p1, s1 = start_session(c, USER1, slow, "/squash/slow", "slow")
         procs.append(p1)
+        p3, s3 = start_session(c, USER1, slow2, "/squash/slow2", "slow2")
+        procs.append(p3)
         p2, s2 = start_session(c, USER2, fast, "/squash/fast", "fast")
         procs.append(p2)
         fast_point = next(m["mount_point"] for m in c.list_mounts() if m["image"] == str(fast))
@@ -90,6 +113,29 @@ def test_a_stopped_readers_teardown_does_not_delay_another_users_session_end(clu
               f"released after {took:.1f} s")
         assert took < 4, f"the second user's release waited {took:.1f} s behind the first's teardown"
         assert fast_point not in [m["mount_point"] for m in mountinfo("self")]
+
+        # The first user's other session (a trusted image's) ends too; its
+        # release waits in that user's queue. Another user's process that
+        # gets its pid starts a session of its own at once.
+        os.kill(s3, signal.SIGKILL)
+        p3.communicate(timeout=30)
+        d2 = c.workdir(USER2, "stopped-reader")
+        pidfile = d2 / "inner-reused"
+        t = time.monotonic()
+        p4 = spawn_with_pid(s3, [str(x) for x in shell_cmd(
+            c, f"{fast2}:/squash/fast2", "--", "bash", "-c", f"echo $$ > {pidfile}; exec sleep 300")],
+            user=USER2, group=USER2, extra_groups=[], cwd=d2, env=c.env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        procs.append(p4)
+        wait_until(lambda: pidfile.exists() or p4.poll() is not None, REQUEST_TIMEOUT, 0.05,
+                   "the session with the reused pid to start")
+        assert p4.poll() is None, p4.communicate()
+        assert session_of(c, fast2) == s3
+        took = time.monotonic() - t
+        assert took < 4, f"the session with the reused pid took {took:.1f} s"
+        assert f"session of pid {s3} (uid {uid}) ended; releasing its 1 image(s) for a new process" \
+            in c.squashd_log()
+        assert mounted(c, slow2), "the ended session's mount went on another thread than its user's"
         # The first user's teardown ends by its deadline: the silent reader
         # is killed and the mount goes.
         wait_until(lambda: not mounted(c, slow), REQUEST_TIMEOUT + 10, 0.1,
@@ -97,6 +143,11 @@ def test_a_stopped_readers_teardown_does_not_delay_another_users_session_end(clu
         assert "did not exit after unmount; killing it" in c.squashd_log()
     finally:
         resume(stopped)
+        for pid in sessions(c):  # the squash-shell processes runuser leaves behind
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for p in procs:
             p.kill()
             p.communicate(timeout=30)
