@@ -214,10 +214,17 @@ enum result unmount_image(const char *mountpoint, pid_t server_pid, int server_p
 		snprintf(err, errlen, "%s is still mounted", mountpoint);
 		return RESULT_NODE_ERROR;
 	}
-	if (server_pid > 0)
-		stop_server(server_pid, server_pidfd, server_uid, deadline);
+	/* Before waiting for the server: removing the mount point detaches
+	 * the copies of the mount in every other mount namespace (Linux
+	 * 3.18 on), such as a user's own `unshare -Urm` or a squash-shell
+	 * session made after it, which propagation never reaches (private,
+	 * or locked in a user namespace). Until they go the mount lives on:
+	 * its reader's connection would not end, so it would be killed at
+	 * the deadline on its user's time; a loop device would stay bound. */
 	if (rmdir(mountpoint) < 0 && errno != ENOENT)
 		log_warning("cannot remove mount point %s: %s", mountpoint,
 			    strerror(errno));
+	if (server_pid > 0)
+		stop_server(server_pid, server_pidfd, server_uid, deadline);
 	return RESULT_OK;
 }
