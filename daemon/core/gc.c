@@ -2,6 +2,7 @@
 #include "core/gc.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,47 +28,114 @@ static pthread_mutex_t timer_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t timer_cond;
 static bool timer_stop;
 
-/* A live process that still uses a mount that job_id (or its step
- * step_id) holds alone (lock not held; reads the registry under it). */
-static pid_t still_used(struct daemon_state *ds, uint32_t job_id, uint32_t step_id,
-			const char *mountinfo)
-{
-	char (*points)[PATH_MAX] = NULL;
-	size_t n = 0;
-	pid_t pid = 0;
+/* The other namespaces' mountinfo read for one user's jobs in one pass
+ * (or health's dry run): a user who makes many namespaces with many
+ * mounts makes gc keep their own lost jobs, never slows it for others. */
+#define MOUNTINFO_BUDGET_PER_USER (32u << 20)
 
-	if (!mountinfo)
-		return 0;
-	pthread_mutex_lock(&ds->lock);
-	struct job_entry *job = step_id == SLURM_NO_STEP ? registry_find_job(&ds->registry, job_id)
-						   : registry_find_step(&ds->registry, job_id, step_id);
-	if (job)
-		points = calloc(2 * job->count + 1, PATH_MAX);
-	for (size_t i = 0; points && i < job->count; i++) {
-		const struct mount_entry *m = job->images[i].mount;
+/* What processes outside squashd's namespace use of the verdicts' mounts:
+ * one query per mount a gone job (or step) holds alone, asked of /proc
+ * in one walk for all of them. */
+struct verdict_uses {
+	struct mount_use_query *q;
+	char (*points)[PATH_MAX];
+	size_t *verdict; /* the verdict each query is for */
+	size_t n, cap;
+};
+
+static bool uses_add(struct verdict_uses *u, size_t verdict, uid_t uid, const char *point)
+{
+	if (u->n == u->cap) {
+		size_t cap = u->cap ? 2 * u->cap : 64;
+		struct mount_use_query *q = realloc(u->q, cap * sizeof(*q));
+		if (q)
+			u->q = q;
+		char (*points)[PATH_MAX] = q ? realloc(u->points, cap * sizeof(*points)) : NULL;
+		if (points)
+			u->points = points;
+		size_t *v = points ? realloc(u->verdict, cap * sizeof(*v)) : NULL;
+		if (!v)
+			return false;
+		u->verdict = v;
+		u->cap = cap;
+	}
+	snprintf(u->points[u->n], PATH_MAX, "%s", point);
+	u->q[u->n] = (struct mount_use_query){ .uid = uid };
+	u->verdict[u->n++] = verdict;
+	return true;
+}
+
+/* The mounts of holder e that it holds alone (lock held). */
+static bool uses_add_holder(struct verdict_uses *u, size_t verdict, const struct job_entry *e)
+{
+	bool ok = true;
+
+	for (size_t i = 0; ok && i < e->count; i++) {
+		const struct mount_entry *m = e->images[i].mount;
 		if (m && m->refcount == 1 && m->state == MOUNT_READY)
-			snprintf(points[n++], PATH_MAX, "%s", m->mount_point);
+			ok = uses_add(u, verdict, e->uid, m->mount_point);
 		/* A step binds a writable image's overlay, not the image's mount. */
-		if (job->images[i].overlay)
-			snprintf(points[n++], PATH_MAX, "%s", job->images[i].overlay);
+		if (ok && e->images[i].overlay)
+			ok = uses_add(u, verdict, e->uid, e->images[i].overlay);
 		/* ... and a merge group's merged mount (held once per image),
 		 * looked at once, at the group's first image. */
-		const struct mount_entry *g = job->images[i].merged;
+		const struct mount_entry *g = e->images[i].merged;
 		size_t held = 0, first = i;
-		for (size_t k = 0; g && k < job->count; k++)
-			if (job->images[k].merged == g && (held++ == 0))
+		for (size_t k = 0; g && k < e->count; k++)
+			if (e->images[k].merged == g && (held++ == 0))
 				first = k;
-		if (g && first == i && g->refcount == held && g->state == MOUNT_READY)
-			snprintf(points[n++], PATH_MAX, "%s", g->mount_point);
+		if (ok && g && first == i && g->refcount == held && g->state == MOUNT_READY)
+			ok = uses_add(u, verdict, e->uid, g->mount_point);
+	}
+	return ok;
+}
+
+/* Asks about every verdict but "here" (lock not held; reads the registry
+ * under it). Out of memory: the verdicts not asked about count as used. */
+static void uses_ask(struct daemon_state *ds, const struct slurm_verdict *v, size_t n,
+		     const char *mountinfo, struct verdict_uses *u)
+{
+	memset(u, 0, sizeof(*u));
+	if (!mountinfo)
+		return;
+	pthread_mutex_lock(&ds->lock);
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(v[i].state, "here"))
+			continue;
+		const struct job_entry *e = v[i].step_id == SLURM_NO_STEP
+			? registry_find_job(&ds->registry, v[i].job_id)
+			: registry_find_step(&ds->registry, v[i].job_id, v[i].step_id);
+		if (e && !uses_add_holder(u, i, e)) {
+			u->n = SIZE_MAX; /* not known */
+			break;
+		}
 	}
 	pthread_mutex_unlock(&ds->lock);
-	for (size_t i = 0; i < n && !pid; i++) {
-		struct mount_identity id;
-		mount_users_identity(mountinfo, points[i], &id);
-		pid = id.dev[0] ? mount_users_find(&id) : 0;
+	if (u->n == SIZE_MAX)
+		return;
+	for (size_t k = 0; k < u->n; k++) {
+		mount_users_identity(mountinfo, u->points[k], &u->q[k].id);
+		u->q[k].point = u->points[k];
 	}
-	free(points);
-	return pid;
+	mount_users_find_all(u->q, u->n, MOUNTINFO_BUDGET_PER_USER);
+}
+
+/* A pid that uses a mount verdict i holds alone, 0 none, -1 not known. */
+static pid_t uses_user(const struct verdict_uses *u, size_t i)
+{
+	if (u->n == SIZE_MAX)
+		return -1;
+	for (size_t k = 0; k < u->n; k++)
+		if (u->verdict[k] == i && u->q[k].user != 0)
+			return u->q[k].user;
+	return 0;
+}
+
+static void uses_free(struct verdict_uses *u)
+{
+	free(u->q);
+	free(u->points);
+	free(u->verdict);
 }
 
 /* Releases what one verdict says is gone. Returns true when a job was.
@@ -76,13 +144,23 @@ static pid_t still_used(struct daemon_state *ds, uint32_t job_id, uint32_t step_
  * (core/owner_teardown.h); squashctl gc collects it and tears it down
  * after the pass, off pass_lock, and answers once it is done. */
 static bool release_gone(struct daemon_state *ds, const struct squashd_config *cfg,
-			 const struct slurm_verdict *v, const char *mountinfo, struct teardown *collect)
+			 const struct slurm_verdict *v, pid_t user, struct teardown *collect)
 {
-	pid_t user = still_used(ds, v->job_id, v->step_id, mountinfo);
 	struct teardown own = TEARDOWN_INIT(cfg);
 	struct teardown *td = collect ? collect : &own;
 	bool released;
 
+	if (user < 0) {
+		char what[64];
+		if (v->step_id != SLURM_NO_STEP)
+			snprintf(what, sizeof(what), "step %u.%u", v->job_id, v->step_id);
+		else
+			snprintf(what, sizeof(what), "job %u", v->job_id);
+		log_info("gc: %s is %s in Slurm, but its user's mount namespaces were not all read "
+			 "(past %u MiB in this pass, or out of memory); keeping it", what, v->state,
+			 MOUNTINFO_BUDGET_PER_USER >> 20);
+		return false;
+	}
 	if (user) {
 		if (v->step_id != SLURM_NO_STEP)
 			log_info("gc: step %u.%u is %s in Slurm, but pid %d still uses its mount; keeping it",
@@ -188,14 +266,18 @@ static int run_pass(struct daemon_state *ds, const struct squashd_config *cfg, u
 		goto out;
 	}
 	char *mountinfo = found ? mount_users_read_file("/proc/self/mountinfo", MOUNTINFO_MAX) : NULL;
+	struct verdict_uses uses;
+	uses_ask(ds, verdicts, (size_t)found, mountinfo, &uses);
+	free(mountinfo);
 	for (int i = 0; i < found; i++) {
-		if (strcmp(verdicts[i].state, "here") && release_gone(ds, cfg, &verdicts[i], mountinfo, collect)) {
+		if (strcmp(verdicts[i].state, "here") &&
+		    release_gone(ds, cfg, &verdicts[i], uses_user(&uses, (size_t)i), collect)) {
 			if ((size_t)count < cap)
 				released[count] = verdicts[i].job_id;
 			count++;
 		}
 	}
-	free(mountinfo);
+	uses_free(&uses);
 	pthread_mutex_lock(&ds->lock);
 	ds->last_gc_ms = squash_now_ms();
 	pthread_mutex_unlock(&ds->lock);
@@ -237,11 +319,18 @@ void gc_dry_run(struct daemon_state *ds, const struct squashd_config *cfg,
 		goto out;
 	}
 	char *mountinfo = found ? mount_users_read_file("/proc/self/mountinfo", MOUNTINFO_MAX) : NULL;
+	struct verdict_uses uses;
+	uses_ask(ds, verdicts, (size_t)found, mountinfo, &uses);
+	free(mountinfo);
 	for (int i = 0; i < found; i++) {
 		if (!strcmp(verdicts[i].state, "here"))
 			continue;
-		pid_t user = still_used(ds, verdicts[i].job_id, SLURM_NO_STEP, mountinfo);
-		if (user)
+		pid_t user = uses_user(&uses, (size_t)i);
+		if (user < 0)
+			snprintf(line, sizeof(line), "mount of job %u that no longer runs here (Slurm: %s); "
+				 "its user's mount namespaces are past what gc reads, so gc keeps it",
+				 verdicts[i].job_id, verdicts[i].state);
+		else if (user)
 			snprintf(line, sizeof(line), "mount of job %u that no longer runs here (Slurm: %s); "
 				 "pid %d still uses it, so gc keeps it", verdicts[i].job_id, verdicts[i].state,
 				 (int)user);
@@ -250,7 +339,7 @@ void gc_dry_run(struct daemon_state *ds, const struct squashd_config *cfg,
 				 "the next gc releases it", verdicts[i].job_id, verdicts[i].state);
 		problem(arg, line);
 	}
-	free(mountinfo);
+	uses_free(&uses);
 out:
 	free(ids);
 	free(verdicts);

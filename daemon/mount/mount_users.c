@@ -77,22 +77,84 @@ char *mount_users_read_file(const char *path, size_t max)
 	return buf;
 }
 
-pid_t mount_users_find(const struct mount_identity *id)
+/* Bytes of mountinfo read for one uid in a round. */
+struct uid_spent {
+	uid_t uid;
+	size_t bytes;
+};
+
+/* Whether q is still open for a process of uid (root's processes: every
+ * query). */
+static bool asks_about(const struct mount_use_query *q, uid_t uid)
+{
+	return q->user == 0 && (uid == 0 || q->uid == uid);
+}
+
+/* The queries one namespace's mountinfo answers (pid is its process). */
+static void answer_from(struct mount_use_query *q, size_t n, uid_t uid, const char *info, pid_t pid)
+{
+	for (const char *line = info; line && *line; line = squash_mountinfo_next_line(line)) {
+		struct squash_mount m;
+		char *copy, mdev[32];
+
+		if (squash_mountinfo_parse_copy(line, &copy, &m) == 0) {
+			snprintf(mdev, sizeof(mdev), "%u:%u", m.major, m.minor);
+			for (size_t i = 0; i < n; i++)
+				if (asks_about(&q[i], uid) && !strcmp(mdev, q[i].id.dev) &&
+				    !propagated_copy(&m, &q[i].id) && strcmp(m.mount_point, q[i].point))
+					q[i].user = pid;
+		}
+		free(copy);
+	}
+}
+
+/* Whether any query is open for a process of uid. */
+static bool any_open(const struct mount_use_query *q, size_t n, uid_t uid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (asks_about(&q[i], uid))
+			return true;
+	return false;
+}
+
+/* uid's spending this round (added when new); NULL when out of memory. */
+static struct uid_spent *spent_of(struct uid_spent **spent, size_t *n, uid_t uid)
+{
+	for (size_t i = 0; i < *n; i++)
+		if ((*spent)[i].uid == uid)
+			return &(*spent)[i];
+	struct uid_spent *grown = realloc(*spent, (*n + 1) * sizeof(**spent));
+	if (!grown)
+		return NULL;
+	*spent = grown;
+	grown[*n] = (struct uid_spent){ uid, 0 };
+	return &grown[(*n)++];
+}
+
+static void give_up_on(struct mount_use_query *q, size_t n, uid_t uid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (q[i].user == 0 && q[i].uid == uid)
+			q[i].user = -1;
+}
+
+void mount_users_find_all(struct mount_use_query *q, size_t n, size_t budget_per_uid)
 {
 	struct stat own;
-	ino_t seen[1024];
-	size_t n_seen = 0;
-	pid_t found = 0;
+	ino_t *seen = NULL;
+	size_t n_seen = 0, cap_seen = 0, n_spent = 0;
+	struct uid_spent *spent = NULL;
 
-	if (stat("/proc/self/ns/mnt", &own) < 0)
-		return 0;
-	DIR *proc = opendir("/proc");
-	if (!proc)
-		return 0;
-	for (struct dirent *de; !found && (de = readdir(proc));) {
+	for (size_t i = 0; i < n; i++)
+		q[i].user = q[i].id.dev[0] ? 0 : -2; /* -2: nothing to ask (reset below) */
+	DIR *proc = stat("/proc/self/ns/mnt", &own) == 0 ? opendir("/proc") : NULL;
+	for (struct dirent *de; proc && (de = readdir(proc));) {
 		char path[300];
-		struct stat ns;
+		struct stat pst, ns;
 		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s", de->d_name);
+		if (stat(path, &pst) < 0 || !any_open(q, n, pst.st_uid))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", de->d_name);
 		if (stat(path, &ns) < 0 || ns.st_ino == own.st_ino)
@@ -102,24 +164,41 @@ pid_t mount_users_find(const struct mount_identity *id)
 			done = seen[i] == ns.st_ino;
 		if (done)
 			continue;
-		if (n_seen < sizeof(seen) / sizeof(seen[0]))
-			seen[n_seen++] = ns.st_ino;
+		if (n_seen == cap_seen) {
+			size_t cap = cap_seen ? 2 * cap_seen : 256;
+			ino_t *grown = realloc(seen, cap * sizeof(*seen));
+			if (!grown) {
+				/* Not knowing is keeping: every open query. */
+				for (size_t i = 0; i < n; i++)
+					if (q[i].user == 0)
+						q[i].user = -1;
+				break;
+			}
+			seen = grown;
+			cap_seen = cap;
+		}
+		seen[n_seen++] = ns.st_ino;
+		struct uid_spent *u = pst.st_uid && budget_per_uid ? spent_of(&spent, &n_spent, pst.st_uid) : NULL;
+		if (pst.st_uid && budget_per_uid && (!u || u->bytes >= budget_per_uid)) {
+			give_up_on(q, n, pst.st_uid);
+			continue;
+		}
 		snprintf(path, sizeof(path), "/proc/%s/mountinfo", de->d_name);
-		char *info = mount_users_read_file(path, 4 << 20);
+		size_t max = u && budget_per_uid - u->bytes < (4u << 20) ? budget_per_uid - u->bytes : 4u << 20;
+		char *info = mount_users_read_file(path, max);
 		if (!info)
 			continue;
-		for (const char *line = info; line && *line && !found; line = squash_mountinfo_next_line(line)) {
-			struct squash_mount m;
-			char *copy, mdev[32];
-			if (squash_mountinfo_parse_copy(line, &copy, &m) == 0) {
-				snprintf(mdev, sizeof(mdev), "%u:%u", m.major, m.minor);
-				if (!strcmp(mdev, id->dev) && !propagated_copy(&m, id))
-					found = (pid_t)atoi(de->d_name);
-			}
-			free(copy);
-		}
+		size_t len = strlen(info);
+		answer_from(q, n, pst.st_uid, info, (pid_t)atoi(de->d_name));
 		free(info);
+		if (u && (u->bytes += len) >= budget_per_uid)
+			give_up_on(q, n, pst.st_uid); /* what is left unread may hold it */
 	}
-	closedir(proc);
-	return found;
+	if (proc)
+		closedir(proc);
+	for (size_t i = 0; i < n; i++)
+		if (q[i].user == -2)
+			q[i].user = 0;
+	free(seen);
+	free(spent);
 }

@@ -81,3 +81,34 @@ def test_another_users_namespaces_never_keep_a_mount_nor_its_reader(cluster):
             p.kill()
             p.communicate(timeout=30)
         wait_until(lambda: not c.list_mounts() and not c.node_mounts(), 30, 0.1, "the mounts to go")
+
+
+def test_gc_releases_a_lost_job_whatever_copies_users_namespaces_hold(cluster):
+    """gc keeps a job Slurm says is gone while a process outside squashd's
+    namespace uses its mount (a step's bind, test_health_checks.py). A copy
+    at squashd's own path, which every namespace made after the mount
+    holds, is no use: before, one user's `unshare -Urm` kept every lost
+    job mounted for as long as it lived. Only root's and the job's user's
+    namespaces are read (daemon/mount/mount_users.c, daemon/core/gc.c)."""
+    c = cluster
+    gone = 3996301  # a job Slurm does not know
+    img = c.make_image(c.workdir(USER1, "pin-gc") / "lost.sqfs", FILES, owner=USER1)
+    holders = []
+    try:
+        assert c.rawclient("mount", gone, os.stat(img).st_uid, f"{img}:/squash/lost").stdout.startswith("ok")
+        point = next(m["mount_point"] for m in c.list_mounts() if m["image"] == str(img))
+        for user in (USER1, USER2):
+            holders.append(subprocess.Popen(["runuser", "-u", user, "--", "unshare", "-Urm", "sleep", "300"]))
+        wait_until(lambda: all(point in [m["mount_point"] for m in mountinfo(h.pid)] for h in holders),
+                   10, 0.05, "the users' namespaces to hold copies")
+        out = c.squashctl("gc").stdout
+        assert f"released job {gone}" in out, out + c.squashd_log()[-2000:]
+        wait_until(lambda: not c.list_mounts(), 10, 0.1, "the lost job's mount to go")
+        assert all(point not in [m["mount_point"] for m in mountinfo(h.pid)] for h in holders), \
+            "a copy stayed in a user's namespace"
+    finally:
+        for h in holders:
+            h.kill()
+            h.wait()
+        c.rawclient("release", gone)
+        wait_until(lambda: not c.list_mounts(), 30, 0.1, "the mounts to go")

@@ -40,17 +40,20 @@ def test_health_names_a_mount_of_a_job_that_no_longer_runs_here(cluster):
         try:
             assert health(cluster) == (0, ""), "a running job's mount was reported"
             # A record of a job Slurm never ran here (as a lost epilog
-            # leaves), whose mount a process outside squashd still holds:
-            # gc keeps it, and health must say so.
+            # leaves), whose mount a process outside squashd still holds
+            # bound where it uses it (as a step binds it at its target; a
+            # copy left at squashd's own path is no use): gc keeps it, and
+            # health must say so.
+            bound = cluster.workdir("root", "health-bind")
             for _ in range(3):
                 p = cluster.rawclient("mount", "3999997", str(os.stat(gone).st_uid),
                                       f"{gone}:/squash/gone")
                 assert p.returncode == 0, p.stdout + p.stderr
-                holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private",
-                                           "sleep", "600"])
-                wait_until(lambda: os.stat(f"/proc/{holder.pid}/ns/mnt").st_ino
-                           != os.stat("/proc/self/ns/mnt").st_ino, 10,
-                           what="the holder's own mount namespace")
+                point = next(m["mount_point"] for m in cluster.list_mounts() if m["image"] == str(gone))
+                holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                           f"mount --bind {point} {bound} && exec sleep 600"])
+                wait_until(lambda: f" {bound} " in open(f"/proc/{holder.pid}/mountinfo").read(), 10,
+                           what="the holder's own mount namespace and its bind")
                 if any(3999997 in m["jobs"] for m in cluster.list_mounts()):
                     break  # the periodic gc did not release it meanwhile
                 holder.kill()

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -25,6 +27,7 @@
 #include "util/log.h"
 #include "mount/mount_fuse.h"
 #include "mount/mount_loop.h"
+#include "mount/mount_users.h"
 #include "mount/reader_pool.h"
 #include "mount/unmount.h"
 #include "process/child_process.h"
@@ -892,6 +895,62 @@ static void free_identities(void)
 	free(stranger);
 }
 
+/* Who uses squashd's mounts from another namespace (mount/mount_users.c):
+ * a process of the asked uid whose namespace binds the mount elsewhere
+ * does; a copy at the mount's own path (the namespace was cloned after
+ * the mount) does not; another uid's namespaces are never read; past the
+ * uid's budget of mountinfo bytes the answer is "not known" (-1). */
+static void test_mount_users(void)
+{
+	char a[512], b[512], c[512];
+	int ready[2];
+
+	make_mountpoint(a, sizeof(a), "mu-a");
+	make_mountpoint(b, sizeof(b), "mu-b");
+	path_in_tmp(c, sizeof(c), "mu-c");
+	REQUIRE(mkdir(c, 0700) == 0 && mount("tmpfs", a, "tmpfs", 0, "size=1m") == 0 &&
+		mount("tmpfs", b, "tmpfs", 0, "size=1m") == 0 && pipe(ready) == 0,
+		"two tmpfs mounts for the mount users test");
+	pid_t child = fork();
+	if (child == 0) {
+		/* Its own namespace, cloned after both mounts: b stays where it
+		 * was, a is bound at c too (as a step binds an image). */
+		char ok = unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+			  mount(a, c, NULL, MS_BIND, NULL) == 0 && setgid(NOBODY) == 0 && setuid(NOBODY) == 0 &&
+			  prctl(PR_SET_DUMPABLE, 1) == 0; /* its /proc files its own again */
+		(void)!write(ready[1], &ok, 1);
+		pause();
+		_exit(0);
+	}
+	char ok = 0;
+	close(ready[1]);
+	REQUIRE(child > 0 && read(ready[0], &ok, 1) == 1 && ok, "a namespace of uid %d that binds a elsewhere", NOBODY);
+	close(ready[0]);
+	track_server(child);
+
+	char *self = mount_users_read_file("/proc/self/mountinfo", 4 << 20);
+	struct mount_use_query q[3] = { { .point = a, .uid = NOBODY }, { .point = b, .uid = NOBODY },
+					{ .point = a, .uid = 4242 } };
+	mount_users_identity(self, a, &q[0].id);
+	mount_users_identity(self, b, &q[1].id);
+	q[2].id = q[0].id;
+	free(self);
+	mount_users_find_all(q, 3, 0);
+	check(q[0].user == child, "the uid's namespace binding the mount elsewhere uses it (%d, child %d)",
+	      (int)q[0].user, (int)child);
+	check(q[1].user == 0, "a copy at the mount's own path is no use (%d)", (int)q[1].user);
+	check(q[2].user == 0, "another uid's namespace is not read for it (%d)", (int)q[2].user);
+	mount_users_find_all(q, 3, 1);
+	check(q[0].user == -1 && q[1].user == -1, "past its budget the uid's answers are not known (%d, %d)",
+	      (int)q[0].user, (int)q[1].user);
+	check(q[2].user == 0, "another uid's answer is not (%d)", (int)q[2].user);
+
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	untrack_server(child);
+	check(umount2(a, 0) == 0 && umount2(b, 0) == 0, "the mount users test's mounts go");
+}
+
 int main(void)
 {
 	char err[512] = "";
@@ -929,6 +988,7 @@ int main(void)
 	test_fuse_failures(nobody);
 	test_reader_pool(nobody);
 	test_loop_not_squashfs(root);
+	test_mount_users();
 
 	printf("# %d checks, %d failed\n", checks, failures);
 	return failures == 0 ? 0 : 1;
