@@ -73,7 +73,11 @@ static void *serve(void *arg)
 				q->tail = NULL;
 			pthread_mutex_unlock(&lock);
 			long long start = squash_now_ms();
+			/* Work after this user's processes ended: what it logs is
+			 * on the user's budget (util/log.h). */
+			log_context_peer(q->uid);
 			w->fn(w->arg);
+			log_context_clear();
 			long long took = squash_now_ms() - start;
 			free(w);
 			pthread_mutex_lock(&lock);

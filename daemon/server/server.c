@@ -161,6 +161,8 @@ void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, con
 		};
 		op = d.request->op_case;
 		log_context_request(d.request);
+		/* A user's own request: what it logs is on that user's budget. */
+		log_context_peer(peer->uid);
 		uint64_t reserved = 0;
 		if (!user_fds_reserve(ds, cfg, uid, images_to_mount(d.request), &reserved, err, sizeof(err))) {
 			log_peer_warning(peer->uid, "%s from uid %u pid %d for uid %u refused: %s",

@@ -45,6 +45,7 @@ struct log_context {
 	unsigned long uid;
 	char image[PATH_MAX];
 	const char *mode; /* static string or NULL */
+	uint32_t peer_uid; /* info and warnings draw on its budget; 0: none */
 };
 
 static __thread struct log_context ctx;
@@ -101,8 +102,14 @@ void log_context_image(const char *image, const char *mode)
 	ctx.mode = mode;
 }
 
+void log_context_peer(uint32_t peer_uid)
+{
+	ctx.peer_uid = peer_uid;
+}
+
 void log_context_clear(void)
 {
+	ctx.peer_uid = 0;
 	ctx.has_job = ctx.has_uid = false;
 	ctx.image[0] = '\0';
 	ctx.mode = NULL;
@@ -257,6 +264,9 @@ static void log_line(int priority, const char *prefix, const char *level, const 
 	errno = saved;
 }
 
+static void peer_line(int priority, const char *prefix, const char *level, uint32_t peer_uid,
+		      const char *fmt, va_list ap);
+
 void log_error(const char *fmt, ...)
 {
 	va_list ap;
@@ -271,7 +281,10 @@ void log_warning(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_line(LOG_WARNING, SD_WARNING, "warning", fmt, ap);
+	if (ctx.peer_uid)
+		peer_line(LOG_WARNING, SD_WARNING, "warning", ctx.peer_uid, fmt, ap);
+	else
+		log_line(LOG_WARNING, SD_WARNING, "warning", fmt, ap);
 	va_end(ap);
 }
 
@@ -280,7 +293,22 @@ void log_info(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_line(LOG_INFO, SD_INFO, "info", fmt, ap);
+	if (ctx.peer_uid)
+		peer_line(LOG_INFO, SD_INFO, "info", ctx.peer_uid, fmt, ap);
+	else
+		log_line(LOG_INFO, SD_INFO, "info", fmt, ap);
+	va_end(ap);
+}
+
+/* A line of squashd's own, whatever the thread's context. */
+static void plain_line(int priority, const char *prefix, const char *level, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void plain_line(int priority, const char *prefix, const char *level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(priority, prefix, level, fmt, ap);
 	va_end(ap);
 }
 
@@ -315,9 +343,10 @@ static void peer_line(int priority, const char *prefix, const char *level, uint3
 		return;
 	log_line(priority, prefix, level, fmt, ap);
 	if (left_out)
-		log_warning("%lu more lines about requests from uid %u were not logged (at most %d at "
-			    "once, then one per %d s, per user)", left_out, (unsigned)peer_uid,
-			    LOG_BUDGET_BURST, LOG_BUDGET_REFILL_MS / 1000);
+		plain_line(LOG_WARNING, SD_WARNING, "warning",
+			   "%lu more lines about requests from uid %u were not logged (at most %d at "
+			   "once, then one per %d s, per user)", left_out, (unsigned)peer_uid,
+			   LOG_BUDGET_BURST, LOG_BUDGET_REFILL_MS / 1000);
 }
 
 void log_peer_warning(uint32_t peer_uid, const char *fmt, ...)

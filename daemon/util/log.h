@@ -32,6 +32,12 @@ void log_peer_info(uint32_t peer_uid, const char *fmt, ...) __attribute__((forma
  * for its request and clears it when done). uid < 0: unknown. */
 void log_context_job(uint32_t job_id, long uid);
 void log_context_image(const char *image, const char *mode);
+/* The user whose own request or process the calling thread works for
+ * (0: root, the node's own: none): its info and warning lines draw on
+ * that user's budget as log_peer_* do, so a user who loops sessions or
+ * kills their reader costs the log at most its burst, then a line per
+ * LOG_BUDGET_REFILL_MS. Errors (node faults) never do. */
+void log_context_peer(uint32_t peer_uid);
 void log_context_clear(void);
 
 /* The calling thread's context as journal fields "NAME=value", in the order

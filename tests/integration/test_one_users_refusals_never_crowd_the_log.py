@@ -71,3 +71,34 @@ def test_a_flood_of_one_users_bad_requests_logs_a_bounded_count_and_others_still
     logged = len(re.findall(ours, log))
     left_out = sum(int(n) for n in re.findall(said, log))
     assert logged + left_out == FLOOD + 1, (logged, left_out)
+
+
+def test_a_users_session_loop_logs_a_bounded_count_and_others_still_log(cluster):
+    """Not only refusals: what squashd logs for a user's own requests and
+    processes (a squash-shell session's mounts, its end, its unmounts on
+    the user's thread) draws on the same budget (util/log.h,
+    log_context_peer). Unbounded, a loop of sessions of a few images each
+    logged ten lines a session. Root's requests (Slurm's) never do."""
+    from test_squash_shell import shell_cmd
+    sessions, images = 12, 4
+    d = cluster.workdir(USER1, "log-loop")
+    imgs = [cluster.make_image(d / f"l{i}.sqfs", {"f.txt": f"{i}\n"}, owner=USER1) for i in range(images)]
+    spec = ",".join(f"{img}:/squash/l{i}" for i, img in enumerate(imgs))
+    offset = len(cluster.squashd_log())
+    t = time.monotonic()
+    for _ in range(sessions):
+        p = run(["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(cluster, spec, "--", "true")]],
+                check=False, timeout=60, cwd=d, env=cluster.env)
+        assert p.returncode == 0, p.stderr
+    wait_until(lambda: not cluster.list_mounts(), 30, 0.1, "the sessions' mounts to go")
+    took = time.monotonic() - t
+    q = cluster.rawclient("garbage", user=USER2)
+    assert q.stdout.startswith("bad-request"), q.stdout
+    wait_until(lambda: re.search(rf"bad request from uid {uid_of(USER2)} pid \d+", cluster.squashd_log()[offset:]),
+               10, what="the other user's refusal in squashd's log")
+    log = cluster.squashd_log()[offset:]
+    ours = [line for line in log.splitlines()
+            if (str(d) in line or f"uid {uid_of(USER1)}" in line) and ": debug: " not in line
+            and "were not logged" not in line]
+    print(f"{sessions} sessions of {images} images in {took:.1f} s: {len(ours)} lines logged")
+    assert len(ours) <= BURST + took / REFILL_S + 2, "\n".join(ours)
