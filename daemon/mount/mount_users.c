@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "mountinfo.h"
+#include "util/proc_uids.h"
 
 /* The number after tag ("shared:" or "master:") among the optional
  * fields of a parsed mountinfo line, or 0. */
@@ -150,11 +151,17 @@ void mount_users_find_all(struct mount_use_query *q, size_t n, size_t budget_per
 	DIR *proc = stat("/proc/self/ns/mnt", &own) == 0 ? opendir("/proc") : NULL;
 	for (struct dirent *de; proc && (de = readdir(proc));) {
 		char path[300];
-		struct stat pst, ns;
+		struct stat ns;
+		uid_t owner;
 		if (de->d_name[0] < '1' || de->d_name[0] > '9')
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s", de->d_name);
-		if (stat(path, &pst) < 0 || !any_open(q, n, pst.st_uid))
+		/* Its uids, not /proc/PID's owner: that is root for any process
+		 * its user made non-dumpable, which would escape the budget. */
+		int dir = openat(dirfd(proc), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		bool known = dir >= 0 && proc_uids_owner(dir, &owner);
+		if (dir >= 0)
+			close(dir);
+		if (!known || !any_open(q, n, owner))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", de->d_name);
 		if (stat(path, &ns) < 0 || ns.st_ino == own.st_ino)
@@ -178,9 +185,9 @@ void mount_users_find_all(struct mount_use_query *q, size_t n, size_t budget_per
 			cap_seen = cap;
 		}
 		seen[n_seen++] = ns.st_ino;
-		struct uid_spent *u = pst.st_uid && budget_per_uid ? spent_of(&spent, &n_spent, pst.st_uid) : NULL;
-		if (pst.st_uid && budget_per_uid && (!u || u->bytes >= budget_per_uid)) {
-			give_up_on(q, n, pst.st_uid);
+		struct uid_spent *u = owner && budget_per_uid ? spent_of(&spent, &n_spent, owner) : NULL;
+		if (owner && budget_per_uid && (!u || u->bytes >= budget_per_uid)) {
+			give_up_on(q, n, owner);
 			continue;
 		}
 		snprintf(path, sizeof(path), "/proc/%s/mountinfo", de->d_name);
@@ -189,10 +196,10 @@ void mount_users_find_all(struct mount_use_query *q, size_t n, size_t budget_per
 		if (!info)
 			continue;
 		size_t len = strlen(info);
-		answer_from(q, n, pst.st_uid, info, (pid_t)atoi(de->d_name));
+		answer_from(q, n, owner, info, (pid_t)atoi(de->d_name));
 		free(info);
 		if (u && (u->bytes += len) >= budget_per_uid)
-			give_up_on(q, n, pst.st_uid); /* what is left unread may hold it */
+			give_up_on(q, n, owner); /* what is left unread may hold it */
 	}
 	if (proc)
 		closedir(proc);

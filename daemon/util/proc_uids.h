@@ -10,4 +10,9 @@
  * directory proc_dir is are all uid; false when status cannot be read. */
 bool proc_uids_are(int proc_dir, uid_t uid);
 
+/* Whose process it is: root only when all three are 0, else the first of
+ * them that is not (a set-uid-root program a user runs is the user's);
+ * false when status cannot be read. */
+bool proc_uids_owner(int proc_dir, uid_t *uid);
+
 #endif
