@@ -196,3 +196,54 @@ def test_squashctl_gc_waiting_on_a_stopped_reader_holds_no_other_gc(cluster):
             for j in (gone1, gone2):
                 c.rawclient("release", j)
             wait_until(lambda: not c.list_mounts(), 30, 0.1, "the mounts to go")
+
+
+def test_gcs_periodic_teardown_over_a_stopped_reader_holds_no_other_release(cluster):
+    """The periodic pass hands a released job's unmounting to the job's
+    user's thread (core/owner_teardown.c): over that user's stopped reader
+    it waits there, and the next pass releases another user's gone job at
+    once."""
+    c = cluster
+    gone1, gone2 = 3997201, 3997202  # jobs Slurm does not know: gone
+    with squashd_with(c, "gc_interval = 1\n"):
+        slow = c.make_image(c.workdir(USER1, "gc-periodic") / "slow.sqfs", FILES, owner=USER1)
+        fast = c.make_image(c.workdir(USER2, "gc-periodic") / "fast.sqfs", FILES, owner=USER2)
+        bound = c.workdir("root", "gc-periodic-bind")
+        stopped, holder = [], None
+        try:
+            assert c.rawclient("mount", gone1, uid_of(USER1), f"{slow}:/squash/slow").stdout.startswith("ok")
+            point = next(m["mount_point"] for m in c.list_mounts() if m["image"] == str(slow))
+            # A process that uses the mount (bound elsewhere, as a step
+            # binds it) keeps gc from releasing it while the reader stops.
+            holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                       f"mount --bind {point} {bound} && exec sleep 300"])
+            wait_until(lambda: f" {bound} " in open(f"/proc/{holder.pid}/mountinfo").read(), 10, 0.05,
+                       "the holder's bind")
+            readers = [p for p in c.instance_fuse_servers() if proc_uids(p)[0] == uid_of(USER1)]
+            assert readers, "no squash-reader serves USER1's mount"
+            for pid in readers:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+            holder.kill()
+            holder.wait()
+            # The next pass released the job; its unmount waits on the reader.
+            wait_until(lambda: not any(gone1 in m.get("jobs", []) for m in c.list_mounts()), 5, 0.05,
+                       "the periodic gc to release the first job")
+            assert mounted(c, slow)
+
+            assert c.rawclient("mount", gone2, uid_of(USER2), f"{fast}:/squash/fast").stdout.startswith("ok")
+            t = time.monotonic()
+            wait_until(lambda: not mounted(c, fast), REQUEST_TIMEOUT, 0.05,
+                       "the periodic gc to release the other user's job")
+            took = time.monotonic() - t
+            assert took < 4, f"the other user's gone job waited {took:.1f} s"
+            assert mounted(c, slow), "nothing was shown: the stopped reader's teardown was over"
+            wait_until(lambda: not mounted(c, slow), REQUEST_TIMEOUT + 10, 0.1, "the stopped reader's mount to go")
+        finally:
+            resume(stopped)
+            if holder and holder.poll() is None:
+                holder.kill()
+                holder.wait()
+            for j in (gone1, gone2):
+                c.rawclient("release", j)
+            wait_until(lambda: not c.list_mounts(), 30, 0.1, "the mounts to go")
