@@ -20,6 +20,7 @@
 #include "mount/reader_pool.h"
 #include "mount/unmount.h"
 #include "registry/linger.h"
+#include "registry/usage.h"
 #include "superblock.h"
 #include "util/close_detached.h"
 #include "util/log.h"
@@ -38,7 +39,13 @@ void sharing_put_locked(struct daemon_state *ds, struct mount_entry *m, struct t
 		return;
 	switch (m->state) {
 	case MOUNT_READY:
-		if (!ds->stopping && linger_begin(m, td->cfg->linger_s, squash_now_ms())) {
+		bool may_linger = registry_user_may_linger(&ds->registry, m, td->cfg->registry_entries_per_user,
+							   td->cfg->registry_bytes_per_user);
+		if (!may_linger && td->cfg->linger_s)
+			log_info("image %s of uid %u is unmounted now, not kept for linger: that user's "
+				 "entries and lingering mounts would pass registry_entries_per_user or "
+				 "registry_bytes_per_user", m->image, (unsigned)m->key.owner_uid);
+		if (!ds->stopping && may_linger && linger_begin(m, td->cfg->linger_s, squash_now_ms())) {
 			/* The expiry thread may sleep past the new deadline otherwise. */
 			pthread_cond_broadcast(&ds->changed);
 			break;

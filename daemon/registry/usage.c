@@ -109,3 +109,31 @@ int registry_usage_each_user(struct registry *r, registry_usage_fn fn, void *arg
 	free(all);
 	return 0;
 }
+
+/* A mount's record in the state file at its largest: its numbers, and its
+ * paths escaped. */
+static size_t mount_record_bytes(const struct mount_entry *m)
+{
+	return 96 + STATE_FILE_ESCAPE_MAX * (strlen(m->mount_point) + strlen(m->image) +
+					     strlen(m->loop_device));
+}
+
+bool registry_user_may_linger(struct registry *r, const struct mount_entry *m, size_t max_entries,
+			      unsigned long long max_bytes)
+{
+	uid_t uid = m->key.owner_uid;
+
+	if (m->key.mode != SQUASH__MOUNT_MODE__FUSE || uid == MOUNT_OWNER_ANY || uid == 0)
+		return true;
+	struct registry_usage u = registry_user_usage(r, uid);
+	size_t entries = u.entries + 1;
+	unsigned long long bytes = u.bytes + mount_record_bytes(m);
+
+	for (const struct mount_entry *o = r->mounts; o; o = o->next)
+		if (o != m && o->state == MOUNT_LINGERING && o->key.owner_uid == uid &&
+		    o->key.mode == SQUASH__MOUNT_MODE__FUSE) {
+			entries++;
+			bytes += mount_record_bytes(o);
+		}
+	return entries <= max_entries && bytes <= max_bytes;
+}

@@ -8,6 +8,7 @@
 #ifndef SQUASHD_REGISTRY_USAGE_H
 #define SQUASHD_REGISTRY_USAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -41,5 +42,16 @@ int registry_user_admit(struct registry *r, uid_t uid, const char *image, const 
  * every namespace that receives /run's mounts and walked by every reader
  * of /proc/PID/mountinfo on the node. */
 int registry_user_admit_session_bind(struct registry *r, uid_t uid, size_t max, char *why, size_t len);
+
+/* Whether m, whose last holder just went, may linger (lock held): a
+ * user's own image mount (FUSE, key.owner_uid, not root) lingers only
+ * while that user's entries (the one letting it go included) and
+ * lingering mounts stay within max_entries and their records within
+ * max_bytes, since a lingering mount's record is
+ * written with every save and no holder's budget counts it. Past that it
+ * is unmounted at once (a cache given up, not an error). Other mounts
+ * (kernel, merged) are bounded by the loop devices and their lowers. */
+bool registry_user_may_linger(struct registry *r, const struct mount_entry *m, size_t max_entries,
+			      unsigned long long max_bytes);
 
 #endif

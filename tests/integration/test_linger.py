@@ -220,3 +220,29 @@ def test_a_lingering_kernel_mount_gives_its_loop_device_up_to_a_new_mount(cluste
         assert (f"linger of image {first} at {cluster.state_dir}/mnt/" in cluster.squashd_log()
                 and "ends: its loop device is needed (max_loop_devices = 1)" in cluster.squashd_log())
     assert not cluster.list_mounts() and not cluster.node_mounts()
+
+
+@pytest.mark.host_release_only("squashd's own registry budget: the same on every release")
+def test_a_users_lingering_mounts_stay_within_their_registry_budget(cluster):
+    """A lingering mount has no holder whose registry budget counts it, yet
+    its record is written with every save: a user's own image mounts linger
+    only while that user's entries (the one being released included) and
+    lingering mounts stay within registry_entries_per_user (and
+    registry_bytes_per_user); past it the mount goes at once
+    (daemon/registry/usage.c)."""
+    from test_squash_shell import shell_cmd
+    with lingering(cluster, 600, "registry_entries_per_user = 3\n"):
+        d = cluster.workdir(USER1, "linger-budget")
+        imgs = [cluster.make_image(d / f"b{i}.sqfs", FILES, owner=USER1) for i in range(5)]
+        offset = len(cluster.squashd_log())
+        for i, img in enumerate(imgs):
+            p = run(["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(
+                cluster, f"{img}:/squash/b{i}", "--", "cat", f"/squash/b{i}/hello.txt")]],
+                check=False, timeout=60, cwd=d, env=cluster.env)
+            assert p.returncode == 0 and p.stdout == FILES["hello.txt"], p.stderr
+        # At each release the session's own entry still counts: two linger.
+        wait_until(lambda: len(by_image(cluster)) == 2, 10, 0.1, "two lingering mounts")
+        assert sorted(by_image(cluster)) == [str(imgs[0]), str(imgs[1])], by_image(cluster)
+        assert all(m["state"] == "lingering" for m in by_image(cluster).values()), by_image(cluster)
+        # (The log says why, on the user's log budget: not counted here.)
+        assert "is unmounted now, not kept for linger" in cluster.squashd_log()[offset:]

@@ -197,6 +197,45 @@ static void a_users_session_binds_have_a_budget(void)
 	registry_free(&r);
 }
 
+/* A user's own image mount lingers only while that user's entries and
+ * lingering mounts stay within the registry budgets (a lingering mount's
+ * record is saved with every save and no holder counts it); another
+ * user's lingering mounts, kernel mounts and root's do not count. */
+static void a_users_mounts_linger_only_within_their_registry_budget(void)
+{
+	struct registry r = { 0 };
+	struct mount_key k1 = key_of(1, 1000), k2 = key_of(2, 1000), k3 = key_of(3, 1000);
+	struct mount_key theirs = key_of(4, 1001), kernel = key_of(5, MOUNT_OWNER_ANY), root = key_of(6, 0);
+	struct mount_entry *a = registry_new_mount(&r, &k1, "/img/a.sqfs", "/mnt");
+	struct mount_entry *b = registry_new_mount(&r, &k2, "/img/b.sqfs", "/mnt");
+	struct mount_entry *c = registry_new_mount(&r, &k3, "/img/c.sqfs", "/mnt");
+	struct mount_entry *o = registry_new_mount(&r, &theirs, "/img/o.sqfs", "/mnt");
+	struct mount_entry *kern = registry_new_mount(&r, &kernel, "/img/k.sqfs", "/mnt");
+	struct mount_entry *rt = registry_new_mount(&r, &root, "/img/r.sqfs", "/mnt");
+
+	registry_add_job(&r, 1, 1000);
+	a->state = o->state = MOUNT_LINGERING;
+	b->state = c->state = kern->state = rt->state = MOUNT_READY;
+	/* Entries: the job, a, b (3); bytes: the job's record and a mount
+	 * record each at its largest (96 and its paths escaped). */
+	unsigned long long bytes = registry_user_usage(&r, 1000).bytes;
+	for (const struct mount_entry *m = a; m; m = m == a ? b : NULL)
+		bytes += 96 + STATE_FILE_ESCAPE_MAX * (strlen(m->mount_point) + strlen(m->image) +
+						       strlen(m->loop_device));
+	CHECK(registry_user_may_linger(&r, b, 3, 1 << 20));
+	CHECK(!registry_user_may_linger(&r, b, 2, 1 << 20));
+	CHECK(registry_user_may_linger(&r, b, 3, bytes));
+	CHECK(!registry_user_may_linger(&r, b, 3, bytes - 1));
+	b->state = MOUNT_LINGERING;
+	CHECK(!registry_user_may_linger(&r, c, 3, 1 << 20)); /* a and b linger already */
+	CHECK(registry_user_may_linger(&r, c, 4, 1 << 20));
+	o->state = MOUNT_READY; /* another user's: not counted */
+	CHECK(registry_user_may_linger(&r, c, 4, 1 << 20));
+	CHECK(registry_user_may_linger(&r, kern, 0, 0));
+	CHECK(registry_user_may_linger(&r, rt, 0, 0));
+	registry_free(&r);
+}
+
 int main(void)
 {
 	a_users_session_binds_have_a_budget();
@@ -207,5 +246,6 @@ int main(void)
 	a_job_holds_at_most_the_image_limit_and_knows_what_it_uses();
 	overlay_records_round_trip_through_the_mask();
 	each_user_has_a_registry_budget();
+	a_users_mounts_linger_only_within_their_registry_budget();
 	return unit_exit_code();
 }
