@@ -10,6 +10,7 @@ linger = 0 (today's behaviour, covered by test_mounts.py)."""
 import contextlib
 import os
 import signal
+import time
 
 import pytest
 
@@ -246,3 +247,43 @@ def test_a_users_lingering_mounts_stay_within_their_registry_budget(cluster):
         assert all(m["state"] == "lingering" for m in by_image(cluster).values()), by_image(cluster)
         # (The log says why, on the user's log budget: not counted here.)
         assert "is unmounted now, not kept for linger" in cluster.squashd_log()[offset:]
+
+
+@pytest.mark.host_release_only("squashd's own linger timers: the same on every release")
+def test_an_expiry_over_a_stopped_reader_delays_no_other_users_expiry(cluster):
+    """The linger timer hands an expired mount's unmounting to its user's
+    thread (core/owner_teardown.c): over that user's stopped reader it
+    waits there up to request_timeout, and another user's mount that
+    expires meanwhile goes on time."""
+    from conftest import proc_uids, resume, uid_of
+    from test_squash_shell import shell_cmd
+
+    def session(user, img, target):
+        p = run(["runuser", "-u", user, "--", *[str(x) for x in shell_cmd(
+            cluster, f"{img}:{target}", "--", "cat", f"{target}/hello.txt")]],
+            check=False, timeout=60, cwd=img.parent, env=cluster.env)
+        assert p.returncode == 0 and p.stdout == FILES["hello.txt"], p.stderr
+
+    def mounted(img):
+        return any(m["image"] == str(img) for m in cluster.list_mounts())
+
+    slow = cluster.make_image(cluster.workdir(USER1, "linger-stop") / "slow.sqfs", FILES, owner=USER1)
+    fast = cluster.make_image(cluster.workdir(USER2, "linger-stop") / "fast.sqfs", FILES, owner=USER2)
+    stopped = []
+    with lingering(cluster, 2):
+        try:
+            session(USER1, slow, "/squash/slow")
+            for pid in cluster.instance_fuse_servers():
+                if proc_uids(pid)[0] == uid_of(USER1):
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.append(pid)
+            assert stopped, "no squash-reader serves USER1's lingering mount"
+            session(USER2, fast, "/squash/fast")
+            t = time.monotonic()
+            wait_until(lambda: not mounted(fast), 10, 0.05, "the other user's mount to expire")
+            took = time.monotonic() - t
+            assert took < 4, f"the other user's expiry waited {took:.1f} s"
+            assert mounted(slow), "nothing was shown: the stopped reader's teardown was over"
+            wait_until(lambda: not mounted(slow), 30, 0.1, "the stopped reader's mount to go")
+        finally:
+            resume(stopped)
