@@ -33,19 +33,31 @@ static void put_lowers_locked(struct daemon_state *ds, struct mount_entry *m, st
 	m->n_lowers = 0;
 }
 
+/* Whether m, whose last holder went, may linger (lock held): not while
+ * squashd stops, and a user's own image only within that user's registry
+ * budgets (registry/usage.h; asked only when lingering is on: the walk
+ * is the user's entries). */
+static bool linger_may_begin_locked(struct daemon_state *ds, const struct mount_entry *m,
+				    const struct squashd_config *cfg)
+{
+	if (ds->stopping || !cfg->linger_s)
+		return false;
+	if (registry_user_may_linger(&ds->registry, m, cfg->registry_entries_per_user,
+				     cfg->registry_bytes_per_user))
+		return true;
+	log_info("image %s of uid %u is unmounted now, not kept for linger: that user's entries and "
+		 "lingering mounts would pass registry_entries_per_user or registry_bytes_per_user",
+		 m->image, (unsigned)m->key.owner_uid);
+	return false;
+}
+
 void sharing_put_locked(struct daemon_state *ds, struct mount_entry *m, struct teardown *td)
 {
 	if (!m || m->refcount == 0 || --m->refcount > 0)
 		return;
 	switch (m->state) {
 	case MOUNT_READY:
-		bool may_linger = registry_user_may_linger(&ds->registry, m, td->cfg->registry_entries_per_user,
-							   td->cfg->registry_bytes_per_user);
-		if (!may_linger && td->cfg->linger_s)
-			log_info("image %s of uid %u is unmounted now, not kept for linger: that user's "
-				 "entries and lingering mounts would pass registry_entries_per_user or "
-				 "registry_bytes_per_user", m->image, (unsigned)m->key.owner_uid);
-		if (!ds->stopping && may_linger && linger_begin(m, td->cfg->linger_s, squash_now_ms())) {
+		if (linger_may_begin_locked(ds, m, td->cfg) && linger_begin(m, td->cfg->linger_s, squash_now_ms())) {
 			/* The expiry thread may sleep past the new deadline otherwise. */
 			pthread_cond_broadcast(&ds->changed);
 			break;

@@ -11,31 +11,30 @@ any reader's death. Issue 30, item 2.
 
 A mount given up on keeps its thread inside mount(2) until the reader
 answers or dies, and squashd restarts a killed reader on the same
-connection: a user who stops every reader squashd starts keeps those
-threads. Each user may leave GIVEN_UP_MOUNTS_PER_USER of them
-(daemon/core/given_up_mounts.c); past it the user's next merge is refused
-at once as their own error, while others merge as before."""
+connection: a user who stops each reader squashd restarts, after it took
+the connection over and before it answers, keeps those threads. Each user
+may leave GIVEN_UP_MOUNTS_PER_USER of them (daemon/core/given_up_mounts.c,
+unit test_given_up_mounts). Not driven end to end here: a reader stopped
+before it took over fails its restart, and a mount restarted three times
+in a minute is given up (mount/fuse_keep.h), either of which ends every
+call waiting on it, so a test that stops readers with signals cannot hold
+four calls deterministically."""
 
-import json
 import os
 import re
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
 
-from conftest import BlockingJob, RAWCLIENT, USER1, USER2, pids_named, proc_uids, resume, uid_of, wait_until
-from test_merged_images import overlays
-from test_writable_overlay import squashd_with
+from conftest import BlockingJob, RAWCLIENT, USER1, USER2, proc_uids, resume, uid_of, wait_until
 
 pytestmark = pytest.mark.host_release_only("squashd's deadlines on a stopped reader: the same on every release")
 
 FILES = {"hello.txt": "hello from the image\n"}
 FAKE_JOB = 990401
 REQUEST_TIMEOUT = 10  # tests/cluster/cluster.sh's squashd.conf
-GIVEN_UP_MOUNTS_PER_USER = 4  # daemon/core/given_up_mounts.h
 
 
 def in_progress(cluster):
@@ -127,112 +126,3 @@ def test_new_merges_over_a_stopped_readers_mounts_end_by_their_deadline(cluster,
             cluster.rawclient("release", j)
         holder.release()
         wait_until(lambda: not cluster.list_mounts(), 30, what="the mounts to go")
-
-
-class ReaderStopper:
-    """Stops each squash-reader of uid as soon as it shows up, as a user
-    who keeps stopping the readers squashd restarts; stop() lets them all
-    run again."""
-
-    def __init__(self, uid):
-        self.uid = uid
-        self.stopped = set()
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        while not self.done.is_set():
-            for pid in pids_named("squash-reader"):
-                if pid in self.stopped:
-                    continue
-                try:
-                    if proc_uids(pid)[0] == self.uid:
-                        os.kill(pid, signal.SIGSTOP)
-                        self.stopped.add(pid)
-                except (OSError, AssertionError):
-                    pass
-            time.sleep(0.001)
-
-    def stop(self):
-        self.done.set()
-        self.thread.join()
-        resume(self.stopped)
-
-
-def given_up_of(cluster, uid):
-    rows = json.loads(cluster.squashctl("status", "--json").stdout)["user_budgets"]
-    mine = [r for r in rows if r["uid"] == uid]
-    return mine[0]["budgets"].get("mounts given up on", {"used": 0}) if mine else {"used": 0}
-
-
-def test_a_user_who_keeps_stopping_their_readers_leaves_at_most_their_share_of_stuck_mounts(cluster):
-    with squashd_with(cluster, "request_timeout = 3\n"):
-        d = cluster.workdir(USER1, "given-up")
-        a = cluster.make_image(d / "a.sqfs", {"a.txt": "a\n"}, owner=USER1)
-        os.chmod(cluster.trusted, 0o755)
-        b = cluster.make_image(cluster.trusted / f"given-up-{os.getpid()}.sqfs", {"b.txt": "b\n"},
-                               owner="root")
-        # A merge is shared by the requests for the same images: each of
-        # these merges a trusted image of its own with the user's.
-        others = [cluster.make_image(cluster.trusted / f"given-up-{os.getpid()}-{i}.sqfs",
-                                     {f"b{i}.txt": f"b{i}\n"}, owner="root")
-                  for i in range(GIVEN_UP_MOUNTS_PER_USER + 1)]
-        d2 = cluster.workdir(USER2, "given-up")
-        c = cluster.make_image(d2 / "c.sqfs", {"c.txt": "c\n"}, owner=USER2)
-        uid = uid_of(USER1)
-        holder = BlockingJob(cluster, USER1, f"{a}:/squash/a,{b}:/squash/b")
-        stopper, fake = None, []
-
-        def merge(n, target):
-            fake.append(FAKE_JOB + 100 + n)
-            return [RAWCLIENT, "--socket", cluster.socket, "--munge-socket", cluster.munge_socket,
-                    "mount", str(FAKE_JOB + 100 + n), str(uid), f"{a}:{target}", f"{others[n % len(others)]}:{target}"]
-
-        try:
-            holder.wait_ready()
-            stopper = ReaderStopper(uid)
-            # The user's share of merges at once: an overlay mount each, all
-            # waiting on the stopped reader.
-            merges = [subprocess.Popen(merge(i, f"/squash/g{i}"), stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True)
-                      for i in range(GIVEN_UP_MOUNTS_PER_USER)]
-            for m in merges:
-                out, err = m.communicate(timeout=30)
-                assert out.startswith("node-error") and WHY["overlay"] in out, (out, err)
-            wait_until(lambda: given_up_of(cluster, uid)["used"] >= GIVEN_UP_MOUNTS_PER_USER, 10,
-                       what="the merges given up on to count for the user")
-            assert given_up_of(cluster, uid)["limit"] == GIVEN_UP_MOUNTS_PER_USER
-
-            # The next one is refused at once, as the user's own error.
-            t = time.monotonic()
-            out = subprocess.run(merge(GIVEN_UP_MOUNTS_PER_USER, "/squash/next"), capture_output=True,
-                                 text=True, timeout=30).stdout
-            took = time.monotonic() - t
-            assert out.startswith("user-error") and "squashd still waits on" in out \
-                and "earlier mounts over your FUSE servers" in out, out
-            assert took < 2, f"the refusal took {took:.1f} s"
-
-            # Another user merges their image with the trusted one meanwhile.
-            job = cluster.run_job(USER2, "cat /squash/ds/c.txt /squash/ds/b.txt\n",
-                                  [f"--squash-image={c}:/squash/ds,{b}:/squash/ds"])
-            assert job.state == "COMPLETED" and job.output() == "c\nb\n", job.output()
-
-            # The user lets their readers run: the stuck mounts end, what
-            # they made goes, and the user merges again.
-            stopper.stop()
-            stopper = None
-            wait_until(lambda: given_up_of(cluster, uid)["used"] == 0, 20,
-                       what="the mounts given up on to end")
-            out = subprocess.run(merge(GIVEN_UP_MOUNTS_PER_USER + 1, "/squash/again"), capture_output=True,
-                                 text=True, timeout=30).stdout
-            assert out.startswith("ok"), out
-            # What the late mounts made was detached: one overlay, this one.
-            assert len(overlays(cluster)) == 1, overlays(cluster)
-        finally:
-            if stopper:
-                stopper.stop()
-            for j in fake:
-                cluster.rawclient("release", j)
-            holder.release()
-            wait_until(lambda: not cluster.list_mounts(), 30, what="the mounts to go")
