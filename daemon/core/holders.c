@@ -11,6 +11,7 @@
 #include "core/sessions.h"
 #include "core/sharing.h"
 #include "core/union_mount.h"
+#include "core/user_fuse_mounts.h"
 #include "process/identity.h"
 #include "registry/usage.h"
 #include "util/log.h"
@@ -124,7 +125,11 @@ static enum result record_image(struct daemon_state *ds, const struct squashd_co
 					err, errlen) < 0 ||
 		    (e->kind == HOLDER_SESSION &&
 		     registry_user_admit_session_bind(&ds->registry, e->uid, cfg->max_session_binds_per_user,
-						      err, errlen) < 0);
+						      err, errlen) < 0) ||
+		    /* A session's bind of a FUSE mount is one more FUSE entry in
+		     * the node's table. */
+		    (e->kind == HOLDER_SESSION && m && m->key.mode == SQUASH__MOUNT_MODE__FUSE &&
+		     user_fuse_mounts_refuses_locked(ds, cfg, e->uid, err, errlen));
 	if (over || registry_job_add_image(e, spec->image, spec->target, m) < 0) {
 		struct teardown td = TEARDOWN_INIT(cfg);
 		sharing_put_locked(ds, m, &td);

@@ -12,6 +12,7 @@
 #include "core/fuse_servers.h"
 #include "core/loop_devices.h"
 #include "core/policy.h"
+#include "core/user_fuse_mounts.h"
 #include "mount/fuse_keep.h"
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
@@ -294,6 +295,13 @@ enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_con
 	 * outcome for the others who wait on the same image. */
 	if (key.mode == SQUASH__MOUNT_MODE__KERNEL &&
 	    loop_devices_user_refuses_locked(ds, cfg, id->uid, why, sizeof(why))) {
+		pthread_mutex_unlock(&ds->lock);
+		close_detached(fd);
+		snprintf(err, errlen, "image %s: %s", spec->image, why);
+		return RESULT_USER_ERROR;
+	}
+	if (key.mode == SQUASH__MOUNT_MODE__FUSE &&
+	    user_fuse_mounts_refuses_locked(ds, cfg, id->uid, why, sizeof(why))) {
 		pthread_mutex_unlock(&ds->lock);
 		close_detached(fd);
 		snprintf(err, errlen, "image %s: %s", spec->image, why);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/sharing.h"
+#include "core/user_fuse_mounts.h"
 #include "mount/fuse_keep.h"
 #include "mount/mount_fuse.h"
 #include "util/close_detached.h"
@@ -75,7 +76,9 @@ enum result union_mount_get(struct daemon_state *ds, const struct squashd_config
 	/* Waiters name the target, as for an overlay merge (core/merge.c). */
 	int shared = sharing_take_locked(ds, cfg, find_union, &w, target, out, &res, err, errlen,
 					 deadline_ms);
-	if (shared == 0) {
+	/* Before the entry exists, as for one image (core/sharing.c). */
+	bool over = shared == 0 && user_fuse_mounts_refuses_locked(ds, cfg, id->uid, why, sizeof(why));
+	if (shared == 0 && !over) {
 		m = registry_new_mount(&ds->registry, &key, label, ds->mount_dir);
 		if (m && registry_set_parts(m, keys, n) < 0) {
 			registry_remove_mount(&ds->registry, m);
@@ -87,6 +90,10 @@ enum result union_mount_get(struct daemon_state *ds, const struct squashd_config
 	pthread_mutex_unlock(&ds->lock);
 	if (shared != 0 || !m) {
 		close_all(fds, n);
+		if (over) {
+			snprintf(err, errlen, "merging %zu images at %s: %s", n, target, why);
+			return RESULT_USER_ERROR;
+		}
 		if (shared == 0)
 			snprintf(err, errlen, "out of memory");
 		return shared > 0 ? RESULT_OK : shared < 0 ? res : RESULT_NODE_ERROR;

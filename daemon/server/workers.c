@@ -27,6 +27,7 @@
 #include "core/gc.h"
 #include "core/user_budgets.h"
 #include "core/user_fds.h"
+#include "core/user_fuse_mounts.h"
 #include "frame.h"
 #include "passed_fds.h"
 #include "process/child_process.h"
@@ -356,6 +357,7 @@ int server_run(int listen_fd, struct daemon_state *ds)
 	user_budgets_add_source(watcher_budget_rows);
 	user_budgets_add_source(reader_budget_rows);
 	user_budgets_add_source(given_up_mounts_budget_rows);
+	user_budgets_add_source(user_fuse_mounts_budget_rows);
 
 	struct pollfd *pfd = NULL;
 	size_t pfd_cap = 0;

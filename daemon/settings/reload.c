@@ -113,6 +113,9 @@ static bool apply(const char *key, const struct squashd_config *fresh, struct sq
 	} else if (!strcmp(key, "max_merged_mounts_per_user")) {
 		/* Checked at each new merge; merges over a lowered budget stay. */
 		next->max_merged_mounts_per_user = fresh->max_merged_mounts_per_user;
+	} else if (!strcmp(key, "max_fuse_mounts_per_user")) {
+		/* Checked at each new FUSE mount and bind; what is over stays. */
+		next->max_fuse_mounts_per_user = fresh->max_fuse_mounts_per_user;
 	} else if (!strcmp(key, "max_session_binds_per_user")) {
 		/* Checked at each image; binds over a lowered budget stay. */
 		next->max_session_binds_per_user = fresh->max_session_binds_per_user;
@@ -163,6 +166,9 @@ struct squashd_config *reload_next(const struct squashd_config *old,
 	memset(diff, 0, sizeof(*diff));
 	if (!next)
 		return NULL;
+	/* Not squashd.conf's: fusermount's mount_max as /etc/fuse.conf says
+	 * now, for each user's default share of it. */
+	next->fusermount_mount_max = fresh->fusermount_mount_max;
 	for (size_t i = 0; i < now->n; i++)
 		compare_key(now->key[i], was, now, fresh, next, diff);
 	/* Settings removed from the file go back to their defaults. */

@@ -2,6 +2,7 @@
 #include "settings/settings.h"
 #include "reader_wire.h"
 #include "settings/fs_types.h"
+#include "settings/fuse_conf.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -39,6 +40,7 @@ void config_defaults(struct squashd_config *cfg)
 	cfg->registry_bytes_per_user = SQUASHD_REGISTRY_BYTES_DEFAULT;
 	cfg->max_session_binds_per_user = SQUASHD_SESSION_BINDS_DEFAULT;
 	cfg->max_merged_mounts_per_user = SQUASHD_MERGED_MOUNTS_DEFAULT;
+	cfg->fusermount_mount_max = fuse_conf_mount_max(FUSE_CONF_PATH);
 	cfg->reader_cgroups = true;
 	cfg->fuse_union = true;
 	cfg->reader_tasks_max = SQUASHD_READER_TASKS_DEFAULT;
@@ -181,6 +183,8 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_uint(&cfg->registry_entries_per_user, value, 1, 1000000, key, err, errlen);
 	if (!strcmp(key, "max_merged_mounts_per_user"))
 		return set_uint(&cfg->max_merged_mounts_per_user, value, 0, 1000000, key, err, errlen);
+	if (!strcmp(key, "max_fuse_mounts_per_user"))
+		return set_uint(&cfg->max_fuse_mounts_per_user, value, 0, 1000000, key, err, errlen);
 	if (!strcmp(key, "max_session_binds_per_user"))
 		return set_uint(&cfg->max_session_binds_per_user, value, 0, 1000000, key, err, errlen);
 	if (!strcmp(key, "registry_bytes_per_user"))
@@ -498,6 +502,7 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("registry_bytes_per_user", "%llu", cfg->registry_bytes_per_user);
 	SHOW("max_session_binds_per_user", "%u", cfg->max_session_binds_per_user);
 	SHOW("max_merged_mounts_per_user", "%u", cfg->max_merged_mounts_per_user);
+	SHOW("max_fuse_mounts_per_user", "%u", cfg->max_fuse_mounts_per_user);
 	SHOW("slurm_conf", "%s", cfg->slurm_conf);
 	SHOW("node_name", "%s", cfg->node_name);
 	SHOW("reader_cgroups", "%s", cfg->reader_cgroups ? "yes" : "no");

@@ -57,6 +57,8 @@ struct squashd_config {
 	unsigned registry_entries_per_user; /* a user's jobs, steps and sessions in the registry */
 	unsigned max_session_binds_per_user; /* images a user's squash-shell sessions bind; 0: no bound */
 	unsigned max_merged_mounts_per_user; /* merged mounts one user's holders hold; 0: no bound */
+	unsigned max_fuse_mounts_per_user; /* FUSE entries of the node's table for one user; 0: mount_max / 4 */
+	int fusermount_mount_max;    /* fusermount's mount_max (settings/fuse_conf.h), read with the settings */
 	unsigned long long registry_bytes_per_user; /* their records in the state file, as written */
 	bool reader_cgroups;         /* each user's FUSE servers in a cgroup of their own */
 	unsigned reader_tasks_max;   /* pids.max there; 0: no limit */
@@ -124,7 +126,7 @@ void settings_drop(const struct squashd_config *cfg);
 
 /* The configuration as key/value text, one per setting (for the status
  * answer and the reload log). Returns how many were filled. */
-#define SETTINGS_SHOWN_MAX 40
+#define SETTINGS_SHOWN_MAX 48
 struct setting_text {
 	const char *key;
 	char value[PATH_MAX * 2];

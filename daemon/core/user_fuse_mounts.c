@@ -1,0 +1,87 @@
+#include "config.h"
+#include "core/user_fuse_mounts.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "array_grow.h"
+
+/* A FUSE mount of uid's in the node's table: every state but failed
+ * (a dead server's mount stays until its holders let go). */
+static bool in_table(const struct mount_entry *m, uid_t uid)
+{
+	return m->key.mode == SQUASH__MOUNT_MODE__FUSE && m->key.owner_uid == uid &&
+	       m->state != MOUNT_FAILED;
+}
+
+unsigned user_fuse_mounts_limit(const struct squashd_config *cfg)
+{
+	if (cfg->max_fuse_mounts_per_user)
+		return cfg->max_fuse_mounts_per_user;
+	if (cfg->fusermount_mount_max < 0)
+		return 0;
+	unsigned share = (unsigned)cfg->fusermount_mount_max / USER_FUSE_MOUNTS_DIVISOR;
+	return share ? share : 1;
+}
+
+unsigned user_fuse_mounts_locked(struct daemon_state *ds, uid_t uid)
+{
+	unsigned n = 0;
+
+	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+		n += in_table(m, uid);
+	/* A session binds each image's own mount, or its merge's overlay
+	 * (not FUSE); an image recorded before its merge is counted once
+	 * more until then, which errs on the refusing side. */
+	for (const struct job_entry *e = ds->registry.scoped; e; e = e->next)
+		if (e->kind == HOLDER_SESSION && e->uid == uid)
+			for (size_t i = 0; i < e->count; i++)
+				n += !e->images[i].merged && e->images[i].mount &&
+				     e->images[i].mount->key.mode == SQUASH__MOUNT_MODE__FUSE;
+	return n;
+}
+
+bool user_fuse_mounts_refuses_locked(struct daemon_state *ds, const struct squashd_config *cfg,
+				     uid_t uid, char *why, size_t whylen)
+{
+	unsigned limit = user_fuse_mounts_limit(cfg), held;
+
+	if (uid == 0 || limit == 0 || (held = user_fuse_mounts_locked(ds, uid)) < limit)
+		return false;
+	snprintf(why, whylen, "the images of uid %u already put %u FUSE file systems in this node's mount "
+		 "table (mounts, and binds of them by squash-shell sessions), that user's share "
+		 "(max_fuse_mounts_per_user = %u, of fusermount's mount_max = %d for all users' own FUSE "
+		 "mounts): end some of that user's jobs or sessions first, or merge images at one target "
+		 "(one mount)", (unsigned)uid, held, limit, cfg->fusermount_mount_max);
+	return true;
+}
+
+void user_fuse_mounts_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg,
+				  user_budget_emit emit, void *arg)
+{
+	unsigned limit = user_fuse_mounts_limit(cfg);
+	uid_t *uids = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&ds->lock);
+	/* The users owning FUSE mounts, each once (a session binds only
+	 * mounts of its own user's). */
+	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next) {
+		size_t i;
+		if (m->key.mode != SQUASH__MOUNT_MODE__FUSE || m->key.owner_uid == 0 ||
+		    m->key.owner_uid == MOUNT_OWNER_ANY || m->state == MOUNT_FAILED)
+			continue;
+		for (i = 0; i < n && uids[i] != m->key.owner_uid; i++)
+			;
+		if (i < n)
+			continue;
+		if (array_reserve(&uids, &cap, n + 1, sizeof(*uids), 16) < 0)
+			break;
+		uids[n++] = m->key.owner_uid;
+	}
+	for (size_t i = 0; i < n; i++)
+		emit(arg, uids[i], "FUSE mounts", user_fuse_mounts_locked(ds, uids[i]), limit);
+	pthread_mutex_unlock(&ds->lock);
+	free(uids);
+}
