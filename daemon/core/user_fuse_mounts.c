@@ -4,8 +4,10 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "array_grow.h"
+#include "mountinfo.h"
 
 /* A FUSE mount of uid's in the node's table: every state but failed
  * (a dead server's mount stays until its holders let go). */
@@ -54,6 +56,30 @@ bool user_fuse_mounts_refuses_locked(struct daemon_state *ds, const struct squas
 		 "(max_fuse_mounts_per_user = %u, of fusermount's mount_max = %d for all users' own FUSE "
 		 "mounts): end some of that user's jobs or sessions first, or merge images at one target "
 		 "(one mount)", (unsigned)uid, held, limit, cfg->fusermount_mount_max);
+	return true;
+}
+
+bool fuse_table_nearly_full(const struct squashd_config *cfg, char *problem, size_t len)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	unsigned long entries = 0;
+	struct squash_mount m;
+	FILE *f;
+
+	if (cfg->fusermount_mount_max < 0 || !(f = fopen("/proc/self/mountinfo", "re")))
+		return false;
+	while (getline(&line, &cap, f) > 0)
+		entries += squash_mountinfo_parse(line, &m) == 0 &&
+			   (!strcmp(m.fstype, "fuse") || !strncmp(m.fstype, "fuse.", 5));
+	free(line);
+	fclose(f);
+	if (entries * 10 < (unsigned long)cfg->fusermount_mount_max * 9)
+		return false;
+	snprintf(problem, len, "this node's mount table lists %lu FUSE file systems, against fusermount's "
+		 "mount_max = %d (/etc/fuse.conf): users' own FUSE mounts (squashfuse, sshfs, "
+		 "Apptainer, enroot) are refused at mount_max; squashctl status shows each user's "
+		 "\"FUSE mounts\" (max_fuse_mounts_per_user)", entries, cfg->fusermount_mount_max);
 	return true;
 }
 

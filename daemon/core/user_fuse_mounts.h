@@ -37,6 +37,14 @@ unsigned user_fuse_mounts_locked(struct daemon_state *ds, uid_t uid);
 bool user_fuse_mounts_refuses_locked(struct daemon_state *ds, const struct squashd_config *cfg,
 				     uid_t uid, char *why, size_t whylen);
 
+/* Whether the FUSE file systems in squashd's mount table (every user's
+ * own, squashd's, their binds) fill nine tenths of fusermount's
+ * mount_max or more: then users' own fusermount fails, or soon will,
+ * whoever holds them (each user's share is a quarter: several users at
+ * once, or mounts outside squashd). Fills problem for squashctl health.
+ * Reads squashd's mountinfo: for root's status only. */
+bool fuse_table_nearly_full(const struct squashd_config *cfg, char *problem, size_t len);
+
 /* The status row "FUSE mounts" of every user with some (takes the lock). */
 void user_fuse_mounts_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg,
 				  user_budget_emit emit, void *arg);

@@ -21,6 +21,7 @@
 #include "core/loop_devices.h"
 #include "core/sharing.h"
 #include "core/user_budgets.h"
+#include "core/user_fuse_mounts.h"
 #include "requests/requests.h"
 #include "core/request_stats.h"
 #include "frame.h"
@@ -286,6 +287,8 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 	if (reader_cgroup_problem()[0])
 		add_extra(x, "%s", reader_cgroup_problem());
 	if (loop_devices_exhausted(rq->cfg, in_use, problem, sizeof(problem)))
+		add_extra(x, "%s", problem);
+	if (req && fuse_table_nearly_full(rq->cfg, problem, sizeof(problem)))
 		add_extra(x, "%s", problem);
 	if (req && req->has_check_slurm && req->check_slurm)
 		gc_dry_run(ds, rq->cfg, add_slurm_problem, x);
