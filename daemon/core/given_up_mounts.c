@@ -23,11 +23,19 @@ int given_up_mounts_call(uid_t uid, void (*call)(void *arg), void (*late)(void *
 	if (done >= 0)
 		return done;
 	if (errno == EBUSY) {
+		unsigned given_up = deadline_calls_given_up((unsigned)uid);
 		*res = RESULT_USER_ERROR;
-		snprintf(why, whylen, "squashd still waits on %u earlier mounts over your FUSE servers "
-			 "(squash-reader) that did not answer (stopped or hung), the most one user may "
-			 "leave; new ones are refused until those end (let your squash-reader "
-			 "processes run)", deadline_calls_given_up((unsigned)uid));
+		if (given_up >= limit)
+			snprintf(why, whylen, "squashd still waits on %u earlier mounts over your FUSE servers "
+				 "(squash-reader) that did not answer (stopped or hung), the most one user may "
+				 "leave; new ones are refused until those end (let your squash-reader "
+				 "processes run)", given_up);
+		else
+			snprintf(why, whylen, "squashd was still making %u mounts over your FUSE servers "
+				 "(squash-reader) at this request's deadline, %u of them given up on because they "
+				 "did not answer, and makes at most %u at once for one user (let your "
+				 "squash-reader processes run)", deadline_calls_running((unsigned)uid), given_up,
+				 limit);
 	} else {
 		*res = RESULT_NODE_ERROR;
 		snprintf(why, whylen, "cannot start a thread for the mount: %s", strerror(errno));

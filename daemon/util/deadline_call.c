@@ -21,33 +21,102 @@ struct deadline_job {
 	bool done, abandoned;
 	int refs; /* the thread's and the waiter's */
 	unsigned owner;
-	struct deadline_job *next_given_up; /* on given_up while abandoned and running */
+	bool given_up; /* abandoned, as the list sees it (calls_lock) */
+	struct deadline_job *next_running; /* on running until its call returns */
 };
 
-/* The calls given up on that still run, a list through the jobs
- * themselves: counting them never needs memory that could run out. It is
- * as long as the calls that hang, at most limit per owner. */
-static pthread_mutex_t given_up_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct deadline_job *given_up;
+/* The calls that run, a list through the jobs themselves: counting them
+ * never needs memory that could run out. It is as long as the calls in
+ * flight, at most limit per owner with a limit. calls_ended is
+ * broadcast when one leaves it. */
+static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t calls_ended;
+static pthread_once_t calls_once = PTHREAD_ONCE_INIT;
+static struct deadline_job *running;
 
-static unsigned given_up_of_locked(unsigned owner)
+static void calls_init(void)
 {
-	unsigned n = 0;
+	pthread_condattr_t ca;
 
-	for (const struct deadline_job *j = given_up; j; j = j->next_given_up)
-		n += j->owner == owner;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&calls_ended, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+/* owner's calls running, and of them those given up on (calls_lock). */
+static unsigned running_of_locked(unsigned owner, unsigned *given_up)
+{
+	unsigned n = 0, g = 0;
+
+	for (const struct deadline_job *j = running; j; j = j->next_running)
+		if (j->owner == owner) {
+			n++;
+			g += j->given_up;
+		}
+	if (given_up)
+		*given_up = g;
 	return n;
 }
 
-static void given_up_remove(struct deadline_job *j)
+static void running_remove(struct deadline_job *j)
 {
-	pthread_mutex_lock(&given_up_lock);
-	for (struct deadline_job **p = &given_up; *p; p = &(*p)->next_given_up)
+	pthread_mutex_lock(&calls_lock);
+	for (struct deadline_job **p = &running; *p; p = &(*p)->next_running)
 		if (*p == j) {
-			*p = j->next_given_up;
+			*p = j->next_running;
 			break;
 		}
-	pthread_mutex_unlock(&given_up_lock);
+	pthread_cond_broadcast(&calls_ended);
+	pthread_mutex_unlock(&calls_lock);
+}
+
+/* The monotonic time deadline_ms names, for a timed wait. */
+static struct timespec until_ms(long long deadline_ms)
+{
+	long long left = deadline_ms - squash_now_ms();
+	struct timespec until;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	if (left < 0)
+		left = 0;
+	until.tv_sec += left / 1000;
+	until.tv_nsec += (left % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	return until;
+}
+
+/* Takes one of owner's limit places (0: no bound) and lists j there:
+ * false (errno EBUSY) when all are taken by calls given up on, or still
+ * by calls in flight at deadline_ms. */
+static bool running_add(struct deadline_job *j, unsigned owner, unsigned limit, long long deadline_ms)
+{
+	unsigned given_up;
+	bool ok = true;
+
+	pthread_once(&calls_once, calls_init);
+	pthread_mutex_lock(&calls_lock);
+	while (limit && running_of_locked(owner, &given_up) >= limit) {
+		/* Calls given up on wait on a server that did not answer:
+		 * no place frees soon. */
+		if (given_up >= limit || squash_now_ms() >= deadline_ms) {
+			ok = false;
+			break;
+		}
+		struct timespec until = until_ms(deadline_ms);
+		pthread_cond_timedwait(&calls_ended, &calls_lock, &until);
+	}
+	if (ok) {
+		j->next_running = running;
+		running = j;
+	}
+	pthread_mutex_unlock(&calls_lock);
+	if (!ok)
+		errno = EBUSY;
+	return ok;
 }
 
 static void unref(struct deadline_job *j)
@@ -77,17 +146,28 @@ static void *run(void *p)
 			j->late(j->arg);
 		if (j->release)
 			j->release(j->arg);
-		given_up_remove(j);
 	}
+	/* Its place is free once what it made is undone. */
+	running_remove(j);
 	unref(j);
 	return NULL;
 }
 
 unsigned deadline_calls_given_up(unsigned owner)
 {
-	pthread_mutex_lock(&given_up_lock);
-	unsigned n = given_up_of_locked(owner);
-	pthread_mutex_unlock(&given_up_lock);
+	unsigned given_up;
+
+	pthread_mutex_lock(&calls_lock);
+	running_of_locked(owner, &given_up);
+	pthread_mutex_unlock(&calls_lock);
+	return given_up;
+}
+
+unsigned deadline_calls_running(unsigned owner)
+{
+	pthread_mutex_lock(&calls_lock);
+	unsigned n = running_of_locked(owner, NULL);
+	pthread_mutex_unlock(&calls_lock);
 	return n;
 }
 
@@ -95,10 +175,12 @@ size_t deadline_calls_given_up_each(struct deadline_owner_use *out, size_t max)
 {
 	size_t n = 0;
 
-	pthread_mutex_lock(&given_up_lock);
-	for (const struct deadline_job *j = given_up; j; j = j->next_given_up) {
+	pthread_mutex_lock(&calls_lock);
+	for (const struct deadline_job *j = running; j; j = j->next_running) {
 		size_t k = 0;
 
+		if (!j->given_up)
+			continue;
 		while (k < n && out[k].owner != j->owner)
 			k++;
 		if (k < n)
@@ -106,7 +188,7 @@ size_t deadline_calls_given_up_each(struct deadline_owner_use *out, size_t max)
 		else if (n < max)
 			out[n++] = (struct deadline_owner_use){ .owner = j->owner, .given_up = 1 };
 	}
-	pthread_mutex_unlock(&given_up_lock);
+	pthread_mutex_unlock(&calls_lock);
 	return n;
 }
 
@@ -119,17 +201,16 @@ int deadline_call(unsigned owner, unsigned limit, void (*call)(void *arg), void 
 	pthread_t t;
 	int rc;
 
-	/* Checked before the call, counted when it is given up on: calls of
-	 * one owner running at once (bounded by its requests served at once,
-	 * max_requests_per_user) may pass the limit together. */
-	if (limit && deadline_calls_given_up(owner) >= limit) {
-		errno = EBUSY;
-		return -1;
-	}
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -1;
 	j->owner = owner;
+	/* A place taken before the thread starts: an owner never has more
+	 * than limit threads in these calls, however many ask at once. */
+	if (!running_add(j, owner, limit, deadline_ms)) {
+		free(j);
+		return -1;
+	}
 	pthread_mutex_init(&j->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -145,6 +226,7 @@ int deadline_call(unsigned owner, unsigned limit, void (*call)(void *arg), void 
 	rc = pthread_create(&t, &attr, run, j);
 	pthread_attr_destroy(&attr);
 	if (rc) {
+		running_remove(j);
 		pthread_cond_destroy(&j->done_cond);
 		pthread_mutex_destroy(&j->lock);
 		free(j);
@@ -152,30 +234,18 @@ int deadline_call(unsigned owner, unsigned limit, void (*call)(void *arg), void 
 		return -1;
 	}
 	pthread_mutex_lock(&j->lock);
-	while (!j->done) {
-		long long left = deadline_ms - squash_now_ms();
-		struct timespec until;
-
-		if (left <= 0)
-			break;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += left / 1000;
-		until.tv_nsec += (left % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+	while (!j->done && squash_now_ms() < deadline_ms) {
+		struct timespec until = until_ms(deadline_ms);
 		pthread_cond_timedwait(&j->done_cond, &j->lock, &until);
 	}
 	bool done = j->done;
 	if (!done) {
-		/* Listed before the thread can see it abandoned, so it is
-		 * listed when the thread takes it off. */
+		/* Marked while the thread cannot finish (j->lock held), so it
+		 * is still listed. */
 		j->abandoned = true;
-		pthread_mutex_lock(&given_up_lock);
-		j->next_given_up = given_up;
-		given_up = j;
-		pthread_mutex_unlock(&given_up_lock);
+		pthread_mutex_lock(&calls_lock);
+		j->given_up = true;
+		pthread_mutex_unlock(&calls_lock);
 	}
 	pthread_mutex_unlock(&j->lock);
 	unref(j);

@@ -8,8 +8,8 @@
  *
  * A call given up on keeps its thread until then, and a user who stops
  * each server squashd restarts could keep many: so each call names an
- * owner (the uid it is made for), and an owner with `limit` calls given
- * up on that still run gets no new one. */
+ * owner (the uid it is made for), and an owner has at most `limit` of
+ * these calls running at once, given up on or not. */
 #ifndef SQUASHD_DEADLINE_CALL_H
 #define SQUASHD_DEADLINE_CALL_H
 
@@ -19,14 +19,18 @@
  * until deadline_ms (monotonic). Returns 1 when it returned in time (arg
  * is the caller's again), 0 when the deadline passed first: from then on
  * arg is the thread's, which, once call returns, runs late(arg) (may be
- * NULL) and then release(arg). Returns -1 when nothing ran: errno EBUSY
- * when owner has limit (0: no bound) calls given up on still running,
- * else why no thread could be started. */
+ * NULL) and then release(arg). An owner has at most limit (0: no bound)
+ * such calls running, in flight or given up on: one more waits for a
+ * place until deadline_ms, or not at all when the limit's calls are all
+ * given up on. Returns -1 when nothing ran: errno EBUSY when no place
+ * came, else why no thread could be started. */
 int deadline_call(unsigned owner, unsigned limit, void (*call)(void *arg), void (*late)(void *arg),
 		  void (*release)(void *arg), void *arg, long long deadline_ms);
 
-/* The calls of owner given up on that still run. */
+/* The calls of owner given up on that still run; all of owner's calls
+ * that run. */
 unsigned deadline_calls_given_up(unsigned owner);
+unsigned deadline_calls_running(unsigned owner);
 
 struct deadline_owner_use {
 	unsigned owner;

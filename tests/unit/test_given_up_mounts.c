@@ -4,11 +4,13 @@
  * a call past its deadline keeps running and counts for its user until
  * it returns; then its late and release functions run and it no longer
  * counts. A user with GIVEN_UP_MOUNTS_PER_USER such calls gets no new one
- * (a user error naming why), another user and root still do. No root
- * needed. */
+ * (a user error naming why), another user and root still do; and a
+ * user's calls at once never pass it: one more waits for a place until
+ * its deadline. No root needed. */
 #include "config.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -138,8 +140,72 @@ static void a_users_calls_given_up_on_are_bounded_until_they_return(void)
 	CHECK_INT(atomic_load(&released), GIVEN_UP_MOUNTS_PER_USER + 1);
 }
 
+struct in_flight {
+	pthread_t thread;
+	int pipe[2];
+	int done;
+};
+
+static void *call_in_flight(void *arg)
+{
+	struct in_flight *f = arg;
+	struct waiting *w = calloc(1, sizeof(*w));
+	enum result res;
+	char why[512];
+
+	w->fd = f->pipe[0];
+	f->done = given_up_mounts_call(1000, wait_for_byte, late, release, w, squash_now_ms() + 20000, &res,
+				       why, sizeof(why));
+	if (f->done == 1)
+		free(w);
+	return NULL;
+}
+
+static void a_users_calls_at_once_never_pass_the_bound(void)
+{
+	struct in_flight f[GIVEN_UP_MOUNTS_PER_USER];
+	enum result res = RESULT_OK;
+	char why[512] = "";
+
+	for (int i = 0; i < GIVEN_UP_MOUNTS_PER_USER; i++) {
+		CHECK_INT(pipe(f[i].pipe), 0);
+		pthread_create(&f[i].thread, NULL, call_in_flight, &f[i]);
+	}
+	for (int i = 0; i < 500 && deadline_calls_running(1000) < GIVEN_UP_MOUNTS_PER_USER; i++)
+		poll(NULL, 0, 10);
+	CHECK_INT(deadline_calls_running(1000), GIVEN_UP_MOUNTS_PER_USER);
+	CHECK_INT(deadline_calls_given_up(1000), 0);
+
+	/* In flight, not given up on: one more waits for a place until its
+	 * deadline (a second at least), and no thread starts meanwhile. */
+	struct waiting *w = calloc(1, sizeof(*w));
+	long long t = squash_now_ms();
+	CHECK_INT(given_up_mounts_call(1000, no_wait, late, release, w, t + 200, &res, why, sizeof(why)), -1);
+	CHECK(squash_now_ms() - t >= 900);
+	CHECK_INT(res, RESULT_USER_ERROR);
+	CHECK_CONTAINS(why, "squashd was still making 4 mounts over your FUSE servers (squash-reader) at "
+		       "this request's deadline, 0 of them given up on");
+	CHECK_INT(deadline_calls_running(1000), GIVEN_UP_MOUNTS_PER_USER);
+
+	/* A place that frees before the deadline is taken. */
+	CHECK_INT(write(f[0].pipe[1], "x", 1), 1);
+	CHECK_INT(given_up_mounts_call(1000, no_wait, late, release, w, squash_now_ms() + 5000, &res, why,
+				       sizeof(why)), 1);
+	free(w);
+	for (int i = 1; i < GIVEN_UP_MOUNTS_PER_USER; i++)
+		CHECK_INT(write(f[i].pipe[1], "x", 1), 1);
+	for (int i = 0; i < GIVEN_UP_MOUNTS_PER_USER; i++) {
+		pthread_join(f[i].thread, NULL);
+		CHECK_INT(f[i].done, 1);
+		close(f[i].pipe[0]);
+		close(f[i].pipe[1]);
+	}
+	CHECK_INT(deadline_calls_running(1000), 0);
+}
+
 int main(void)
 {
 	a_users_calls_given_up_on_are_bounded_until_they_return();
+	a_users_calls_at_once_never_pass_the_bound();
 	return unit_exit_code();
 }
