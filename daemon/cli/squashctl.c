@@ -254,6 +254,10 @@ int main(int argc, char **argv)
 		/* Said, but healthy: the node needs no admin for it. */
 		if (resp->node->registry_rebuilt)
 			printf("note: registry rebuilt from the node at start: %s\n", resp->node->registry_rebuilt);
+		if (resp->node->mounts_dead)
+			printf("note: %u FUSE mount(s) whose reader died (its user's own process) still held by "
+			       "their jobs; new jobs get fresh mounts (the journal says why each died)\n",
+			       resp->node->mounts_dead);
 		rc = resp->node->n_problems ? 1 : 0;
 	} else if (health) {
 		printf("squashd answered %s: %s\n", squash_status_name(resp->status),

@@ -57,15 +57,21 @@ static void detach_dead(const char *path, int timeout_ms)
 	rmdir(path);
 }
 
-void fuse_servers_mark_dead_locked(struct daemon_state *ds, struct mount_entry *m, const char *how,
-				   struct teardown *td)
+/* fuse_servers_mark_dead_locked, its line said at level (LOG_DEBUG for a
+ * reader's death, which server_exited sums up in one line). */
+static void mark_dead_locked(struct daemon_state *ds, struct mount_entry *m, const char *how,
+			     struct teardown *td, bool say)
 {
 	size_t len = strlen(m->mount_point) + 1;
 	struct teardown_dir *d = malloc(sizeof(*d) + len);
 
-	log_error("FUSE server of image %s (pid %d) %s; its mount %s is dead%s",
-		  m->image, (int)m->server_pid, how, m->mount_point,
-		  m->refcount ? " and is replaced for new jobs" : "");
+	if (say)
+		log_error("FUSE server of image %s (pid %d) %s; its mount %s is dead%s",
+			  m->image, (int)m->server_pid, how, m->mount_point,
+			  m->refcount ? " and is replaced for new jobs" : "");
+	else
+		log_debug("FUSE server of image %s (pid %d) %s; its mount %s is dead", m->image,
+			  (int)m->server_pid, how, m->mount_point);
 	free(m->failure);
 	m->failure = strdup(how);
 	m->state = MOUNT_DEAD;
@@ -88,23 +94,30 @@ void fuse_servers_mark_dead_locked(struct daemon_state *ds, struct mount_entry *
 		registry_remove_mount(&ds->registry, m);
 }
 
-/* A new reader on the kept connection (lock held). */
-static bool restart_server_locked(struct daemon_state *ds, const struct squashd_config *cfg,
-				  struct mount_entry *m, const char *how)
+void fuse_servers_mark_dead_locked(struct daemon_state *ds, struct mount_entry *m, const char *how,
+				   struct teardown *td)
 {
-	char err[256];
+	mark_dead_locked(ds, m, how, td, true);
+}
+
+/* A new reader on the kept connection (lock held); why, when there is a
+ * connection but no new reader, says why. Said per mount at debug level
+ * only: server_exited says it once for all of the reader's mounts. */
+static bool restart_server_locked(struct daemon_state *ds, const struct squashd_config *cfg,
+				  struct mount_entry *m, pid_t *new_pid, char *why, size_t whylen)
+{
 	pid_t pid;
 	int pidfd;
 
 	if (!m->keep || !cfg)
 		return false;
-	if (fuse_keep_restart(m->keep, config_fuse_server(cfg), &pid, &pidfd, err, sizeof(err)) !=
-	    RESULT_OK) {
-		log_error("FUSE server of image %s (pid %d) %s; %s", m->image, (int)m->server_pid, how, err);
+	if (fuse_keep_restart(m->keep, config_fuse_server(cfg), &pid, &pidfd, why, whylen) != RESULT_OK) {
+		log_debug("FUSE server of image %s (pid %d): %s", m->image, (int)m->server_pid, why);
 		return false;
 	}
-	log_warning("FUSE server of image %s (pid %d) %s; restarted as pid %d on the same connection "
-		    "(requests in flight are resent)", m->image, (int)m->server_pid, how, (int)pid);
+	log_debug("FUSE server of image %s (pid %d) died; now served by pid %d", m->image, (int)m->server_pid,
+		  (int)pid);
+	*new_pid = pid;
 	if (m->server_pidfd >= 0)
 		close(m->server_pidfd);
 	m->server_pid = pid;
@@ -135,15 +148,40 @@ static void server_exited(void *arg, pid_t pid, int status)
 	/* Every mount it served. One being torn down is expected to lose its
 	 * server; a lingering one nobody uses just goes; those under jobs get
 	 * a new reader (the first restart starts it, the others join it). */
-	bool changed = false;
+	unsigned restarted = 0, dead = 0, held = 0;
+	pid_t new_pid = 0;
+	char why[256] = "";
+	const char *example = NULL;
 
 	for (struct mount_entry *m = ds->registry.mounts, *next; m; m = next) {
 		next = m->next;
 		if ((m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid) {
-			if (!(m->state == MOUNT_READY && restart_server_locked(ds, cfg, m, how)))
-				fuse_servers_mark_dead_locked(ds, m, how, &td);
-			changed = true;
+			if (m->state == MOUNT_READY && restart_server_locked(ds, cfg, m, &new_pid, why, sizeof(why))) {
+				restarted++;
+			} else {
+				dead++;
+				held += m->refcount > 0;
+				example = example ? example : m->image;
+				mark_dead_locked(ds, m, how, &td, false);
+			}
 		}
+	}
+	bool changed = restarted || dead;
+	/* One line for all of them (a reader serves up to 512 mounts), on
+	 * its user's log budget: the reader ran as that user, who may kill
+	 * it at will (util/log.h, log_context_peer). */
+	if (restarted && !dead)
+		log_warning("FUSE server pid %d of uid %u %s; its %u mount(s) restarted as pid %d on the same "
+			    "connections (requests in flight are resent)", (int)pid, (unsigned)w->uid, how,
+			    restarted, (int)new_pid);
+	else if (dead) {
+		char others[64] = "";
+		if (restarted)
+			snprintf(others, sizeof(others), "; %u others restarted as pid %d", restarted,
+				 (int)new_pid);
+		log_warning("FUSE server pid %d of uid %u %s; %u of its mounts are dead (%u held by jobs, "
+			    "replaced for new jobs; image %s%s%s)%s", (int)pid, (unsigned)w->uid, how, dead,
+			    held, example, why[0] ? ": " : "", why, others);
 	}
 	/* Once for all of them: a reader serves up to 512 mounts, and each
 	 * save copies the whole registry under the lock every request takes. */

@@ -20,6 +20,10 @@
 #include "reader_wire.h"
 #include "util/log.h"
 
+/* squashd's socket buffer to each reader: SERVE_MOUNTS_MAX mounts, each a
+ * request or a union's parts, resent at a restart (the kernel doubles it). */
+#define RESTART_SNDBUF (2 << 20)
+
 struct pool {
 	uid_t uid;
 	char *path;            /* the reader binary (settings may change it) */
@@ -123,6 +127,14 @@ static struct pool *start_locked(const struct identity *id, const char *reader_p
 	 * under pools_lock when the socket goes (passed_fds.h). Before
 	 * 6.16 the kernel cannot refuse them (main.c warns at start). */
 	(void)squash_refuse_passed_fds(sv[0]);
+	/* A restart hands every mount the dead reader served to this one at
+	 * once, without waiting (the registry lock is held): up to
+	 * SERVE_MOUNTS_MAX requests, a union's in parts, each about 1 KiB of
+	 * socket memory while unread. The default buffer took 278. */
+	int sndbuf = RESTART_SNDBUF;
+	if (setsockopt(sv[0], SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
+		log_warning("cannot size the socket to squash-reader for restarts (SO_SNDBUFFORCE): %s",
+			    strerror(errno));
 	p->pid = server_spawn(sv[1], -1, id, reader_path, argv, &p->pidfd);
 	close(sv[1]);
 	if (p->pid < 0) {

@@ -284,8 +284,14 @@ def test_dead_adopted_fuse_server_is_replaced(cluster):
         cluster.cluster_sh("squashd-start")
         assert cluster.shared_mount(img, [blk])["server_pid"] == server
         kill_until_dead(cluster, img)
+        # The reader was the user's own process: its death is noted, and
+        # is no node problem (NHC would drain the node for any user who
+        # kills their reader four times).
         p = cluster.squashctl("health", check=False)
-        assert p.returncode == 1 and "dead FUSE server for image" in p.stdout, p.stdout
+        assert p.returncode == 0, p.stdout
+        assert p.stdout == ("note: 1 FUSE mount(s) whose reader died (its user's own process) still "
+                            "held by their jobs; new jobs get fresh mounts (the journal says why each "
+                            "died)\n"), p.stdout
 
         # The next job with that image gets a fresh mount and reads it.
         job = cluster.run_job(USER1, "cat /squash/dead/hello.txt\n", [f"--squash-image={img}"])

@@ -200,9 +200,10 @@ def test_a_reader_past_reader_memory_max_is_killed_in_its_cgroup_named_and_repla
         wait_until(lambda: "restarted as pid" in cluster.squashd_log()[offset:], 30,
                    what="the killed reader to be replaced")
         log = cluster.squashd_log()[offset:]
-        assert re.search(rf"FUSE server of image {re.escape(str(img))} \(pid {first}\) was killed by signal 9 "
+        assert re.search(rf"FUSE server pid {first} of uid {uid} was killed by signal 9 "
                          rf"\(the kernel's OOM killer has ended \d+ process\(es\) of uid {uid}'s FUSE servers "
-                         rf"at reader_memory_max, {MEMORY_MAX} bytes\); restarted as pid \d+", log), log
+                         rf"at reader_memory_max, {MEMORY_MAX} bytes\); its 1 mount\(s\) restarted as pid \d+",
+                         log), log
         assert first not in reader_pids(uid)
         budgets = user_budgets(cluster, uid)
         assert budgets["reader OOM kills"][0] >= 1, budgets

@@ -10,12 +10,16 @@ import hashlib
 import os
 import platform
 import re
+import shutil
 import signal
+import subprocess
 import time
 
 import pytest
 
-from conftest import USER1, Job, run, wait_until
+from conftest import USER1, Job, run, uid_of, wait_until
+from test_health_checks import reload_conf
+from test_squash_shell import shell_cmd, sessions
 
 KERNEL_RESENDS = tuple(int(x) for x in re.findall(r"\d+", platform.release())[:2]) >= (6, 9)
 pytestmark = pytest.mark.skipif(not KERNEL_RESENDS, reason="the kernel predates FUSE_NOTIFY_RESEND")
@@ -174,3 +178,69 @@ def test_reader_that_keeps_dying_is_given_up_as_before(cluster):
     assert job.state == "FAILED", out
     assert re.search(r"Transport endpoint is not connected|Software caused connection abort|"
                      r"Input/output error", out), out
+
+
+@pytest.mark.host_release_only("squashd's own restart: the same on every release")
+def test_a_reader_serving_300_mounts_is_restarted_with_all_of_them(cluster):
+    """A restart hands the new reader every mount the dead one served at
+    once, without waiting (under the registry lock): here 300, a user's
+    session of 300 images. All come back ready and read. squashd's socket
+    to a reader had the default buffer, which took 278 such requests: the
+    rest failed and their mounts were given up as dead. When the user
+    kills the reader until squashd gives it up, squashd says so in a line
+    per death, on the user's log budget, not in an error line per mount
+    (300 lines no budget held back); and the dead mounts are a note in
+    squashctl health, not a problem that would get the node drained."""
+    c = cluster
+    d = c.workdir(USER1, "many")
+    first = c.make_image(d / "m000.sqfs", {"hello.txt": "hello\n"}, owner=USER1)
+    imgs = [first]
+    for i in range(1, 300):
+        copy = d / f"m{i:03d}.sqfs"  # a file of its own: a mount of its own
+        shutil.copyfile(first, copy)
+        os.chown(copy, uid_of(USER1), -1)
+        imgs.append(copy)
+    pidfile = d / "held"
+    conf = c.dir / "squashd.conf"
+    original = conf.read_text()
+    # 300 mounts and 300 binds: past the default share of the FUSE table.
+    reload_conf(c, original + "max_fuse_mounts_per_user = 700\n",
+                "reload: max_fuse_mounts_per_user is now '700'")
+    held = subprocess.Popen(
+        ["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(
+            c, ",".join(str(i) for i in imgs), "--", "bash", "-c", f"echo $$ > {pidfile}; exec sleep 300")]],
+        cwd=d, env=c.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: pidfile.exists(), 120, 0.2, "the session of 300 images to start")
+        mounts = c.list_mounts()
+        assert len(mounts) == 300, len(mounts)
+        session = int(pidfile.read_text())
+        offset = len(c.squashd_log())
+        # Three restarts a minute (mount/fuse_keep.h), each of all 300.
+        for _ in range(3):
+            (old,) = {m["server_pid"] for m in c.list_mounts()}
+            os.kill(old, signal.SIGKILL)
+            wait_until(lambda: all(m.get("server_pid") != old for m in c.list_mounts()), 20, 0.2,
+                       "squashd to hand every mount to a new reader")
+            states = {m["state"] for m in c.list_mounts()}
+            assert states == {"ready"}, (states, c.squashd_log()[offset:][-3000:])
+            for i in (0, 150, 299):
+                assert open(f"/proc/{session}/root/squash/m{i:03d}/hello.txt").read() == "hello\n"
+        # The fourth death is final for all of them.
+        (old,) = {m["server_pid"] for m in c.list_mounts()}
+        os.kill(old, signal.SIGKILL)
+        wait_until(lambda: {m["state"] for m in c.list_mounts()} == {"dead"}, 20, 0.2,
+                   "squashd to give the mounts up")
+        said = [line for line in c.squashd_log()[offset:].splitlines()
+                if "FUSE server" in line and ": debug: " not in line]
+        assert len(said) <= 4, f"{len(said)} lines, as: {said[:3]}"
+        p = c.squashctl("health", check=False)
+        assert p.returncode == 0, p.stdout
+        assert "note: 300 FUSE mount(s) whose reader died" in p.stdout, p.stdout
+    finally:
+        for pid in sessions(c):
+            os.kill(pid, signal.SIGKILL)
+        held.kill()
+        held.communicate(timeout=60)
+        wait_until(lambda: not c.list_mounts(), 60, 0.2, "the session's mounts to go")
+        reload_conf(c, original, "reload: max_fuse_mounts_per_user is now")
