@@ -65,20 +65,30 @@ static const struct request_kind *kind_of(const Squash__Request *req)
  * requests about a job, else the peer. */
 static uid_t worked_for(struct daemon_state *ds, const struct peer *peer, const Squash__Request *req)
 {
-	uint32_t job_id;
+	uint32_t job_id, step_id = 0;
+	bool step = false;
 
 	if (peer->uid != 0)
 		return peer->uid;
 	if (req->op_case == SQUASH__REQUEST__OP_MOUNT_JOB)
 		return req->mount_job->uid;
-	if (req->op_case == SQUASH__REQUEST__OP_RELEASE_JOB)
+	if (req->op_case == SQUASH__REQUEST__OP_RELEASE_JOB) {
 		job_id = req->release_job->job_id;
-	else if (req->op_case == SQUASH__REQUEST__OP_STEP_INFO)
+		step = req->release_job->has_step_id;
+		step_id = req->release_job->step_id;
+	} else if (req->op_case == SQUASH__REQUEST__OP_STEP_INFO) {
 		job_id = req->step_info->job_id;
-	else
+		step = req->step_info->has_step_id;
+		step_id = req->step_info->step_id;
+	} else {
 		return 0;
+	}
 	pthread_mutex_lock(&ds->lock);
 	struct job_entry *job = holders_find_job_locked(ds, job_id);
+	/* A job that asked for no images has no record; its steps' own
+	 * images do, and their release may wait on the user's reader. */
+	if (!job && step)
+		job = holders_find_step_locked(ds, job_id, step_id);
 	uid_t uid = job ? job->uid : 0;
 	pthread_mutex_unlock(&ds->lock);
 	return uid;

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import SQUASHCTL, USER1, USER2, mountinfo, proc_uids, resume, uid_of, wait_until
+from conftest import RAWCLIENT, SQUASHCTL, USER1, USER2, mountinfo, proc_uids, resume, uid_of, wait_until
 from test_bounded_work_per_user import budgets_of
 from test_squash_shell import sessions, shell_cmd
 from test_writable_overlay import squashd_with
@@ -246,4 +246,55 @@ def test_gcs_periodic_teardown_over_a_stopped_reader_holds_no_other_release(clus
                 holder.wait()
             for j in (gone1, gone2):
                 c.rawclient("release", j)
+            wait_until(lambda: not c.list_mounts(), 30, 0.1, "the mounts to go")
+
+
+def test_a_steps_release_in_a_job_without_images_waits_in_its_users_queue(cluster):
+    """A job that asked for no images has no record in squashd; its steps'
+    own images do. Their release (root's request, from slurmstepd) may wait
+    on the user's stopped reader, so it is queued as that user's work
+    (server/server.c, worked_for), within max_requests_per_user, and not
+    as root's, whose queue has no bound: with a reader per mount
+    (squashfuse_ll) one user's ending steps could otherwise hold every
+    worker of the node."""
+    c = cluster
+    # One server per mount: a mount's unmount waits for its server to
+    # exit, up to request_timeout (mount/unmount.c).
+    with squashd_with(c, "fuse_reader = squashfuse_ll\n"):
+        job = 3997301  # a job Slurm does not know: only the step's record exists
+        img = c.make_image(c.workdir(USER1, "step-release") / "steprel.sqfs", FILES, owner=USER1)
+        stopped, release = [], None
+        hold = c.workdir(USER1, "step-release") / "done"
+        # The step's asker (slurmstepd) stays: squashd releases a step whose asker ends.
+        asker = subprocess.Popen([RAWCLIENT, "--socket", c.socket, "--munge-socket", c.munge_socket,
+                                  "--hold", hold, "mount", f"{job}.0", str(uid_of(USER1)),
+                                  f"{img}:/squash/steprel"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        try:
+            wait_until(lambda: any(m["image"] == str(img) for m in c.list_mounts()), 30, 0.05,
+                       "the step's image to be mounted")
+            readers = [p for p in c.instance_fuse_servers() if proc_uids(p)[0] == uid_of(USER1)]
+            assert readers, "no squash-reader serves USER1's mount"
+            for pid in readers:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+            def running():
+                return budgets_of(c, USER1).get("requests running", (0, None))[0]
+            assert running() == 0
+            # Answered at once; its worker then unmounts, waiting on the
+            # stopped server, as USER1's running request.
+            release = subprocess.Popen([RAWCLIENT, "--socket", c.socket, "--munge-socket", c.munge_socket,
+                                        "release", f"{job}.0"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            wait_until(lambda: running() == 1, REQUEST_TIMEOUT / 2, 0.05,
+                       "the step's release to be USER1's running request")
+            time.sleep(1)
+            assert running() == 1 and mounted(c, img)
+        finally:
+            resume(stopped)
+            if release:
+                release.communicate(timeout=REQUEST_TIMEOUT + 10)
+            hold.touch()
+            asker.communicate(timeout=30)
+            c.rawclient("release", f"{job}.0")
             wait_until(lambda: not c.list_mounts(), 30, 0.1, "the mounts to go")
