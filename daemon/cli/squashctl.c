@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "frame.h"
 #include "quote.h"
 #include "cli/json_escape.h"
 #include "cli/squashctl_report.h"
@@ -92,7 +93,7 @@ static void print_list_json(const Squash__Response *r)
 		}
 		printf("}");
 	}
-	printf("]}\n");
+	printf("]%s}\n", r->has_truncated && r->truncated ? ",\"truncated\":true" : "");
 }
 
 static void print_list_table(const Squash__Response *r)
@@ -128,6 +129,10 @@ static void print_list_table(const Squash__Response *r)
 		print_safe(m->mount_point);
 		putchar('\n');
 	}
+	if (r->has_truncated && r->truncated)
+		fprintf(stderr, "squashctl: only the first %zu mounts are listed: squashd's answer holds "
+			"at most %d KiB (squashctl status counts them all)\n", r->n_mounts,
+			SQUASH_FRAME_MAX / 1024);
 }
 
 static int parse_job_id(const char *s, uint32_t *out)

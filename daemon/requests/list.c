@@ -121,15 +121,33 @@ static bool peer_sees(const struct peer *peer, const struct mount_entry *m, stru
 	return false;
 }
 
-/* Drops trailing mounts until the answer fits one frame. */
+/* Drops trailing mounts until the answer fits one frame. Each mount's
+ * share of the answer is measured once: measuring the whole answer again
+ * after each mount dropped was quadratic in the mounts, CPU any user
+ * could ask for with long paths. */
 static void fit_frame(struct reply *out)
 {
 	const size_t limit = SQUASH_FRAME_MAX - SQUASH_FRAME_HEADER_SIZE;
+	Squash__MountInfo **all = out->resp.mounts;
+	size_t n = out->resp.n_mounts, keep, total;
 
-	while (out->resp.n_mounts > 0 && squash__response__get_packed_size(&out->resp) > limit) {
-		reply_mount_info_free(out->resp.mounts[--out->resp.n_mounts]);
-		out->resp.has_truncated = out->resp.truncated = true;
+	if (squash__response__get_packed_size(&out->resp) <= limit)
+		return;
+	out->resp.has_truncated = out->resp.truncated = true;
+	out->resp.n_mounts = 0;
+	size_t base = squash__response__get_packed_size(&out->resp);
+	out->resp.n_mounts = 1;
+	for (keep = 0, total = base; keep < n; keep++) {
+		out->resp.mounts = &all[keep];
+		size_t one = squash__response__get_packed_size(&out->resp) - base;
+		if (total + one > limit)
+			break;
+		total += one;
 	}
+	out->resp.mounts = all;
+	out->resp.n_mounts = keep;
+	for (size_t i = keep; i < n; i++)
+		reply_mount_info_free(all[i]);
 }
 
 void request_list(struct request *rq)

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include "array_grow.h"
 #include "clock.h"
 #include "core/daemon.h"
 #include "core/gc.h"
@@ -206,15 +207,23 @@ static void add_slurm_problem(void *arg, const char *line)
 		x->gone_untold++;
 }
 
-/* Whether m's FUSE server also serves a mount listed before it (one
- * user's reader serves all of theirs): servers are counted once. */
-static bool served_before_locked(struct daemon_state *ds, const struct mount_entry *m)
+static int by_pid(const void *a, const void *b)
 {
-	for (const struct mount_entry *o = sharing_next_mount_locked(ds, NULL); o && o != m;
-	     o = sharing_next_mount_locked(ds, o))
-		if (o->server_pid == m->server_pid)
-			return true;
-	return false;
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The distinct pids of pids[n] (one user's reader serves all of their
+ * mounts: servers are counted once). Sorted after the registry lock is
+ * let go: a walk per mount under it was quadratic in the mounts. */
+static unsigned distinct_pids(pid_t *pids, size_t n)
+{
+	unsigned count = 0;
+
+	qsort(pids, n, sizeof(*pids), by_pid);
+	for (size_t i = 0; i < n; i++)
+		count += i == 0 || pids[i] != pids[i - 1];
+	return count;
 }
 
 static const char *const state_names[MOUNT_STATES] = {
@@ -252,12 +261,20 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 	st->n_settings = n;
 
 	pthread_mutex_lock(&ds->lock);
-	unsigned servers = 0, loops = 0;
+	unsigned loops = 0;
+	pid_t *pids = NULL;
+	size_t n_pids = 0, cap_pids = 0;
+	bool pids_lost = false;
 	for (const struct mount_entry *m = sharing_next_mount_locked(ds, NULL); m;
 	     m = sharing_next_mount_locked(ds, m)) {
 		if ((unsigned)m->key.mode < MODES && (unsigned)m->state < MOUNT_STATES)
 			counts[m->key.mode][m->state]++;
-		servers += m->server_pid > 0 && !served_before_locked(ds, m);
+		if (m->server_pid > 0) {
+			if (array_reserve(&pids, &cap_pids, n_pids + 1, sizeof(*pids), 64) == 0)
+				pids[n_pids++] = m->server_pid;
+			else
+				pids_lost = true;
+		}
 		loops += m->loop_device[0] != '\0' && m->state != MOUNT_FAILED;
 	}
 	/* Lingering mounts give their devices up when one is needed. */
@@ -265,8 +282,11 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 	st->has_registry_save_errors = true;
 	st->registry_save_errors = ds->registry_save_errors;
 	pthread_mutex_unlock(&ds->lock);
-	st->has_fuse_servers = st->has_loop_devices = true;
-	st->fuse_servers = servers;
+	/* Out of memory: no count rather than a wrong one. */
+	st->has_fuse_servers = !pids_lost;
+	st->has_loop_devices = true;
+	st->fuse_servers = distinct_pids(pids, n_pids);
+	free(pids);
 	st->loop_devices = loops;
 	size_t g = 0;
 	for (unsigned mode = 1; mode < MODES; mode++)

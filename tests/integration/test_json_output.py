@@ -5,11 +5,15 @@ os.fsencode (the \\udcXX escaping documented in squashctl(8))."""
 
 import json
 import os
+import pwd
+import shutil
+import signal
 import subprocess
 
 import pytest
 
-from conftest import SQUASHCTL, USER1, blocking_jobs, run
+from conftest import SQUASHCTL, USER1, blocking_jobs, run, wait_until
+from test_squash_shell import sessions, shell_cmd
 
 FILES = {"hello.txt": "hello from the image\n"}
 
@@ -54,3 +58,55 @@ def test_number_arguments_are_checked(cluster):
         p = run(base + args, check=False)
         assert p.returncode == 2, (args, p.returncode, p.stderr)
         assert message in p.stderr, (args, p.stderr)
+
+
+@pytest.mark.host_release_only("squashctl's own output: the same on every release")
+def test_a_list_longer_than_one_answer_is_cut_at_whole_mounts_and_says_so(cluster):
+    """squashd answers in one frame (192 KiB): a longer list keeps the
+    first mounts that fit, whole, and says it was cut (the JSON's
+    "truncated", a line on stderr under the table). 70 images with 3 KiB
+    paths, in 7 squash-shell sessions of 10, are about 420 KiB of answer
+    (each path twice: the image and its session's bind)."""
+    c = cluster
+    deep = c.workdir(USER1, "long")
+    for i in range(14):
+        deep = deep / (f"{i:02d}" + "x" * 198)
+    deep.mkdir(parents=True, mode=0o755)
+    first = c.make_image(deep / "l00.sqfs", FILES, owner=USER1)
+    imgs = [first]
+    for i in range(1, 70):
+        copy = deep / f"l{i:02d}.sqfs"  # a file of its own: a mount of its own
+        shutil.copyfile(first, copy)
+        os.chown(copy, pwd.getpwnam(USER1).pw_uid, -1)
+        imgs.append(copy)
+    holds, procs = [], []
+    try:
+        for s in range(7):
+            hold = c.workdir(USER1, "long-held") / "pid"
+            holds.append(hold)
+            procs.append(subprocess.Popen(
+                ["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(
+                    c, ",".join(str(i) for i in imgs[10 * s:10 * s + 10]), "--", "bash", "-c",
+                    f"echo $$ > {hold}; exec sleep 300")]],
+                cwd=deep.parent, env=c.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                text=True))
+            wait_until(hold.exists, 60, 0.1, f"session {s} to start")
+        out = json.loads(c.squashctl("list", "--json").stdout)
+        listed = out["mounts"]
+        assert out.get("truncated") is True and 30 < len(listed) < 70, (len(listed), out.get("truncated"))
+        # The first ones, whole, in squashd's order.
+        assert len({m["image"] for m in listed}) == len(listed)
+        assert all(m["image"].startswith(str(deep)) and m["sessions"] for m in listed)
+        table = subprocess.run([SQUASHCTL, "--socket", c.socket, "--munge-socket", c.munge_socket, "list"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
+        assert len(table.stdout.splitlines()) == len(listed) + 1, table.stdout[-500:]
+        assert (f"squashctl: only the first {len(listed)} mounts are listed: squashd's answer holds "
+                "at most 192 KiB (squashctl status counts them all)") in table.stderr, table.stderr
+        assert "mounts: 0 kernel, 70 fuse, 0 dead" in c.squashctl("status").stdout
+    finally:
+        for pid in sessions(c):
+            os.kill(pid, signal.SIGKILL)
+        for p in procs:
+            p.kill()
+            p.communicate(timeout=60)
+        wait_until(lambda: not c.list_mounts(), 60, 0.2, "the sessions' mounts to go")
