@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "mount/fuse_keep.h"
+#include "process/child_process.h"
 #include "process/process_watch.h"
 #include "process/reader_cgroup.h"
 #include "process/reader_cgroup_usage.h"
@@ -25,6 +26,11 @@ struct server_watch {
 	pid_t pid;
 	uid_t uid;
 	struct server_watch *next;
+	/* Which process pid was: its death is handled on its user's thread,
+	 * which that user may keep busy, and meanwhile another user's new
+	 * reader may get the same pid. Only what is still this process's
+	 * (its pidfd exited) is acted on. */
+	int pidfd;
 };
 
 static struct server_watch *watched; /* under ds->lock */
@@ -155,7 +161,8 @@ static void server_exited(void *arg, pid_t pid, int status)
 
 	for (struct mount_entry *m = ds->registry.mounts, *next; m; m = next) {
 		next = m->next;
-		if ((m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid) {
+		if ((m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid &&
+		    child_exited(m->server_pidfd)) {
 			if (m->state == MOUNT_READY && restart_server_locked(ds, cfg, m, &new_pid, why, sizeof(why))) {
 				restarted++;
 			} else {
@@ -192,25 +199,29 @@ static void server_exited(void *arg, pid_t pid, int status)
 	/* The dead mounts' detaches (nothing else is queued here). */
 	teardown_dirs_run(&td, 0);
 	settings_drop(cfg);
+	close(w->pidfd);
 	free(w);
 }
 
 void fuse_servers_watch_locked(struct daemon_state *ds, struct mount_entry *m)
 {
 	for (const struct server_watch *o = watched; o; o = o->next)
-		if (o->pid == m->server_pid)
+		if (o->pid == m->server_pid && !child_exited(o->pidfd))
 			return; /* it serves another mount already watched */
 
 	struct server_watch *w = malloc(sizeof(*w));
 	int fd = m->server_pidfd >= 0 ? fcntl(m->server_pidfd, F_DUPFD_CLOEXEC, 0) : -1;
+	int mine = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
 
-	if (w && fd >= 0) {
-		*w = (struct server_watch){ ds, m->server_pid, m->key.owner_uid, watched };
+	if (w && mine >= 0) {
+		*w = (struct server_watch){ ds, m->server_pid, m->key.owner_uid, watched, mine };
 		watched = w;
 		if (process_watch_add(fd, m->server_pid, m->key.owner_uid, server_exited, w) == 0)
 			return;
 		watched = w->next;
 	}
+	if (mine >= 0)
+		close(mine);
 	log_warning("cannot watch the FUSE server of %s (pid %d); its death will go unnoticed",
 		    m->mount_point, (int)m->server_pid);
 	free(w);

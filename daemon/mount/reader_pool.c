@@ -483,10 +483,13 @@ bool reader_pool_put(pid_t pid)
 void reader_pool_died(pid_t pid)
 {
 	pthread_mutex_lock(&pools_lock);
-	struct pool *p = find_pid_locked(pid);
-
-	if (p)
-		forget_locked(p);
+	/* The pool of the process that died: a pool whose reader still runs
+	 * is another's that got the same pid meanwhile. */
+	for (struct pool *p = pools; p; p = p->next)
+		if (p->pid == pid && child_exited(p->pidfd)) {
+			forget_locked(p);
+			break;
+		}
 	pthread_mutex_unlock(&pools_lock);
 }
 

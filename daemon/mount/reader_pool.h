@@ -60,7 +60,8 @@ void reader_pool_adopt(pid_t pid);
  * not a pooled reader (squashfuse_ll: one process per mount). */
 bool reader_pool_put(pid_t pid);
 
-/* pid exited: forget it (its mounts are restarted or dead). */
+/* pid exited: forget its pool (its mounts are restarted or dead); not a
+ * pool whose reader runs, another process that got the pid since. */
 void reader_pool_died(pid_t pid);
 
 /* How many reader processes serve pooled mounts (for status). */

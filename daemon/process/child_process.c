@@ -37,6 +37,13 @@ int child_pidfd(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+bool child_exited(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+	return pidfd < 0 || poll(&p, 1, 0) != 0;
+}
+
 pid_t child_fork(int *pidfd)
 {
 	pid_t pid = fork();

@@ -12,6 +12,11 @@
  * not been reaped the pid cannot have been reused, so this is race-free. */
 int child_pidfd(pid_t pid);
 
+/* Whether the process behind pidfd has exited (its pidfd is readable);
+ * true for -1, whose process is not known. Tells a dead process from a
+ * new one that got its pid: a pid alone names whoever holds it now. */
+bool child_exited(int pidfd);
+
 /* Waits until the process behind pidfd exits or deadline_ms (monotonic)
  * passes, or squashd is asked to stop. Returns 1 when it exited (and, when
  * it is our child, reaps it and stores a wait(2)-style status in *status,

@@ -278,6 +278,7 @@ static int set_limit(const char *dir, const char *file, unsigned long long value
 int reader_cgroup_prepare(uid_t uid, struct reader_cgroup_join *join)
 {
 	memset(join, 0, sizeof(*join));
+	join->uid = uid;
 	if (under_systemd) {
 		join->tasks_max = tasks_limit;
 		join->memory_max = memory_limit;
@@ -336,7 +337,7 @@ int reader_cgroup_join(const struct reader_cgroup_join *join, char *why, size_t 
 			return -1;
 		}
 	}
-	if (join->slice[0] && reader_scope_join(join->slice, join->tasks_max, join->memory_max,
+	if (join->slice[0] && reader_scope_join(join->slice, join->uid, join->tasks_max, join->memory_max,
 						join->cpu_weight, why, whylen) < 0)
 		return -1;
 	return 0;
@@ -348,7 +349,7 @@ void reader_cgroup_end(uid_t uid, pid_t pid)
 	int killed = 0;
 
 	if (under_systemd) {
-		reader_scope_end(pid);
+		reader_scope_end(uid, pid);
 		return;
 	}
 	for (size_t i = 0; i < READER_CGROUP_FILES; i++) {

@@ -40,6 +40,7 @@ struct reader_cgroup_join {
 	char slice[128];
 	uint64_t tasks_max, memory_max; /* the slice's limits; 0: none */
 	uint64_t cpu_weight;            /* the slice's CPUWeight */
+	uid_t uid;                      /* whose reader: in its scope's name */
 };
 
 /* Decides where (mode "auto" or "no"), once at start, before squashd's

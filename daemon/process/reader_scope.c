@@ -204,14 +204,19 @@ static bool in_scope(const char *scope)
 	return false;
 }
 
-int reader_scope_join(const char *slice, uint64_t tasks_max, uint64_t memory_max,
+void reader_scope_unit_name(uid_t uid, pid_t pid, char *out, size_t len)
+{
+	snprintf(out, len, "squashd-reader-u%u-%d.scope", (unsigned)uid, (int)pid);
+}
+
+int reader_scope_join(const char *slice, uid_t uid, uint64_t tasks_max, uint64_t memory_max,
 		      uint64_t cpu_weight, char *why, size_t whylen)
 {
 	char scope[READER_SCOPE_UNIT_MAX];
 	sd_bus *bus = NULL;
 	int r;
 
-	snprintf(scope, sizeof(scope), "squashd-reader-%d.scope", (int)getpid());
+	reader_scope_unit_name(uid, getpid(), scope, sizeof(scope));
 	if ((r = bus_open(&bus)) < 0) {
 		snprintf(why, whylen, "cannot reach systemd over D-Bus: %s", strerror(-r));
 		return -1;
@@ -257,14 +262,14 @@ static void stop_unit(sd_bus *bus, const char *unit)
 	sd_bus_error_free(&error);
 }
 
-void reader_scope_end(pid_t pid)
+void reader_scope_end(uid_t uid, pid_t pid)
 {
 	char scope[READER_SCOPE_UNIT_MAX];
 	sd_bus_error error = SD_BUS_ERROR_NULL;
 	sd_bus *bus = NULL;
 	int r;
 
-	snprintf(scope, sizeof(scope), "squashd-reader-%d.scope", (int)pid);
+	reader_scope_unit_name(uid, pid, scope, sizeof(scope));
 	if ((r = bus_open(&bus)) < 0) {
 		log_warning("cannot reach systemd to end %s: %s", scope, strerror(-r));
 		return;
