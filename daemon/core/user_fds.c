@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
-#include "array_grow.h"
 #include "core/sharing.h"
 #include "mount/fuse_keep.h"
 
@@ -122,30 +121,24 @@ void user_fds_unreserve(uid_t uid, uint64_t reserved)
 	pthread_mutex_unlock(&reserve_lock);
 }
 
+/* A mount squashd holds descriptors for, for a user (lock held). */
+static bool holds_fds(const struct mount_entry *m)
+{
+	uid_t uid;
+	uint64_t fds;
+
+	return held_by(m, &uid, &fds);
+}
+
 void user_fds_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg,
 			  user_budget_emit emit, void *arg)
 {
 	uint64_t limit = user_fds_limit(cfg);
-	uid_t *uids = NULL;
-	size_t n = 0, cap = 0;
+	uid_t *uids;
 
 	/* The users holding mounts, each once; then their sums. */
 	pthread_mutex_lock(&ds->lock);
-	for (const struct mount_entry *m = sharing_next_mount_locked(ds, NULL); m;
-	     m = sharing_next_mount_locked(ds, m)) {
-		uid_t owner;
-		uint64_t fds;
-		size_t i;
-		if (!held_by(m, &owner, &fds))
-			continue;
-		for (i = 0; i < n && uids[i] != owner; i++)
-			;
-		if (i < n)
-			continue;
-		if (array_reserve(&uids, &cap, n + 1, sizeof(*uids), 16) < 0)
-			break;
-		uids[n++] = owner;
-	}
+	size_t n = registry_mount_owners(&ds->registry, holds_fds, &uids);
 	for (size_t i = 0; i < n; i++) {
 		struct held h;
 		held_locked(ds, uids[i], &h);

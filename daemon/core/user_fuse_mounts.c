@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array_grow.h"
 #include "mountinfo.h"
 
 /* A FUSE mount of uid's in the node's table: every state but failed
@@ -83,29 +82,21 @@ bool fuse_table_nearly_full(const struct squashd_config *cfg, char *problem, siz
 	return true;
 }
 
+/* A FUSE mount of a user's (any state but failed; not root's). */
+static bool users_fuse(const struct mount_entry *m)
+{
+	return m->key.owner_uid != 0 && m->key.owner_uid != MOUNT_OWNER_ANY && in_table(m, m->key.owner_uid);
+}
+
 void user_fuse_mounts_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg,
 				  user_budget_emit emit, void *arg)
 {
 	unsigned limit = user_fuse_mounts_limit(cfg);
-	uid_t *uids = NULL;
-	size_t n = 0, cap = 0;
+	uid_t *uids;
 
 	pthread_mutex_lock(&ds->lock);
-	/* The users owning FUSE mounts, each once (a session binds only
-	 * mounts of its own user's). */
-	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next) {
-		size_t i;
-		if (m->key.mode != SQUASH__MOUNT_MODE__FUSE || m->key.owner_uid == 0 ||
-		    m->key.owner_uid == MOUNT_OWNER_ANY || m->state == MOUNT_FAILED)
-			continue;
-		for (i = 0; i < n && uids[i] != m->key.owner_uid; i++)
-			;
-		if (i < n)
-			continue;
-		if (array_reserve(&uids, &cap, n + 1, sizeof(*uids), 16) < 0)
-			break;
-		uids[n++] = m->key.owner_uid;
-	}
+	/* A session binds only mounts of its own user's: the owners are all. */
+	size_t n = registry_mount_owners(&ds->registry, users_fuse, &uids);
 	for (size_t i = 0; i < n; i++)
 		emit(arg, uids[i], "FUSE mounts", user_fuse_mounts_locked(ds, uids[i]), limit);
 	pthread_mutex_unlock(&ds->lock);

@@ -274,6 +274,28 @@ void registry_remove_scoped(struct registry *r, struct job_entry *e)
 	}
 }
 
+size_t registry_mount_owners(const struct registry *r, bool (*picks)(const struct mount_entry *m),
+			     uid_t **out)
+{
+	size_t n = 0, cap = 0;
+
+	*out = NULL;
+	for (const struct mount_entry *m = r->mounts; m; m = m->next) {
+		size_t i;
+
+		if (!picks(m))
+			continue;
+		for (i = 0; i < n && (*out)[i] != m->key.owner_uid; i++)
+			;
+		if (i < n)
+			continue;
+		if (array_reserve(out, &cap, n + 1, sizeof(**out), 16) < 0)
+			break;
+		(*out)[n++] = m->key.owner_uid;
+	}
+	return n;
+}
+
 unsigned registry_user_mounts(struct registry *r, uid_t uid, bool (*counts)(const struct mount_entry *m))
 {
 	/* Under the caller's lock, as the marks are. */

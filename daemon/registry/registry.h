@@ -173,6 +173,12 @@ unsigned registry_user_mounts(struct registry *r, uid_t uid, bool (*counts)(cons
 
 bool registry_job_uses(const struct job_entry *job, const struct mount_entry *m);
 
+/* The distinct key.owner_uid of the mounts picks selects, in no order
+ * (for the per-user status rows): their count, the uids in *out (free
+ * it); fewer when out of memory. */
+size_t registry_mount_owners(const struct registry *r, bool (*picks)(const struct mount_entry *m),
+			     uid_t **out);
+
 void registry_free(struct registry *r);
 
 /* A job's writable overlays as the registry records them (core/overlay.h

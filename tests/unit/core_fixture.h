@@ -43,6 +43,18 @@ static int core_fixture_start(char *dir, struct squashd_config **cfg, struct dae
 	return daemon_init(ds, *cfg);
 }
 
+/* Forgets every job, step, session and mount of ds's registry, for the
+ * next case to start from nothing. */
+static inline void core_fixture_forget_all(struct daemon_state *ds)
+{
+	while (ds->registry.jobs)
+		registry_remove_job(&ds->registry, ds->registry.jobs);
+	while (ds->registry.scoped)
+		registry_remove_scoped(&ds->registry, ds->registry.scoped);
+	while (ds->registry.mounts)
+		registry_remove_mount(&ds->registry, ds->registry.mounts);
+}
+
 /* Frees the registry, removes its file and dir, lets the settings go. */
 static void core_fixture_stop(char *dir, struct squashd_config *cfg, struct daemon_state *ds)
 {

@@ -30,12 +30,7 @@ static struct mount_entry *mount_in(enum mount_state state, int mode)
 
 static void forget_all(void)
 {
-	while (ds.registry.jobs)
-		registry_remove_job(&ds.registry, ds.registry.jobs);
-	while (ds.registry.scoped)
-		registry_remove_scoped(&ds.registry, ds.registry.scoped);
-	while (ds.registry.mounts)
-		registry_remove_mount(&ds.registry, ds.registry.mounts);
+	core_fixture_forget_all(&ds);
 }
 
 static void a_users_share_counts_distinct_kernel_mounts_they_hold_or_are_given(void)

@@ -105,12 +105,7 @@ static void a_users_mounts_and_session_binds_count_against_their_share(void)
 	(void)b;
 	(void)other;
 	session->images[2].merged = NULL;
-	while (ds.registry.jobs)
-		registry_remove_job(&ds.registry, ds.registry.jobs);
-	while (ds.registry.scoped)
-		registry_remove_scoped(&ds.registry, ds.registry.scoped);
-	while (ds.registry.mounts)
-		registry_remove_mount(&ds.registry, ds.registry.mounts);
+	core_fixture_forget_all(&ds);
 }
 
 int main(void)
