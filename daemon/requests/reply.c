@@ -40,8 +40,13 @@ void reply_mount_info_free(Squash__MountInfo *mi)
 
 void reply_free(struct reply *r)
 {
-	for (size_t i = 0; i < r->resp.n_job_mounts; i++)
-		free(r->resp.job_mounts[i]);
+	for (size_t i = 0; i < r->resp.n_job_mounts; i++) {
+		Squash__JobMount *jm = r->resp.job_mounts[i];
+		free(jm->image);
+		free(jm->target);
+		free(jm->source);
+		free(jm);
+	}
 	free(r->resp.job_mounts);
 	for (size_t i = 0; i < r->resp.n_mounts; i++)
 		reply_mount_info_free(r->resp.mounts[i]);
@@ -95,17 +100,23 @@ int reply_add_mounts(struct reply *out, const struct job_entry *e)
 			return -1;
 		}
 		squash__job_mount__init(jm);
-		jm->image = e->images[i].image;
-		jm->target = e->images[i].target;
-		jm->source = merge_source(e, i)->mount_point;
+		/* Copies: the answer is sent after the lock is let go, when the
+		 * entry may be gone (a session whose process exited meanwhile,
+		 * a job its epilog released). */
+		jm->image = strdup(e->images[i].image);
+		jm->target = strdup(e->images[i].target);
+		jm->source = strdup(e->images[i].overlay ? e->images[i].overlay
+							 : merge_source(e, i)->mount_point);
 		jm->mode = e->images[i].mount->key.mode;
-		if (e->images[i].overlay) {
-			jm->source = e->images[i].overlay;
+		if (e->images[i].overlay)
 			jm->has_writable = jm->writable = true;
-		}
 		if (step)
 			jm->has_step = jm->step = true;
 		out->resp.job_mounts[out->resp.n_job_mounts++] = jm;
+		if (!jm->image || !jm->target || !jm->source) {
+			reply_error(out, SQUASH__STATUS__NODE_ERROR, "out of memory");
+			return -1;
+		}
 	}
 	return 0;
 }

@@ -1,5 +1,6 @@
 /* An answer being built: the response and the arrays it owns; strings
- * point into the registry or into the reply itself. */
+ * are the reply's own (copied: it is sent after the registry lock is let
+ * go, when what it describes may be gone). */
 #ifndef SQUASHD_REPLY_H
 #define SQUASHD_REPLY_H
 
