@@ -220,6 +220,8 @@ static unsigned distinct_pids(pid_t *pids, size_t n)
 {
 	unsigned count = 0;
 
+	if (n == 0)
+		return 0; /* qsort of NULL, even of nothing, is undefined */
 	qsort(pids, n, sizeof(*pids), by_pid);
 	for (size_t i = 0; i < n; i++)
 		count += i == 0 || pids[i] != pids[i - 1];
