@@ -21,6 +21,7 @@
 #include "mount/fuse_probe.h"
 #include "mount/kernel_prefetch.h"
 #include "mount/fuse_reader.h"
+#include "mount/private_roots.h"
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
 #include "mount/reader_pool.h"
@@ -170,6 +171,12 @@ int main(int argc, char **argv)
 	    ensure_dir(ds.sessions_dir, 0711) < 0 ||
 	    ensure_dir(cfg->base_dir, 0755) < 0)
 		return 1;
+	/* Before any user's namespace copies them: what squashd mounts
+	 * below them stays out of those namespaces (mount/private_roots.h). */
+	if (private_root_make(ds.mount_dir, ds.roots_shared, sizeof(ds.roots_shared)) < 0 ||
+	    private_root_make(ds.sessions_dir, ds.roots_shared, sizeof(ds.roots_shared)) < 0)
+		log_error("%s: a user who fills a mount namespace of theirs can make squashd's mounts "
+			  "fail for everyone", ds.roots_shared);
 
 	/* Before any thread: the spawner forks the image openers, so that
 	 * squashd itself, with its many threads, never forks per request. */
@@ -259,6 +266,8 @@ int main(int argc, char **argv)
 	pthread_mutex_unlock(&ds.lock);
 	spawner_stop();
 	reader_cgroup_cleanup();
+	private_root_release(ds.mount_dir);
+	private_root_release(ds.sessions_dir);
 	settings_drop(cfg);
 	return rc == 0 ? 0 : 1;
 }

@@ -15,6 +15,7 @@
 #include <slurm/spank.h>
 
 #include "array_grow.h"
+#include "mount_root.h"
 #include "mountinfo.h"
 #include "node_mounts.h"
 #include "squash_env.h"
@@ -51,19 +52,6 @@ int squash_node_mounts_namespace(pid_t squashd_pid, char *err, size_t errlen)
 	return fd;
 }
 
-/* Whether tree (an open_tree clone) is a whole mount: the node-level
- * mount of an image, not the directory under it in a namespace that
- * lacks the mount. True where the kernel cannot tell (before 5.8). */
-static bool is_mount_root(int tree)
-{
-	struct statx stx;
-
-	if (statx(tree, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &stx) != 0 ||
-	    !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
-		return true;
-	return stx.stx_attributes & STATX_ATTR_MOUNT_ROOT;
-}
-
 int squash_node_mounts_copy(int source_ns, const Squash__Response *resp, int *trees,
 			    char *err, size_t errlen)
 {
@@ -91,7 +79,7 @@ int squash_node_mounts_copy(int source_ns, const Squash__Response *resp, int *tr
 			snprintf(err, errlen, "cannot copy the mount of %s (%s): %s",
 				 resp->job_mounts[i]->image, resp->job_mounts[i]->source, strerror(errno));
 			rc = -1;
-		} else if (!is_mount_root(trees[i])) {
+		} else if (!squash_is_mount_root(trees[i], "")) {
 			snprintf(err, errlen, "the node's mount of %s (%s) is not there",
 				 resp->job_mounts[i]->image, resp->job_mounts[i]->source);
 			rc = -1;

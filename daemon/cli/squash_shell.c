@@ -34,6 +34,7 @@
 #include "catalog.h"
 #include "imagespec.h"
 #include "images_env.h"
+#include "mount_root.h"
 #include "quote.h"
 #include "squash_env.h"
 #include "image_glob.h"
@@ -151,6 +152,13 @@ static void bind_images(const Squash__Response *resp, const char *base)
 			make_dirs(target);
 		}
 		snprintf(src, sizeof(src), "%s/%zu", resp->session_dir, i);
+		/* squashd binds it in the node's namespace and nothing of it
+		 * propagates (its mount directories are private): seen only
+		 * from there, not from a job's or a container's namespace. */
+		if (!squash_is_mount_root(AT_FDCWD, src))
+			die("cannot see squashd's mount of %s at %s: run squash-shell in the node's own "
+			    "mount namespace (on the login node itself, not inside a job or a container)",
+			    shown(resp->job_mounts[i]->image, b1, sizeof(b1)), src);
 		if (mount(src, target, NULL, MS_BIND, NULL) < 0 ||
 		    mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
 			  NULL) < 0)

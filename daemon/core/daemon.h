@@ -38,6 +38,8 @@ struct daemon_state {
 					* refused); "" if it did not */
 	char state_rebuilt[3 * PATH_MAX]; /* why it rebuilt its registry from the node at start
 					   * (a damaged file, kept aside); "" if it did not */
+	char roots_shared[PATH_MAX + 256]; /* why mnt/ or sessions/ is no private mount
+					    * (mount/private_roots.h); "" when both are */
 	unsigned requests_in_progress;
 	unsigned long long requests, requests_failed, gc_releases;
 	long long last_gc_ms;       /* monotonic; 0: never */

@@ -158,6 +158,10 @@ static void add_counters(struct daemon_state *ds, struct reply *out)
 		st->registry_error = out->message;
 		add_problem(out, "registry not saved: %s (new mounts are refused)", ds->save_error);
 	}
+	/* The mounts of everyone then reach users' namespaces, where one
+	 * user can make them fail (mount/private_roots.h). */
+	if (ds->roots_shared[0])
+		add_problem(out, "%s", ds->roots_shared);
 	pthread_mutex_unlock(&ds->lock);
 	out->resp.node = st;
 }

@@ -160,6 +160,12 @@ def mountinfo(pid="self"):
     return out
 
 
+def private_roots(state_dir):
+    """squashd's mount directories, each a private mount of its own while
+    it runs (daemon/mount/private_roots.h): not strays."""
+    return {str(Path(state_dir) / "mnt"), str(Path(state_dir) / "sessions")}
+
+
 def is_squash_mount(m):
     return m["fstype"] in SQUASH_FSTYPES or m["fstype"].startswith("fuse.squashfuse")
 
@@ -387,9 +393,9 @@ class Node:
         if not self.namespaced:
             return self.cluster.stray_mounts("self")
         prefix = str(self.cluster.dir) + "/"
-        own_run = str(self.cluster.dir / "node-run")
+        own = {str(self.cluster.dir / "node-run"), *private_roots(self.state_dir)}
         return [m for m in self.mountinfo()
-                if (m["mount_point"].startswith(prefix) and m["mount_point"] != own_run)
+                if (m["mount_point"].startswith(prefix) and m["mount_point"] not in own)
                 or m["mount_point"] == "/squash" or m["mount_point"].startswith("/squash/")]
 
     def fuse_servers(self):
@@ -660,9 +666,10 @@ class Cluster:
         """Mounts that must not exist between tests: anything under the
         instance's directory or on /squash in the host's namespace."""
         prefix = str(self.dir) + "/"
+        own = private_roots(self.state_dir)
         return [m for m in mountinfo(pid)
-                if m["mount_point"].startswith(prefix) or m["mount_point"] == "/squash"
-                or m["mount_point"].startswith("/squash/")]
+                if (m["mount_point"].startswith(prefix) and m["mount_point"] not in own)
+                or m["mount_point"] == "/squash" or m["mount_point"].startswith("/squash/")]
 
     def instance_fuse_servers(self):
         """squashfuse_ll processes serving an image of this instance (their
