@@ -1,5 +1,6 @@
 #include "config.h"
 #include "core/gc.h"
+#include "core/gc_window.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -221,29 +222,45 @@ static size_t drop_running_here(uint32_t *ids, uint32_t *steps, size_t n)
 	return kept;
 }
 
+/* Where the next pass's questions start (pass_lock held; gc_window.h). */
+static size_t pass_cursor;
+
 /* The settled jobs (and, with steps, the steps with images of their own)
- * in the registry, at most GC_BATCH, less those that run here (both the
- * pass and health's dry run ask only about the others). */
-static size_t questions(struct daemon_state *ds, uint32_t *ids, uint32_t *steps)
+ * in the registry, less those that run here (both the pass and health's
+ * dry run ask only about the others): at most GC_BATCH of them, from
+ * *cursor on (NULL: from the first). */
+static size_t questions(struct daemon_state *ds, uint32_t *ids, uint32_t *steps, size_t *cursor)
 {
-	size_t n = 0;
+	size_t n = 0, total = 0;
 
 	pthread_mutex_lock(&ds->lock);
-	for (const struct job_entry *j = ds->registry.jobs; j && n < GC_BATCH; j = j->next)
+	for (const struct job_entry *j = ds->registry.jobs; j; j = j->next)
+		total += !j->pending;
+	for (const struct job_entry *e = ds->registry.scoped; steps && e; e = e->next)
+		total += e->kind == HOLDER_STEP && !e->pending;
+	uint32_t *all_ids = malloc((total ? total : 1) * sizeof(*all_ids));
+	uint32_t *all_steps = malloc((total ? total : 1) * sizeof(*all_steps));
+	for (const struct job_entry *j = ds->registry.jobs; all_ids && all_steps && j; j = j->next)
 		if (!j->pending) {
-			if (steps)
-				steps[n] = SLURM_NO_STEP;
-			ids[n++] = j->job_id;
+			all_steps[n] = SLURM_NO_STEP;
+			all_ids[n++] = j->job_id;
 		}
 	/* Steps with images of their own: a step killed so hard that its
 	 * slurmstepd never released them. */
-	for (const struct job_entry *e = ds->registry.scoped; steps && e && n < GC_BATCH; e = e->next)
+	for (const struct job_entry *e = ds->registry.scoped; all_ids && all_steps && steps && e; e = e->next)
 		if (e->kind == HOLDER_STEP && !e->pending) {
-			steps[n] = e->step_id;
-			ids[n++] = e->job_id;
+			all_steps[n] = e->step_id;
+			all_ids[n++] = e->job_id;
 		}
 	pthread_mutex_unlock(&ds->lock);
-	return drop_running_here(ids, steps, n);
+	/* Those that run here first, then the window: records that run here
+	 * never take a place of the batch. */
+	n = drop_running_here(all_ids, steps ? all_steps : NULL, n);
+	size_t start = 0;
+	n = gc_window(all_ids, all_steps, n, cursor ? cursor : &start, ids, steps, GC_BATCH);
+	free(all_ids);
+	free(all_steps);
+	return n;
 }
 
 static int run_pass(struct daemon_state *ds, const struct squashd_config *cfg, uint32_t *released,
@@ -258,7 +275,7 @@ static int run_pass(struct daemon_state *ds, const struct squashd_config *cfg, u
 		count = -1;
 		goto out;
 	}
-	size_t n = questions(ds, ids, steps);
+	size_t n = questions(ds, ids, steps, &pass_cursor);
 	int found = n ? slurm_ask(ds->node_name, cfg->slurm_conf, ids, steps, n, verdicts,
 				  QUERY_TIMEOUT_MS, err, errlen) : 0;
 	if (found < 0) {
@@ -311,7 +328,7 @@ void gc_dry_run(struct daemon_state *ds, const struct squashd_config *cfg,
 
 	if (!ids || !verdicts)
 		goto out;
-	size_t n = questions(ds, ids, NULL);
+	size_t n = questions(ds, ids, NULL, NULL);
 	int found = n ? slurm_ask(ds->node_name, cfg->slurm_conf, ids, NULL, n, verdicts,
 				  DRY_RUN_TIMEOUT_MS, err, sizeof(err)) : 0;
 	if (found < 0) {
