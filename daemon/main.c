@@ -173,10 +173,7 @@ int main(int argc, char **argv)
 		return 1;
 	/* Before any user's namespace copies them: what squashd mounts
 	 * below them stays out of those namespaces (mount/private_roots.h). */
-	if (private_root_make(ds.mount_dir, ds.roots_shared, sizeof(ds.roots_shared)) < 0 ||
-	    private_root_make(ds.sessions_dir, ds.roots_shared, sizeof(ds.roots_shared)) < 0)
-		log_error("%s: a user who fills a mount namespace of theirs can make squashd's mounts "
-			  "fail for everyone", ds.roots_shared);
+	daemon_make_roots_private(&ds);
 
 	/* Before any thread: the spawner forks the image openers, so that
 	 * squashd itself, with its many threads, never forks per request. */

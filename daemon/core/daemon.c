@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "mount/private_roots.h"
 #include "registry/snapshot.h"
 #include "registry/state_file.h"
 #include "util/log.h"
@@ -147,6 +148,34 @@ void daemon_load(struct daemon_state *ds)
 		  "refuses new ones until an admin acts: install the slurm-squash that wrote it, move the "
 		  "file back to state and restart squashd (see docs/admin.md, \"Upgrading slurm-squash "
 		  "itself\")", ds->state_lost, ds->mount_dir);
+}
+
+void daemon_make_roots_private(struct daemon_state *ds)
+{
+	const char *dirs[] = { ds->mount_dir, ds->sessions_dir };
+	char why[sizeof(ds->roots_shared)];
+	bool deferred = false;
+
+	for (size_t i = 0; i < 2; i++) {
+		int r = private_root_make(dirs[i], why, sizeof(why));
+		if (r < 0) {
+			log_error("%s: a user who fills a mount namespace of theirs can make squashd's "
+				  "mounts fail for everyone", why);
+			pthread_mutex_lock(&ds->lock); /* status reads it */
+			snprintf(ds->roots_shared, sizeof(ds->roots_shared), "%s", why);
+			pthread_mutex_unlock(&ds->lock);
+			ds->roots_deferred = false;
+			return;
+		}
+		deferred |= r > 0;
+	}
+	if (deferred && !ds->roots_deferred)
+		log_warning("%s or %s still holds mounts of an older squashd, which reach every namespace "
+			    "that receives /run's mounts: it becomes a private mount of its own once they "
+			    "are gone (checked at each gc pass)", ds->mount_dir, ds->sessions_dir);
+	else if (!deferred && ds->roots_deferred)
+		log_info("%s and %s are private mounts of their own now", ds->mount_dir, ds->sessions_dir);
+	ds->roots_deferred = deferred;
 }
 
 void daemon_free(struct daemon_state *ds)

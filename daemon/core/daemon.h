@@ -38,8 +38,9 @@ struct daemon_state {
 					* refused); "" if it did not */
 	char state_rebuilt[3 * PATH_MAX]; /* why it rebuilt its registry from the node at start
 					   * (a damaged file, kept aside); "" if it did not */
-	char roots_shared[PATH_MAX + 256]; /* why mnt/ or sessions/ is no private mount
-					    * (mount/private_roots.h); "" when both are */
+	char roots_shared[PATH_MAX + 256]; /* why mnt/ or sessions/ cannot be a private mount
+					    * (mount/private_roots.h); "" when they can */
+	bool roots_deferred;        /* an older squashd's mounts below them: tried again */
 	unsigned requests_in_progress;
 	unsigned long long requests, requests_failed, gc_releases;
 	long long last_gc_ms;       /* monotonic; 0: never */
@@ -114,6 +115,12 @@ void daemon_load(struct daemon_state *ds);
 /* Writes the last snapshot, stops the saver and frees the registry (no
  * other thread uses it any more). */
 void daemon_free(struct daemon_state *ds);
+
+/* mnt/ and sessions/ as private mounts (mount/private_roots.h), at start
+ * and from the gc timer while deferred (an older squashd's mounts still
+ * below them, after an upgrade under running jobs). Not under the lock:
+ * start, then the gc timer alone. */
+void daemon_make_roots_private(struct daemon_state *ds);
 
 /* Stopping: wakes every waiter; new requests are answered UNAVAILABLE. */
 void daemon_stop(struct daemon_state *ds);

@@ -375,6 +375,8 @@ static void *timer_loop(void *arg)
 		pthread_mutex_lock(&pass_lock);
 		int n = run_pass(ds, cfg, NULL, 0, err, sizeof(err), NULL);
 		pthread_mutex_unlock(&pass_lock);
+		if (ds->roots_deferred)
+			daemon_make_roots_private(ds);
 		if (n < 0)
 			log_warning("gc: %s; trying again in %u s", err, interval);
 		settings_drop(cfg);

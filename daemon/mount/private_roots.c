@@ -36,12 +36,8 @@ int private_root_make(const char *dir, char *why, size_t whylen)
 		snprintf(why, whylen, "cannot read squashd's mountinfo to make %s private", dir);
 		return -1;
 	}
-	if (!is_mount && below) {
-		snprintf(why, whylen, "%s has mounts but is no mount of its own (left by an older squashd): "
-			 "its mounts reach every namespace that receives /run's until squashd starts "
-			 "with none held", dir);
-		return -1;
-	}
+	if (!is_mount && below)
+		return 1;
 	if (!is_mount && mount(dir, dir, NULL, MS_BIND, NULL) < 0) {
 		snprintf(why, whylen, "cannot bind %s onto itself: %s", dir, strerror(errno));
 		return -1;

@@ -14,9 +14,10 @@
 
 /* Makes dir a private mount: bound onto itself when it is no mount yet,
  * then MS_PRIVATE. Must run before users' namespaces copy it, so at
- * start. A dir that is no mount but has mounts below it (left by an
- * older squashd) is left as it is: binding over it would hide them.
- * Returns 0, or -1 with why. */
+ * start. A dir that is no mount but has mounts below it (an older
+ * squashd's, kept for running jobs over an upgrade) is left as it is,
+ * since binding over it would hide them: 1, to be tried again once they
+ * are gone. Returns 0, 1, or -1 with why. */
 int private_root_make(const char *dir, char *why, size_t whylen);
 
 /* At a stop: unbinds dir when it is such a mount (a bind of the file
