@@ -51,6 +51,16 @@ def mounted(c, image):
     return bool(listed) or any(m["mount_point"] in points for m in mountinfo("self"))
 
 
+def stop_readers(c, user, stopped):
+    """SIGSTOPs user's FUSE servers on the node (as anyone may stop their
+    own), adding them to stopped for the test to resume."""
+    readers = [p for p in c.instance_fuse_servers() if proc_uids(p)[0] == uid_of(user)]
+    assert readers, f"no FUSE server serves {user}'s mount"
+    for pid in readers:
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+
+
 def spawn_with_pid(pid, cmd, **kwargs):
     """cmd started as process pid, which must be free (the kernel hands out
     ns_last_pid + 1 next; another fork may come first, so try again)."""
@@ -86,11 +96,7 @@ def test_a_stopped_readers_teardown_does_not_delay_another_users_session_end_or_
         procs.append(p2)
         fast_point = next(m["mount_point"] for m in c.list_mounts() if m["image"] == str(fast))
         uid = uid_of(USER1)
-        readers = [p for p in c.instance_fuse_servers() if proc_uids(p)[0] == uid]
-        assert readers, "no FUSE server serves the first user's mount"
-        for pid in readers:
-            os.kill(pid, signal.SIGSTOP)
-            stopped.append(pid)
+        stop_readers(c, USER1, stopped)
 
         # The first user's session ends: its teardown waits on the stopped
         # reader (up to request_timeout, then kills it).
@@ -167,11 +173,7 @@ def test_squashctl_gc_waiting_on_a_stopped_reader_holds_no_other_gc(cluster):
         stopped, first = [], None
         try:
             assert c.rawclient("mount", gone1, uid_of(USER1), f"{slow}:/squash/slow").stdout.startswith("ok")
-            readers = [p for p in c.instance_fuse_servers() if proc_uids(p)[0] == uid_of(USER1)]
-            assert readers, "no squash-reader serves USER1's mount"
-            for pid in readers:
-                os.kill(pid, signal.SIGSTOP)
-                stopped.append(pid)
+            stop_readers(c, USER1, stopped)
             first = subprocess.Popen([SQUASHCTL, "--socket", c.socket, "--munge-socket", c.munge_socket, "gc"],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             # The first gc released the job and now waits on the reader.
@@ -219,11 +221,7 @@ def test_gcs_periodic_teardown_over_a_stopped_reader_holds_no_other_release(clus
                                        f"mount --bind {point} {bound} && exec sleep 300"])
             wait_until(lambda: f" {bound} " in open(f"/proc/{holder.pid}/mountinfo").read(), 10, 0.05,
                        "the holder's bind")
-            readers = [p for p in c.instance_fuse_servers() if proc_uids(p)[0] == uid_of(USER1)]
-            assert readers, "no squash-reader serves USER1's mount"
-            for pid in readers:
-                os.kill(pid, signal.SIGSTOP)
-                stopped.append(pid)
+            stop_readers(c, USER1, stopped)
             holder.kill()
             holder.wait()
             # The next pass released the job; its unmount waits on the reader.
@@ -273,11 +271,7 @@ def test_a_steps_release_in_a_job_without_images_waits_in_its_users_queue(cluste
         try:
             wait_until(lambda: any(m["image"] == str(img) for m in c.list_mounts()), 30, 0.05,
                        "the step's image to be mounted")
-            readers = [p for p in c.instance_fuse_servers() if proc_uids(p)[0] == uid_of(USER1)]
-            assert readers, "no squash-reader serves USER1's mount"
-            for pid in readers:
-                os.kill(pid, signal.SIGSTOP)
-                stopped.append(pid)
+            stop_readers(c, USER1, stopped)
             def running():
                 return budgets_of(c, USER1).get("requests running", (0, None))[0]
             assert running() == 0
