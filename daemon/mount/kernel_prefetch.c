@@ -22,7 +22,8 @@ struct prefetch_request {
 	char reader[PATH_MAX];
 };
 
-/* In the spawner's child; never returns. fds[0]: the image. */
+/* In the spawner's child; never returns. The image comes from squashd on
+ * sock, never through the spawner (spawner.h). */
 static void __attribute__((noreturn))
 spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 {
@@ -30,15 +31,18 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 	static const struct identity nobody = { .uid = IDENTITY_NOBODY, .gid = IDENTITY_NOBODY,
 						.ngroups = 0, .name = "nobody" };
 	char *const envp[] = { NULL };
-	int img, devnull;
+	int img, devnull, own;
 
+	(void)fds;
+	(void)nfds;
+	int got = spawner_child_fds(sock, &own, 1);
 	close(sock); /* squashd does not listen */
 	memcpy(&rq, payload, sizeof(rq));
 	rq.reader[sizeof(rq.reader) - 1] = '\0';
-	if (nfds < 1 || rq.reader[0] != '/')
+	if (got < 1 || rq.reader[0] != '/')
 		_exit(2);
 	child_detach_signals();
-	img = fcntl(fds[0], F_DUPFD, 10);
+	img = fcntl(own, F_DUPFD, 10);
 	devnull = open("/dev/null", O_RDWR);
 	if (img < 0 || devnull < 0 || dup2(img, 3) < 0)
 		_exit(2);
@@ -57,12 +61,12 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 }
 
 const struct spawner_op kernel_prefetch_spawner_op = { sizeof(struct prefetch_request),
-						       spawned_prefetch, 1, false };
+						       spawned_prefetch, 0, false };
 
 void kernel_prefetch_start(const char *reader_path, int image_fd)
 {
 	struct prefetch_request r = { { 0 } };
-	int sv[2], fds[2];
+	int sv[2];
 
 	if (strlen(reader_path) >= sizeof(r.reader))
 		return;
@@ -71,9 +75,11 @@ void kernel_prefetch_start(const char *reader_path, int image_fd)
 		return;
 	}
 	snprintf(r.reader, sizeof(r.reader), "%s", reader_path);
-	fds[0] = sv[1];
-	fds[1] = image_fd;
-	if (spawner_request_fds(SPAWNER_KERNEL_PREFETCH, &r, sizeof(r), fds, 2) < 0)
+	/* The image straight to the child, queued before the request: the
+	 * spawner never holds it (spawner.h). It stays queued after our end
+	 * closes, for the child to take. */
+	if (spawner_send_child_fds(sv[0], &image_fd, 1) < 0 ||
+	    spawner_request_fds(SPAWNER_KERNEL_PREFETCH, &r, sizeof(r), &sv[1], 1) < 0)
 		log_debug("no start profile read ahead: no spawner");
 	close(sv[0]);
 	close(sv[1]);

@@ -118,27 +118,30 @@ run_server(const struct server_request *rq, int fd3, int fd4, int log_fd)
 }
 
 /* In the spawner's child: checks what it was given (a fixed-size request
- * from squashd itself), then runs the server. fds: fd3, the log pipe and
- * maybe fd4. */
+ * from squashd itself), then runs the server. fds: the log pipe; fd3
+ * and maybe fd4 come from squashd on sock, never through the spawner
+ * (spawner.h: fd3 may be a user's image on a FUSE mount). */
 static void __attribute__((noreturn))
 spawned_server(int sock, const void *payload, const int *fds, size_t nfds)
 {
 	static struct server_request rq; /* a fresh process: ours alone */
 
-	close(sock); /* the spawner answers squashd; the child has nothing to say */
+	int own[2], n = spawner_child_fds(sock, own, 2);
+
+	close(sock); /* the spawner answers squashd; the child has nothing more to say */
 	memcpy(&rq, payload, sizeof(rq));
 	rq.path[sizeof(rq.path) - 1] = '\0';
 	rq.args[sizeof(rq.args) - 1] = '\0';
 	for (size_t i = 0; i < READER_CGROUP_FILES; i++)
 		rq.cgroup.dirs[i][sizeof(rq.cgroup.dirs[i]) - 1] = '\0';
 	rq.cgroup.slice[sizeof(rq.cgroup.slice) - 1] = '\0';
-	if (nfds < 2 || rq.id.ngroups < 0 || rq.id.ngroups > IDENTITY_MAX_GROUPS ||
+	if (nfds < 1 || n < 1 || rq.id.ngroups < 0 || rq.id.ngroups > IDENTITY_MAX_GROUPS ||
 	    rq.argc == 0 || rq.argc > ARGC_MAX)
 		_exit(SERVER_EXEC_FAILED);
-	run_server(&rq, fds[0], nfds > 2 ? fds[2] : -1, fds[1]);
+	run_server(&rq, own[0], n > 1 ? own[1] : -1, fds[0]);
 }
 
-const struct spawner_op server_spawner_op = { sizeof(struct server_request), spawned_server, 3,
+const struct spawner_op server_spawner_op = { sizeof(struct server_request), spawned_server, 1,
 					      true };
 
 static int fill_request(struct server_request *rq, const struct identity *id, const char *path,
@@ -221,12 +224,14 @@ pid_t server_spawn(int fd3, int fd4, const struct identity *id, const char *path
 	if (!rq || fill_request(rq, id, path, argv) < 0 || pipe2(logp, O_CLOEXEC) < 0)
 		goto out;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0) {
-		int fds[4] = { sv[1], fd3, logp[1], fd4 };
+		int fds[2] = { sv[1], logp[1] }, own[2] = { fd3, fd4 };
 
-		if (spawner_request_fds(SPAWNER_START_SERVER, rq, sizeof(*rq), fds,
-					fd4 >= 0 ? 4 : 3) == 0) {
+		if (spawner_request_fds(SPAWNER_START_SERVER, rq, sizeof(*rq), fds, 2) == 0) {
 			close(sv[1]);
 			sv[1] = -1;
+			/* Straight to the child: the spawner never holds them. */
+			if (spawner_send_child_fds(sv[0], own, fd4 >= 0 ? 2 : 1) < 0)
+				log_warning("cannot hand %s its descriptors: %s", path, strerror(errno));
 			pid = receive_pidfd(sv[0], pidfd);
 			goto out;
 		}

@@ -224,6 +224,60 @@ int spawner_start(const struct spawner_op *ops, size_t n_ops)
 	return 0;
 }
 
+#define CHILD_FDS_MAGIC 0x53504346u /* "SPCF" */
+
+int spawner_send_child_fds(int sock, const int *fds, size_t n)
+{
+	uint32_t magic = CHILD_FDS_MAGIC;
+	struct iovec iov = { .iov_base = &magic, .iov_len = sizeof(magic) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			      .msg_controllen = CMSG_SPACE(sizeof(int) * n) };
+	ssize_t k;
+
+	if (n < 1 || n > MAX_FDS)
+		return -1;
+	memset(&u, 0, sizeof(u));
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+	do
+		k = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (k < 0 && errno == EINTR);
+	return k == (ssize_t)sizeof(magic) ? 0 : -1;
+}
+
+int spawner_child_fds(int sock, int *fds, size_t max)
+{
+	uint32_t magic = 0;
+	struct iovec iov = { .iov_base = &magic, .iov_len = sizeof(magic) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			      .msg_controllen = sizeof(u.buf) };
+	ssize_t k;
+	size_t n = 0;
+
+	do
+		k = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	while (k < 0 && errno == EINTR);
+	if (k != (ssize_t)sizeof(magic) || magic != CHILD_FDS_MAGIC || (msg.msg_flags & MSG_CTRUNC))
+		return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
+				if (n < max)
+					memcpy(&fds[n++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	return (int)n;
+}
+
 int spawner_request(uint32_t op, const void *payload, size_t len, int answer_fd)
 {
 	return spawner_request_fds(op, payload, len, &answer_fd, 1);

@@ -28,6 +28,13 @@
  * child that is becoming theirs (between its identity drop and exec)
  * stops that child only, never the spawner or a thread of squashd.
  *
+ * Nor does it ever hold a user's file: it closes what it was passed, and
+ * the close of a file on a FUSE mount waits for FLUSH, which that mount's
+ * server may never answer (a site's allow_other mount over a user's own).
+ * A child that needs such a file (an image) gets it from squashd over its
+ * answer socket instead (spawner_send_child_fds, spawner_child_fds),
+ * never through the spawner.
+ *
  * When the spawner is not running (unit tests, or it died), callers fork
  * themselves as before. */
 #ifndef SQUASHD_SPAWNER_H
@@ -76,6 +83,15 @@ static inline int spawner_failure_errno(const void *msg, size_t n, int nfds)
 		       ? m->pid
 		       : 0;
 }
+
+/* squashd's side: sends the child of a request on answer socket sock
+ * (the request's fds[0], squashd's end) its descriptors, once the
+ * request is sent. 0, or -1. */
+int spawner_send_child_fds(int sock, const int *fds, size_t n);
+
+/* The child's side: the descriptors squashd sent on sock, first thing;
+ * how many (at most max), or -1 (none came: squashd gave up). */
+int spawner_child_fds(int sock, int *fds, size_t max);
 
 /* Forks the spawner; call before any thread exists. ops stays valid for
  * good. Returns 0, or -1 (logged; callers then fork themselves). */

@@ -332,6 +332,18 @@ def test_a_hung_flush_never_holds_a_request(cluster, short_timeout):
     run_fuse_matrix(cluster, ["flush"], ["mount", "rw", "merge", "step"], node_wide=False)
 
 
+@pytest.mark.host_release_only("the hang matrix's FLUSH column with a server per image: the spawner's closes")
+def test_a_hung_flush_never_holds_the_spawner(cluster, short_timeout):
+    """With fuse_reader = squashfuse_ll each image's server gets the image's
+    descriptor. The spawner, the one process that forks every user's
+    openers and servers, was passed it and closed it after the fork: on a
+    file system whose FLUSH hangs that close never returned, and every
+    user's next mount timed out (process/spawner.h). squashd now hands the
+    descriptor to the child itself."""
+    with squashd_with(cluster, "fuse_reader = squashfuse_ll\n"):
+        run_fuse_matrix(cluster, ["flush"], ["mount"], node_wide=False)
+
+
 def test_a_hung_statfs_and_a_stopped_server_end_the_prolog_and_squash_shell_by_their_deadline(
         cluster, short_timeout):
     run_fuse_matrix(cluster, ["statfs", "stopped"], ["mount", "shell"])
