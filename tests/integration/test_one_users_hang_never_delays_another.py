@@ -170,7 +170,7 @@ class Cell:
             return f"did not end within {BOUND + 3} s"
         if self.took > BOUND:
             return f"ended after {self.took:.1f} s (> {BOUND} s): {text[:300]}"
-        if "did not answer within" in text:
+        if "squashd did not answer within" in text:  # the client's own timeout (proto/client.c)
             return f"the client gave up on squashd: {text[:300]}"
         if self.p.returncode == 0 or (self.column == "squashd" and text):
             return None  # (health's exit 1 lists problems: an answer)
