@@ -43,6 +43,47 @@ static void close_above(int keep)
 
 #define MAX_FDS 4 /* the answer socket and up to three for the child */
 
+/* Room for a control message of up to MAX_FDS descriptors. */
+union rights {
+	char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+	struct cmsghdr align;
+};
+
+/* Puts fds[n] (1 to MAX_FDS) into msg as its SCM_RIGHTS, held in u. */
+static void put_rights(struct msghdr *msg, union rights *u, const int *fds, size_t n)
+{
+	memset(u, 0, sizeof(*u));
+	msg->msg_control = u->buf;
+	msg->msg_controllen = CMSG_SPACE(sizeof(int) * n);
+	struct cmsghdr *c = CMSG_FIRSTHDR(msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+}
+
+/* The descriptors msg carried: at most max into fds, the others closed
+ * (none is kept by mistake). Returns how many. */
+static size_t take_rights(struct msghdr *msg, int *fds, size_t max)
+{
+	size_t n = 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int got;
+
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (n < max)
+				fds[n++] = got;
+			else
+				close(got);
+		}
+	}
+	return n;
+}
+
 /* A child with its pidfd taken as it is made: with SIGCHLD ignored an
  * exited child is reaped at once, and pidfd_open() after fork() could
  * then name a recycled pid. CLONE_PARENT makes it squashd's child. */
@@ -88,21 +129,12 @@ static void send_pidfd(int sock, pid_t pid, int pidfd)
 {
 	struct spawner_pidfd_msg m = { .magic = SPAWNER_PIDFD_MAGIC, .pid = pid };
 	struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-			      .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	union rights u;
 
 	if (pidfd < 0)
 		return;
-	memset(&u, 0, sizeof(u));
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
+	put_rights(&msg, &u, &pidfd, 1);
 	(void)sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
@@ -121,15 +153,12 @@ serve(int sock, const struct spawner_op *ops, size_t n_ops)
 	if (!buf)
 		_exit(1);
 	for (;;) {
-		union {
-			char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
-			struct cmsghdr align;
-		} u;
+		union rights u;
 		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(struct spawner_header) + max };
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
 				      .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
 		struct spawner_header h;
-		int fds[MAX_FDS], nfds = 0, pidfd = -1;
+		int fds[MAX_FDS], nfds, pidfd = -1;
 		ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
 
 		if (n == 0)
@@ -139,19 +168,7 @@ serve(int sock, const struct spawner_op *ops, size_t n_ops)
 				continue;
 			_exit(1);
 		}
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-				continue;
-			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-				int got;
-
-				memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-				if (nfds < MAX_FDS)
-					fds[nfds++] = got;
-				else
-					close(got);
-			}
-		}
+		nfds = (int)take_rights(&msg, fds, MAX_FDS);
 		memcpy(&h, buf, sizeof(h));
 		if (nfds < 1 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || h.op >= n_ops ||
 		    (size_t)nfds > 1 + ops[h.op].max_fds ||
@@ -230,22 +247,13 @@ int spawner_send_child_fds(int sock, const int *fds, size_t n)
 {
 	uint32_t magic = CHILD_FDS_MAGIC;
 	struct iovec iov = { .iov_base = &magic, .iov_len = sizeof(magic) };
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
-		struct cmsghdr align;
-	} u;
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			      .msg_controllen = CMSG_SPACE(sizeof(int) * n) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	union rights u;
 	ssize_t k;
 
 	if (n < 1 || n > MAX_FDS)
 		return -1;
-	memset(&u, 0, sizeof(u));
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * n);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+	put_rights(&msg, &u, fds, n);
 	do
 		k = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (k < 0 && errno == EINTR);
@@ -256,26 +264,17 @@ int spawner_child_fds(int sock, int *fds, size_t max)
 {
 	uint32_t magic = 0;
 	struct iovec iov = { .iov_base = &magic, .iov_len = sizeof(magic) };
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
-		struct cmsghdr align;
-	} u;
+	union rights u;
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			      .msg_controllen = sizeof(u.buf) };
 	ssize_t k;
-	size_t n = 0;
 
 	do
 		k = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
 	while (k < 0 && errno == EINTR);
 	if (k != (ssize_t)sizeof(magic) || magic != CHILD_FDS_MAGIC || (msg.msg_flags & MSG_CTRUNC))
 		return -1;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
-				if (n < max)
-					memcpy(&fds[n++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-	return (int)n;
+	return (int)take_rights(&msg, fds, max);
 }
 
 int spawner_request(uint32_t op, const void *payload, size_t len, int answer_fd)
@@ -289,22 +288,13 @@ int spawner_request_fds(uint32_t op, const void *payload, size_t len, const int 
 	struct spawner_header h = { .op = op };
 	struct iovec iov[2] = { { .iov_base = &h, .iov_len = sizeof(h) },
 				{ .iov_base = (void *)payload, .iov_len = len } };
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
-		struct cmsghdr align;
-	} u;
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2,
-			      .msg_control = u.buf, .msg_controllen = CMSG_SPACE(sizeof(int) * nfds) };
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	union rights u;
 	ssize_t n;
 
 	if (sock < 0 || nfds < 1 || nfds > MAX_FDS)
 		return -1;
-	memset(&u, 0, sizeof(u));
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	put_rights(&msg, &u, fds, nfds);
 	do {
 		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
 	} while (n < 0 && errno == EINTR);
