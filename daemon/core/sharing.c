@@ -10,13 +10,13 @@
 
 #include "clock.h"
 #include "core/fuse_servers.h"
+#include "core/kernel_prefetches.h"
 #include "core/loop_devices.h"
 #include "core/policy.h"
 #include "core/user_fuse_mounts.h"
 #include "mount/fuse_keep.h"
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
-#include "mount/kernel_prefetch.h"
 #include "mount/mount_loop.h"
 #include "mount/reader_pool.h"
 #include "mount/unmount.h"
@@ -148,7 +148,7 @@ static enum result make_mount(struct daemon_state *ds, const struct squashd_conf
 	enum result res = loop_mount_image(fd, m->mount_point, loop_dev, loop_len, why, whylen);
 
 	if (res == RESULT_OK)
-		kernel_prefetch_start(cfg->squash_reader, fd);
+		kernel_prefetches_start(cfg->squash_reader, fd, id->uid);
 	return res;
 }
 

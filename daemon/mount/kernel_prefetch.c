@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,24 +32,28 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 	static const struct identity nobody = { .uid = IDENTITY_NOBODY, .gid = IDENTITY_NOBODY,
 						.ngroups = 0, .name = "nobody" };
 	char *const envp[] = { NULL };
-	int img, devnull, own;
+	int img, devnull, own, held;
 
 	(void)fds;
 	(void)nfds;
 	int got = spawner_child_fds(sock, &own, 1);
-	close(sock); /* squashd does not listen */
 	memcpy(&rq, payload, sizeof(rq));
 	rq.reader[sizeof(rq.reader) - 1] = '\0';
 	if (got < 1 || rq.reader[0] != '/')
 		_exit(2);
 	child_detach_signals();
+	/* The answer socket stays open until this process ends: squashd
+	 * counts it running until then (kernel_prefetch.h). */
+	held = fcntl(sock, F_DUPFD, 10);
 	img = fcntl(own, F_DUPFD, 10);
 	devnull = open("/dev/null", O_RDWR);
-	if (img < 0 || devnull < 0 || dup2(img, 3) < 0)
+	if (held < 0 || img < 0 || devnull < 0 || dup2(img, 3) < 0 || dup2(held, 4) < 0)
 		_exit(2);
 	for (int i = 0; i < 3; i++)
 		dup2(devnull, i);
-	close_from(4);
+	close_from(5);
+	if (child_drop_oom_protection() != 0)
+		_exit(2);
 	/* Behind the node's real work; and gone, even stuck in a hung file
 	 * system's read, after its time (SIGALRM's default ends it). */
 	setpriority(PRIO_PROCESS, 0, 10);
@@ -63,24 +68,36 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 const struct spawner_op kernel_prefetch_spawner_op = { sizeof(struct prefetch_request),
 						       spawned_prefetch, 0, false };
 
-void kernel_prefetch_start(const char *reader_path, int image_fd)
+int kernel_prefetch_start(const char *reader_path, int image_fd)
 {
 	struct prefetch_request r = { { 0 } };
 	int sv[2];
 
 	if (strlen(reader_path) >= sizeof(r.reader))
-		return;
+		return -1;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_debug("no start profile read ahead: socketpair: %s", strerror(errno));
-		return;
+		return -1;
 	}
 	snprintf(r.reader, sizeof(r.reader), "%s", reader_path);
 	/* The image straight to the child, queued before the request: the
 	 * spawner never holds it (spawner.h). It stays queued after our end
 	 * closes, for the child to take. */
 	if (spawner_send_child_fds(sv[0], &image_fd, 1) < 0 ||
-	    spawner_request_fds(SPAWNER_KERNEL_PREFETCH, &r, sizeof(r), &sv[1], 1) < 0)
+	    spawner_request_fds(SPAWNER_KERNEL_PREFETCH, &r, sizeof(r), &sv[1], 1) < 0) {
 		log_debug("no start profile read ahead: no spawner");
-	close(sv[0]);
+		close(sv[0]);
+		sv[0] = -1;
+	}
 	close(sv[1]);
+	return sv[0];
+}
+
+bool kernel_prefetch_ended(int held)
+{
+	struct pollfd p = { .fd = held, .events = 0 };
+
+	/* POLLHUP once every copy of the child's end is closed: the spawner's
+	 * after the fork, the process's at its exit. */
+	return poll(&p, 1, 0) != 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }

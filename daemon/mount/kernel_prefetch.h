@@ -7,10 +7,15 @@
  * spawner makes and squashd never waits for, on squashd's own descriptor
  * of the image, as IDENTITY_NOBODY, that ends by itself (it only asks
  * the kernel to read) and is ended by its own alarm after
- * KERNEL_PREFETCH_MAX_S if the image's file system hangs. An image without
- * a profile costs it one lookup; without a spawner nothing is read ahead. */
+ * KERNEL_PREFETCH_MAX_S if the image's file system hangs; without squashd's
+ * OOM protection. An image without a profile costs it one lookup; without a
+ * spawner nothing is read ahead. The caller bounds how many run
+ * (core/kernel_prefetches.h) by the end of the answer socket it gets back,
+ * which the process holds open until it exits. */
 #ifndef SQUASHD_KERNEL_PREFETCH_H
 #define SQUASHD_KERNEL_PREFETCH_H
+
+#include <stdbool.h>
 
 #include "process/spawner.h"
 
@@ -18,8 +23,13 @@
 
 /* Starts squash-reader (reader_path) --prefetch on image_fd, which stays
  * the caller's. Never blocks on the image; failures are logged at debug
- * level only (nothing depends on it). */
-void kernel_prefetch_start(const char *reader_path, int image_fd);
+ * level only (nothing depends on it). Returns the caller's end of the
+ * process's answer socket, or -1 when nothing was started. */
+int kernel_prefetch_start(const char *reader_path, int image_fd);
+
+/* Whether the process behind held (kernel_prefetch_start's answer) has
+ * ended, or was never made; never blocks. */
+bool kernel_prefetch_ended(int held);
 
 /* The process as the spawner runs it (register as SPAWNER_KERNEL_PREFETCH). */
 extern const struct spawner_op kernel_prefetch_spawner_op;

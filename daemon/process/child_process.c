@@ -3,6 +3,7 @@
 #include "process/child_process.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -144,4 +145,16 @@ void child_detach_signals(void)
 		sigaction(s, &dfl, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+int child_drop_oom_protection(void)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC), e = 0;
+
+	if (fd < 0)
+		return errno;
+	if (write(fd, "0", 1) != 1)
+		e = errno ? errno : EIO;
+	close(fd);
+	return e;
 }

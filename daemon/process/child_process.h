@@ -49,6 +49,10 @@ int child_stop_fd(void);
  * default action and none blocked (squashd's threads block some). */
 void child_detach_signals(void);
 
+/* In such a child, still root: squashd's OOM protection is squashd's, not
+ * the child's (raising the score needs no privilege). 0, or an errno. */
+int child_drop_oom_protection(void);
+
 /* Like fork(), but the child starts with the given pidfd in *pidfd. */
 pid_t child_fork(int *pidfd);
 

@@ -38,22 +38,6 @@ struct server_request {
  * waits for nothing, so only a machine out of processes is this slow. */
 #define SPAWN_ANSWER_MS 5000
 
-static void write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-
-	if (fd < 0 || write(fd, text, strlen(text)) < 0) {
-		int e = errno;
-
-		if (fd >= 0)
-			close(fd);
-		errno = e;
-		return;
-	}
-	close(fd);
-	errno = 0;
-}
-
 /* Runs in the child (the spawner's, or squashd's fork when there is no
  * spawner); never returns. Its stderr is the log pipe from the start, so
  * every failure below is in squashd's log with its reason. */
@@ -88,11 +72,9 @@ run_server(const struct server_request *rq, int fd3, int fd4, int log_fd)
 	}
 	close_from(fus >= 0 ? SERVER_FD4 + 1 : SERVER_FD3 + 1);
 
-	/* squashd's OOM protection is squashd's, not the user's process's
-	 * (raising the score needs no privilege). */
-	write_file("/proc/self/oom_score_adj", "0");
-	if (errno)
-		dprintf(STDERR_FILENO, "cannot reset oom_score_adj: %s\n", strerror(errno));
+	int oom = child_drop_oom_protection();
+	if (oom)
+		dprintf(STDERR_FILENO, "cannot reset oom_score_adj: %s\n", strerror(oom));
 	/* Into the user's reader cgroup while still root: after the drop the
 	 * user could no longer move it, nor keep it out. */
 	char why[512];

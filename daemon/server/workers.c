@@ -25,6 +25,7 @@
 #include "core/budget_rows.h"
 #include "core/given_up_mounts.h"
 #include "core/gc.h"
+#include "core/kernel_prefetches.h"
 #include "core/user_budgets.h"
 #include "core/user_fds.h"
 #include "core/user_fuse_mounts.h"
@@ -358,6 +359,7 @@ int server_run(int listen_fd, struct daemon_state *ds)
 	user_budgets_add_source(reader_budget_rows);
 	user_budgets_add_source(given_up_mounts_budget_rows);
 	user_budgets_add_source(user_fuse_mounts_budget_rows);
+	user_budgets_add_source(kernel_prefetches_budget_rows);
 
 	struct pollfd *pfd = NULL;
 	size_t pfd_cap = 0;

@@ -2,7 +2,8 @@
 the admin's limits, without squashd's OOM protection, and writes to a pipe
 squashd logs from, marked and rate-limited; one that is stopped delays only
 its own user's mounts (daemon/process/server_spawn.c, reader_cgroup.c,
-server_output.c; docs/security.md).
+server_output.c; docs/security.md). The prefetches a user's kernel mounts
+start are bounded per user and unprotected too (core/kernel_prefetches.c).
 
 squashd runs here with a test reader (squash_reader = a root-owned script
 that does what tests/ctl/<uid> says, then execs the real squash-reader)."""
@@ -30,6 +31,10 @@ REQUEST_TIMEOUT = 4
 WRAPPER = """#!/bin/sh
 # A test reader: what tests/ctl/<uid> says, then the real squash-reader.
 ctl={ctl}
+# A kernel mount's prefetch (as nobody) that takes its time, as over a slow file system.
+if [ "$1" = --prefetch ] && [ -e "$ctl/prefetch-sleeps" ]; then
+	exec sleep 117
+fi
 mode=$(cat "$ctl/$(id -u)" 2>/dev/null)
 case "$mode" in
 stop)
@@ -254,3 +259,62 @@ def test_a_stopped_reader_delays_only_its_own_users_mounts(contained):
             stuck.wait()
         (ctl / str(uid)).unlink()
         cluster.rawclient("release", FAKE_JOB + 2)
+
+
+def prefetch_sleepers():
+    """The test reader's prefetches that sleep: pids of `sleep 117` as nobody."""
+    res = []
+    for p in pids_named("sleep"):
+        try:
+            if Path(f"/proc/{p}/cmdline").read_bytes() == b"sleep\x00117\x00":
+                res.append(p)
+        except OSError:
+            pass
+    return res
+
+
+def test_a_users_kernel_mounts_start_at_most_their_share_of_prefetches(contained):
+    """Each kernel mount of a trusted image starts squash-reader --prefetch,
+    here a test reader that sleeps as a prefetch over a slow file system
+    would. USER1's three kernel mounts start two (KERNEL_PREFETCHES_PER_USER),
+    as nobody and without squashd's OOM protection, and status counts them;
+    USER2's mount still starts one; once they end, USER1 gets a place again."""
+    cluster, ctl = contained
+    u1, u2 = uid_of(USER1), uid_of(USER2)
+    imgs = [cluster.make_image(cluster.trusted / f"prefetch{i}.sqfs", {"n.txt": f"{i}\n"})
+            for i in range(5)]
+    (ctl / "prefetch-sleeps").write_text("")
+    try:
+        for i in range(3):
+            p = cluster.rawclient("mount", FAKE_JOB + 4, u1, f"{imgs[i]}:/squash/prefetch{i}")
+            assert p.returncode == 0, p.stdout + p.stderr
+        assert {m["mode"] for m in cluster.list_mounts()} == {"kernel"}, cluster.list_mounts()
+        wait_until(lambda: len(prefetch_sleepers()) == 2, 10, what="USER1's two prefetches")
+        time.sleep(1)
+        assert len(prefetch_sleepers()) == 2, "a third prefetch started for USER1"
+        for pid in prefetch_sleepers():
+            assert os.stat(f"/proc/{pid}").st_uid == 65534
+            assert Path(f"/proc/{pid}/oom_score_adj").read_text().strip() == "0"
+        assert user_budgets(cluster, u1)["kernel prefetches"] == (2, 2)
+
+        p = cluster.rawclient("mount", FAKE_JOB + 5, u2, f"{imgs[3]}:/squash/prefetch3")
+        assert p.returncode == 0, p.stdout + p.stderr
+        wait_until(lambda: len(prefetch_sleepers()) == 3, 10, what="USER2's prefetch")
+        assert user_budgets(cluster, u2)["kernel prefetches"] == (1, 2)
+
+        for pid in prefetch_sleepers():
+            os.kill(pid, 9)
+        wait_until(lambda: "kernel prefetches" not in user_budgets(cluster, u1), 10,
+                   what="the ended prefetches' places to be free")
+        p = cluster.rawclient("mount", FAKE_JOB + 4, u1, f"{imgs[4]}:/squash/prefetch4")
+        assert p.returncode == 0, p.stdout + p.stderr
+        wait_until(lambda: len(prefetch_sleepers()) == 1, 10, what="USER1's new prefetch")
+    finally:
+        (ctl / "prefetch-sleeps").unlink(missing_ok=True)
+        for pid in prefetch_sleepers():
+            os.kill(pid, 9)
+        cluster.rawclient("release", FAKE_JOB + 4)
+        cluster.rawclient("release", FAKE_JOB + 5)
+        wait_until(lambda: not cluster.list_mounts(), 20, what="the mounts to go")
+        for img in imgs:
+            img.unlink()
