@@ -16,6 +16,14 @@
  * and have the kernel resend what it left unanswered (session.h). */
 #define SERVE_RESUME 1u
 
+/* After the reader's answer to a single image's serve_request (not a
+ * take-over), squashd sends a serve_request of the same id with this
+ * flag and one descriptor: the mount's root (O_PATH), for the reader to
+ * walk the image's start profile through (daemon/reader/start_profile.h).
+ * No answer. A reader that predates it ignores the message (one
+ * descriptor, not two) and closes the descriptor. */
+#define SERVE_ROOT 4u
+
 /* The most mounts squashd hands one reader; a user's mounts past that
  * many go to another reader of the user. libfuse makes a thread-specific
  * key per session (pthread_key_create) and a process has PTHREAD_KEYS_MAX

@@ -177,7 +177,7 @@ enum result fuse_restart_server(int conn_fd, const int *image_fds, size_t n,
 	if (n > 1)
 		return reader_pool_serve_union(id, reader_path, image_fds, n, conn_fd, true, 0,
 					       server_pid, server_pidfd, err, errlen);
-	return reader_pool_serve(id, reader_path, image_fds[0], conn_fd, true, 0, server_pid,
+	return reader_pool_serve(id, reader_path, image_fds[0], conn_fd, -1, true, 0, server_pid,
 				 server_pidfd, err, errlen);
 }
 
@@ -269,8 +269,20 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 		return RESULT_NODE_ERROR;
 
 	if (pooled) {
-		res = reader_pool_serve(id, squashfuse_path, image_fd, fuse_fd, false, deadline,
+		/* The new mount's root (O_PATH), for the reader to walk the
+		 * image's start profile through (reader/start_profile.h).
+		 * Nothing asks the FUSE server for it: the walk ends at the
+		 * mount's root, which the kernel made at mount. Not a detached
+		 * copy (open_tree): the user, who may ptrace the reader, could
+		 * attach that in a namespace of their own and change its
+		 * flags; through this one they reach what the path reaches, and
+		 * ".." the 0700 mount directory. */
+		int root = open(mountpoint, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		res = reader_pool_serve(id, squashfuse_path, image_fd, fuse_fd, root, false, deadline,
 					&server, &pidfd, err, errlen);
+		if (root >= 0)
+			close(root);
 		if (res != RESULT_OK) {
 			close(fuse_fd);
 			umount2(mountpoint, MNT_DETACH);

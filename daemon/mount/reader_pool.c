@@ -154,26 +154,27 @@ static struct pool *start_locked(const struct identity *id, const char *reader_p
 	return p;
 }
 
-static int send_request(int sock, uint32_t id, bool resume, int image_fd, int fuse_fd)
+/* One serve_request of flags with the n descriptors fds. */
+static int send_request(int sock, uint32_t id, uint32_t flags, const int *fds, size_t n)
 {
-	struct serve_request req = { .magic = SERVE_WIRE_MAGIC, .id = id,
-				     .flags = resume ? SERVE_RESUME : 0 };
+	struct serve_request req = { .magic = SERVE_WIRE_MAGIC, .id = id, .flags = flags };
 	union {
 		char buf[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
 	} control;
 	struct iovec iov = { .iov_base = &req, .iov_len = sizeof(req) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-			      .msg_control = control.buf, .msg_controllen = sizeof(control.buf) };
+			      .msg_control = control.buf, .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
 	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	int fds[2] = { image_fd, fuse_fd };
 	ssize_t k;
 
+	if (n == 0 || n > 2)
+		return -1;
 	memset(&control, 0, sizeof(control));
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	c->cmsg_len = CMSG_LEN(n * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, n * sizeof(int));
 	/* Never blocks: a reader that stopped reading is not waited for. */
 	do
 		k = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -333,6 +334,7 @@ struct handover {
 	const int *image_fds;
 	size_t n;
 	int fuse_fd;
+	int root_fd; /* the mount's root for the start profile's walk, or -1 */
 };
 
 static enum result serve(const struct identity *id, const char *reader_path,
@@ -340,10 +342,10 @@ static enum result serve(const struct identity *id, const char *reader_path,
 			 int *pidfd, char *err, size_t errlen);
 
 enum result reader_pool_serve(const struct identity *id, const char *reader_path, int image_fd,
-			      int fuse_fd, bool resume, long long deadline_ms, pid_t *pid,
+			      int fuse_fd, int root_fd, bool resume, long long deadline_ms, pid_t *pid,
 			      int *pidfd, char *err, size_t errlen)
 {
-	struct handover h = { .image_fd = image_fd, .fuse_fd = fuse_fd };
+	struct handover h = { .image_fd = image_fd, .fuse_fd = fuse_fd, .root_fd = root_fd };
 
 	return serve(id, reader_path, &h, resume, deadline_ms, pid, pidfd, err, errlen);
 }
@@ -353,7 +355,8 @@ enum result reader_pool_serve_union(const struct identity *id, const char *reade
 				    long long deadline_ms, pid_t *pid, int *pidfd, char *err,
 				    size_t errlen)
 {
-	struct handover h = { .image_fd = -1, .image_fds = image_fds, .n = n, .fuse_fd = fuse_fd };
+	struct handover h = { .image_fd = -1, .image_fds = image_fds, .n = n, .fuse_fd = fuse_fd,
+			      .root_fd = -1 };
 
 	return serve(id, reader_path, &h, resume, deadline_ms, pid, pidfd, err, errlen);
 }
@@ -395,12 +398,17 @@ static enum result serve(const struct identity *id, const char *reader_path,
 		res = RESULT_NODE_ERROR;
 	} else if ((h->image_fds ? send_union(p->sock, req_id, resume, h->image_fds, h->n, h->fuse_fd,
 					      deadline_ms)
-				 : send_request(p->sock, req_id, resume, h->image_fd, h->fuse_fd)) < 0) {
+				 : send_request(p->sock, req_id, resume ? SERVE_RESUME : 0,
+						(int[]){ h->image_fd, h->fuse_fd }, 2)) < 0) {
 		snprintf(err, errlen, "cannot hand the mount to squash-reader pid %d: %s", (int)p->pid,
 			 strerror(errno));
 		res = RESULT_NODE_ERROR;
 	} else if (!resume) {
 		res = await_reply(p, req_id, deadline_ms, err, errlen, &timed_out);
+		/* Served: its root to walk the start profile through. Only
+		 * advice, so a full socket drops it. */
+		if (res == RESULT_OK && h->root_fd >= 0)
+			(void)send_request(p->sock, req_id, SERVE_ROOT, &h->root_fd, 1);
 	}
 	if (!resume)
 		pthread_mutex_unlock(&p->io);

@@ -26,14 +26,16 @@
 
 /* Hands the image and the mounted /dev/fuse connection fuse_fd to id's
  * reader (reader_path), starting one when there is none, and waits for
- * its answer until deadline_ms (monotonic), or not at all when resume
+ * its answer until deadline_ms (monotonic); once served, hands it root_fd
+ * (-1: none), the mount's root (O_PATH) to walk the image's
+ * start profile through (reader_wire.h SERVE_ROOT). Not at all when resume
  * (the connection's previous reader died: resent requests wait for the
  * new one, and a dead reader's watcher must not wait on a live one). On
  * RESULT_OK stores the reader's pid and a pidfd of it (the caller's). The
  * descriptors stay the caller's. RESULT_USER_ERROR: the reader could not
  * read the image. */
 enum result reader_pool_serve(const struct identity *id, const char *reader_path, int image_fd,
-			      int fuse_fd, bool resume, long long deadline_ms, pid_t *pid,
+			      int fuse_fd, int root_fd, bool resume, long long deadline_ms, pid_t *pid,
 			      int *pidfd, char *err, size_t errlen);
 
 /* The same for a union of n images (image_fds, the last on top) served as

@@ -310,6 +310,7 @@ void image_close(struct image *img)
 {
 	if (!img)
 		return;
+	start_profile_walk_end(img);
 	start_profile_prefetch_end(img);
 	fragment_ahead_destroy(img);
 	stored_forget(img);

@@ -19,6 +19,7 @@
 #include "reader_wire.h"
 #include "reader/serve_pool.h"
 #include "reader/session.h"
+#include "reader/start_profile.h"
 #include "reader/union_tree.h"
 
 /* Workers kept at rest for all of the reader's mounts (serve_pool.h). */
@@ -30,6 +31,8 @@ struct served_mount {
 	int image_fd;
 	int fuse_fd;               /* until the session takes it (-1 then) */
 	struct session *session;
+	uint32_t id;               /* squashd's, of the request that made it */
+	struct served_mount *next; /* in live, under live_lock */
 };
 
 /* Lets go of whatever of sm is set up; NULL is fine. */
@@ -53,12 +56,26 @@ static void served_mount_free(struct served_mount *sm)
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t live_changed = PTHREAD_COND_INITIALIZER;
 static unsigned live_mounts;
+static struct served_mount *live; /* the single images' mounts served */
 static struct serve_pool *pool;
+
+/* Under live_lock. */
+static void unlink_live(struct served_mount *sm)
+{
+	for (struct served_mount **p = &live; *p; p = &(*p)->next)
+		if (*p == sm) {
+			*p = sm->next;
+			return;
+		}
+}
 
 /* The pool is done with a mount: it is gone (unmounting aborts the
  * connection). */
 static void mount_ended(void *arg)
 {
+	pthread_mutex_lock(&live_lock);
+	unlink_live(arg);
+	pthread_mutex_unlock(&live_lock);
 	served_mount_free(arg);
 	pthread_mutex_lock(&live_lock);
 	live_mounts--;
@@ -193,8 +210,13 @@ session:
 	}
 	sm->fuse_fd = -1; /* the session's now (closed by session_close) */
 
+	sm->id = req->id;
 	pthread_mutex_lock(&live_lock);
 	live_mounts++;
+	if (sm->rd.img) {
+		sm->next = live;
+		live = sm;
+	}
 	pthread_mutex_unlock(&live_lock);
 	r = serve_pool_add(pool, session_fuse(sm->session), mount_ended, sm);
 	if (r == 0) {
@@ -202,6 +224,7 @@ session:
 		return;
 	}
 	pthread_mutex_lock(&live_lock);
+	unlink_live(sm);
 	live_mounts--;
 	pthread_mutex_unlock(&live_lock);
 	/* EAGAIN: the reader's first worker could not start, most likely at
@@ -306,6 +329,23 @@ bad:
 	reply(sock, &req, EINVAL, why);
 }
 
+/* SERVE_ROOT: the root of mount id, to walk its image's start profile
+ * through (start_profile.h). Takes root_fd. */
+static void walk_profile(uint32_t id, int root_fd)
+{
+	struct served_mount *sm;
+
+	pthread_mutex_lock(&live_lock);
+	for (sm = live; sm && sm->id != id; sm = sm->next)
+		;
+	/* Under the lock: the mount cannot end (and its image close) meanwhile. */
+	if (sm)
+		start_profile_walk_begin(sm->rd.img, root_fd);
+	else
+		close(root_fd);
+	pthread_mutex_unlock(&live_lock);
+}
+
 /* Receives one message and acts on it; returns 0 at the end of the
  * socket. A message that is neither a request nor a union's part is
  * ignored (its descriptors closed). */
@@ -345,7 +385,11 @@ static int receive_one(int sock, const struct session_options *base)
 		union_part(sock, &m.part, fds, nfds, base);
 		return 1;
 	}
-	if ((size_t)k != sizeof(m.req) || (m.req.flags & SERVE_UNION) || nfds != 2) {
+	if ((size_t)k == sizeof(m.req) && (m.req.flags & SERVE_ROOT) && nfds == 1) {
+		walk_profile(m.req.id, fds[0]);
+		return 1;
+	}
+	if ((size_t)k != sizeof(m.req) || (m.req.flags & (SERVE_UNION | SERVE_ROOT)) || nfds != 2) {
 		close_all(fds, nfds);
 		return 1;
 	}

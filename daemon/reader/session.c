@@ -3,6 +3,7 @@
 #include "reader/session.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "reader/serve_pool.h"
+#include "reader/start_profile.h"
 
 /* Linux 6.9 (protocol 7.40): move the requests a previous server read
  * but never answered back to the queue. Older headers lack it. */
@@ -242,6 +244,10 @@ int session_run(struct reader *rd, const struct session_options *opt)
 
 	if (!s)
 		return 1;
+	/* A mount on a directory of ours (not squashd's /dev/fd/N, whose
+	 * root squashd hands over: serve.c): its start profile walked. */
+	if (rd->img && !opt->resume && strncmp(opt->mountpoint, "/dev/fd/", 8) != 0)
+		start_profile_walk_begin(rd->img, open(opt->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC));
 	status = session_serve(s);
 	session_close(s);
 	return status;

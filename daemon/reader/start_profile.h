@@ -62,6 +62,10 @@ struct profile_line {
 int start_profile_parse(char *buf, size_t len, int (*each)(void *ctx, const struct profile_line *l),
 			void *ctx);
 
+/* img's profile, malloc'd (at most START_PROFILE_MAX_BYTES), or NULL
+ * when it has none. */
+char *start_profile_read(struct image *img, size_t *len);
+
 /* Starts reading img's start profile ahead, in a thread of its own, if the
  * image has one (single images only: unions do not). Never waits on the
  * image. */
@@ -71,5 +75,23 @@ void start_profile_prefetch_end(struct image *img);
 /* Waits for that thread to have asked for the whole profile
  * (squash-reader --prefetch). */
 void start_profile_prefetch_wait(struct image *img);
+
+/* ---- walking it through the mount (start_profile_walk.c) */
+
+/* What one walk reads through the mount at most, and for how long. */
+#define START_PROFILE_WALK_MAX_DIRS 16384u
+#define START_PROFILE_WALK_MAX_MS 30000
+
+/* Right after the mount is served: lists the directories the profile's
+ * files are in and reads the files' recorded bytes through the mount
+ * whose root is root_fd (O_PATH), in a thread of its
+ * own, in the profile's order. The kernel then has the dentries, inodes
+ * and pages the start asks for before it asks: its LOOKUPs and READs
+ * find them, in parallel with the start instead of a round trip each on
+ * its path. Takes root_fd (closed when done). Nothing when img has no
+ * profile, records one, or START_PROFILE_MAX_RUNNING walks run. */
+void start_profile_walk_begin(struct image *img, int root_fd);
+/* Stops that walk and waits for it (image_close). */
+void start_profile_walk_end(struct image *img);
 
 #endif

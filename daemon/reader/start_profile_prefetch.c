@@ -140,8 +140,7 @@ static int each_line(void *ctx, const struct profile_line *l)
 	return 0;
 }
 
-/* The profile's bytes (at most START_PROFILE_MAX_BYTES), or NULL. */
-static char *profile_of(struct image *img, size_t *len)
+char *start_profile_read(struct image *img, size_t *len)
 {
 	struct inode in;
 	char *buf = NULL;
@@ -163,7 +162,7 @@ static void *prefetch_thread(void *arg)
 {
 	struct prefetch pf = { .img = arg };
 	size_t len;
-	char *buf = profile_of(pf.img, &len);
+	char *buf = start_profile_read(pf.img, &len);
 
 	if (buf) {
 		(void)start_profile_parse(buf, len, each_line, &pf);

@@ -40,7 +40,7 @@ if [ "$name" = reader ]; then
 	srcs="$reader/image_meta.c $reader/image_dir.c $reader/image_data.c $reader/fragment_ahead.c $reader/data_ahead.c $reader/stored_files.c $reader/image_path.c $reader/image_xattr.c $reader/block_cache.c $reader/shared_data_cache.c
 		$reader/block_codec.c $reader/squashfuse_block.c $reader/xz_block.c
 		$reader/union_tree.c $reader/union_merge.c
-		$reader/start_profile_record.c $reader/start_profile_prefetch.c"
+		$reader/start_profile_record.c $reader/start_profile_prefetch.c $reader/start_profile_walk.c"
 	libs="$(pkg-config --libs squashfuse liblzma) -pthread"
 	if pkg-config --exists libzstd; then
 		printf '#define HAVE_LIBZSTD 1\n' >>"$work/config.h"

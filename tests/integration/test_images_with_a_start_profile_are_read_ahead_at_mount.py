@@ -5,7 +5,10 @@ by the user's squash-reader for a user's image (FUSE), and by squashd's
 squash-reader --prefetch for a trusted image (the kernel's squashfs on a
 loop device, which reads the file through the same page cache). A file the
 profile does not name stays out; an image without a profile gets nothing
-read ahead."""
+read ahead. For a user's image the reader also walks the profile through
+the mount itself (its root, from squashd): the files'
+own pages are then in the kernel's cache of the mount, not only the image
+file's."""
 
 import os
 import shutil
@@ -80,6 +83,24 @@ def test_the_profile_is_in_the_page_cache_before_the_job_reads(cluster, images, 
                    f"the profile's {WANTED} bytes of {img} in the page cache")
         assert cached_bytes(img) < WANTED + 2 * MIB, \
             f"more than the profile was read ahead: {cached_bytes(img)} bytes"
+    finally:
+        blk.release()
+    assert blk.job.state == "COMPLETED", blk.job.output()
+
+
+@pytest.mark.host_release_only("the reader's own walk: the same on every release")
+def test_a_users_profiled_files_are_in_the_mounts_cache_before_the_job_reads(cluster, images):
+    img = images["fuse"]
+    drop_cache(img)
+    blk = BlockingJob(cluster, USER1, str(img), after="md5sum /squash/profiled/lib/wanted.so")
+    try:
+        blk.wait_ready()
+        (point,) = [m["mount_point"] for m in cluster.list_mounts() if m["image"] == str(img)]
+        lib = f"/proc/{cluster.nodes[0].ns_pid}/root{point}/lib"
+        # Nobody has read a file of the mount yet: only the walk brings it in.
+        wait_until(lambda: cached_bytes(f"{lib}/wanted.so") >= WANTED, 20, 0.1,
+                   "lib/wanted.so's pages in the mount's page cache")
+        assert cached_bytes(f"{lib}/unread.bin") == 0, "a file the profile does not name was read"
     finally:
         blk.release()
     assert blk.job.state == "COMPLETED", blk.job.output()
