@@ -171,7 +171,7 @@ static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
 	/* Read once, not once per mount: other users' binds can make it long. */
 	struct mount_points mp;
 	bool listed = mount_points_read(&mp) == 0;
-	struct fuse_keep_adoption *kept = fuse_keep_adoption_begin();
+	struct fuse_keep_adoption *kept = fuse_keep_adoption_begin(ds->mount_dir);
 	for (struct mount_entry *m = ds->registry.mounts; m; m = next) {
 		next = m->next;
 		if (listed ? !mount_points_has(&mp, m->mount_point) : is_mount_point(m->mount_point) <= 0) {

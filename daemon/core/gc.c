@@ -18,11 +18,11 @@
 #include "slurm/local_steps.h"
 #include "slurm/slurm_ask.h"
 #include "util/log.h"
+#include "util/mountinfo_kept.h"
 
 #define QUERY_TIMEOUT_MS 60000
 /* squashctl health's dry run must answer well within NHC's 10 s. */
 #define DRY_RUN_TIMEOUT_MS 5000
-#define MOUNTINFO_MAX (4 << 20)
 
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER; /* one pass at a time */
 static pthread_mutex_t timer_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -282,7 +282,7 @@ static int run_pass(struct daemon_state *ds, const struct squashd_config *cfg, u
 		count = -1;
 		goto out;
 	}
-	char *mountinfo = found ? mount_users_read_file("/proc/self/mountinfo", MOUNTINFO_MAX) : NULL;
+	char *mountinfo = found ? mountinfo_kept("/proc/self/mountinfo", mountinfo_below, ds->mount_dir) : NULL;
 	struct verdict_uses uses;
 	uses_ask(ds, verdicts, (size_t)found, mountinfo, &uses);
 	free(mountinfo);
@@ -335,7 +335,7 @@ void gc_dry_run(struct daemon_state *ds, const struct squashd_config *cfg,
 		log_info("health: cannot ask Slurm which jobs still run here: %s", err);
 		goto out;
 	}
-	char *mountinfo = found ? mount_users_read_file("/proc/self/mountinfo", MOUNTINFO_MAX) : NULL;
+	char *mountinfo = found ? mountinfo_kept("/proc/self/mountinfo", mountinfo_below, ds->mount_dir) : NULL;
 	struct verdict_uses uses;
 	uses_ask(ds, verdicts, (size_t)found, mountinfo, &uses);
 	free(mountinfo);

@@ -103,6 +103,17 @@ static unsigned kill_lower_servers_locked(const struct lowers *l)
 	return killed;
 }
 
+/* Whether a lower is a FUSE mount: a user's server answers the overlay's
+ * mount then, and the merge is that user's alone (FUSE mounts are shared
+ * by one user's jobs only). */
+static bool fuse_lower(const struct lowers *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->m[i]->key.mode == SQUASH__MOUNT_MODE__FUSE)
+			return true;
+	return false;
+}
+
 /* The lowers of the group at target (bottom first, in option order): an
  * image named twice counts where it is named last (it is on top there
  * anyway). The indexes of the group's images go to members. */
@@ -194,6 +205,12 @@ static enum result get_merged(struct daemon_state *ds, const struct squashd_conf
 		snprintf(why, sizeof(why), "cannot create mount point %s: %s", m->mount_point,
 			 strerror(errno));
 		res = RESULT_NODE_ERROR;
+	} else if (!fuse_lower(l)) {
+		/* Kernel mounts only: the overlay waits on nobody's server, and
+		 * no user's budget may fail a merge other users share. */
+		merge_mount_call(mm);
+		res = mm->res;
+		snprintf(why, sizeof(why), "%s", mm->why);
 	} else if ((done = given_up_mounts_call(uid, merge_mount_call, merge_mount_late, merge_mount_free,
 						mm, deadline_ms, &res, why, sizeof(why))) < 0) {
 		done = 1;

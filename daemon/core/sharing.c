@@ -35,13 +35,20 @@ static void put_lowers_locked(struct daemon_state *ds, struct mount_entry *m, st
 }
 
 /* Whether m, whose last holder went, may linger (lock held): not while
- * squashd stops, and a user's own image only within that user's registry
- * budgets (registry/usage.h; asked only when lingering is on: the walk
- * is the user's entries). */
+ * squashd stops, never a merged mount, and a user's own image only within
+ * that user's registry budgets (registry/usage.h; asked only when
+ * lingering is on: the walk is the user's entries). */
 static bool linger_may_begin_locked(struct daemon_state *ds, const struct mount_entry *m,
 				    const struct squashd_config *cfg)
 {
 	if (ds->stopping || !cfg->linger_s)
+		return false;
+	/* A merge is nobody's once released (owner MOUNT_OWNER_ANY), so no
+	 * budget would hold its lingering: one user ending session after
+	 * session of 256 distinct merges would fill the node's mount table.
+	 * Its lowers linger on their own, and merging them again is one
+	 * overlay mount. */
+	if (m->key.mode == MOUNT_MODE_MERGED)
 		return false;
 	if (registry_user_may_linger(&ds->registry, m, cfg->registry_entries_per_user,
 				     cfg->registry_bytes_per_user))

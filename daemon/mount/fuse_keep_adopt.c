@@ -20,9 +20,9 @@
 #include "mountinfo.h"
 #include "util/close_detached.h"
 #include "util/log.h"
+#include "util/mountinfo_kept.h"
 
 #define FDINFO_MAX 4096
-#define MOUNTINFO_MAX (4u << 20)
 
 static int copy_fd(int pidfd, int fd)
 {
@@ -94,32 +94,37 @@ static int by_mount_id(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static struct mount_dev *mount_devs(const char *mountinfo, size_t *n)
+struct devs_read {
+	struct mount_dev *all;
+	size_t n, room;
+};
+
+static int add_dev(const struct squash_mount *m, void *arg)
 {
-	struct mount_dev *all = NULL;
-	size_t room = 0;
+	struct devs_read *d = arg;
 
-	*n = 0;
-	for (const char *line = mountinfo; line && *line; line = squash_mountinfo_next_line(line)) {
-		struct squash_mount m;
-		char *copy;
+	if (d->n == d->room) {
+		size_t more = d->room ? d->room * 2 : 256;
+		struct mount_dev *grown = realloc(d->all, more * sizeof(*grown));
 
-		if (squash_mountinfo_parse_copy(line, &copy, &m) == 0) {
-			if (*n == room) {
-				size_t more = room ? room * 2 : 256;
-				struct mount_dev *grown = realloc(all, more * sizeof(*grown));
-
-				if (!grown) {
-					free(copy);
-					break;
-				}
-				all = grown;
-				room = more;
-			}
-			all[(*n)++] = (struct mount_dev){ m.id, makedev(m.major, m.minor) };
-		}
-		free(copy);
+		if (!grown)
+			return 1;
+		d->all = grown;
+		d->room = more;
 	}
+	d->all[d->n++] = (struct mount_dev){ m->id, makedev(m->major, m->minor) };
+	return 0;
+}
+
+/* Every mount's device in the mountinfo at path, by mount id. */
+static struct mount_dev *mount_devs(const char *path, size_t *n)
+{
+	struct devs_read d = { NULL, 0, 0 };
+	struct mount_dev *all;
+
+	(void)mountinfo_each(path, add_dev, &d);
+	all = d.all;
+	*n = d.n;
 	if (all)
 		qsort(all, *n, sizeof(*all), by_mount_id);
 	return all;
@@ -213,16 +218,13 @@ static struct reader_fds *walk_reader(pid_t pid)
 	struct reader_fds *r = calloc(1, sizeof(*r));
 	struct mount_dev *devs;
 	size_t ndevs, room = 0, seen = 0;
-	char *mountinfo;
 	DIR *dir;
 
 	if (!r)
 		return NULL;
 	r->pid = pid;
 	snprintf(dir_path, sizeof(dir_path), "/proc/%d/mountinfo", (int)pid);
-	mountinfo = mount_users_read_file(dir_path, MOUNTINFO_MAX);
-	devs = mount_devs(mountinfo, &ndevs);
-	free(mountinfo);
+	devs = mount_devs(dir_path, &ndevs);
 	snprintf(dir_path, sizeof(dir_path), "/proc/%d/fd", (int)pid);
 	dir = opendir(dir_path);
 	for (struct dirent *de; dir && seen < READER_FDS_MAX && (de = readdir(dir));) {
@@ -315,12 +317,12 @@ static void take_descriptors(int pidfd, const struct reader_fds *r, long conn,
 	}
 }
 
-struct fuse_keep_adoption *fuse_keep_adoption_begin(void)
+struct fuse_keep_adoption *fuse_keep_adoption_begin(const char *mount_dir)
 {
 	struct fuse_keep_adoption *a = calloc(1, sizeof(*a));
 
 	if (a)
-		a->mountinfo = mount_users_read_file("/proc/self/mountinfo", MOUNTINFO_MAX);
+		a->mountinfo = mountinfo_kept("/proc/self/mountinfo", mountinfo_below, (void *)mount_dir);
 	return a;
 }
 

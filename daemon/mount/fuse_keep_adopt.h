@@ -24,11 +24,12 @@ struct kept_image {
 	ino_t ino;
 };
 
-/* One adoption's reads: squashd's mountinfo, read once, and each reader's
- * descriptors, walked once for all the mounts it serves (up to 512, and a
- * union's images each hold one), not once per mount. NULL: out of memory. */
+/* One adoption's reads: squashd's mountinfo (its lines for mounts below
+ * mount_dir), read once, and each reader's descriptors, walked once for
+ * all the mounts it serves (up to 512, and a union's images each hold
+ * one), not once per mount. NULL: out of memory. */
 struct fuse_keep_adoption;
-struct fuse_keep_adoption *fuse_keep_adoption_begin(void);
+struct fuse_keep_adoption *fuse_keep_adoption_begin(const char *mount_dir);
 void fuse_keep_adoption_end(struct fuse_keep_adoption *a);
 
 /* server_pidfd: the reader's pidfd (not taken); mount_point: its mount in

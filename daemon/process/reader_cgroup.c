@@ -17,6 +17,7 @@
 #include "process/reader_cgroup_plan.h"
 #include "process/reader_scope.h"
 #include "util/log.h"
+#include "util/mountinfo_kept.h"
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
 /* mountinfo of a node with thousands of mounts (jobs' binds) */
@@ -58,6 +59,15 @@ static int write_text(const char *dir, const char *file, const char *text)
 		return -1;
 	}
 	return write_text_path(path, text);
+}
+
+/* The mountinfo lines the plan reads: the cgroup file systems and what
+ * is mounted at or below their root. */
+static bool cgroup_mount(const struct squash_mount *m, void *unused)
+{
+	(void)unused;
+	return !strcmp(m->fstype, "cgroup") || !strcmp(m->fstype, "cgroup2") ||
+	       mountinfo_below(m, (void *)"/sys/fs/cgroup");
 }
 
 /* The whole of a /proc text file, NUL-terminated (malloc'd), or NULL. */
@@ -208,7 +218,7 @@ int reader_cgroup_init(const char *mode, const char *node_name, const char *stat
 		return 0;
 	}
 	instance_name(node_name, state_dir, name, sizeof(name));
-	mountinfo = read_proc_text("/proc/self/mountinfo");
+	mountinfo = mountinfo_kept("/proc/self/mountinfo", cgroup_mount, NULL);
 	proc_cgroup = read_proc_text("/proc/self/cgroup");
 	rc = reader_cgroup_plan(mountinfo ? mountinfo : "", proc_cgroup ? proc_cgroup : "",
 				reader_scope_systemd_running(), name, &plan);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 
 struct stream {
 	int fd;
+	int pidfd;              /* the server's (-1: none): its exit ends the stream */
 	pid_t pid;
 	uid_t uid;
 	char name[32];
@@ -40,6 +42,10 @@ struct stream {
 	long long paused_until; /* not read before (monotonic ms); 0: read */
 	struct stream *next;
 };
+
+/* epoll's data for a stream's pidfd: the stream's address with this bit
+ * (a struct's address never has it). */
+#define EXITED 1u
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int epfd = -1;
@@ -59,6 +65,10 @@ static void stream_free(struct stream *s)
 	pthread_mutex_unlock(&streams_lock);
 	epoll_ctl(epfd, EPOLL_CTL_DEL, s->fd, NULL);
 	close(s->fd);
+	if (s->pidfd >= 0) {
+		epoll_ctl(epfd, EPOLL_CTL_DEL, s->pidfd, NULL);
+		close(s->pidfd);
+	}
 	free(s);
 }
 
@@ -211,10 +221,23 @@ static void *output_loop(void *unused)
 		int n = epoll_wait(epfd, ev, 16, resume_due());
 
 		for (int i = 0; i < n; i++) {
-			struct stream *s = ev[i].data.ptr;
+			struct stream *s = (struct stream *)(uintptr_t)(ev[i].data.u64 & ~(uint64_t)EXITED);
 
-			if (!drain(s))
+			/* The server ended: what it wrote is read (within its
+			 * budget) and the stream goes, even if the pipe's write end
+			 * lives on elsewhere (a user who ptraced their reader can
+			 * pass it on; it would hold a stream, a descriptor and a
+			 * budget of squashd's per reader started). */
+			if (!s)
+				continue; /* its stream went earlier in this batch */
+			if ((ev[i].data.u64 & EXITED) || !drain(s)) {
+				if (ev[i].data.u64 & EXITED)
+					(void)drain(s);
 				stream_free(s);
+				for (int j = i + 1; j < n; j++)
+					if ((ev[j].data.u64 & ~(uint64_t)EXITED) == (uint64_t)(uintptr_t)s)
+						ev[j].data.u64 = 0;
+			}
 		}
 	}
 	return NULL;
@@ -238,7 +261,7 @@ static void start(void)
 	pthread_attr_destroy(&attr);
 }
 
-void server_output_watch(int fd, pid_t pid, uid_t uid, const char *path)
+void server_output_watch(int fd, int pidfd, pid_t pid, uid_t uid, const char *path)
 {
 	struct stream *s = calloc(1, sizeof(*s));
 	const char *base = strrchr(path, '/');
@@ -250,6 +273,7 @@ void server_output_watch(int fd, pid_t pid, uid_t uid, const char *path)
 		return;
 	}
 	s->fd = fd;
+	s->pidfd = pidfd >= 0 ? fcntl(pidfd, F_DUPFD_CLOEXEC, 0) : -1;
 	s->pid = pid;
 	s->uid = uid;
 	s->tokens = BURST;
@@ -258,11 +282,13 @@ void server_output_watch(int fd, pid_t pid, uid_t uid, const char *path)
 	s->bytes_ms = s->refilled_ms;
 	snprintf(s->name, sizeof(s->name), "%s", base ? base + 1 : path);
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
+	struct epoll_event exited = { .events = EPOLLIN, .data.u64 = (uint64_t)(uintptr_t)s | EXITED };
 	pthread_mutex_lock(&streams_lock);
 	s->next = streams;
 	streams = s;
 	pthread_mutex_unlock(&streams_lock);
-	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ||
+	    (s->pidfd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, s->pidfd, &exited) < 0))
 		stream_free(s);
 }
 

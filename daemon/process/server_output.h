@@ -9,9 +9,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Reads fd (a pipe's read end; the watcher owns and closes it at EOF)
- * and logs its lines as those of server pid (program path) run as uid. */
-void server_output_watch(int fd, pid_t pid, uid_t uid, const char *path);
+/* Reads fd (a pipe's read end; the watcher owns and closes it at EOF, or
+ * once the server behind pidfd exits, whoever else still holds the write
+ * end) and logs its lines as those of server pid (program path) run as
+ * uid. pidfd stays the caller's (-1: only EOF ends it). */
+void server_output_watch(int fd, int pidfd, pid_t pid, uid_t uid, const char *path);
 
 /* One user's servers' output budgets now (summed over their streams):
  * what is spent of each stream's burst (BURST lines, BYTES_BURST bytes),

@@ -227,7 +227,7 @@ out:
 	if (logp[1] >= 0)
 		close(logp[1]);
 	if (pid > 0)
-		server_output_watch(logp[0], pid, id->uid, path);
+		server_output_watch(logp[0], *pidfd, pid, id->uid, path);
 	else if (logp[0] >= 0)
 		close(logp[0]);
 	if (sv[0] >= 0)

@@ -287,3 +287,27 @@ def test_an_expiry_over_a_stopped_reader_delays_no_other_users_expiry(cluster):
             wait_until(lambda: not mounted(slow), 30, 0.1, "the stopped reader's mount to go")
         finally:
             resume(stopped)
+
+
+@pytest.mark.host_release_only("squashd's own linger timers: the same on every release")
+def test_a_merge_goes_at_release_while_its_images_linger(cluster):
+    """A merge is nobody's once released, so no budget would bound its
+    lingering: it goes at release; its images linger on their own and the
+    next job merges them again over the same mounts."""
+    from test_merged_images import overlays
+    kernel, fuse = images(cluster, "merged")
+    body = "cat /squash/data/hello.txt\n"
+    spec = f"--squash-image={kernel}:/squash/data,{fuse}:/squash/data"
+    with lingering(cluster, 60):
+        first = cluster.run_job(USER1, body, [spec])
+        assert first.state == "COMPLETED" and first.output() == FILES["hello.txt"], first.output()
+        ms = by_image(cluster)
+        assert set(ms) == {str(kernel), str(fuse)}, cluster.list_mounts()
+        assert all(m["state"] == "lingering" for m in ms.values()), ms
+        assert not overlays(cluster), overlays(cluster)
+        offset = len(cluster.squashd_log())
+        second = cluster.run_job(USER1, body, [spec])
+        assert second.state == "COMPLETED" and second.output() == FILES["hello.txt"], second.output()
+        assert cluster.squashd_log()[offset:].count("reusing lingering mount of image") == 2
+        assert not overlays(cluster), overlays(cluster)
+    assert not cluster.list_mounts() and not cluster.node_mounts()

@@ -1,10 +1,15 @@
 /* What squashctl status shows of a user's readers' output budgets
  * (daemon/process/server_output.c): the lines and bytes spent of each
  * reader's burst, summed per user, the bursts as the limit; another
- * user's output counts for that user alone. */
+ * user's output counts for that user alone. A stream ends with its pipe,
+ * or with its server's exit though its pipe's write end lives on (passed
+ * to another process). */
 #include "config.h"
 
+#include <signal.h>
 #include <stdbool.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -36,9 +41,9 @@ int main(void)
 	if (pipe(a) < 0 || pipe(b) < 0 || pipe(c) < 0)
 		return 99;
 	/* User 1001 has two readers (two streams), user 1002 one. */
-	server_output_watch(a[0], 11, 1001, "/x/squash-reader");
-	server_output_watch(b[0], 12, 1001, "/x/squash-reader");
-	server_output_watch(c[0], 13, 1002, "/x/squash-reader");
+	server_output_watch(a[0], -1, 11, 1001, "/x/squash-reader");
+	server_output_watch(b[0], -1, 12, 1001, "/x/squash-reader");
+	server_output_watch(c[0], -1, 13, 1002, "/x/squash-reader");
 	CHECK_INT(write(a[1], three, sizeof(three) - 1), sizeof(three) - 1);
 	CHECK_INT(write(b[1], "four\n", 5), 5);
 
@@ -66,5 +71,39 @@ int main(void)
 		usleep(10 * 1000);
 	}
 	CHECK(gone);
+
+	/* A server (a child here) whose write end another process keeps (we
+	 * do): its stream goes when it exits. */
+	int d[2];
+	if (pipe(d) < 0)
+		return 99;
+	pid_t kid = fork();
+	if (kid == 0) {
+		pause();
+		_exit(0);
+	}
+	int pidfd = (int)syscall(SYS_pidfd_open, kid, 0);
+	CHECK(pidfd >= 0);
+	server_output_watch(d[0], pidfd, kid, 1003, "/x/squash-reader");
+	close(pidfd);
+	CHECK_INT(write(d[1], "before\n", 7), 7);
+	CHECK_INT(row_of(1003, 1).lines, 1);
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+	deadline = squash_now_ms() + 5000;
+	gone = false;
+	while (!gone && squash_now_ms() < deadline) {
+		struct server_output_use out[8];
+		size_t n = server_output_usage(out, 8);
+		gone = true;
+		for (size_t i = 0; i < n; i++)
+			gone = gone && out[i].uid != 1003;
+		usleep(10 * 1000);
+	}
+	CHECK(gone);
+	/* Its reader closed: the write end we kept now writes into nothing. */
+	signal(SIGPIPE, SIG_IGN);
+	CHECK_INT(write(d[1], "after\n", 6), -1);
+	close(d[1]);
 	return unit_exit_code();
 }
