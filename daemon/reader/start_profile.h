@@ -78,14 +78,16 @@ void start_profile_prefetch_wait(struct image *img);
 
 /* ---- walking it through the mount (start_profile_walk.c) */
 
-/* What one walk reads through the mount at most, and for how long. */
+/* What one walk reads through the mount at most, and for how long: the
+ * files whose recorded bytes are at most WALK_FILE_MAX. */
 #define START_PROFILE_WALK_MAX_DIRS 16384u
 #define START_PROFILE_WALK_MAX_MS 30000
+#define START_PROFILE_WALK_FILE_MAX (64u << 10)
 
 /* Right after the mount is served: lists the directories the profile's
- * files are in and reads the files' recorded bytes through the mount
- * whose root is root_fd (O_PATH), in a thread of its
- * own, in the profile's order. The kernel then has the dentries, inodes
+ * files are in and reads the small files' recorded bytes through the
+ * mount whose root is root_fd (O_PATH), in a thread of its own, in the
+ * profile's order. The kernel then has the dentries, inodes
  * and pages the start asks for before it asks: its LOOKUPs and READs
  * find them, in parallel with the start instead of a round trip each on
  * its path. Takes root_fd (closed when done). Nothing when img has no

@@ -13,7 +13,8 @@
  * start, on the other CPU, and is ahead of it because it runs no code
  * (docs/performance.md, section 29).
  *
- * Bounded: the profile's files and bytes as for the read ahead, at most
+ * Bounded: the profile's files as for the read ahead, and of them only
+ * those whose recorded bytes are at most START_PROFILE_WALK_FILE_MAX; at most
  * START_PROFILE_WALK_MAX_DIRS directories listed and START_PROFILE_WALK_MAX_MS
  * of walking; START_PROFILE_MAX_RUNNING walks at once per reader. Paths
  * resolve inside the mount only (openat2 RESOLVE_IN_ROOT, RESOLVE_NO_XDEV):
@@ -152,7 +153,12 @@ static int walk_line(void *ctx, const struct profile_line *l)
 		dir[n] = '\0';
 		list_dir(w, dir);
 	}
-	read_part(w, l->path, l->from, l->to);
+	/* Small files only: a start opens many, one round trip each. A
+	 * large one (a shared library, mapped) is read on faults in large
+	 * pieces anyway, and reading it here took the CPU from whatever else
+	 * the job does first (docs/performance.md, section 29). */
+	if (l->to - l->from <= START_PROFILE_WALK_FILE_MAX)
+		read_part(w, l->path, l->from, l->to);
 	return 0;
 }
 

@@ -21,6 +21,7 @@ from conftest import BUILD, REPO, USER1, BlockingJob, run, wait_until
 PACK = REPO / "contrib" / "squash-pack"
 MIB = 1 << 20
 WANTED = 6 * MIB
+SMALL = 24 << 10  # below the walk's START_PROFILE_WALK_FILE_MAX (64 KiB)
 
 
 def cached_bytes(path):
@@ -40,26 +41,28 @@ def drop_cache(path):
 
 @pytest.fixture(scope="module")
 def images(cluster):
-    """A user's image with a profile that read lib/wanted.so, the same file
-    as a trusted image, and the user's image packed without a profile."""
+    """A user's image with a profile that read lib/wanted.so and
+    lib/small.py, the same file as a trusted image, and the user's image
+    packed without a profile."""
     d = cluster.workdir(USER1, "profiled")
     src = d / "stack"
     (src / "lib").mkdir(parents=True)
     # Incompressible: their parts of the image are as large as they are.
     (src / "lib" / "wanted.so").write_bytes(os.urandom(WANTED))
     (src / "lib" / "unread.bin").write_bytes(os.urandom(WANTED))
+    (src / "lib" / "small.py").write_bytes(os.urandom(SMALL))
     for p in (src, src / "lib", *(src / "lib").iterdir()):
         p.chmod(0o755 if p.is_dir() else 0o644)
     env = dict(os.environ, SQUASH_READER=str(BUILD / "daemon" / "reader" / "squash-reader"))
     user_img = d / "profiled.sqfs"
     plain_img = d / "plain.sqfs"
-    for img, extra in ((user_img, ["--profile", "cat lib/wanted.so >/dev/null"]), (plain_img, [])):
+    for img, extra in ((user_img, ["--profile", "cat lib/wanted.so lib/small.py >/dev/null"]), (plain_img, [])):
         p = subprocess.run([PACK, "-q", "--no-meta", src, img, *extra], env=env,
                            capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stdout + p.stderr
         img.chmod(0o644)
     profile = run(["unsquashfs", "-cat", user_img, ".squash/start-profile"]).stdout
-    assert profile.splitlines()[1:] == [f"0 {WANTED} lib/wanted.so"], profile
+    assert profile.splitlines()[1:] == [f"0 {WANTED} lib/wanted.so", f"0 {SMALL} lib/small.py"], profile
     trusted_img = cluster.trusted / "profiled.sqfs"
     shutil.copyfile(user_img, trusted_img)
     trusted_img.chmod(0o644)
@@ -79,8 +82,8 @@ def test_the_profile_is_in_the_page_cache_before_the_job_reads(cluster, images, 
         mounts = [m for m in cluster.list_mounts() if m["image"] == str(img)]
         assert [m["mode"] for m in mounts] == [mode], cluster.list_mounts()
         # Nobody has read a file yet: only the read-ahead brings it in.
-        wait_until(lambda: cached_bytes(img) >= WANTED, 20, 0.1,
-                   f"the profile's {WANTED} bytes of {img} in the page cache")
+        wait_until(lambda: cached_bytes(img) >= WANTED + SMALL, 20, 0.1,
+                   f"the profile's {WANTED + SMALL} bytes of {img} in the page cache")
         assert cached_bytes(img) < WANTED + 2 * MIB, \
             f"more than the profile was read ahead: {cached_bytes(img)} bytes"
     finally:
@@ -97,9 +100,11 @@ def test_a_users_profiled_files_are_in_the_mounts_cache_before_the_job_reads(clu
         blk.wait_ready()
         (point,) = [m["mount_point"] for m in cluster.list_mounts() if m["image"] == str(img)]
         lib = f"/proc/{cluster.nodes[0].ns_pid}/root{point}/lib"
-        # Nobody has read a file of the mount yet: only the walk brings it in.
-        wait_until(lambda: cached_bytes(f"{lib}/wanted.so") >= WANTED, 20, 0.1,
-                   "lib/wanted.so's pages in the mount's page cache")
+        # Nobody has read a file of the mount yet: only the walk brings it
+        # in, a small file's bytes only (a large one is read on faults).
+        wait_until(lambda: cached_bytes(f"{lib}/small.py") >= SMALL, 20, 0.1,
+                   "lib/small.py's pages in the mount's page cache")
+        assert cached_bytes(f"{lib}/wanted.so") == 0, "a large file was read through the mount"
         assert cached_bytes(f"{lib}/unread.bin") == 0, "a file the profile does not name was read"
     finally:
         blk.release()
