@@ -70,7 +70,7 @@ unsigned kernel_prefetches_of(uid_t uid)
 	return n;
 }
 
-void kernel_prefetches_start(const char *reader_path, int image_fd, uid_t uid)
+void kernel_prefetches_start(const char *reader_path, int image_fd, const char *mount_point, uid_t uid)
 {
 	int place = kernel_prefetches_take(uid);
 
@@ -80,7 +80,7 @@ void kernel_prefetches_start(const char *reader_path, int image_fd, uid_t uid)
 			  KERNEL_PREFETCHES_PER_USER, KERNEL_PREFETCHES_MAX);
 		return;
 	}
-	kernel_prefetches_hold(place, kernel_prefetch_start(reader_path, image_fd));
+	kernel_prefetches_hold(place, kernel_prefetch_start(reader_path, image_fd, mount_point));
 }
 
 void kernel_prefetches_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg,

@@ -21,9 +21,9 @@
 #define KERNEL_PREFETCHES_MAX 8
 #define KERNEL_PREFETCHES_PER_USER 2
 
-/* Starts the prefetch of image_fd's start profile for uid's mount, when
- * there is a place for it. Never blocks. */
-void kernel_prefetches_start(const char *reader_path, int image_fd, uid_t uid);
+/* Starts the prefetch of image_fd's start profile for uid's mount at
+ * mount_point (walked too), when there is a place for it. Never blocks. */
+void kernel_prefetches_start(const char *reader_path, int image_fd, const char *mount_point, uid_t uid);
 
 /* The bound itself, apart from the process (unit tests): a place for uid,
  * or -1 when there is none; then kernel_prefetches_hold(place, held)

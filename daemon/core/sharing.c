@@ -155,7 +155,7 @@ static enum result make_mount(struct daemon_state *ds, const struct squashd_conf
 	enum result res = loop_mount_image(fd, m->mount_point, loop_dev, loop_len, why, whylen);
 
 	if (res == RESULT_OK)
-		kernel_prefetches_start(cfg->squash_reader, fd, id->uid);
+		kernel_prefetches_start(cfg->squash_reader, fd, m->mount_point, id->uid);
 	return res;
 }
 

@@ -21,6 +21,7 @@
 
 struct prefetch_request {
 	char reader[PATH_MAX];
+	char mount_point[PATH_MAX]; /* its root walked too ("": not) */
 };
 
 /* In the spawner's child; never returns. The image comes from squashd on
@@ -32,13 +33,14 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 	static const struct identity nobody = { .uid = IDENTITY_NOBODY, .gid = IDENTITY_NOBODY,
 						.ngroups = 0, .name = "nobody" };
 	char *const envp[] = { NULL };
-	int img, devnull, own, held;
+	int img, devnull, own, held, root = -1;
 
 	(void)fds;
 	(void)nfds;
 	int got = spawner_child_fds(sock, &own, 1);
 	memcpy(&rq, payload, sizeof(rq));
 	rq.reader[sizeof(rq.reader) - 1] = '\0';
+	rq.mount_point[sizeof(rq.mount_point) - 1] = '\0';
 	if (got < 1 || rq.reader[0] != '/')
 		_exit(2);
 	child_detach_signals();
@@ -46,12 +48,19 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 	 * counts it running until then (kernel_prefetch.h). */
 	held = fcntl(sock, F_DUPFD, 10);
 	img = fcntl(own, F_DUPFD, 10);
+	/* The mount's root, opened as root: its directory's mode is 0700. */
+	if (rq.mount_point[0] == '/') {
+		int r = open(rq.mount_point, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		root = r >= 0 ? fcntl(r, F_DUPFD, 10) : -1;
+	}
 	devnull = open("/dev/null", O_RDWR);
-	if (held < 0 || img < 0 || devnull < 0 || dup2(img, 3) < 0 || dup2(held, 4) < 0)
+	if (held < 0 || img < 0 || devnull < 0 || dup2(img, 3) < 0 || dup2(held, 4) < 0 ||
+	    (root >= 0 && dup2(root, 5) < 0))
 		_exit(2);
 	for (int i = 0; i < 3; i++)
 		dup2(devnull, i);
-	close_from(5);
+	close_from(root >= 0 ? 6 : 5);
 	if (child_drop_oom_protection() != 0)
 		_exit(2);
 	/* Behind the node's real work; and gone, even stuck in a hung file
@@ -60,6 +69,11 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 	alarm(KERNEL_PREFETCH_MAX_S);
 	if (identity_become_raw(&nobody) != 0)
 		_exit(2);
+	if (root >= 0)
+		execve(rq.reader,
+		       (char *const[]){ rq.reader, (char *)"--prefetch", (char *)"/dev/fd/3", (char *)"--walk",
+					(char *)"/dev/fd/5", NULL },
+		       envp);
 	execve(rq.reader, (char *const[]){ rq.reader, (char *)"--prefetch", (char *)"/dev/fd/3", NULL },
 	       envp);
 	_exit(2);
@@ -68,13 +82,16 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 const struct spawner_op kernel_prefetch_spawner_op = { sizeof(struct prefetch_request),
 						       spawned_prefetch, 0, false };
 
-int kernel_prefetch_start(const char *reader_path, int image_fd)
+int kernel_prefetch_start(const char *reader_path, int image_fd, const char *mount_point)
 {
-	struct prefetch_request r = { { 0 } };
+	static const struct prefetch_request zero;
+	struct prefetch_request r = zero;
 	int sv[2];
 
 	if (strlen(reader_path) >= sizeof(r.reader))
 		return -1;
+	if (mount_point && strlen(mount_point) < sizeof(r.mount_point))
+		snprintf(r.mount_point, sizeof(r.mount_point), "%s", mount_point);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_debug("no start profile read ahead: socketpair: %s", strerror(errno));
 		return -1;

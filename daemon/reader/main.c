@@ -41,7 +41,7 @@ static void usage(FILE *out)
 		"usage: squash-reader [options] IMAGE MOUNTPOINT\n"
 		"       squash-reader [options] --union IMAGE... MOUNTPOINT\n"
 		"       squash-reader [options] --serve /dev/fd/N\n"
-		"       squash-reader --prefetch IMAGE\n"
+		"       squash-reader --prefetch IMAGE [--walk DIR]\n"
 		"       squash-reader --cat IMAGE PATH\n"
 		"  IMAGE and MOUNTPOINT may be /dev/fd/N (an open image; a mounted /dev/fuse)\n"
 		"  -f                 stay in the foreground (always; for squashfuse_ll's syntax)\n"
@@ -68,6 +68,8 @@ static void usage(FILE *out)
 		"                     start profile squash-pack --profile stores in an image\n"
 		"  --prefetch IMAGE   ask the kernel to read IMAGE's start profile ahead into\n"
 		"                     the page cache, and exit (squashd, for kernel mounts)\n"
+		"  --walk DIR         with --prefetch: also list the profile's directories and\n"
+		"                     read its small files through DIR, IMAGE's mount\n"
 		"  --cat IMAGE PATH   write the file PATH of IMAGE (relative to its root) to\n"
 		"                     stdout, and exit: 3 when IMAGE has no such file\n"
 		"                     (squash-images inspect)\n"
@@ -142,18 +144,22 @@ static void close_checked(struct image *img, int fd)
 	close(fd);
 }
 
-/* --prefetch IMAGE: the image's start profile asked for, then exit (the
- * kernel reads on). squashd runs it after a kernel mount of a trusted
- * image, whose loop device reads the image file through the same page
- * cache. */
-static int prefetch_only(const char *path)
+/* --prefetch IMAGE [--walk DIR]: the image's start profile asked for,
+ * then exit (the kernel reads on). squashd runs it after a kernel mount of
+ * a trusted image, whose loop device reads the image file through the same
+ * page cache; DIR, that mount, then gets the profile walked through it
+ * (start_profile.h) before the exit. */
+static int prefetch_only(const char *path, const char *walk)
 {
 	int fd;
 	struct image *img = open_checked(path, &fd);
 
 	if (!img)
 		return 1;
+	if (walk)
+		start_profile_walk_begin(img, open(walk, O_PATH | O_DIRECTORY | O_CLOEXEC));
 	start_profile_prefetch_wait(img);
+	start_profile_walk_wait(img);
 	close_checked(img, fd);
 	return 0;
 }
@@ -243,6 +249,7 @@ int main(int argc, char **argv)
 		{ "plus", required_argument, NULL, 'L' },
 		{ "record-profile", required_argument, NULL, 'Q' },
 		{ "prefetch", required_argument, NULL, 'F' },
+		{ "walk", required_argument, NULL, 'W' },
 		{ "cat", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -254,7 +261,7 @@ int main(int argc, char **argv)
 	struct session_options opt = { .max_threads = 0, .poll_us = SERVE_POLL_US_DEFAULT,
 				       .plus = PLUS_ALL };
 	struct reader rd = { 0 };
-	const char *serve_socket = NULL, *record_to = NULL, *prefetch = NULL, *cat = NULL;
+	const char *serve_socket = NULL, *record_to = NULL, *prefetch = NULL, *cat = NULL, *walk = NULL;
 	struct profile_recorder *rec = NULL;
 	bool union_mode = false;
 	char err[256];
@@ -304,6 +311,9 @@ int main(int argc, char **argv)
 		case 'F':
 			prefetch = optarg;
 			break;
+		case 'W':
+			walk = optarg;
+			break;
 		case 'C':
 			cat = optarg;
 			break;
@@ -346,7 +356,11 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
-		return prefetch_only(prefetch);
+		return prefetch_only(prefetch, walk);
+	}
+	if (walk) {
+		usage(stderr);
+		return 2;
 	}
 	if (record_to && (serve_socket || union_mode || opt.resume)) {
 		fprintf(stderr, "squash-reader: --record-profile is for one IMAGE and a MOUNTPOINT\n");

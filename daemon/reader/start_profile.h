@@ -95,5 +95,7 @@ void start_profile_prefetch_wait(struct image *img);
 void start_profile_walk_begin(struct image *img, int root_fd);
 /* Stops that walk and waits for it (image_close). */
 void start_profile_walk_end(struct image *img);
+/* Waits for that walk to end by itself (squash-reader --prefetch --walk). */
+void start_profile_walk_wait(struct image *img);
 
 #endif

@@ -234,3 +234,11 @@ void start_profile_walk_end(struct image *img)
 	pthread_join(img->walk_thread, NULL);
 	atomic_store(&img->walking, false);
 }
+
+void start_profile_walk_wait(struct image *img)
+{
+	if (!atomic_load(&img->walking))
+		return;
+	pthread_join(img->walk_thread, NULL);
+	atomic_store(&img->walking, false);
+}

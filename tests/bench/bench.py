@@ -510,10 +510,27 @@ class KernelMode(MountedMode):
         self.fmt = fmt
         self.profiled = profiled
         self.took = {}  # loop_settings() of its loop device
+        self.prefetch = None
 
     def mount(self):
         run(["mount", "-t", "squashfs", "-o", "ro,loop,nosuid,nodev", self.image_path(), self.mnt])
         self.took = loop_settings(run(["findmnt", "-no", "SOURCE", self.mnt]).stdout.strip())
+        if self.profiled:
+            # What squashd starts after a kernel mount of a profiled image
+            # (daemon/mount/kernel_prefetch.c), not waited for.
+            self.prefetch = subprocess.Popen([str(self.b.reader), "--prefetch", str(self.image_path()),
+                                              "--walk", str(self.mnt)], stdin=subprocess.DEVNULL,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop(self):
+        if self.prefetch:
+            try:
+                self.prefetch.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.prefetch.kill()
+                self.prefetch.wait()
+            self.prefetch = None
+        super().stop()
 
     def image_path(self):
         return self.local_image()

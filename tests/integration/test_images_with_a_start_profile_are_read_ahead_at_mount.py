@@ -5,10 +5,11 @@ by the user's squash-reader for a user's image (FUSE), and by squashd's
 squash-reader --prefetch for a trusted image (the kernel's squashfs on a
 loop device, which reads the file through the same page cache). A file the
 profile does not name stays out; an image without a profile gets nothing
-read ahead. For a user's image the reader also walks the profile through
-the mount itself (its root, from squashd): the files'
-own pages are then in the kernel's cache of the mount, not only the image
-file's."""
+read ahead. Then the profile is walked through the mount itself (the
+user's reader, with the mount's root from squashd; for a trusted image the
+same prefetch process, which opens the root before it drops to nobody):
+the small files' own pages are then in the kernel's cache of the mount,
+not only the image file's."""
 
 import os
 import shutil
@@ -92,8 +93,9 @@ def test_the_profile_is_in_the_page_cache_before_the_job_reads(cluster, images, 
 
 
 @pytest.mark.host_release_only("the reader's own walk: the same on every release")
-def test_a_users_profiled_files_are_in_the_mounts_cache_before_the_job_reads(cluster, images):
-    img = images["fuse"]
+@pytest.mark.parametrize("mode", ["fuse", "kernel"])
+def test_the_profiled_small_files_are_in_the_mounts_cache_before_the_job_reads(cluster, images, mode):
+    img = images[mode]
     drop_cache(img)
     blk = BlockingJob(cluster, USER1, str(img), after="md5sum /squash/profiled/lib/wanted.so")
     try:

@@ -93,7 +93,7 @@ int main(void)
 	for (int i = 1; i < n; i++)
 		end_child(kids[i]);
 	CHECK_INT(kernel_prefetches_of(1000), 0);
-	kernel_prefetches_start("/usr/sbin/squash-reader", 0, 1000);
+	kernel_prefetches_start("/usr/sbin/squash-reader", 0, "/run/squashd/mnt/m1", 1000);
 	CHECK_INT(kernel_prefetches_of(1000), 0);
 
 	/* Root is bound by the node's places only. */
