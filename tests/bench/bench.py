@@ -376,6 +376,15 @@ class LocalMode(Mode):
         return str(self.b.stack.tree)
 
 
+def wait_or_kill(proc, timeout):
+    """Waits for proc to end, killing it after timeout seconds."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class MountedMode(Mode):
     """A mode with a mount point under CACHE/mnt that is made fresh for
     every cold run."""
@@ -404,11 +413,7 @@ class MountedMode(Mode):
             if p.returncode != 0:
                 run(["umount", "-l", self.mnt], check=False)
         if self.proc:
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            wait_or_kill(self.proc, 10)
             self.proc = None
 
     def start_server(self, cmd):
@@ -524,11 +529,7 @@ class KernelMode(MountedMode):
 
     def stop(self):
         if self.prefetch:
-            try:
-                self.prefetch.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.prefetch.kill()
-                self.prefetch.wait()
+            wait_or_kill(self.prefetch, 60)
             self.prefetch = None
         super().stop()
 

@@ -33,6 +33,25 @@ static struct server_output_use row_of(uid_t uid, unsigned long long want_lines)
 	}
 }
 
+/* Whether uid's row goes within 5 s (its last stream ended). */
+static bool row_gone(uid_t uid)
+{
+	long long deadline = squash_now_ms() + 5000;
+
+	while (squash_now_ms() < deadline) {
+		struct server_output_use out[8];
+		size_t n = server_output_usage(out, 8);
+		bool gone = true;
+
+		for (size_t i = 0; i < n; i++)
+			gone = gone && out[i].uid != uid;
+		if (gone)
+			return true;
+		usleep(10 * 1000);
+	}
+	return false;
+}
+
 int main(void)
 {
 	int a[2], b[2], c[2];
@@ -60,17 +79,7 @@ int main(void)
 	CHECK_INT(u.lines_burst, 20);
 	/* A reader gone (its pipe closed) leaves its user's row. */
 	close(c[1]);
-	long long deadline = squash_now_ms() + 5000;
-	bool gone = false;
-	while (!gone && squash_now_ms() < deadline) {
-		struct server_output_use out[8];
-		size_t n = server_output_usage(out, 8);
-		gone = true;
-		for (size_t i = 0; i < n; i++)
-			gone = gone && out[i].uid != 1002;
-		usleep(10 * 1000);
-	}
-	CHECK(gone);
+	CHECK(row_gone(1002));
 
 	/* A server (a child here) whose write end another process keeps (we
 	 * do): its stream goes when it exits. */
@@ -90,17 +99,7 @@ int main(void)
 	CHECK_INT(row_of(1003, 1).lines, 1);
 	kill(kid, SIGKILL);
 	waitpid(kid, NULL, 0);
-	deadline = squash_now_ms() + 5000;
-	gone = false;
-	while (!gone && squash_now_ms() < deadline) {
-		struct server_output_use out[8];
-		size_t n = server_output_usage(out, 8);
-		gone = true;
-		for (size_t i = 0; i < n; i++)
-			gone = gone && out[i].uid != 1003;
-		usleep(10 * 1000);
-	}
-	CHECK(gone);
+	CHECK(row_gone(1003));
 	/* Its reader closed: the write end we kept now writes into nothing. */
 	signal(SIGPIPE, SIG_IGN);
 	CHECK_INT(write(d[1], "after\n", 6), -1);
