@@ -94,6 +94,11 @@ static int by_mount_id(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Mounts of one namespace looked at, at most: the kernel's fs.mount-max
+ * is 100,000 by default; a reader its user moved into a namespace of
+ * their own has that namespace's table, which the user fills. */
+#define MOUNT_DEVS_MAX 200000
+
 struct devs_read {
 	struct mount_dev *all;
 	size_t n, room;
@@ -103,6 +108,8 @@ static int add_dev(const struct squash_mount *m, void *arg)
 {
 	struct devs_read *d = arg;
 
+	if (d->n >= MOUNT_DEVS_MAX)
+		return 1;
 	if (d->n == d->room) {
 		size_t more = d->room ? d->room * 2 : 256;
 		struct mount_dev *grown = realloc(d->all, more * sizeof(*grown));
@@ -195,9 +202,25 @@ struct reader_fds {
 };
 
 struct fuse_keep_adoption {
-	char *mountinfo; /* squashd's own */
+	char *mountinfo; /* squashd's own, its lines below its mount directory */
 	struct reader_fds *readers;
+	/* Every mount's device in squashd's namespace, read once for all the
+	 * readers there (they all are, unless a user moved theirs). */
+	struct mount_dev *own_devs;
+	size_t own_ndevs;
+	bool own_devs_read;
 };
+
+/* Whether pid's mount namespace is squashd's. */
+static bool same_mount_ns(pid_t pid)
+{
+	char path[64];
+	struct stat theirs, ours;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+	return stat(path, &theirs) == 0 && stat("/proc/self/ns/mnt", &ours) == 0 &&
+	       theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
+}
 
 /* The most descriptors of a reader looked at: the reader's own limit
  * (reader/serve.c). A reader its user gave more loses its kept
@@ -212,19 +235,28 @@ struct fuse_keep_adoption {
  * fdinfo (/dev/fuse names its connection; a file its inode and mount); a
  * descriptor that matches is copied (pidfd_getfd) and checked again on our
  * copy later (take_descriptors). */
-static struct reader_fds *walk_reader(pid_t pid)
+static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid)
 {
 	char dir_path[64];
 	struct reader_fds *r = calloc(1, sizeof(*r));
-	struct mount_dev *devs;
+	struct mount_dev *devs, *own = NULL;
 	size_t ndevs, room = 0, seen = 0;
 	DIR *dir;
 
 	if (!r)
 		return NULL;
 	r->pid = pid;
-	snprintf(dir_path, sizeof(dir_path), "/proc/%d/mountinfo", (int)pid);
-	devs = mount_devs(dir_path, &ndevs);
+	if (same_mount_ns(pid)) {
+		if (!a->own_devs_read) {
+			a->own_devs = mount_devs("/proc/self/mountinfo", &a->own_ndevs);
+			a->own_devs_read = true;
+		}
+		devs = a->own_devs;
+		ndevs = a->own_ndevs;
+	} else {
+		snprintf(dir_path, sizeof(dir_path), "/proc/%d/mountinfo", (int)pid);
+		devs = own = mount_devs(dir_path, &ndevs);
+	}
 	snprintf(dir_path, sizeof(dir_path), "/proc/%d/fd", (int)pid);
 	dir = opendir(dir_path);
 	for (struct dirent *de; dir && seen < READER_FDS_MAX && (de = readdir(dir));) {
@@ -272,7 +304,7 @@ static struct reader_fds *walk_reader(pid_t pid)
 	if (seen >= READER_FDS_MAX)
 		log_warning("reader pid %d holds more than %d descriptors; only those were looked at",
 			    (int)pid, READER_FDS_MAX);
-	free(devs);
+	free(own);
 	return r;
 }
 
@@ -283,7 +315,7 @@ static struct reader_fds *reader_of(struct fuse_keep_adoption *a, pid_t pid)
 	for (r = a->readers; r; r = r->next)
 		if (r->pid == pid)
 			return r;
-	if ((r = walk_reader(pid))) {
+	if ((r = walk_reader(a, pid))) {
 		r->next = a->readers;
 		a->readers = r;
 	}
@@ -336,6 +368,7 @@ void fuse_keep_adoption_end(struct fuse_keep_adoption *a)
 		free(r);
 	}
 	free(a->mountinfo);
+	free(a->own_devs);
 	free(a);
 }
 

@@ -44,8 +44,12 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 	if (got < 1 || rq.reader[0] != '/')
 		_exit(2);
 	child_detach_signals();
+	/* Gone, even stuck in a hung file system's read, after its time
+	 * (SIGALRM's default ends it); from before anything may wait. */
+	alarm(KERNEL_PREFETCH_MAX_S);
 	/* The answer socket stays open until this process ends: squashd
-	 * counts it running until then (kernel_prefetch.h). */
+	 * counts it running until then (kernel_prefetch.h). All above the
+	 * descriptors they go to. */
 	held = fcntl(sock, F_DUPFD, 10);
 	img = fcntl(own, F_DUPFD, 10);
 	/* The mount's root, opened as root: its directory's mode is 0700. */
@@ -54,7 +58,8 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 
 		root = r >= 0 ? fcntl(r, F_DUPFD, 10) : -1;
 	}
-	devnull = open("/dev/null", O_RDWR);
+	int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	devnull = null_fd >= 0 ? fcntl(null_fd, F_DUPFD, 10) : -1;
 	if (held < 0 || img < 0 || devnull < 0 || dup2(img, 3) < 0 || dup2(held, 4) < 0 ||
 	    (root >= 0 && dup2(root, 5) < 0))
 		_exit(2);
@@ -63,10 +68,8 @@ spawned_prefetch(int sock, const void *payload, const int *fds, size_t nfds)
 	close_from(root >= 0 ? 6 : 5);
 	if (child_drop_oom_protection() != 0)
 		_exit(2);
-	/* Behind the node's real work; and gone, even stuck in a hung file
-	 * system's read, after its time (SIGALRM's default ends it). */
+	/* Behind the node's real work. */
 	setpriority(PRIO_PROCESS, 0, 10);
-	alarm(KERNEL_PREFETCH_MAX_S);
 	if (identity_become_raw(&nobody) != 0)
 		_exit(2);
 	if (root >= 0)

@@ -287,9 +287,15 @@ void server_output_watch(int fd, int pidfd, pid_t pid, uid_t uid, const char *pa
 	s->next = streams;
 	streams = s;
 	pthread_mutex_unlock(&streams_lock);
-	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ||
-	    (s->pidfd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, s->pidfd, &exited) < 0))
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		stream_free(s);
+		return;
+	}
+	/* Once fd is in the set only the output thread may free s: a pidfd
+	 * that cannot be watched stays unwatched (EOF alone ends the stream,
+	 * as before) and is closed with it. */
+	if (s->pidfd >= 0)
+		(void)epoll_ctl(epfd, EPOLL_CTL_ADD, s->pidfd, &exited);
 }
 
 size_t server_output_usage(struct server_output_use *out, size_t max)

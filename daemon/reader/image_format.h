@@ -86,10 +86,8 @@ struct image {
 	pthread_t prefetch_thread;
 	bool prefetching;
 	atomic_bool prefetch_stop;
-	/* And walked through the mount (start_profile_walk.c). */
-	pthread_t walk_thread;
-	atomic_bool walking;
-	atomic_bool walk_stop;
+	/* And walked through the mount (start_profile_walk.c; NULL: not). */
+	struct walk *walk;
 	struct profile_recorder *recorder;
 	/* Fragment blocks decompressed ahead (fragment_ahead.c): the block
 	 * the last read went to, the one asked for, the one being

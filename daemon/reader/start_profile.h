@@ -93,7 +93,8 @@ void start_profile_prefetch_wait(struct image *img);
  * its path. Takes root_fd (closed when done). Nothing when img has no
  * profile, records one, or START_PROFILE_MAX_RUNNING walks run. */
 void start_profile_walk_begin(struct image *img, int root_fd);
-/* Stops that walk and waits for it (image_close). */
+/* Stops that walk and lets go of it once it no longer reads the image
+ * (image_close); the walk itself ends by itself, soon, not waited for. */
 void start_profile_walk_end(struct image *img);
 /* Waits for that walk to end by itself (squash-reader --prefetch --walk). */
 void start_profile_walk_wait(struct image *img);

@@ -32,6 +32,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,8 +44,19 @@
 
 static atomic_uint running;
 
+/* One walk: its thread's and, until image_close, the image's. The thread
+ * reads the profile through the image first (the image may not close
+ * meanwhile: start_profile_walk_end waits for that part), and from then
+ * on only the mount: it is detached, since a request of its on a mount
+ * whose session ended may never be answered (squashd keeps the
+ * connection), and image_close must not wait for that. */
 struct walk {
-	struct image *img;
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	int refs;
+	bool profile_read, done;  /* under lock */
+	atomic_bool stop;
+	struct image *img;        /* until profile_read */
 	int root;
 	long long deadline_ms;
 	uint64_t bytes;     /* read through the mount so far */
@@ -63,8 +75,7 @@ static long long now_ms(void)
 
 static bool over(const struct walk *w)
 {
-	return atomic_load(&w->img->walk_stop) || w->bytes >= START_PROFILE_MAX_PREFETCH ||
-	       now_ms() > w->deadline_ms;
+	return atomic_load(&w->stop) || w->bytes >= START_PROFILE_MAX_PREFETCH || now_ms() > w->deadline_ms;
 }
 
 /* Whether the directory (len bytes of path) is new to this walk; it then
@@ -89,10 +100,12 @@ static bool first_time(struct walk *w, const char *path, size_t len)
 	}
 }
 
-/* path below the mount's root, never leaving the mount. */
+/* path below the mount's root, never leaving the mount; never waiting
+ * for a FIFO's other end (O_NONBLOCK: the kernel, not the server, opens
+ * those). */
 static int open_inside(const struct walk *w, const char *path, int flags)
 {
-	struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC | O_NOCTTY),
+	struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK),
 				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS };
 
 	return (int)syscall(SYS_openat2, w->root, path[0] ? path : ".", &how, sizeof(how));
@@ -116,10 +129,12 @@ static void list_dir(struct walk *w, const char *path)
 static void read_part(struct walk *w, const char *path, uint64_t from, uint64_t to)
 {
 	int fd = open_inside(w, path, O_RDONLY);
+	struct stat st;
 
 	if (fd < 0)
 		return;
-	while (from < to && !over(w)) {
+	/* A regular file only: the image is the user's, its profile too. */
+	while (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && from < to && !over(w)) {
 		size_t n = to - from < CHUNK ? (size_t)(to - from) : CHUNK;
 		ssize_t k = pread(fd, w->chunk, n, (off_t)from);
 
@@ -162,12 +177,25 @@ static int walk_line(void *ctx, const struct profile_line *l)
 	return 0;
 }
 
-static void walk_free(struct walk *w)
+static void walk_put(struct walk *w)
 {
-	close(w->root);
-	free(w->listed);
-	free(w->chunk);
+	pthread_mutex_lock(&w->lock);
+	bool last = --w->refs == 0;
+	pthread_mutex_unlock(&w->lock);
+	if (!last)
+		return;
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->changed);
 	free(w);
+}
+
+/* Marks a step of w's and wakes who waits for it. */
+static void walk_mark(struct walk *w, bool *step)
+{
+	pthread_mutex_lock(&w->lock);
+	*step = true;
+	pthread_cond_broadcast(&w->changed);
+	pthread_mutex_unlock(&w->lock);
 }
 
 static void *walk_thread(void *arg)
@@ -176,12 +204,18 @@ static void *walk_thread(void *arg)
 	size_t len;
 	char *buf = start_profile_read(w->img, &len);
 
+	w->img = NULL;
+	walk_mark(w, &w->profile_read);
 	if (buf) {
 		(void)start_profile_parse(buf, len, walk_line, w);
 		free(buf);
 	}
-	walk_free(w);
+	close(w->root);
+	free(w->listed);
+	free(w->chunk);
 	atomic_fetch_sub(&running, 1);
+	walk_mark(w, &w->done);
+	walk_put(w);
 	return NULL;
 }
 
@@ -189,12 +223,13 @@ void start_profile_walk_begin(struct image *img, int root_fd)
 {
 	struct walk *w = NULL;
 	pthread_attr_t attr;
+	pthread_t t;
 	int rc = -1;
 
 	if (root_fd < 0)
 		return;
 	/* Not while recording a profile: the walk would be in it. */
-	if (img->recorder || atomic_load(&img->walking)) {
+	if (img->recorder || img->walk) {
 		close(root_fd);
 		return;
 	}
@@ -209,36 +244,65 @@ void start_profile_walk_begin(struct image *img, int root_fd)
 		atomic_fetch_sub(&running, 1);
 		return;
 	}
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->changed, NULL);
+	w->refs = 2;
 	w->img = img;
 	w->root = root_fd;
 	w->deadline_ms = now_ms() + START_PROFILE_WALK_MAX_MS;
-	atomic_store(&img->walk_stop, false);
 	if (pthread_attr_init(&attr) == 0) {
 		pthread_attr_setstacksize(&attr, 256u << 10);
-		rc = pthread_create(&img->walk_thread, &attr, walk_thread, w);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &attr, walk_thread, w);
 		pthread_attr_destroy(&attr);
 	}
 	if (rc != 0) {
-		walk_free(w);
+		close(root_fd);
+		free(w->listed);
+		free(w->chunk);
+		pthread_mutex_destroy(&w->lock);
+		pthread_cond_destroy(&w->changed);
+		free(w);
 		atomic_fetch_sub(&running, 1);
 		return;
 	}
-	atomic_store(&img->walking, true);
+	img->walk = w;
+}
+
+/* Waits for *step of img's walk, then lets go of it. */
+static void wait_and_leave(struct image *img, bool *(*step_of)(struct walk *w))
+{
+	struct walk *w = img->walk;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	bool *step = step_of(w);
+	while (!*step)
+		pthread_cond_wait(&w->changed, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+	img->walk = NULL;
+	walk_put(w);
+}
+
+static bool *profile_read_of(struct walk *w)
+{
+	return &w->profile_read;
+}
+
+static bool *done_of(struct walk *w)
+{
+	return &w->done;
 }
 
 void start_profile_walk_end(struct image *img)
 {
-	if (!atomic_load(&img->walking))
-		return;
-	atomic_store(&img->walk_stop, true);
-	pthread_join(img->walk_thread, NULL);
-	atomic_store(&img->walking, false);
+	if (img->walk)
+		atomic_store(&img->walk->stop, true);
+	wait_and_leave(img, profile_read_of);
 }
 
 void start_profile_walk_wait(struct image *img)
 {
-	if (!atomic_load(&img->walking))
-		return;
-	pthread_join(img->walk_thread, NULL);
-	atomic_store(&img->walking, false);
+	wait_and_leave(img, done_of);
 }
