@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -294,7 +293,7 @@ static void walk_hung(int sig)
  * for a writer): it goes past it and ends. */
 static void test_walk_skips_a_fifo(const struct image_files *f)
 {
-	char root[PATH_MAX], cmd[PATH_MAX + 64];
+	char root[512], cmd[2 * sizeof(root) + 64];
 	int fd = open(f->img, O_RDONLY);
 	struct image *im = NULL;
 	char err[256];
