@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "mount/mount_users.h"
+#include "process/reader_process.h"
 #include "mountinfo.h"
 #include "util/close_detached.h"
 #include "util/log.h"
@@ -211,16 +212,6 @@ struct fuse_keep_adoption {
 	bool own_devs_read;
 };
 
-/* Whether pid's mount namespace is squashd's. */
-static bool same_mount_ns(pid_t pid)
-{
-	char path[64];
-	struct stat theirs, ours;
-
-	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
-	return stat(path, &theirs) == 0 && stat("/proc/self/ns/mnt", &ours) == 0 &&
-	       theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
-}
 
 /* The most descriptors of a reader looked at: the reader's own limit
  * (reader/serve.c). A reader its user gave more loses its kept
@@ -246,7 +237,7 @@ static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid)
 	if (!r)
 		return NULL;
 	r->pid = pid;
-	if (same_mount_ns(pid)) {
+	if (reader_process_in_own_mount_ns(pid)) {
 		if (!a->own_devs_read) {
 			a->own_devs = mount_devs("/proc/self/mountinfo", &a->own_ndevs);
 			a->own_devs_read = true;

@@ -90,6 +90,20 @@ static bool same_mount_namespace(int dir)
 	       st.st_ino == own_mnt_ns_ino;
 }
 
+bool reader_process_in_own_mount_ns(pid_t pid)
+{
+	char path[32];
+	int dir;
+	bool same;
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if ((dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return false;
+	same = same_mount_namespace(dir);
+	close(dir);
+	return same;
+}
+
 /* Which binary the process runs. Only a process whose executable the
  * kernel names as one of ours gets a look at the file itself, through an
  * O_PATH descriptor of the magic link (no open, no lookup in the user's

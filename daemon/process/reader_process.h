@@ -37,6 +37,10 @@ void reader_process_init(const char *squash_reader, const char *squashfuse);
 enum reader_kind reader_process_kind(int pidfd, pid_t pid, uid_t uid, bool adopted, char *why,
 				     size_t whylen);
 
+/* Whether pid's mount namespace is squashd's (as reader_process_init
+ * found it). */
+bool reader_process_in_own_mount_ns(pid_t pid);
+
 /* Start time (clock ticks since boot) of the process whose /proc
  * directory is proc_dir (a descriptor), 0 when unreadable. */
 unsigned long long reader_process_start_time(int proc_dir);
