@@ -261,14 +261,14 @@ static void show_json(const struct squash_image_meta *m, FILE *out)
 	fputs("}}", out);
 }
 
-int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *err,
-			   size_t errlen)
+int squash_image_meta_read(const char *image_path, struct squash_image_meta *meta, bool *found,
+			   char *err, size_t errlen)
 {
 	struct cat_result r = { 0 };
-	struct squash_image_meta meta;
 	char why[512], *arg = NULL;
 	int rc = -1;
 
+	*found = false;
 	/* A path starting with '-' must not be taken for an option. */
 	if (asprintf(&arg, "%s%s", image_path[0] == '/' ? "" : "./", image_path) < 0 ||
 	    !(r.out = malloc(SQUASH_META_MAX_BYTES + 1))) {
@@ -282,7 +282,7 @@ int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *e
 	if (run_cat(arg, &r, err, errlen))
 		goto out;
 	if (r.timed_out) {
-		snprintf(err, errlen, "%s: reading its /%s took more than %d s; not shown", image_path,
+		snprintf(err, errlen, "%s: reading its /%s took more than %d s", image_path,
 			 SQUASH_META_PATH, SQUASH_META_SHOW_TIMEOUT_S);
 	} else if (r.too_long) {
 		snprintf(err, errlen, "%s: /%s is more than the %d bytes a metadata file may have",
@@ -291,27 +291,36 @@ int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *e
 		snprintf(err, errlen, "squash-reader (of slurm-squash) is needed to read an image's metadata: %s",
 			 first_line(r.errtext));
 	} else if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 3) {
-		/* The image has no such file: an image squash-pack did not make. */
-		rc = 0;
-		if (json)
-			show_json(NULL, out);
-		else
-			show_text(NULL, out);
+		rc = 0; /* the image has no such file: an image squash-pack did not make */
 	} else if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
 		snprintf(err, errlen, "%s: cannot read /%s: %s", image_path, SQUASH_META_PATH,
 			 first_line(r.errtext));
-	} else if (squash_image_meta_parse(r.out, r.out_len, &meta, why, sizeof why) != 0) {
+	} else if (squash_image_meta_parse(r.out, r.out_len, meta, why, sizeof why) != 0) {
 		snprintf(err, errlen, "%s: /%s: %s", image_path, SQUASH_META_PATH, why);
+		rc = -2;
 	} else {
-		if (json)
-			show_json(&meta, out);
-		else
-			show_text(&meta, out);
-		squash_image_meta_free(&meta);
+		*found = true;
 		rc = 0;
 	}
 out:
 	free(arg);
 	free(r.out);
 	return rc;
+}
+
+int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *err,
+			   size_t errlen)
+{
+	struct squash_image_meta meta;
+	bool found;
+
+	if (squash_image_meta_read(image_path, &meta, &found, err, errlen) < 0)
+		return -1;
+	if (json)
+		show_json(found ? &meta : NULL, out);
+	else
+		show_text(found ? &meta : NULL, out);
+	if (found)
+		squash_image_meta_free(&meta);
+	return 0;
 }

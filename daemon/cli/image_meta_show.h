@@ -26,4 +26,12 @@
 int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *err,
 			   size_t errlen);
 
+/* Reads and parses image_path's metadata the same way: 0 with *found
+ * false (no /.squash/meta) or true (meta filled: free it with
+ * squash_image_meta_free); -2 with err when it does not parse (every job
+ * using the image would fail); -1 with err when it cannot be read. */
+struct squash_image_meta;
+int squash_image_meta_read(const char *image_path, struct squash_image_meta *meta, bool *found,
+			   char *err, size_t errlen);
+
 #endif

@@ -22,6 +22,8 @@
 #include "errmsg.h"
 #include "read_full.h"
 #include "superblock.h"
+#include "image_meta.h"
+#include "cli/image_meta_show.h"
 #include "cli/json_escape.h"
 #include "cli/squash_images.h"
 
@@ -40,6 +42,40 @@ static int fail(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	return 1;
+}
+
+/* Jobs read an image's metadata at every task (proto/images_env.c): one
+ * that does not parse would fail them all, so it is not published. An
+ * image packed for another place than /BASE/NAME, where jobs naming
+ * @NAME mount it by default, is published with a warning: the paths
+ * squash-pack rewrote in it point to the place it was packed for. 0, or
+ * the exit status. */
+static int check_meta(const char *image, const char *name)
+{
+	struct squash_image_meta meta;
+	char why[1024];
+	const char *last;
+	bool found;
+	int rc = squash_image_meta_read(image, &meta, &found, why, sizeof why);
+
+	if (rc == -2)
+		return fail("%s (every job using the image would fail: pack it again)", why);
+	if (rc < 0) {
+		fprintf(stderr, "squash-images: publish: warning: metadata not checked: %s\n", why);
+		return 0;
+	}
+	if (!found)
+		return 0;
+	last = meta.target ? strrchr(meta.target, '/') : NULL;
+	if (last && strcmp(last + 1, name))
+		fprintf(stderr,
+			"squash-images: publish: warning: %s was packed for %s, but jobs naming @%s "
+			"mount it at /squash/%s (or BASE/%s where the site sets another base): paths "
+			"squash-pack rewrote in it point to %s. Pack it again with --target "
+			"/squash/%s, or users must give the target: @%s/VERSION:%s\n",
+			image, meta.target, name, name, name, meta.target, name, name, meta.target);
+	squash_image_meta_free(&meta);
+	return 0;
 }
 
 /* Creates dir (not its parents) readable by all, whatever the umask; an
@@ -266,7 +302,7 @@ int squash_images_publish(const struct publish_request *req)
 		fail("%s: %s", req->image, why);
 		goto out;
 	}
-	if (choose_catalog(req, dir, sizeof dir))
+	if (check_meta(req->image, e.name) || choose_catalog(req, dir, sizeof dir))
 		goto out;
 	/* Root writes only where no user can: a user's directory could lead
 	 * root's files elsewhere through links. */

@@ -48,6 +48,45 @@ def site_catalogs(cluster):
     shutil.rmtree(bad)
 
 
+# publish reads the image's metadata with squash-reader --cat: the build's.
+READER_ENV = dict(os.environ, SQUASH_READER=str(BUILD / "daemon" / "reader" / "squash-reader"))
+
+
+def test_publish_warns_of_another_target_and_refuses_metadata_jobs_would_refuse(cluster):
+    """An image packed for /squash/gnu published as prgenv-gnu (jobs mount
+    @prgenv-gnu at /squash/prgenv-gnu) is published with a warning that
+    names both places and the fix; one whose /.squash/meta does not parse
+    (every job using it would fail) is not published at all."""
+    src = cluster.workdir("root", "publish-src")
+    catalog = cluster.trusted / "publish-catalog"
+    catalog.mkdir(mode=0o755)
+    try:
+        tree = src / "gnu"
+        (tree / "bin").mkdir(parents=True)
+        (tree / "bin" / "hello").write_text("#!/bin/sh\necho hello\n")
+        gnu = src / "gnu.sqfs"
+        p = run([PACK, "--quiet", tree, gnu], check=False)
+        assert p.returncode == 0, p.stdout + p.stderr
+        p = run([SQUASH_IMAGES, "publish", gnu, "prgenv-gnu/25.5", "--catalog", catalog], check=False,
+                env=READER_ENV)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert ("was packed for /squash/gnu, but jobs naming @prgenv-gnu mount it at "
+                "/squash/prgenv-gnu") in p.stderr, p.stderr
+        assert "--target /squash/prgenv-gnu" in p.stderr, p.stderr
+        assert "prgenv-gnu\t25.5\t" in (catalog / "index.tsv").read_text()
+
+        broken = cluster.make_image(src / "broken.sqfs", {".squash/meta": "format 1\nname x\ncolour blue\n"})
+        p = run([SQUASH_IMAGES, "publish", broken, "broken/1", "--catalog", catalog], check=False,
+                env=READER_ENV)
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert "unknown key 'colour'" in p.stderr and "every job using the image would fail" in p.stderr, \
+            p.stderr
+        assert "broken" not in (catalog / "index.tsv").read_text()
+        assert not (catalog / "broken").exists()
+    finally:
+        shutil.rmtree(catalog)
+
+
 def images(cluster, user, *args):
     # inspect runs squash-reader --cat: the build's, not an installed one.
     reader = cluster.for_user(user, BUILD / "daemon" / "reader" / "squash-reader")
@@ -73,9 +112,11 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
     new.chmod(0o644)
     # The admin publishes into the site's first trusted catalog (no --catalog).
     for image, ref in ((old, "tools/1.9"), (new, "tools/1.10")):
-        p = run([SQUASH_IMAGES, "publish", image, ref, "--description", "Build tools"], check=False)
+        p = run([SQUASH_IMAGES, "publish", image, ref, "--description", "Build tools"], check=False,
+                env=READER_ENV)
         assert p.returncode == 0, p.stdout + p.stderr
         assert str(good) in p.stdout
+        assert "warning" not in p.stderr, p.stderr  # packed for /squash/tools, or no metadata
     p = run([SQUASH_IMAGES, "publish", new, "tools/1.10"], check=False)
     assert p.returncode != 0 and "published already" in p.stderr
     assert (good / "index.tsv").stat().st_uid == 0

@@ -185,7 +185,10 @@ expect_ok "--no-meta"
 unsquashfs -l "$tmp/nometa.sqfs" | grep -q '\.squash' && fail "--no-meta wrote metadata"
 grep -q 'metadata: none' "$tmp/out" || fail "--no-meta not reported"
 for bad in "--name a/b|--name must be" "--version 1:2|--version must be" "--env x|--env 'x': write ENVNAME:OP:VAR=VALUE" \
-	"--env default:unset:A=b|unknown operation 'unset'" "--env default:set:SLURM_JOB_ID=1|SLURM_\* and SQUASH_\*" \
+	"--env default:unset:A=b|unknown operation 'unset'" "--env default:set:SLURM_JOB_ID=1|SLURM_\*, SPANK_\* and SQUASH_\*" \
+	"--env dev:set:SPANK_X=1|SLURM_\*, SPANK_\* and SQUASH_\*" "--env none:set:A=b|'none' cannot name" \
+	"--env default:prepend-path:LD_LIBRARY_PATH=lib|--env libs:prepend-path:LD_LIBRARY_PATH=lib" \
+	"--env dev:prepend-path:PATH=bin:sbin|without '..', ':' or spaces" \
 	"--env default:prepend-path:PATH=../bin|relative to the image's root" "--env default:set-path:X=/opt|relative to the image's root" \
 	"--env 9x:set:A=b|environment's name must be" "--target /squash/a/../b|target must be an absolute path" \
 	"--target relative|target must be an absolute path"; do
