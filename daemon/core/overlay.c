@@ -100,7 +100,14 @@ static enum result make_upper(struct daemon_state *ds, const char *dir, size_t i
 			 "',', ':' or '\\'", dir);
 		return RESULT_NODE_ERROR;
 	}
-	enum result res = overlay_lower_root(lower, id, timeout_ms, &uid, &gid, &mode, err, errlen);
+	bool timed_out = false;
+	enum result res = overlay_lower_root(lower, id, timeout_ms, &uid, &gid, &mode, &timed_out,
+					     err, errlen);
+	/* The child asking waits on the reader until it answers or dies: as
+	 * for the mount below, the silent reader goes, and the child with
+	 * it (the request is resent to the next reader, which answers). */
+	if (timed_out)
+		kill_lower_server(ds, lower_mount);
 	if (res != RESULT_OK)
 		return res;
 	if (mkdir(upper, 0700) < 0 || mkdir(work, 0700) < 0 || mkdir(point, 0755) < 0 ||

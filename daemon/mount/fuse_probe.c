@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "process/child_process.h"
+#include "util/close_from.h"
 
 #ifndef FUSE_SUPER_MAGIC
 #define FUSE_SUPER_MAGIC 0x65735546
@@ -92,8 +93,11 @@ int fuse_probe_start(struct fuse_probe *p, const char *mountpoint)
 
 	if (pid < 0)
 		return -1;
-	if (pid == 0)
+	if (pid == 0) {
+		/* As the spawner's children: nothing of squashd's (close_from.h). */
+		close_all_but(NULL, 0);
 		_exit(probe_code(mountpoint));
+	}
 	p->fd = p->pidfd = pidfd;
 	return 0;
 }

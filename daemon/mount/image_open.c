@@ -25,6 +25,7 @@
 #include "read_full.h"
 #include "user_fuse_walk.h"
 #include "util/close_detached.h"
+#include "util/close_from.h"
 #include "util/file_identity.h"
 #include "util/log.h"
 
@@ -367,7 +368,10 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 			return RESULT_NODE_ERROR;
 		}
 		if (pid == 0) {
-			close(sv[0]);
+			int keep[1] = { sv[1] };
+
+			/* As the spawner's children: nothing of squashd's (close_from.h). */
+			close_all_but(keep, 1);
 			child_open(sv[1], path, id);
 		}
 	}

@@ -18,6 +18,7 @@
 #include "process/child_process.h"
 #include "clock.h"
 #include "user_fuse_walk.h"
+#include "util/close_from.h"
 
 enum step {
 	STEP_OK,
@@ -89,14 +90,15 @@ static int become_user_without_capabilities(const struct identity *id)
 	return 0;
 }
 
-/* Runs fn in a child that has become the user without capabilities; fn
+/* Runs fn in a child that has become the user without capabilities, with
+ * no descriptor of squashd's but uses_fd (-1: none); fn
  * fills answer (len bytes) and up to 2 descriptors (-1: none), which come
  * back over a socket pair (SCM_RIGHTS). Waits until deadline_ms. Returns
  * 1 with answer and fds filled, 0 on timeout, -1 when the child died
  * without an answer (or squashd is stopping). */
 static int as_user(const struct identity *id, long long deadline_ms,
-		   void (*fn)(void *arg, void *answer, int fds[2]), void *arg, void *answer, size_t len,
-		   int fds[2])
+		   void (*fn)(void *arg, void *answer, int fds[2]), void *arg, int uses_fd,
+		   void *answer, size_t len, int fds[2])
 {
 	int sv[2], pidfd, ready;
 
@@ -115,7 +117,11 @@ static int as_user(const struct identity *id, long long deadline_ms,
 		struct iovec iov = { .iov_base = answer, .iov_len = len };
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-		close(sv[0]);
+		int keep[2] = { sv[1], uses_fd };
+
+		/* A user's file system may hold this child for good: it keeps
+		 * nothing of squashd's but what fn needs (close_from.h). */
+		close_all_but(keep, 2);
 		if (become_user_without_capabilities(id) < 0)
 			_exit(1);
 		fn(arg, answer, out);
@@ -300,7 +306,8 @@ static void stat_lower(void *arg, void *answer, int fds[2])
 }
 
 enum result overlay_lower_root(const char *lower, const struct identity *id, int timeout_ms,
-			       uid_t *uid, gid_t *gid, mode_t *mode, char *err, size_t errlen)
+			       uid_t *uid, gid_t *gid, mode_t *mode, bool *timed_out, char *err,
+			       size_t errlen)
 {
 	struct root_attrs a;
 	int fds[2];
@@ -312,8 +319,9 @@ enum result overlay_lower_root(const char *lower, const struct identity *id, int
 		return RESULT_NODE_ERROR;
 	}
 	int r = as_user(id, squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0), stat_lower, &lowerfd,
-			&a, sizeof(a), fds);
+			lowerfd, &a, sizeof(a), fds);
 	close(lowerfd);
+	*timed_out = r == 0;
 	if (r != 1 || a.err) {
 		snprintf(err, errlen, "cannot read the root of %s as user %s: %s", lower, id->name,
 			 r == 0 ? "timed out (is its FUSE server stopped?)"
@@ -395,7 +403,7 @@ enum result overlay_mount_named_upper(const char *dir, const struct identity *id
 		goto out;
 	}
 	/* First DIR, as the user and nothing more (open_dirs). */
-	int r = as_user(id, deadline, open_dirs, &args, &st, sizeof(st), dirs);
+	int r = as_user(id, deadline, open_dirs, &args, -1, &st, sizeof(st), dirs);
 	if (r == 0) {
 		snprintf(err, errlen, "upper directory %s: opening it as user %s timed out "
 			 "(is its file system hung?)", dir, id->name);
@@ -421,7 +429,9 @@ enum result overlay_mount_named_upper(const char *dir, const struct identity *id
 		goto out;
 	}
 	if (pid == 0) {
-		close(pipefd[0]);
+		int keep[5] = { pipefd[1], lowerfd, pointfd, dirs[0], dirs[1] };
+
+		close_all_but(keep, 5);
 		child_mount(pipefd[1], id, lowerfd, pointfd, dirs[0], dirs[1]);
 	}
 	close(pipefd[1]);

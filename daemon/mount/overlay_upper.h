@@ -10,6 +10,7 @@
 #ifndef SQUASHD_OVERLAY_UPPER_H
 #define SQUASHD_OVERLAY_UPPER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -30,8 +31,10 @@ enum result overlay_mount_named_upper(const char *dir, const struct identity *id
  * image their reader's FUSE mount), asked by a child that has become the
  * user without capabilities, so root never asks a user's reader anything
  * and a stopped reader costs only this request its timeout. The mode
- * never carries set-uid or set-gid bits. */
+ * never carries set-uid or set-gid bits. *timed_out: the child did not
+ * answer in time (it waits on lower's server, which the caller ends). */
 enum result overlay_lower_root(const char *lower, const struct identity *id, int timeout_ms,
-			       uid_t *uid, gid_t *gid, mode_t *mode, char *err, size_t errlen);
+			       uid_t *uid, gid_t *gid, mode_t *mode, bool *timed_out, char *err,
+			       size_t errlen);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "process/child_process.h"
+#include "util/close_from.h"
 
 /* The query's answer for a batch of 1024 questions fits this. */
 #define QUERY_OUTPUT_MAX (1024 * 64)
@@ -66,6 +67,7 @@ int slurm_ask(const char *node, const char *slurm_conf, const uint32_t *ids,
 	}
 	if (pid == 0) {
 		dup2(pipefd[1], STDOUT_FILENO);
+		close_from(3); /* the query is slurmctld's to hold up, never squashd's descriptors */
 		if (slurm_conf[0])
 			setenv("SLURM_CONF", slurm_conf, 1);
 		execv("/proc/self/exe", argv);
