@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "util/log.h"
+#include "util/log_budget.h"
 
 #define LINE_MAX_BYTES 512
 #define BURST 20	  /* lines a server may log at once */
@@ -53,6 +54,8 @@ static int epfd = -1;
  * keeps them): listed, not only known to epoll. */
 static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct stream *streams;
+/* The lines of each user's servers together (under streams_lock). */
+static struct log_budget users_budget;
 
 static void stream_free(struct stream *s)
 {
@@ -110,16 +113,30 @@ static void emit(struct stream *s, const char *line, size_t len)
 	long long now = squash_now_ms();
 	char text[LINE_MAX_BYTES + 1];
 
+	unsigned long users_left_out = 0;
+	bool users_spent = false;
+
 	pthread_mutex_lock(&streams_lock);
 	refill_lines(s, now);
 	bool spent = s->tokens == 0;
 	if (!spent)
 		s->tokens--;
-	pthread_mutex_unlock(&streams_lock);
-	if (spent) {
+	else
 		s->suppressed++;
+	/* Then the budget all of the user's servers share, so that a user who
+	 * starts server after server (squashfuse_ll mounts, readers retired)
+	 * gets no more lines than with one. Its own budget, not the user's
+	 * budget of squashd's lines (log_context_peer): what a reader writes
+	 * never crowds out squashd's lines about it. */
+	if (!spent)
+		users_spent = !log_budget_take(&users_budget, (uint32_t)s->uid, now, &users_left_out);
+	pthread_mutex_unlock(&streams_lock);
+	if (spent || users_spent)
 		return;
-	}
+	if (users_left_out)
+		log_warning("FUSE servers of uid %u: %lu lines not logged (at most %d at once, then one "
+			    "per %d s, for all of a user's servers)", (unsigned)s->uid, users_left_out,
+			    LOG_BUDGET_BURST, LOG_BUDGET_REFILL_MS / 1000);
 	if (s->suppressed) {
 		log_warning("%s pid %d (uid %u): %lu lines not logged (more than %d at once, then one a second)",
 			    s->name, (int)s->pid, (unsigned)s->uid, s->suppressed, BURST);

@@ -3,17 +3,24 @@
  * reader's burst, summed per user, the bursts as the limit; another
  * user's output counts for that user alone. A stream ends with its pipe,
  * or with its server's exit though its pipe's write end lives on (passed
- * to another process). */
+ * to another process). And what reaches the log: a user's readers
+ * together get one burst of lines (util/log_budget.h's, a budget of
+ * their own), not a burst each. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "process/server_output.h"
+#include "util/log_budget.h"
 #include "unit.h"
 
 /* uid's row, waiting up to 5 s for want_lines lines to be read. */
@@ -57,6 +64,13 @@ int main(void)
 	int a[2], b[2], c[2];
 	const char three[] = "one\ntwo\nthree\n";
 
+	/* The log goes to a file this test reads (no journal here). */
+	char logname[] = "/tmp/test_reader_output.XXXXXX";
+	int logfd = mkstemp(logname), saved_stderr = dup(2);
+
+	if (logfd < 0 || saved_stderr < 0 || dup2(logfd, 2) < 0)
+		return 99;
+	unlink(logname);
 	if (pipe(a) < 0 || pipe(b) < 0 || pipe(c) < 0)
 		return 99;
 	/* User 1001 has two readers (two streams), user 1002 one. */
@@ -104,5 +118,34 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	CHECK_INT(write(d[1], "after\n", 6), -1);
 	close(d[1]);
+
+	/* User 1004's three readers log 15 lines each, within each one's
+	 * burst: the log gets the user's burst of lines in all, then says
+	 * how many were left out (with its next line). */
+	int e[3][2];
+	for (int i = 0; i < 3; i++) {
+		if (pipe(e[i]) < 0)
+			return 99;
+		server_output_watch(e[i][0], -1, 20 + i, 1004, "/x/squash-reader");
+	}
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 15; k++)
+			CHECK_INT(write(e[i][1], "line\n", 5), 5);
+	CHECK_INT(row_of(1004, 45).lines, 45);
+	for (int i = 0; i < 3; i++)
+		close(e[i][1]);
+	CHECK(row_gone(1004));
+	char text[64 * 1024];
+	ssize_t got = pread(logfd, text, sizeof(text) - 1, 0);
+	CHECK(got > 0);
+	text[got > 0 ? got : 0] = '\0';
+	unsigned lines = 0;
+	for (const char *p = text; (p = strstr(p, "(uid 1004): line")); p++)
+		lines++;
+	/* At most one more than the burst: one may refill while it runs. */
+	CHECK(lines >= LOG_BUDGET_BURST && lines <= LOG_BUDGET_BURST + 1);
+	dup2(saved_stderr, 2);
+	if (lines < LOG_BUDGET_BURST || lines > LOG_BUDGET_BURST + 1)
+		fprintf(stderr, "uid 1004's readers logged %u lines:\n%s", lines, text);
 	return unit_exit_code();
 }
