@@ -18,17 +18,17 @@ static bool started;
 /* Unmounting waits on the mount's reader (up to request_timeout when it
  * is stopped): each owner's expired mounts go to that owner's thread
  * (core/owner_teardown.h), so one user's stopped reader never holds up
- * another's expiry. At shutdown too: there the owners' threads run side
- * by side and squashd waits for them at most DRAIN_MS in all
- * (linger_timer_finish), where one thread for everyone would wait
- * request_timeout once per stopped reader. */
-static void tear_down_by_owner(struct daemon_state *ds, struct mount_entry *expired)
+ * another's expiry. At shutdown (stopping) squashd waits for them here. */
+static void tear_down_by_owner(struct daemon_state *ds, struct mount_entry *expired, bool stopping)
 {
 	const struct squashd_config *cfg = settings_hold();
 	struct teardown td = TEARDOWN_INIT(cfg);
 
 	td.head = expired;
-	owners_teardown(ds, &td);
+	if (stopping)
+		sharing_teardown(ds, &td);
+	else
+		owners_teardown(ds, &td);
 	settings_drop(cfg);
 }
 
@@ -44,7 +44,7 @@ static void *expiry_loop(void *arg)
 
 		if (expired) {
 			pthread_mutex_unlock(&ds->lock);
-			tear_down_by_owner(ds, expired);
+			tear_down_by_owner(ds, expired, stopping);
 			pthread_mutex_lock(&ds->lock);
 			continue; /* the registry changed meanwhile */
 		}

@@ -311,37 +311,3 @@ def test_a_merge_goes_at_release_while_its_images_linger(cluster):
         assert cluster.squashd_log()[offset:].count("reusing lingering mount of image") == 2
         assert not overlays(cluster), overlays(cluster)
     assert not cluster.list_mounts() and not cluster.node_mounts()
-
-
-@pytest.mark.host_release_only("squashd's own linger timers: the same on every release")
-def test_a_stop_over_stopped_readers_waits_for_them_side_by_side(cluster):
-    """At a stop, every lingering mount is torn down on its owner's thread
-    (core/linger_timer.c), as at expiry: two users' stopped readers cost
-    the stop one request_timeout (6 s here), not one each, and nothing is
-    left mounted."""
-    from conftest import proc_uids, resume, uid_of
-
-    imgs = {user: cluster.make_image(cluster.workdir(user, "linger-stopall") / f"{user}.sqfs", FILES,
-                                     owner=user) for user in (USER1, USER2)}
-    stopped = []
-    with lingering(cluster, 600, "request_timeout = 6\n"):
-        try:
-            for user, img in imgs.items():
-                job = cluster.run_job(user, f"cat /squash/{img.stem}/hello.txt\n", [f"--squash-image={img}"])
-                assert job.state == "COMPLETED" and job.output() == FILES["hello.txt"], job.output()
-            wait_until(lambda: sorted(m["state"] for m in cluster.list_mounts()) == ["lingering"] * 2, 10,
-                       what="both mounts to linger")
-            for pid in cluster.instance_fuse_servers():
-                if proc_uids(pid)[0] in (uid_of(USER1), uid_of(USER2)):
-                    os.kill(pid, signal.SIGSTOP)
-                    stopped.append(pid)
-            assert len(stopped) == 2, stopped
-            t = time.monotonic()
-            cluster.cluster_sh("squashd-stop")
-            took = time.monotonic() - t
-            assert took < 10, f"the stop took {took:.1f} s over two stopped readers"
-            assert not cluster.node_mounts()
-        finally:
-            resume(stopped)
-    for pid in stopped:
-        wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10, what="the stopped readers to end")
