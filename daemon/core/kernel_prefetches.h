@@ -25,6 +25,12 @@
  * mount_point (walked too), when there is a place for it. Never blocks. */
 void kernel_prefetches_start(const char *reader_path, int image_fd, const char *mount_point, uid_t uid);
 
+/* Before mount_point is unmounted: kills the prefetch still reading ahead
+ * and walking it, if any, and waits a moment for it to go, so that the
+ * walk does not keep the mount busy (a lazy unmount, and a release that
+ * waits for it, which may be another user's). */
+void kernel_prefetches_stop(const char *mount_point);
+
 /* The bound itself, apart from the process (unit tests): a place for uid,
  * or -1 when there is none; then kernel_prefetches_hold(place, held)
  * with what kernel_prefetch_start returned (-1 gives the place back). */

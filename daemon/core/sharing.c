@@ -102,6 +102,8 @@ void sharing_teardown(struct daemon_state *ds, struct teardown *td)
 		/* A user's reader serving other mounts of theirs stays. */
 		pid_t server = m->server_pid > 0 && reader_pool_put(m->server_pid) ? m->server_pid : 0;
 
+		if (m->key.mode == SQUASH__MOUNT_MODE__KERNEL)
+			kernel_prefetches_stop(m->mount_point);
 		if (unmount_image(m->mount_point, server, m->server_pidfd, m->key.owner_uid, timeout_ms,
 				  err, sizeof(err)) != RESULT_OK)
 			log_error("unmounting %s (image %s): %s", m->mount_point, m->image, err);

@@ -113,6 +113,13 @@ int kernel_prefetch_start(const char *reader_path, int image_fd, const char *mou
 	return sv[0];
 }
 
+int kernel_prefetch_pidfd(int held, int timeout_ms)
+{
+	int pidfd;
+
+	return spawner_receive_pidfd(held, timeout_ms, &pidfd) > 0 ? pidfd : -1;
+}
+
 bool kernel_prefetch_ended(int held)
 {
 	struct pollfd p = { .fd = held, .events = 0 };

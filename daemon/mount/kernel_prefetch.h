@@ -35,6 +35,10 @@ int kernel_prefetch_start(const char *reader_path, int image_fd, const char *mou
  * ended, or was never made; never blocks. */
 bool kernel_prefetch_ended(int held);
 
+/* The pidfd of the process behind held, from the spawner's first message
+ * on it (waiting up to timeout_ms), or -1. Once: the message is taken. */
+int kernel_prefetch_pidfd(int held, int timeout_ms);
+
 /* The process as the spawner runs it (register as SPAWNER_KERNEL_PREFETCH). */
 extern const struct spawner_op kernel_prefetch_spawner_op;
 

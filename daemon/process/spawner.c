@@ -329,3 +329,43 @@ void spawner_stop(void)
 	close(spawner_pidfd);
 	spawner_pidfd = -1;
 }
+
+pid_t spawner_receive_pidfd(int sock, int timeout_ms, int *pidfd)
+{
+	struct spawner_pidfd_msg m;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	ssize_t n;
+	int got = -1;
+
+	*pidfd = -1;
+	if (poll(&p, 1, timeout_ms) != 1) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&got, CMSG_DATA(c), sizeof(int));
+	int failed = n > 0 ? spawner_failure_errno(&m, (size_t)n, got >= 0) : 0;
+	if (failed) {
+		errno = failed; /* the spawner's clone failed: say why */
+		return -1;
+	}
+	if (n != (ssize_t)sizeof(m) || m.magic != SPAWNER_PIDFD_MAGIC || m.pid <= 0 || got < 0 ||
+	    (msg.msg_flags & MSG_CTRUNC)) {
+		if (got >= 0)
+			close(got);
+		errno = EAGAIN;
+		return -1;
+	}
+	*pidfd = got;
+	return m.pid;
+}

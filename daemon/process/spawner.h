@@ -43,6 +43,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* The ops, in the order spawner_start gets them. */
 enum spawner_op_id {
@@ -88,6 +89,12 @@ static inline int spawner_failure_errno(const void *msg, size_t n, int nfds)
  * (the request's fds[0], squashd's end) its descriptors, once the
  * request is sent. 0, or -1. */
 int spawner_send_child_fds(int sock, const int *fds, size_t n);
+
+/* squashd's side: the child's pid and pidfd from the first message on
+ * answer socket sock, waiting up to timeout_ms for it. The pid, or -1
+ * with errno: the spawner's clone failed (its errno), ETIMEDOUT, or
+ * EAGAIN for anything else. */
+pid_t spawner_receive_pidfd(int sock, int timeout_ms, int *pidfd);
 
 /* The child's side: the descriptors squashd sent on sock, first thing;
  * how many (at most max), or -1 (none came: squashd gave up). */

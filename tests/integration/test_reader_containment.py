@@ -318,3 +318,38 @@ def test_a_users_kernel_mounts_start_at_most_their_share_of_prefetches(contained
         wait_until(lambda: not cluster.list_mounts(), 20, what="the mounts to go")
         for img in imgs:
             img.unlink()
+
+
+def test_a_kernel_mounts_prefetch_still_walking_it_is_stopped_at_release(contained):
+    """A kernel mount's prefetch walks the mount (squash-reader --prefetch
+    --walk, the mount's root on its fd 5): here the test reader's prefetch
+    sleeps holding that root, as a walk over a slow file system would. The
+    release kills it before it unmounts (core/kernel_prefetches.c,
+    kernel_prefetches_stop): the mount goes outright, without waiting for
+    it and being detached lazily, and the prefetch is gone."""
+    cluster, ctl = contained
+    img = cluster.make_image(cluster.trusted / "walked.sqfs", FILES)
+    (ctl / "prefetch-sleeps").write_text("")
+    try:
+        p = cluster.rawclient("mount", FAKE_JOB + 6, uid_of(USER1), f"{img}:/squash/walked")
+        assert p.returncode == 0, p.stdout + p.stderr
+        (sleeper,) = wait_until(prefetch_sleepers, 10, what="the prefetch")
+        (mount,) = [m for m in cluster.list_mounts() if m["image"] == str(img)]
+        assert mount["mode"] == "kernel", mount
+        held = [os.readlink(f"/proc/{sleeper}/fd/{fd}") for fd in os.listdir(f"/proc/{sleeper}/fd")]
+        assert mount["mount_point"] in held, held  # what kept the mount busy
+        offset = len(cluster.squashd_log())
+        p = cluster.rawclient("release", FAKE_JOB + 6)
+        assert p.returncode == 0, p.stdout + p.stderr
+        wait_until(lambda: not cluster.list_mounts(), 10, what="the mount to go")
+        wait_until(lambda: not os.path.exists(f"/proc/{sleeper}"), 5, what="the prefetch to end")
+        log = cluster.squashd_log()[offset:]
+        assert "detaching it lazily" not in log, log
+        assert f"unmounted image {img}" in log, log
+    finally:
+        (ctl / "prefetch-sleeps").unlink(missing_ok=True)
+        for pid in prefetch_sleepers():
+            os.kill(pid, 9)
+        cluster.rawclient("release", FAKE_JOB + 6)
+        wait_until(lambda: not cluster.list_mounts(), 20, what="the mounts to go")
+        img.unlink()
