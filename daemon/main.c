@@ -15,6 +15,7 @@
 #include "core/daemon.h"
 #include "core/gc.h"
 #include "core/linger_timer.h"
+#include "core/stopped_readers.h"
 #include "core/trusted_image.h"
 #include "frame.h"
 #include "passed_fds.h"
@@ -250,7 +251,10 @@ int main(int argc, char **argv)
 		log_error("cannot start the periodic reconciliation with Slurm");
 	if (linger_timer_start(&ds) < 0)
 		return 1;
+	if (stopped_readers_start(&ds) < 0)
+		return 1;
 	int rc = server_run(listen_fd, &ds);
+	stopped_readers_finish();
 	/* Nobody can take a lingering mount over any more: unmount them. */
 	linger_timer_finish();
 	close(listen_fd);

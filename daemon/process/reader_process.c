@@ -66,6 +66,21 @@ unsigned long long reader_process_start_time(int proc_dir)
 	return start;
 }
 
+bool reader_process_stopped(pid_t pid)
+{
+	char path[32], buf[1024];
+	int dir;
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if ((dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return false;
+	read_small(dir, "stat", buf, sizeof(buf));
+	close(dir);
+	/* comm may hold spaces and parentheses: the state follows the last ')'. */
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
 void reader_process_init(const char *squash_reader, const char *squashfuse)
 {
 	struct stat st;

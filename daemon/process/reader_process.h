@@ -45,4 +45,8 @@ bool reader_process_in_own_mount_ns(pid_t pid);
  * directory is proc_dir (a descriptor), 0 when unreadable. */
 unsigned long long reader_process_start_time(int proc_dir);
 
+/* Whether pid is stopped (state T: SIGSTOP; t: a tracer's stop), from
+ * field 3 of /proc/PID/stat, which takes no lock the process can hold. */
+bool reader_process_stopped(pid_t pid);
+
 #endif

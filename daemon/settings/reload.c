@@ -99,6 +99,9 @@ static bool apply(const char *key, const struct squashd_config *fresh, struct sq
 		next->max_fds_per_user = fresh->max_fds_per_user;
 	} else if (!strcmp(key, "max_images_per_job")) {
 		next->max_images_per_job = fresh->max_images_per_job;
+	} else if (!strcmp(key, "stopped_reader_timeout")) {
+		/* Read at each round of the watch (core/stopped_readers.h). */
+		next->stopped_reader_timeout_s = fresh->stopped_reader_timeout_s;
 	} else if (!strcmp(key, "linger")) {
 		/* Mounts lingering now keep their expiry; later releases use it. */
 		next->linger_s = fresh->linger_s;

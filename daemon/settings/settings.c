@@ -47,6 +47,7 @@ void config_defaults(struct squashd_config *cfg)
 	cfg->reader_memory_max = SQUASHD_READER_MEMORY_DEFAULT;
 	cfg->reader_cpu_weight = SQUASHD_READER_CPU_WEIGHT_DEFAULT;
 	cfg->reader_poll_us = SERVE_POLL_US_DEFAULT;
+	cfg->stopped_reader_timeout_s = SQUASHD_STOPPED_READER_TIMEOUT_DEFAULT;
 }
 
 const char *config_fuse_server(const struct squashd_config *cfg)
@@ -112,6 +113,33 @@ static int set_uint(unsigned *dst, const char *value, unsigned min, unsigned max
 	return 0;
 }
 
+/* The settings that are a number in a range, each once. */
+static const struct uint_setting {
+	const char *key;
+	size_t offset;
+	unsigned min, max;
+} uint_settings[] = {
+	{ "gc_interval", offsetof(struct squashd_config, gc_interval_s), 0, 86400 },
+	{ "linger", offsetof(struct squashd_config, linger_s), 0, SQUASHD_LINGER_MAX_S },
+	{ "registry_entries_per_user", offsetof(struct squashd_config, registry_entries_per_user), 1, 1000000 },
+	{ "max_merged_mounts_per_user", offsetof(struct squashd_config, max_merged_mounts_per_user), 0, 1000000 },
+	{ "max_fuse_mounts_per_user", offsetof(struct squashd_config, max_fuse_mounts_per_user), 0, 1000000 },
+	{ "max_session_binds_per_user", offsetof(struct squashd_config, max_session_binds_per_user), 0, 1000000 },
+	{ "max_requests_per_user", offsetof(struct squashd_config, max_requests_per_user), 0, SQUASHD_MAX_REQUESTS_PER_USER_MAX },
+	{ "max_queued_per_user", offsetof(struct squashd_config, max_queued_per_user), 0, SQUASHD_MAX_QUEUED_PER_USER_MAX },
+	{ "max_fds_per_user", offsetof(struct squashd_config, max_fds_per_user), 0, 1u << 30 },
+	{ "max_images_per_job", offsetof(struct squashd_config, max_images_per_job), 1, SQUASH_MAX_IMAGES },
+	{ "max_loop_devices", offsetof(struct squashd_config, max_loop_devices), 0, 1u << 20 },
+	{ "max_loop_devices_per_user", offsetof(struct squashd_config, max_loop_devices_per_user), 0, 1u << 20 },
+	{ "request_timeout", offsetof(struct squashd_config, request_timeout_s), 1, 600 },
+	{ "union_trusted_images", offsetof(struct squashd_config, union_trusted_images), 0, SQUASH_MAX_IMAGES },
+	{ "reader_poll_us", offsetof(struct squashd_config, reader_poll_us), 0, SERVE_POLL_US_MAX },
+	{ "reader_tasks_max", offsetof(struct squashd_config, reader_tasks_max), 0, 1u << 22 },
+	{ "reader_cpu_weight", offsetof(struct squashd_config, reader_cpu_weight), 1, 10000 },
+	{ "stopped_reader_timeout", offsetof(struct squashd_config, stopped_reader_timeout_s), 0,
+	  SQUASHD_STOPPED_READER_TIMEOUT_MAX },
+};
+
 /* A size in bytes with an optional K, M, G or T suffix (powers of 1024). */
 static int set_size(unsigned long long *dst, const char *value, unsigned long long max,
 		    const char *key, char *err, size_t errlen)
@@ -153,6 +181,13 @@ static int set_prefixes(struct squash_prefixes *dst, const char *value,
 int config_set(struct squashd_config *cfg, const char *key, const char *value, char *err,
 	       size_t errlen)
 {
+	for (size_t i = 0; i < sizeof(uint_settings) / sizeof(uint_settings[0]); i++) {
+		const struct uint_setting *u = &uint_settings[i];
+
+		if (!strcmp(key, u->key))
+			return set_uint((unsigned *)((char *)cfg + u->offset), value, u->min, u->max, key,
+					err, errlen);
+	}
 	if (!strcmp(key, "socket"))
 		return set_path(cfg->socket_path, sizeof(cfg->socket_path), value, key, err, errlen);
 	if (!strcmp(key, "state_dir"))
@@ -173,20 +208,8 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		snprintf(cfg->node_name, sizeof(cfg->node_name), "%s", value);
 		return 0;
 	}
-	if (!strcmp(key, "gc_interval"))
-		return set_uint(&cfg->gc_interval_s, value, 0, 86400, key, err, errlen);
-	if (!strcmp(key, "linger"))
-		return set_uint(&cfg->linger_s, value, 0, SQUASHD_LINGER_MAX_S, key, err, errlen);
 	if (!strcmp(key, "overlay_size"))
 		return set_size(&cfg->overlay_size, value, SQUASHD_OVERLAY_MAX, key, err, errlen);
-	if (!strcmp(key, "registry_entries_per_user"))
-		return set_uint(&cfg->registry_entries_per_user, value, 1, 1000000, key, err, errlen);
-	if (!strcmp(key, "max_merged_mounts_per_user"))
-		return set_uint(&cfg->max_merged_mounts_per_user, value, 0, 1000000, key, err, errlen);
-	if (!strcmp(key, "max_fuse_mounts_per_user"))
-		return set_uint(&cfg->max_fuse_mounts_per_user, value, 0, 1000000, key, err, errlen);
-	if (!strcmp(key, "max_session_binds_per_user"))
-		return set_uint(&cfg->max_session_binds_per_user, value, 0, 1000000, key, err, errlen);
 	if (!strcmp(key, "registry_bytes_per_user"))
 		return set_size(&cfg->registry_bytes_per_user, value, 1ULL << 30, key, err, errlen);
 	if (!strcmp(key, "base_dir"))
@@ -216,38 +239,14 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_prefixes(&cfg->trusted_prefixes, value, key, err, errlen);
 	if (!strcmp(key, "require_munge"))
 		return set_bool(&cfg->require_munge, value, key, err, errlen);
-	if (!strcmp(key, "max_requests_per_user"))
-		return set_uint(&cfg->max_requests_per_user, value, 0, SQUASHD_MAX_REQUESTS_PER_USER_MAX, key, err,
-				errlen);
-	if (!strcmp(key, "max_queued_per_user"))
-		return set_uint(&cfg->max_queued_per_user, value, 0, SQUASHD_MAX_QUEUED_PER_USER_MAX, key, err,
-				errlen);
-	if (!strcmp(key, "max_fds_per_user"))
-		return set_uint(&cfg->max_fds_per_user, value, 0, 1u << 30, key, err, errlen);
-	if (!strcmp(key, "max_images_per_job"))
-		return set_uint(&cfg->max_images_per_job, value, 1, SQUASH_MAX_IMAGES, key, err, errlen);
 	if (!strcmp(key, "debug"))
 		return set_bool(&cfg->debug, value, key, err, errlen);
-	if (!strcmp(key, "max_loop_devices"))
-		return set_uint(&cfg->max_loop_devices, value, 0, 1u << 20, key, err, errlen);
-	if (!strcmp(key, "max_loop_devices_per_user"))
-		return set_uint(&cfg->max_loop_devices_per_user, value, 0, 1u << 20, key, err, errlen);
-	if (!strcmp(key, "request_timeout"))
-		return set_uint(&cfg->request_timeout_s, value, 1, 600, key, err, errlen);
 	if (!strcmp(key, "reader_cgroups"))
 		return set_bool(&cfg->reader_cgroups, value, key, err, errlen);
 	if (!strcmp(key, "fuse_union"))
 		return set_bool(&cfg->fuse_union, value, key, err, errlen);
-	if (!strcmp(key, "union_trusted_images"))
-		return set_uint(&cfg->union_trusted_images, value, 0, SQUASH_MAX_IMAGES, key, err, errlen);
-	if (!strcmp(key, "reader_poll_us"))
-		return set_uint(&cfg->reader_poll_us, value, 0, SERVE_POLL_US_MAX, key, err, errlen);
-	if (!strcmp(key, "reader_tasks_max"))
-		return set_uint(&cfg->reader_tasks_max, value, 0, 1u << 22, key, err, errlen);
 	if (!strcmp(key, "reader_memory_max"))
 		return set_size(&cfg->reader_memory_max, value, 1ULL << 50, key, err, errlen);
-	if (!strcmp(key, "reader_cpu_weight"))
-		return set_uint(&cfg->reader_cpu_weight, value, 1, 10000, key, err, errlen);
 	if (!strcmp(key, "kernel_fs_types"))
 		return fs_types_parse(value, &cfg->kernel_fs_types, err, errlen);
 	if (!strcmp(key, "mount_mode")) {
@@ -497,6 +496,7 @@ size_t settings_describe(const struct squashd_config *cfg, struct setting_text *
 	SHOW("max_fds_per_user", "%u", cfg->max_fds_per_user);
 	SHOW("gc_interval", "%u", cfg->gc_interval_s);
 	SHOW("linger", "%u", cfg->linger_s);
+	SHOW("stopped_reader_timeout", "%u", cfg->stopped_reader_timeout_s);
 	SHOW("overlay_size", "%llu", cfg->overlay_size);
 	SHOW("registry_entries_per_user", "%u", cfg->registry_entries_per_user);
 	SHOW("registry_bytes_per_user", "%llu", cfg->registry_bytes_per_user);

@@ -67,9 +67,13 @@ struct squashd_config {
 	bool fuse_union;             /* FUSE images merged at one target: one union mount (core/union_mount.h) */
 	unsigned union_trusted_images; /* groups of this many images or more: a union even when trusted; 0: never */
 	unsigned reader_poll_us;     /* squash-reader --poll-us: a scan's next request polled for; 0: never */
+	unsigned stopped_reader_timeout_s; /* a user's FUSE server stopped this long is killed; 0: never */
 };
 
 #define SQUASHD_LINGER_MAX_S 3600
+/* Long enough for a debugger's look, short of a health check's timeout. */
+#define SQUASHD_STOPPED_READER_TIMEOUT_DEFAULT 10
+#define SQUASHD_STOPPED_READER_TIMEOUT_MAX 3600
 /* Per-user registry budgets (registry/usage.h): far above a real site's
  * use (a user's jobs, steps and sessions on one node, a few images each). */
 #define SQUASHD_REGISTRY_ENTRIES_DEFAULT 4096

@@ -512,6 +512,9 @@ squashfuse = $(command -v squashfuse_ll || echo /usr/bin/squashfuse_ll)
 squash_reader = $reader_user
 fuse_reader = ${SQUASH_TEST_FUSE_READER:-squash-reader}
 request_timeout = 10
+# The hang tests stop readers on purpose, for longer than the default 10 s;
+# test_a_reader_left_stopped_is_killed.py turns the watch on.
+stopped_reader_timeout = 0
 slurm_conf = $dir/slurm.conf
 gc_interval = ${SQUASH_TEST_GC_INTERVAL:-10}
 EOC

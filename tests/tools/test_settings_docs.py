@@ -42,9 +42,15 @@ def function_body(text, name):
 
 def accepted_settings():
     """{key: setter} of config_set(), in its order: the setter is the
-    function its branch calls (set_size, set_uint, ...), or None."""
-    body = function_body(read(SETTINGS_C), "config_set")
-    keys = {}
+    function its branch calls (set_size, set_uint, ...), or None; the
+    numbers in a range come first, from the uint_settings table config_set
+    looks up before its branches."""
+    text = read(SETTINGS_C)
+    table = re.search(r"uint_settings\[\] = \{(.*?)^\};", text, re.M | re.S)
+    if not table:
+        sys.exit("test_settings_docs: no uint_settings table found")
+    keys = {k: "set_uint" for k in re.findall(r'\{ "([a-z_]+)", offsetof', table.group(1))}
+    body = function_body(text, "config_set")
     pieces = KEY.split(body)  # text, key, text, key, ...
     for i in range(1, len(pieces), 2):
         setter = re.search(r"\breturn (\w+)\(", pieces[i + 1])
