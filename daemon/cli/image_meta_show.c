@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -38,12 +39,26 @@ static const char *reader_path(void)
 	return r && *r ? r : SQUASH_READER_PATH;
 }
 
-static void child(int out_fd, int err_fd, const char *image)
+/* Who reads an image given as a descriptor when root asks (publish):
+ * nobody, since the image may be any user's bytes. */
+#define NOBODY 65534
+
+static void child(int out_fd, int err_fd, const char *image, int image_fd)
 {
 	int null = open("/dev/null", O_RDONLY);
 
 	if (null < 0 || dup2(null, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
 		_exit(126);
+	if (image_fd >= 0) {
+		/* /dev/fd/3, open across exec (dup2 onto itself keeps
+		 * close-on-exec: cleared by hand). */
+		if (dup2(image_fd, 3) < 0 || fcntl(3, F_SETFD, 0) < 0)
+			_exit(126);
+		image = "/dev/fd/3";
+		if (geteuid() == 0 &&
+		    (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0))
+			_exit(126);
+	}
 	execl(reader_path(), "squash-reader", "--cat", image, SQUASH_META_PATH, (char *)NULL);
 	dprintf(2, "cannot run %s: %s\n", reader_path(), strerror(errno));
 	_exit(127);
@@ -113,7 +128,7 @@ static void collect(pid_t pid, int out_fd, int err_fd, struct cat_result *r)
 		;
 }
 
-static int run_cat(const char *image, struct cat_result *r, char *err, size_t errlen)
+static int run_cat(const char *image, int image_fd, struct cat_result *r, char *err, size_t errlen)
 {
 	int out[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	pid_t pid;
@@ -128,7 +143,7 @@ static int run_cat(const char *image, struct cat_result *r, char *err, size_t er
 		goto fail;
 	}
 	if (pid == 0)
-		child(out[1], errp[1], image);
+		child(out[1], errp[1], image, image_fd);
 	close(out[1]);
 	close(errp[1]);
 	collect(pid, out[0], errp[0], r);
@@ -261,8 +276,8 @@ static void show_json(const struct squash_image_meta *m, FILE *out)
 	fputs("}}", out);
 }
 
-int squash_image_meta_read(const char *image_path, struct squash_image_meta *meta, bool *found,
-			   char *err, size_t errlen)
+int squash_image_meta_read(const char *image_path, int image_fd, struct squash_image_meta *meta,
+			   bool *found, char *err, size_t errlen)
 {
 	struct cat_result r = { 0 };
 	char why[512], *arg = NULL;
@@ -275,11 +290,11 @@ int squash_image_meta_read(const char *image_path, struct squash_image_meta *met
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	if (access(image_path, R_OK) != 0) {
+	if (image_fd < 0 && access(image_path, R_OK) != 0) {
 		snprintf(err, errlen, "%s: %s", image_path, strerror(errno));
 		goto out;
 	}
-	if (run_cat(arg, &r, err, errlen))
+	if (run_cat(arg, image_fd, &r, err, errlen))
 		goto out;
 	if (r.timed_out) {
 		snprintf(err, errlen, "%s: reading its /%s took more than %d s", image_path,
@@ -287,7 +302,8 @@ int squash_image_meta_read(const char *image_path, struct squash_image_meta *met
 	} else if (r.too_long) {
 		snprintf(err, errlen, "%s: /%s is more than the %d bytes a metadata file may have",
 			 image_path, SQUASH_META_PATH, SQUASH_META_MAX_BYTES);
-	} else if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127) {
+		rc = -2;
+	} else if (WIFEXITED(r.status) && (WEXITSTATUS(r.status) == 127 || WEXITSTATUS(r.status) == 126)) {
 		snprintf(err, errlen, "squash-reader (of slurm-squash) is needed to read an image's metadata: %s",
 			 first_line(r.errtext));
 	} else if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 3) {
@@ -295,6 +311,9 @@ int squash_image_meta_read(const char *image_path, struct squash_image_meta *met
 	} else if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
 		snprintf(err, errlen, "%s: cannot read /%s: %s", image_path, SQUASH_META_PATH,
 			 first_line(r.errtext));
+		/* Exit 1: the image or the file in it is at fault (not a
+		 * regular file, damaged), as it is for the jobs that read it. */
+		rc = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1 ? -2 : -1;
 	} else if (squash_image_meta_parse(r.out, r.out_len, meta, why, sizeof why) != 0) {
 		snprintf(err, errlen, "%s: /%s: %s", image_path, SQUASH_META_PATH, why);
 		rc = -2;
@@ -314,7 +333,7 @@ int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *e
 	struct squash_image_meta meta;
 	bool found;
 
-	if (squash_image_meta_read(image_path, &meta, &found, err, errlen) < 0)
+	if (squash_image_meta_read(image_path, -1, &meta, &found, err, errlen) < 0)
 		return -1;
 	if (json)
 		show_json(found ? &meta : NULL, out);

@@ -26,12 +26,16 @@
 int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *err,
 			   size_t errlen);
 
-/* Reads and parses image_path's metadata the same way: 0 with *found
- * false (no /.squash/meta) or true (meta filled: free it with
- * squash_image_meta_free); -2 with err when it does not parse (every job
- * using the image would fail); -1 with err when it cannot be read. */
+/* Reads and parses image_path's metadata the same way (image_fd >= 0:
+ * from that open descriptor instead, image_path naming it in messages;
+ * then, when the caller is root, read as nobody). 0 with *found false
+ * (no /.squash/meta) or true (meta filled: free it with
+ * squash_image_meta_free); -2 with err when the image's metadata is at
+ * fault (does not parse, too long, not a regular file: every job using
+ * the image would fail on it); -1 with err when it cannot be read here
+ * (no squash-reader, out of time). */
 struct squash_image_meta;
-int squash_image_meta_read(const char *image_path, struct squash_image_meta *meta, bool *found,
-			   char *err, size_t errlen);
+int squash_image_meta_read(const char *image_path, int image_fd, struct squash_image_meta *meta,
+			   bool *found, char *err, size_t errlen);
 
 #endif

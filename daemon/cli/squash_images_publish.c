@@ -44,19 +44,39 @@ static int fail(const char *fmt, ...)
 	return 1;
 }
 
+/* A variable an environment of meta sets that jobs refuse (a default
+ * environment's LD_* too: applied without the user naming it), as
+ * "line L: environment E sets V: why"; 0 when there is none. */
+static int env_refused(const struct squash_image_meta *meta, char *why, size_t len)
+{
+	for (size_t i = 0; i < meta->n_env; i++) {
+		const struct squash_env_line *e = &meta->env[i];
+		bool by_default = meta->default_env && !strcmp(e->env, meta->default_env);
+		const char *refusal = squash_env_var_refusal(e->var, !by_default);
+
+		if (refusal) {
+			snprintf(why, len, "line %u: environment %s sets %s: %s", e->line, e->env, e->var,
+				 refusal);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Jobs read an image's metadata at every task (proto/images_env.c): one
- * that does not parse would fail them all, so it is not published. An
- * image packed for another place than /BASE/NAME, where jobs naming
- * @NAME mount it by default, is published with a warning: the paths
- * squash-pack rewrote in it point to the place it was packed for. 0, or
+ * they fail on (it does not parse, or an environment sets what they
+ * refuse) is not published. An image packed for another place than
+ * /BASE/NAME, where jobs naming @NAME mount it by default, is published
+ * with a warning: the paths squash-pack rewrote in it point to the place
+ * it was packed for. Read from src, the descriptor that is copied. 0, or
  * the exit status. */
-static int check_meta(const char *image, const char *name)
+static int check_meta(const char *image, int src, const struct squash_catalog_entry *e)
 {
 	struct squash_image_meta meta;
 	char why[1024];
 	const char *last;
 	bool found;
-	int rc = squash_image_meta_read(image, &meta, &found, why, sizeof why);
+	int rc = squash_image_meta_read(image, src, &meta, &found, why, sizeof why);
 
 	if (rc == -2)
 		return fail("%s (every job using the image would fail: pack it again)", why);
@@ -66,14 +86,20 @@ static int check_meta(const char *image, const char *name)
 	}
 	if (!found)
 		return 0;
+	if (env_refused(&meta, why, sizeof why)) {
+		squash_image_meta_free(&meta);
+		return fail("%s: /.squash/meta %s (jobs using that environment would fail: pack it again)",
+			    image, why);
+	}
 	last = meta.target ? strrchr(meta.target, '/') : NULL;
-	if (last && strcmp(last + 1, name))
+	if (last && strcmp(last + 1, e->name))
 		fprintf(stderr,
 			"squash-images: publish: warning: %s was packed for %s, but jobs naming @%s "
 			"mount it at /squash/%s (or BASE/%s where the site sets another base): paths "
 			"squash-pack rewrote in it point to %s. Pack it again with --target "
-			"/squash/%s, or users must give the target: @%s/VERSION:%s\n",
-			image, meta.target, name, name, name, meta.target, name, name, meta.target);
+			"/squash/%s, or users must give the target: @%s/%s:%s\n",
+			image, meta.target, e->name, e->name, e->name, meta.target, e->name, e->name,
+			e->version, meta.target);
 	squash_image_meta_free(&meta);
 	return 0;
 }
@@ -302,7 +328,7 @@ int squash_images_publish(const struct publish_request *req)
 		fail("%s: %s", req->image, why);
 		goto out;
 	}
-	if (check_meta(req->image, e.name) || choose_catalog(req, dir, sizeof dir))
+	if (check_meta(req->image, src, &e) || choose_catalog(req, dir, sizeof dir))
 		goto out;
 	/* Root writes only where no user can: a user's directory could lead
 	 * root's files elsewhere through links. */

@@ -318,8 +318,10 @@ enum result overlay_lower_root(const char *lower, const struct identity *id, int
 		snprintf(err, errlen, "cannot open the root of %s: %s", lower, strerror(errno));
 		return RESULT_NODE_ERROR;
 	}
-	int r = as_user(id, squash_now_ms() + (timeout_ms > 0 ? timeout_ms : 0), stat_lower, &lowerfd,
-			lowerfd, &a, sizeof(a), fds);
+	/* A second at least, as for the overlay mount (core/overlay.c): the
+	 * caller kills a reader that stays silent, never one asked too late. */
+	int r = as_user(id, squash_now_ms() + (timeout_ms > 1000 ? timeout_ms : 1000), stat_lower,
+			&lowerfd, lowerfd, &a, sizeof(a), fds);
 	close(lowerfd);
 	*timed_out = r == 0;
 	if (r != 1 || a.err) {

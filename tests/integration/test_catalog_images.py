@@ -55,8 +55,10 @@ READER_ENV = dict(os.environ, SQUASH_READER=str(BUILD / "daemon" / "reader" / "s
 def test_publish_warns_of_another_target_and_refuses_metadata_jobs_would_refuse(cluster):
     """An image packed for /squash/gnu published as prgenv-gnu (jobs mount
     @prgenv-gnu at /squash/prgenv-gnu) is published with a warning that
-    names both places and the fix; one whose /.squash/meta does not parse
-    (every job using it would fail) is not published at all."""
+    names both places and the fix, its metadata read as nobody from the
+    descriptor publish copies (the file is root's and 0600); one whose
+    /.squash/meta does not parse, or whose default environment sets LD_*
+    (every job using it would fail), is not published at all."""
     src = cluster.workdir("root", "publish-src")
     catalog = cluster.trusted / "publish-catalog"
     catalog.mkdir(mode=0o755)
@@ -67,12 +69,14 @@ def test_publish_warns_of_another_target_and_refuses_metadata_jobs_would_refuse(
         gnu = src / "gnu.sqfs"
         p = run([PACK, "--quiet", tree, gnu], check=False)
         assert p.returncode == 0, p.stdout + p.stderr
+        gnu.chmod(0o600)
         p = run([SQUASH_IMAGES, "publish", gnu, "prgenv-gnu/25.5", "--catalog", catalog], check=False,
                 env=READER_ENV)
         assert p.returncode == 0, p.stdout + p.stderr
         assert ("was packed for /squash/gnu, but jobs naming @prgenv-gnu mount it at "
                 "/squash/prgenv-gnu") in p.stderr, p.stderr
-        assert "--target /squash/prgenv-gnu" in p.stderr, p.stderr
+        assert "--target /squash/prgenv-gnu" in p.stderr and "@prgenv-gnu/25.5:/squash/gnu" in p.stderr, \
+            p.stderr
         assert "prgenv-gnu\t25.5\t" in (catalog / "index.tsv").read_text()
 
         broken = cluster.make_image(src / "broken.sqfs", {".squash/meta": "format 1\nname x\ncolour blue\n"})
@@ -83,6 +87,14 @@ def test_publish_warns_of_another_target_and_refuses_metadata_jobs_would_refuse(
             p.stderr
         assert "broken" not in (catalog / "index.tsv").read_text()
         assert not (catalog / "broken").exists()
+
+        loader = cluster.make_image(src / "loader.sqfs", {".squash/meta": (
+            "format 1\nname loader\ndefault-env default\nenv default prepend-path LD_LIBRARY_PATH lib\n")})
+        p = run([SQUASH_IMAGES, "publish", loader, "loader/1", "--catalog", catalog], check=False,
+                env=READER_ENV)
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert "environment default sets LD_LIBRARY_PATH" in p.stderr, p.stderr
+        assert "loader" not in (catalog / "index.tsv").read_text()
     finally:
         shutil.rmtree(catalog)
 
