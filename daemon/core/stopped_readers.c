@@ -12,8 +12,8 @@
 #include "process/reader_process.h"
 #include "util/log.h"
 
-/* Distinct servers looked at per round: one per user with squash-reader;
- * past that, the rest at the next rounds' turn. */
+/* Distinct servers looked at per round: one per user with squash-reader
+ * (squashfuse_ll: one per mount); any past that are not looked at. */
 #define SERVERS_MAX 1024
 
 static pthread_t thread;
