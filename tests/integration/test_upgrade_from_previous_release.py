@@ -123,7 +123,8 @@ class Previous:
         node.squashd_stop()
         self.stopped.add(node.name)
         self.conf.write_text("".join(line for line in self.conf_text.splitlines(True)
-                                     if not line.startswith(("squash_reader", "fuse_reader"))))
+                                     if not line.startswith(("squash_reader", "fuse_reader",
+                                                             "stopped_reader_timeout"))))
         args = ["--node", node.name] if node.namespaced else []
         run([CLUSTER_SH, "squashd-start", *args, self.c.dir],
             env=dict(os.environ, SQUASH_SQUASHD=str(self.squashd)))
