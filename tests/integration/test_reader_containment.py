@@ -286,7 +286,8 @@ def test_a_users_kernel_mounts_start_at_most_their_share_of_prefetches(contained
     (ctl / "prefetch-sleeps").write_text("")
     try:
         for i in range(3):
-            p = cluster.rawclient("mount", FAKE_JOB + 4, u1, f"{imgs[i]}:/squash/prefetch{i}")
+            # A job each: a prefetch ends with its mount (kernel_prefetches_stop).
+            p = cluster.rawclient("mount", FAKE_JOB + 40 + i, u1, f"{imgs[i]}:/squash/prefetch{i}")
             assert p.returncode == 0, p.stdout + p.stderr
         assert {m["mode"] for m in cluster.list_mounts()} == {"kernel"}, cluster.list_mounts()
         wait_until(lambda: len(prefetch_sleepers()) == 2, 10, what="USER1's two prefetches")
@@ -306,14 +307,15 @@ def test_a_users_kernel_mounts_start_at_most_their_share_of_prefetches(contained
             os.kill(pid, 9)
         wait_until(lambda: "kernel prefetches" not in user_budgets(cluster, u1), 10,
                    what="the ended prefetches' places to be free")
-        p = cluster.rawclient("mount", FAKE_JOB + 4, u1, f"{imgs[4]}:/squash/prefetch4")
+        p = cluster.rawclient("mount", FAKE_JOB + 44, u1, f"{imgs[4]}:/squash/prefetch4")
         assert p.returncode == 0, p.stdout + p.stderr
         wait_until(lambda: len(prefetch_sleepers()) == 1, 10, what="USER1's new prefetch")
     finally:
         (ctl / "prefetch-sleeps").unlink(missing_ok=True)
         for pid in prefetch_sleepers():
             os.kill(pid, 9)
-        cluster.rawclient("release", FAKE_JOB + 4)
+        for job in range(FAKE_JOB + 40, FAKE_JOB + 45):
+            cluster.rawclient("release", job)
         cluster.rawclient("release", FAKE_JOB + 5)
         wait_until(lambda: not cluster.list_mounts(), 20, what="the mounts to go")
         for img in imgs:
