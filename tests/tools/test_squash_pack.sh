@@ -195,6 +195,17 @@ for bad in "--name a/b|--name must be" "--version 1:2|--version must be" "--env 
 	pk ${bad%%|*} "$src" "$tmp/bad.sqfs"
 	expect_error "${bad#*|}" "${bad%%|*}"
 done
+# An empty value sets the variable to ''; the summary names each
+# environment and keeps a value's spaces.
+pk --no-relocate --env default:set:EMPTY= --env 'dev:set:GREETING=hello world' "$src" "$tmp/envs.sqfs"
+expect_ok "an empty value"
+m=$(meta "$tmp/envs.sqfs")
+echo "$m" | grep -qx 'env default set EMPTY' || fail "empty value: $m"
+echo "$m" | grep -qx 'env dev set GREETING hello world' || fail "value with a space: $m"
+grep -qF 'default set EMPTY; dev set GREETING hello world' "$tmp/out" ||
+	fail "the summary does not name each environment or cuts a value: $(cat "$tmp/out")"
+pk --env default:prepend-path:PATH= "$src" "$tmp/bad.sqfs"
+expect_error "relative to the image's root" "an empty path"
 pk --description "$(printf 'two\nlines')" "$src" "$tmp/bad.sqfs"
 expect_error "one line" "multi-line description"
 mkdir "$tmp/odd name" && chmod a+rx "$tmp/odd name"
@@ -389,6 +400,28 @@ pk --target /squash/x "$src" "$tmp/none.sqfs"
 expect_ok "nothing to relocate"
 grep -q "relocation: no path to .* in the tree" "$tmp/out" || fail "no paths not reported: $(cat "$tmp/out")"
 grep -q staging "$tmp/out" && fail "staged without paths to rewrite"
+# A tree built for another place (a uenv stack's /user-environment, a
+# prefix taken out of a container): --relocate-from rewrites its paths too.
+ue=$tmp/uenv-copy
+mkdir -p "$ue/bin" "$ue/etc"
+printf '#!/user-environment/bin/sh\necho ue\n' >"$ue/bin/run"
+printf 'root=/user-environment\nlib=/user-environment/lib\nnot=/user-environment2\n' >"$ue/etc/conf"
+ln -s /user-environment/etc/conf "$ue/etc/link"
+chmod -R a+rX "$ue"
+pk --relocate-from /user-environment --target /squash/ue "$ue" "$tmp/ue.sqfs"
+expect_ok "--relocate-from"
+grep -qF "name $ue or /user-environment: rewriting them for the target /squash/ue" "$tmp/out" ||
+	fail "--relocate-from not reported: $(cat "$tmp/out")"
+[ "$(cat_img "$tmp/ue.sqfs" bin/run)" = "$(printf '#!/squash/ue/bin/sh\necho ue')" ] || fail "--relocate-from shebang: $(cat_img "$tmp/ue.sqfs" bin/run)"
+[ "$(cat_img "$tmp/ue.sqfs" etc/conf)" = "$(printf 'root=/squash/ue\nlib=/squash/ue/lib\nnot=/user-environment2')" ] ||
+	fail "--relocate-from text: $(cat_img "$tmp/ue.sqfs" etc/conf)"
+unsquashfs -lln "$tmp/ue.sqfs" | grep -qF 'squashfs-root/etc/link -> /squash/ue/etc/conf' || fail "--relocate-from link: $(unsquashfs -lln "$tmp/ue.sqfs")"
+pk --relocate-from /squash --target /squash/ue "$ue" "$tmp/bad.sqfs"
+expect_error "the target /squash/ue is /squash or lies below it" "--relocate-from above the target"
+pk --relocate-from user-environment "$ue" "$tmp/bad.sqfs"
+expect_error "--relocate-from must be an absolute path" "--relocate-from relative"
+pk --no-relocate --relocate-from /user-environment "$ue" "$tmp/bad.sqfs"
+expect_error "drop --no-relocate" "--relocate-from with --no-relocate"
 unset TMPDIR
 
 # --- bundles: a dataset split by top-level entries, with a manifest
