@@ -7,6 +7,7 @@
 
 #include "errmsg.h"
 #include "images_env.h"
+#include "quote.h"
 #include "squash_env.h"
 
 int squash_env_names_split(const char *text, const char *option, struct squash_env_names *names,
@@ -111,6 +112,21 @@ static void list_envs(const char *target, const struct squash_image_meta *meta, 
 	snprintf(buf + len, size - len, "%s)", first ? "none" : "");
 }
 
+/* A software image away from the target it was packed for. Data images
+ * (no environments) work anywhere and get no note. */
+static void note_moved(const struct squash_image_meta *meta, const char *target, FILE *notes)
+{
+	char packed[SQUASH_QUOTE_BUF], seen[SQUASH_QUOTE_BUF];
+
+	if (!notes || !meta->target || !meta->n_env || !strcmp(meta->target, target))
+		return;
+	squash_quote(packed, sizeof packed, meta->target, strlen(meta->target));
+	squash_quote(seen, sizeof seen, target, strlen(target));
+	fprintf(notes, "squash: note: the image at %s was packed for %s: paths squash-pack rewrote in "
+		"it lead there, not here; mount it at %s (IMAGE:%s), or pack it again with --target "
+		"%s\n", seen, packed, packed, packed, seen);
+}
+
 /* One target's metadata: its default-env, or the named ones it has. */
 static int apply_target(const struct squash_image_meta *meta, const char *target,
 			struct squash_env_names *names, const struct squash_env_access *env,
@@ -161,6 +177,7 @@ int squash_images_env_apply(const Squash__Response *resp, const char *text,
 		if (loaded < 0) {
 			rc = -1;
 		} else if (loaded) {
+			note_moved(&meta, target, env->notes);
 			list_envs(target, &meta, have, sizeof have);
 			rc = apply_target(&meta, target, names, env, err, errlen);
 			squash_image_meta_free(&meta);

@@ -18,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "image_meta.h"
 #include "squash.pb-c.h"
@@ -47,6 +48,10 @@ struct squash_env_access {
 	/* Sets var; 0, or -1 with why. */
 	int (*set)(void *ctx, const char *var, const char *value, char *why, size_t whylen);
 	void *ctx;
+	/* Where a note goes about a software image (one with environments)
+	 * seen at another target than the one it was packed for, whose
+	 * rewritten paths lead there (squash-pack(1)); NULL: nowhere. */
+	FILE *notes;
 };
 
 /* Applies the environments of the images of resp (a step_info or

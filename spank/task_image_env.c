@@ -1,6 +1,8 @@
 /* Images' environments in a task (see task_image_env.h). */
 #include "config.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -54,12 +56,17 @@ static int task_setenv(void *ctx, const char *var, const char *value, char *why,
 int squash_task_image_env_apply(spank_t sp, const Squash__Response *resp, const char *option,
 				char *err, size_t errlen)
 {
+	uint32_t global_id = 1;
+	/* Notes once per step, on its first task's stderr (the job's output). */
+	bool first_task = spank_get_item(sp, S_TASK_GLOBAL_ID, &global_id) == ESPANK_SUCCESS &&
+			  global_id == 0;
 	const struct squash_env_access env = {
 		.option = "--squash-env",
 		.images = "of this step",
 		.get = task_getenv,
 		.set = task_setenv,
 		.ctx = sp,
+		.notes = first_task ? stderr : NULL,
 	};
 
 	return squash_images_env_apply(resp, option, &env, err, errlen);

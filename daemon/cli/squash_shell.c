@@ -212,6 +212,7 @@ static void apply_image_envs(const Squash__Response *resp, const char *env_names
 		.images = "given",
 		.get = own_getenv,
 		.set = own_setenv,
+		.notes = stderr,
 	};
 	char err[2048], b1[sizeof(err) * 4];
 

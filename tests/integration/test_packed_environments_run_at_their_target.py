@@ -107,6 +107,13 @@ gcc -o {pkg}/bin/hello hello.c -L{pkg}/lib -lwho -Wl,--enable-new-dtags,-rpath,{
     assert "\ntarget /squash/venv\n" in p.stdout and \
         "\nenv default set-path VIRTUAL_ENV .\n" in p.stdout, p.stdout
 
+    # Seen away from its target: the conda image again, at /squash/moved,
+    # gets a note once per step; a data image (metadata, no environment)
+    # at another target than its default gets none.
+    as_user("cp", images["conda"], d / "conda-copy.sqfs")
+    as_user("bash", "-c", f"mkdir -p {d}/data && echo 1,2 >{d}/data/values.csv && chmod -R a+rX {d}/data")
+    as_user(PACK, d / "data", d / "data.sqfs")
+
     # Built at its target instead (docs/user.md): an empty image of the
     # user's, writable at the target in the job, packed there.
     as_user("mkdir", d / "empty", d / "built-changes")
@@ -114,6 +121,7 @@ gcc -o {pkg}/bin/hello hello.c -L{pkg}/lib -lwho -Wl,--enable-new-dtags,-rpath,{
     built = d / "built.sqfs"
     spec = ",".join(f"{images[n]}:/squash/{n}" for n in images)
     spec += f",{d / 'empty.sqfs'}:/squash/built:rw={d / 'built-changes'}"
+    spec += f",{d / 'conda-copy.sqfs'}:/squash/moved,{d / 'data.sqfs'}:/squash/input"
 
     # Nothing may fall back to the build directory.
     as_user("mv", build, d / "build.moved")
@@ -122,11 +130,19 @@ gcc -o {pkg}/bin/hello hello.c -L{pkg}/lib -lwho -Wl,--enable-new-dtags,-rpath,{
         "/squash/conda/bin/condarun\n"
         "/squash/spack/linux-x86_64/gcc-12/hello-1.0-abcdefgh/bin/hello\n"
         f"{PYTHON} -m venv --without-pip /squash/built\n"
-        f"{cluster.for_user(USER1, PACK)} -q /squash/built {built} && echo packed\n"),
-        args=[f"--squash-image={spec}"])
+        f"{cluster.for_user(USER1, PACK)} -q /squash/built {built} && echo packed\n"
+        "srun -n2 cat /squash/input/values.csv\n"),
+        args=[f"--squash-image={spec}", "-n2"])
     out = job.output()
     assert job.state == "COMPLETED", out
-    lines = out.splitlines()
+    note = ("squash: note: the image at /squash/moved was packed for /squash/conda: paths "
+            "squash-pack rewrote in it lead there, not here; mount it at /squash/conda "
+            "(IMAGE:/squash/conda), or pack it again with --target /squash/moved")
+    # The batch step's and the two-task step's first tasks: one each.
+    assert out.count(note) == 2, out
+    assert out.count("squash: note:") == 2, out
+    lines = [line for line in out.splitlines() if line != note]
+    assert lines[-2:] == ["1,2", "1,2"], out
     assert lines[0].startswith("hellotool /squash/venv /squash/venv/lib/python3."), out
     assert lines[0].endswith("/site-packages/hellotool/__init__.py"), out
     assert lines[1] == "conda: the data; greeting from libgreet", out

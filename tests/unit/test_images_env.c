@@ -175,6 +175,29 @@ int main(void)
 	CHECK_INT(squash_images_env_apply(&resp, NULL, &access, err, sizeof err), -1);
 	CHECK_CONTAINS(err, "bad/.squash/meta: line 3: environment run sets LD_PRELOAD: loader");
 
+	/* A software image (environments) away from the target it was packed
+	 * for gets a note; one at its target, or a data image (none), none. */
+	char *moved = make_target("moved", "format 1\ntarget /squash/tool\ndefault-env default\n"
+				       "env default prepend-path PATH bin\n");
+	char *data = make_target("data", "format 1\ntarget /squash/data\n");
+	CHECK(moved && data);
+	char *noted = NULL;
+	size_t noted_len = 0;
+	FILE *notes = open_memstream(&noted, &noted_len);
+	struct squash_env_access noting = access;
+	noting.notes = notes;
+	m[0].target = moved;
+	m[1].target = data;
+	m[2].target = m[3].target = c;
+	fake_reset(&e);
+	CHECK_INT(squash_images_env_apply(&resp, NULL, &noting, err, sizeof err), 0);
+	fclose(notes);
+	snprintf(expect, sizeof expect, "squash: note: the image at %s was packed for /squash/tool: "
+		 "paths squash-pack rewrote in it lead there, not here; mount it at /squash/tool "
+		 "(IMAGE:/squash/tool), or pack it again with --target %s\n", moved, moved);
+	CHECK_STR(noted, expect);
+	free(noted);
+
 	/* The names' syntax. */
 	CHECK_INT(squash_env_names_split("a,b_2", "--env", &names, err, sizeof err), 0);
 	CHECK_INT(names.count, 2);
@@ -186,7 +209,8 @@ int main(void)
 
 	fake_clear(&e);
 	for (const char *n = "a/.squash/meta\0a/.squash\0a\0b\0c/.squash/meta\0c/.squash\0c\0"
-			     "bad/.squash/meta\0bad/.squash\0bad\0";
+			     "bad/.squash/meta\0bad/.squash\0bad\0moved/.squash/meta\0moved/.squash\0"
+			     "moved\0data/.squash/meta\0data/.squash\0data\0";
 	     *n; n += strlen(n) + 1) {
 		char path[512];
 
@@ -199,5 +223,7 @@ int main(void)
 	free(b);
 	free(c);
 	free(bad);
+	free(moved);
+	free(data);
 	return unit_exit_code();
 }
