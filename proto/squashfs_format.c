@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 #include "errmsg.h"
 #include "squashfs_format.h"
@@ -67,6 +68,10 @@ static void decode(const uint8_t *buf, struct squash_superblock *sb)
 	sb->export_table = le64(buf + OFF_EXPORT_TABLE);
 }
 
+/* Where a SIF file's global header has its magic, NUL included. */
+#define SIF_MAGIC_OFFSET 32
+static const char SIF_MAGIC[10] = "SIF_MAGIC";
+
 static int check_identity(const uint8_t *buf, char *err, size_t errlen)
 {
 	uint32_t magic = le32(buf + OFF_MAGIC);
@@ -76,6 +81,15 @@ static int check_identity(const uint8_t *buf, char *err, size_t errlen)
 	if (magic == SQUASHFS_MAGIC_SWAPPED) {
 		squash_errf(err, errlen,
 			    "big-endian squashfs (version 3 or older) is not supported (need 4.0)");
+		return -1;
+	}
+	/* An Apptainer/Singularity SIF: a launch script line, then its magic.
+	 * Its squashfs partition is a whole OS root, made to be run at '/'. */
+	if (!memcmp(buf + SIF_MAGIC_OFFSET, SIF_MAGIC, sizeof(SIF_MAGIC))) {
+		squash_errf(err, errlen,
+			    "an Apptainer SIF file, not a squashfs image: run it with apptainer "
+			    "exec; to use software from it here, copy its directory out "
+			    "(apptainer build --sandbox) and pack that with squash-pack");
 		return -1;
 	}
 	if (magic != SQUASHFS_MAGIC) {

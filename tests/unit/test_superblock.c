@@ -170,6 +170,8 @@ static const char *corrupt(const uint8_t *good, uint64_t size,
 }
 
 static void bad_magic(uint8_t *sb) { memcpy(sb, "ELF\x7f", 4); }
+/* An Apptainer SIF: its launch script, then SIF_MAGIC at byte 32. */
+static void sif(uint8_t *sb) { memcpy(sb, "#!/usr/bin/env run-singularity\n\0SIF_MAGIC", 42); }
 static void big_endian(uint8_t *sb) { memcpy(sb, "sqsh", 4); }
 static void version_3_1(uint8_t *sb) { put_le16(sb + 28, 3); put_le16(sb + 30, 1); }
 static void version_4_1(uint8_t *sb) { put_le16(sb + 30, 1); }
@@ -202,6 +204,10 @@ static void test_corrupt_copies(void)
 
 	CHECK_STR(corrupt(good, size, bad_magic, SQUASH_READER_ANY),
 		  "not a squashfs image (bad magic)");
+	CHECK_STR(corrupt(good, size, sif, SQUASH_READER_ANY),
+		  "an Apptainer SIF file, not a squashfs image: run it with apptainer exec; to use "
+		  "software from it here, copy its directory out (apptainer build --sandbox) and "
+		  "pack that with squash-pack");
 	CHECK_STR(corrupt(good, size, big_endian, SQUASH_READER_ANY),
 		  "big-endian squashfs (version 3 or older) is not supported (need 4.0)");
 	CHECK_STR(corrupt(good, size, version_3_1, SQUASH_READER_ANY),
