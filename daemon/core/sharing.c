@@ -87,18 +87,13 @@ void sharing_put_locked(struct daemon_state *ds, struct mount_entry *m, struct t
 	}
 }
 
-void sharing_teardown(struct daemon_state *ds, struct teardown *td)
+/* Unmounts the chain from m on (lock not held; nobody else touches an
+ * UNMOUNTING entry). */
+static void unmount_chain(struct mount_entry *m, int timeout_ms)
 {
 	char err[PATH_MAX + 256];
-	int timeout_ms = (int)td->cfg->request_timeout_s * 1000;
 
-	/* Overlays and sessions' binds first: what they hold is among td's
-	 * mounts. */
-	teardown_dirs_run(td, timeout_ms);
-	if (!td->head)
-		return;
-	/* Unlocked: nobody else touches an UNMOUNTING entry. */
-	for (struct mount_entry *m = td->head; m; m = m->teardown_next) {
+	for (; m; m = m->teardown_next) {
 		/* A user's reader serving other mounts of theirs stays. */
 		pid_t server = m->server_pid > 0 && reader_pool_put(m->server_pid) ? m->server_pid : 0;
 
@@ -110,19 +105,64 @@ void sharing_teardown(struct daemon_state *ds, struct teardown *td)
 		else
 			log_info("unmounted image %s from %s", m->image, m->mount_point);
 	}
+}
+
+/* Drops the chain's entries from the registry (lock held), their lowers
+ * into lowers. */
+static void forget_chain_locked(struct daemon_state *ds, struct mount_entry *m,
+				struct teardown *lowers)
+{
+	for (struct mount_entry *next; m; m = next) {
+		next = m->teardown_next;
+		put_lowers_locked(ds, m, lowers);
+		registry_remove_mount(&ds->registry, m);
+	}
+}
+
+void sharing_teardown(struct daemon_state *ds, struct teardown *td)
+{
+	int timeout_ms = (int)td->cfg->request_timeout_s * 1000;
+	struct mount_entry *quick = NULL, **qt = &quick, *fuse = NULL, **ft = &fuse;
+
+	/* Overlays and sessions' binds first: what they hold is among td's
+	 * mounts. */
+	teardown_dirs_run(td, timeout_ms);
+	if (!td->head)
+		return;
+	/* Kernel and merged mounts before FUSE ones: they wait on nobody,
+	 * while a FUSE mount's unmount may wait up to request_timeout for its
+	 * user's reader to exit. Until they leave the registry their loop
+	 * devices count for the node (and no longer for the user who let them
+	 * go), so they leave it before that wait. */
+	for (struct mount_entry *m = td->head, *next; m; m = next) {
+		next = m->teardown_next;
+		m->teardown_next = NULL;
+		if (m->key.mode == SQUASH__MOUNT_MODE__FUSE) {
+			*ft = m;
+			ft = &m->teardown_next;
+		} else {
+			*qt = m;
+			qt = &m->teardown_next;
+		}
+	}
+	td->head = NULL;
 	/* A merged mount's lowers go after it: they are its layers. */
 	struct teardown lowers = TEARDOWN_INIT(td->cfg);
+	unmount_chain(quick, timeout_ms);
+	if (quick && fuse) {
+		pthread_mutex_lock(&ds->lock);
+		forget_chain_locked(ds, quick, &lowers);
+		pthread_mutex_unlock(&ds->lock);
+		quick = NULL;
+	}
+	unmount_chain(fuse, timeout_ms);
 	/* One save for the whole teardown (the state file never lists
 	 * UNMOUNTING entries, so nothing is lost meanwhile). */
 	pthread_mutex_lock(&ds->lock);
-	for (struct mount_entry *m = td->head, *next; m; m = next) {
-		next = m->teardown_next;
-		put_lowers_locked(ds, m, &lowers);
-		registry_remove_mount(&ds->registry, m);
-	}
+	forget_chain_locked(ds, quick, &lowers);
+	forget_chain_locked(ds, fuse, &lowers);
 	daemon_save_locked(ds);
 	pthread_mutex_unlock(&ds->lock);
-	td->head = NULL;
 	if (lowers.head && td->lowers_to)
 		td->lowers_to(ds, &lowers);
 	else if (lowers.head)

@@ -292,3 +292,42 @@ def test_a_steps_release_in_a_job_without_images_waits_in_its_users_queue(cluste
             asker.communicate(timeout=30)
             c.rawclient("release", f"{job}.0")
             wait_until(lambda: not c.list_mounts(), 30, 0.1, "the mounts to go")
+
+
+def test_a_teardown_waiting_on_a_stopped_reader_frees_its_kernel_mounts_first(cluster):
+    """A job's release that waits on its user's stopped reader unmounts the
+    job's kernel mounts first and drops them from the registry before that
+    wait: an unmounting loop device counts for the node (max_loop_devices)
+    but no longer for the user, so a user who ends job after job this way
+    could hold every loop device of the node (daemon/core/sharing.c)."""
+    c = cluster
+    gone = 3997103
+    own = c.make_image(c.workdir(USER1, "stopped-first") / "own.sqfs", FILES, owner=USER1)
+    os.chmod(c.trusted, 0o755)
+    trusted = c.make_image(c.trusted / f"stopped-first-{os.getpid()}.sqfs", FILES, owner="root")
+    stopped, release = [], None
+    try:
+        # The trusted image last: the teardown meets it first without the fix.
+        assert c.rawclient("mount", gone, uid_of(USER1), f"{own}:/squash/own",
+                           f"{trusted}:/squash/trusted").stdout.startswith("ok")
+        stop_readers(c, USER1, stopped)
+        release = subprocess.Popen([RAWCLIENT, "--socket", c.socket, "--munge-socket", c.munge_socket,
+                                    "release", str(gone)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        t = time.monotonic()
+        wait_until(lambda: not mounted(c, trusted), REQUEST_TIMEOUT + 10, 0.05,
+                   "the job's kernel mount to go")
+        took = time.monotonic() - t
+        assert took < REQUEST_TIMEOUT / 2, f"the kernel mount went after {took:.1f} s"
+        assert mounted(c, own), "the stopped reader's mount went before its wait"
+        loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+        assert str(trusted) not in loops, loops
+        out, err = release.communicate(timeout=REQUEST_TIMEOUT + 10)
+        assert release.returncode == 0, (out, err)
+        wait_until(lambda: not mounted(c, own), 10, 0.1, "the stopped reader's mount to go")
+    finally:
+        resume(stopped)
+        if release and release.poll() is None:
+            release.wait(timeout=REQUEST_TIMEOUT + 10)
+        c.rawclient("release", gone)
+        wait_until(lambda: not c.list_mounts(), 30, 0.1, "the mounts to go")
