@@ -130,7 +130,7 @@ static enum result record_image(struct daemon_state *ds, const struct squashd_co
 		     * the node's table. */
 		    (e->kind == HOLDER_SESSION && m && m->key.mode == SQUASH__MOUNT_MODE__FUSE &&
 		     user_fuse_mounts_refuses_locked(ds, cfg, e->uid, err, errlen));
-	if (over || registry_job_add_image(e, spec->image, spec->target, m) < 0) {
+	if (over || registry_user_add_image(e, spec->image, spec->target, m) < 0) {
 		struct teardown td = TEARDOWN_INIT(cfg);
 		sharing_put_locked(ds, m, &td);
 		pthread_mutex_unlock(&ds->lock);

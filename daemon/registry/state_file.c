@@ -46,20 +46,29 @@ static void put_field(FILE *f, const char *s)
 		fputs(" %2D", f);
 		return;
 	}
-	fputc(' ', f);
-	/* Runs of plain characters in one write: a save under a burst of job
-	 * starts writes every job's paths, and a locked fputc per byte was
-	 * the largest user-space cost in squashd's profile of such a burst. */
-	for (const unsigned char *p = (const unsigned char *)s; *p;) {
-		size_t n = 0;
+	static const char hex[] = "0123456789ABCDEF";
+	char out[512];
+	size_t n = 0;
 
-		while (p[n] > ' ' && p[n] < 0x7f && p[n] != '%')
-			n++;
-		fwrite(p, 1, n, f);
-		p += n;
-		if (*p)
-			fprintf(f, "%%%02X", *p++);
+	fputc(' ', f);
+	/* Escaped into a buffer written in pieces: a save under a burst of job
+	 * starts writes every job's paths, and a locked fputc per byte was the
+	 * largest user-space cost in squashd's profile of such a burst; a
+	 * user's paths of spaces and '%' made an fprintf per byte of them. */
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p > ' ' && *p < 0x7f && *p != '%') {
+			out[n++] = (char)*p;
+		} else {
+			out[n++] = '%';
+			out[n++] = hex[*p >> 4];
+			out[n++] = hex[*p & 15];
+		}
+		if (n > sizeof(out) - STATE_FILE_ESCAPE_MAX) {
+			fwrite(out, 1, n, f);
+			n = 0;
+		}
 	}
+	fwrite(out, 1, n, f);
 }
 
 /* Records a newer squashd wrote that this one does not know, written back
@@ -70,6 +79,22 @@ static void put_extra(FILE *f, const char *extra)
 		fputs(extra, f);
 }
 
+/* Image i's record of e: "image JOB MOUNT IMAGE TARGET" of a job,
+ * "simage MOUNT IMAGE TARGET" of a step or session. */
+static void put_image(FILE *f, const struct job_entry *e, size_t i)
+{
+	const struct mount_entry *m = e->images[i].mount;
+	unsigned id = state_file_keeps_mount(m) ? m->id : 0;
+
+	if (e->kind == HOLDER_JOB)
+		fprintf(f, "image %u %u", e->job_id, id);
+	else
+		fprintf(f, "simage %u", id);
+	put_field(f, e->images[i].image);
+	put_field(f, e->images[i].target);
+	fputc('\n', f);
+}
+
 static void put_job(FILE *f, const struct job_entry *j)
 {
 	fprintf(f, "job %u %u %d", j->job_id, (unsigned)j->uid, (int)j->status);
@@ -77,14 +102,8 @@ static void put_job(FILE *f, const struct job_entry *j)
 	fputc('\n', f);
 	if (j->ends_with_extern)
 		fprintf(f, "endwatch %u\n", j->job_id);
-	for (size_t i = 0; i < j->count; i++) {
-		const struct mount_entry *m = j->images[i].mount;
-
-		fprintf(f, "image %u %u", j->job_id, state_file_keeps_mount(m) ? m->id : 0);
-		put_field(f, j->images[i].image);
-		put_field(f, j->images[i].target);
-		fputc('\n', f);
-	}
+	for (size_t i = 0; i < j->count; i++)
+		put_image(f, j, i);
 	if (j->overlay_dir) {
 		fprintf(f, "overlay %u", j->job_id);
 		put_field(f, j->overlay_dir);
@@ -106,14 +125,8 @@ static void put_scope(FILE *f, const struct job_entry *e)
 		(int)e->session_pid, e->session_start, (unsigned)e->uid, (int)e->status);
 	put_field(f, e->message);
 	fputc('\n', f);
-	for (size_t i = 0; i < e->count; i++) {
-		const struct mount_entry *m = e->images[i].mount;
-
-		fprintf(f, "simage %u", state_file_keeps_mount(m) ? m->id : 0);
-		put_field(f, e->images[i].image);
-		put_field(f, e->images[i].target);
-		fputc('\n', f);
-	}
+	for (size_t i = 0; i < e->count; i++)
+		put_image(f, e, i);
 	put_extra(f, e->state_extra);
 }
 
@@ -122,6 +135,18 @@ static ssize_t count_write(void *cookie, const char *buf, size_t len)
 	(void)buf;
 	*(size_t *)cookie += len;
 	return (ssize_t)len;
+}
+
+size_t state_file_image_bytes(const struct job_entry *e, size_t i)
+{
+	size_t bytes = 0;
+	FILE *f = fopencookie(&bytes, "w", (cookie_io_functions_t){ .write = count_write });
+
+	if (!f)
+		return 0;
+	put_image(f, e, i);
+	fclose(f);
+	return bytes;
 }
 
 size_t state_file_entry_bytes(const struct job_entry *e)

@@ -54,6 +54,9 @@ int state_file_format(const struct registry *r, char **text, size_t *len);
  * included), whether or not it is kept yet. */
 size_t state_file_entry_bytes(const struct job_entry *e);
 
+/* The bytes image i's record of e takes in the file, as written. */
+size_t state_file_image_bytes(const struct job_entry *e, size_t i);
+
 /* Writes text to path atomically and durably (temp file, fsync, rename).
  * Returns 0, or -1 with err. */
 int state_file_write(const char *path, const char *text, size_t len, char *err, size_t errlen);

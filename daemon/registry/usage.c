@@ -28,6 +28,21 @@ struct registry_usage registry_user_usage(struct registry *r, uid_t uid)
 	return u;
 }
 
+int registry_user_add_image(struct job_entry *e, const char *image, const char *target,
+			    struct mount_entry *m)
+{
+	size_t counted = e->state_bytes;
+
+	if (registry_job_add_image(e, image, target, m) < 0)
+		return -1;
+	/* The new record's bytes added to what was counted: counted again
+	 * from nothing, a request's budget check per image would format every
+	 * record before it again, under the lock (n²/2 for n images). */
+	if (counted)
+		e->state_bytes = counted + state_file_image_bytes(e, e->count - 1);
+	return 0;
+}
+
 int registry_user_admit(struct registry *r, uid_t uid, const char *image, const char *target,
 			size_t max_entries, unsigned long long max_bytes, char *why, size_t len)
 {

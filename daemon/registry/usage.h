@@ -54,4 +54,9 @@ int registry_user_admit_session_bind(struct registry *r, uid_t uid, size_t max, 
 bool registry_user_may_linger(struct registry *r, const struct mount_entry *m, size_t max_entries,
 			      unsigned long long max_bytes);
 
+/* registry_job_add_image, keeping e's counted bytes up to date (the new
+ * record's added) rather than to be counted again. 0 or -1. */
+int registry_user_add_image(struct job_entry *e, const char *image, const char *target,
+			    struct mount_entry *m);
+
 #endif

@@ -161,6 +161,12 @@ static void each_user_has_a_registry_budget(void)
 	CHECK_INT(registry_user_admit(&r, 1000, "/x", "/y", 2, 100, why, sizeof(why)), -1);
 	CHECK(strstr(why, "registry_bytes_per_user = 100") != NULL);
 	CHECK_INT(registry_user_admit(&r, 1001, "/x", "/y", 1, 100, why, sizeof(why)), 0); /* another user */
+	/* Images added while a request is checked image by image: the count
+	 * grows by each new record, as written, not formatted again. */
+	CHECK_INT(registry_user_add_image(step, "/% x", "/t2", NULL), 0);
+	CHECK_INT(step->state_bytes, state_file_entry_bytes(step));
+	CHECK_INT(registry_user_usage(&r, 1000).bytes,
+		  u.bytes + strlen("simage 0 /%C3%A9 /t\n") + strlen("simage 0 /%25%20x /t2\n"));
 	registry_free(&r);
 }
 
