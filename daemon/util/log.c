@@ -272,7 +272,15 @@ void log_error(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_line(LOG_ERR, SD_ERR, "error", fmt, ap);
+	/* In a user's request: errors that user can cause at will (an image
+	 * that fails to read, a reader they trace) have a budget of their
+	 * own, apart from the info and warning lines, so that they neither
+	 * hide behind a flood of refusals nor flood the journal (whose rate
+	 * limit would drop every user's lines). */
+	if (ctx.peer_uid)
+		peer_line(LOG_ERR, SD_ERR, "error", ctx.peer_uid, fmt, ap);
+	else
+		log_line(LOG_ERR, SD_ERR, "error", fmt, ap);
 	va_end(ap);
 }
 
@@ -324,7 +332,7 @@ void log_debug(const char *fmt, ...)
 }
 
 static pthread_mutex_t budget_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct log_budget budget;
+static struct log_budget budget, error_budget;
 
 /* A line about peer_uid's request, if its budget has one. */
 static void peer_line(int priority, const char *prefix, const char *level, uint32_t peer_uid,
@@ -336,17 +344,18 @@ static void peer_line(int priority, const char *prefix, const char *level, uint3
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	pthread_mutex_lock(&budget_lock);
-	take = log_budget_take(&budget, peer_uid, (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000,
-			       &left_out);
+	take = log_budget_take(priority == LOG_ERR ? &error_budget : &budget, peer_uid,
+			       (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000, &left_out);
 	pthread_mutex_unlock(&budget_lock);
 	if (!take)
 		return;
 	log_line(priority, prefix, level, fmt, ap);
 	if (left_out)
 		plain_line(LOG_WARNING, SD_WARNING, "warning",
-			   "%lu more lines about requests from uid %u were not logged (at most %d at "
-			   "once, then one per %d s, per user)", left_out, (unsigned)peer_uid,
-			   LOG_BUDGET_BURST, LOG_BUDGET_REFILL_MS / 1000);
+			   "%lu more %slines about requests from uid %u were not logged (at most %d at "
+			   "once, then one per %d s, per user)", left_out,
+			   priority == LOG_ERR ? "error " : "", (unsigned)peer_uid, LOG_BUDGET_BURST,
+			   LOG_BUDGET_REFILL_MS / 1000);
 }
 
 void log_peer_warning(uint32_t peer_uid, const char *fmt, ...)

@@ -36,7 +36,9 @@ void log_context_image(const char *image, const char *mode);
  * (0: root, the node's own: none): its info and warning lines draw on
  * that user's budget as log_peer_* do, so a user who loops sessions or
  * kills their reader costs the log at most its burst, then a line per
- * LOG_BUDGET_REFILL_MS. Errors (node faults) never do. */
+ * LOG_BUDGET_REFILL_MS. Its error lines draw on a budget of their own
+ * (the same size): a flood of refusals hides none of them, and errors a
+ * user can cause at will cannot flood the journal. */
 void log_context_peer(uint32_t peer_uid);
 void log_context_clear(void);
 
