@@ -127,20 +127,49 @@ static void note_moved(const struct squash_image_meta *meta, const char *target,
 		"%s\n", seen, packed, packed, packed, seen);
 }
 
+/* "TARGET:ENV" added to the applied list (SQUASH_ENV_TASK_ENVS), a comma
+ * before all but the first. 0, or -1 out of memory. */
+static int note_applied(char **applied, size_t *len, const char *target, const char *name)
+{
+	size_t add = strlen(target) + strlen(name) + 2;
+	char *grown = realloc(*applied, *len + add + 1);
+
+	if (!grown)
+		return -1;
+	*applied = grown;
+	*len += (size_t)sprintf(grown + *len, "%s%s:%s", *len ? "," : "", target, name);
+	return 0;
+}
+
+/* Applies environment name of meta at target and notes it as applied. */
+static int apply_noted(const struct squash_image_meta *meta, const char *name, const char *target,
+		       bool by_name, const struct squash_env_access *env, char **applied,
+		       size_t *applied_len, char *err, size_t errlen)
+{
+	if (apply_env(meta, name, target, by_name, env, err, errlen))
+		return -1;
+	if (note_applied(applied, applied_len, target, name)) {
+		squash_errf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 /* One target's metadata: its default-env, or the named ones it has. */
 static int apply_target(const struct squash_image_meta *meta, const char *target,
 			struct squash_env_names *names, const struct squash_env_access *env,
-			char *err, size_t errlen)
+			char **applied, size_t *applied_len, char *err, size_t errlen)
 {
 	if (!names)
-		return meta->default_env
-			       ? apply_env(meta, meta->default_env, target, false, env, err, errlen)
-			       : 0;
+		return meta->default_env ? apply_noted(meta, meta->default_env, target, false, env,
+						       applied, applied_len, err, errlen)
+					 : 0;
 	for (size_t k = 0; k < names->count; k++) {
 		if (!squash_image_meta_has_env(meta, names->name[k]))
 			continue;
 		names->found[k] = true;
-		if (apply_env(meta, names->name[k], target, true, env, err, errlen))
+		if (apply_noted(meta, names->name[k], target, true, env, applied, applied_len, err,
+				errlen))
 			return -1;
 	}
 	return 0;
@@ -151,7 +180,8 @@ int squash_images_env_apply(const Squash__Response *resp, const char *text,
 {
 	struct squash_image_meta meta;
 	struct squash_env_names *names = NULL;
-	char have[1024] = "";
+	char have[1024] = "", *applied = NULL;
+	size_t applied_len = 0;
 	int rc = 0;
 
 	if (text && !strcmp(text, SQUASH_ENV_NAMES_NONE))
@@ -179,7 +209,7 @@ int squash_images_env_apply(const Squash__Response *resp, const char *text,
 		} else if (loaded) {
 			note_moved(&meta, target, env->notes);
 			list_envs(target, &meta, have, sizeof have);
-			rc = apply_target(&meta, target, names, env, err, errlen);
+			rc = apply_target(&meta, target, names, env, &applied, &applied_len, err, errlen);
 			squash_image_meta_free(&meta);
 		}
 	}
@@ -191,6 +221,10 @@ int squash_images_env_apply(const Squash__Response *resp, const char *text,
 			rc = -1;
 		}
 	}
+	/* Which ones this environment got, as uenv's UENV_VIEW tells. */
+	if (!rc)
+		rc = env->set(env->ctx, SQUASH_ENV_TASK_ENVS, applied ? applied : "", err, errlen);
+	free(applied);
 	free(names);
 	return rc;
 }

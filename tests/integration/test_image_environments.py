@@ -62,8 +62,9 @@ def test_image_environments_reach_every_task_and_bad_ones_fail_the_job(cluster):
     job = c.run_job(USER1, """
 echo "MERGED DATA_FROM=$DATA_FROM $(ls /squash/data | tr '\\n' ' ')"
 echo "BATCH first=${PATH%%:*} G=$TOOL_GREETING $(mytool.sh)"
+echo "BATCH ENVS=$SQUASH_ENVS"
 srun -n2 bash -c 'echo "TASK$SLURM_PROCID first=${PATH%%:*} G=$TOOL_GREETING $(mytool.sh)"' | sort
-srun -n1 --squash-env=dev bash -c 'echo "DEV M=$TOOL_MODE G=${TOOL_GREETING-unset} $(mytool.sh)"'
+srun -n1 --squash-env=dev bash -c 'echo "DEV M=$TOOL_MODE G=${TOOL_GREETING-unset} $(mytool.sh) ENVS=$SQUASH_ENVS"'
 srun -n1 mytool.sh
 srun -n2 bash -c 'echo "AGAIN$SLURM_PROCID PATH=$PATH"' | sort -u
 # A step inherits the script's environment; none adds nothing to it.
@@ -81,7 +82,9 @@ echo "SLURMY rc=$?"
         assert f"TASK{t} first=/squash/tool/bin G=hello from the image mytool from bin\n" in out, out
     # slurmstepd finds a step's program in the PATH the environment made.
     assert out.count("mytool from bin\n") == 4, out
-    assert "DEV M=dev G=hello from the image mytool from devbin\n" in out, out
+    assert "DEV M=dev G=hello from the image mytool from devbin ENVS=/squash/tool:dev\n" in out, out
+    # Which environments the task got (as uenv's UENV_VIEW).
+    assert "BATCH ENVS=/squash/tool:default,/squash/data:d\n" in out, out
     assert "NONE G=unset PATH=/usr/bin:/bin\n" in out, out
     # Applied again in a step that inherits the script's PATH: not repeated.
     again = [l for l in out.splitlines() if l.startswith("AGAIN")]

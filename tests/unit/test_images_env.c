@@ -145,7 +145,10 @@ int main(void)
 	snprintf(expect, sizeof expect, "%s/bin:/usr/bin:%s/cbin", a, c);
 	CHECK_STR(fake_value(&e, "PATH"), expect);
 	CHECK_STR(fake_value(&e, "MODE"), "fast");
-	CHECK_INT(e.sets, 3);
+	/* And which ones it got: TARGET:ENV, a merged target once. */
+	snprintf(expect, sizeof expect, "%s:run,%s:run", a, c);
+	CHECK_STR(fake_value(&e, "SQUASH_ENVS"), expect);
+	CHECK_INT(e.sets, 4);
 
 	/* none: nothing. */
 	fake_reset(&e);
@@ -159,6 +162,8 @@ int main(void)
 	CHECK_STR(fake_value(&e, "C_DEV"), "yes");
 	CHECK_STR(fake_value(&e, "LD_PRELOAD"), "/x.so");
 	CHECK_STR(fake_value(&e, "PATH"), "/usr/bin");
+	snprintf(expect, sizeof expect, "%s:dev,%s:loader,%s:dev", a, a, c);
+	CHECK_STR(fake_value(&e, "SQUASH_ENVS"), expect);
 
 	/* A name no image has: refused, listing what the images have. */
 	fake_reset(&e);
