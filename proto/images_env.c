@@ -10,6 +10,17 @@
 #include "quote.h"
 #include "squash_env.h"
 
+/* The image part of "IMAGE:ENV": the last component of a target. */
+static bool image_name_valid(const char *s, size_t n)
+{
+	if (n == 0 || n > SQUASH_ENV_IMAGE_NAME_MAX || memchr(s, '/', n))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return false;
+	return !(n == 1 && s[0] == '.') && !(n == 2 && s[0] == '.' && s[1] == '.');
+}
+
 int squash_env_names_split(const char *text, const char *option, struct squash_env_names *names,
 			   char *err, size_t errlen)
 {
@@ -17,9 +28,27 @@ int squash_env_names_split(const char *text, const char *option, struct squash_e
 
 	names->count = 0;
 	while (1) {
-		size_t n = strcspn(p, ",");
-		char *name = names->name[names->count];
+		size_t n = strcspn(p, ","), in = 0;
+		const char *colon = memchr(p, ':', n);
+		char *name = names->name[names->count], *image = names->image[names->count];
 
+		if (colon) {
+			in = (size_t)(colon - p);
+			if (names->count < SQUASH_ENV_NAMES_MAX && !image_name_valid(p, in)) {
+				char shown[SQUASH_QUOTE_BUF];
+
+				squash_errf(err, errlen, "%s: '%s' is not an image's name (the last part of "
+					    "its target, as in /squash/NAME) before ':ENV'", option,
+					    squash_quote(shown, sizeof shown, p, in));
+				return -1;
+			}
+			memcpy(image, p, in);
+			image[in] = '\0';
+			p += in + 1;
+			n -= in + 1;
+		} else if (names->count < SQUASH_ENV_NAMES_MAX) {
+			image[0] = '\0';
+		}
 		if (names->count == SQUASH_ENV_NAMES_MAX || n > SQUASH_META_NAME_MAX) {
 			squash_errf(err, errlen, "%s: at most %d names of at most %d characters", option,
 				    SQUASH_ENV_NAMES_MAX, SQUASH_META_NAME_MAX);
@@ -33,9 +62,11 @@ int squash_env_names_split(const char *text, const char *option, struct squash_e
 			return -1;
 		}
 		if (!squash_env_name_valid(name)) {
+			char shown[SQUASH_QUOTE_BUF];
+
 			squash_errf(err, errlen, "%s: '%s' is not an environment name (letters, digits "
-				    "and '_', not starting with a digit; names separated by ',')",
-				    option, name);
+				    "and '_', not starting with a digit; names separated by ',', each "
+				    "maybe after IMAGE:)", option, squash_quote(shown, sizeof shown, name, n));
 			return -1;
 		}
 		names->found[names->count++] = false;
@@ -43,6 +74,15 @@ int squash_env_names_split(const char *text, const char *option, struct squash_e
 			return 0;
 		p += n + 1;
 	}
+}
+
+/* Whether names' entry k is for the image at target: any image, or the
+ * one whose target ends in its IMAGE. */
+static bool for_target(const struct squash_env_names *names, size_t k, const char *target)
+{
+	const char *last = strrchr(target, '/');
+
+	return !names->image[k][0] || !strcmp(names->image[k], last ? last + 1 : target);
 }
 
 static int apply_ops(const struct squash_env_ops *ops, const struct squash_env_access *env,
@@ -165,7 +205,7 @@ static int apply_target(const struct squash_image_meta *meta, const char *target
 						       applied, applied_len, err, errlen)
 					 : 0;
 	for (size_t k = 0; k < names->count; k++) {
-		if (!squash_image_meta_has_env(meta, names->name[k]))
+		if (!for_target(names, k, target) || !squash_image_meta_has_env(meta, names->name[k]))
 			continue;
 		names->found[k] = true;
 		if (apply_noted(meta, names->name[k], target, true, env, applied, applied_len, err,
@@ -214,7 +254,13 @@ int squash_images_env_apply(const Squash__Response *resp, const char *text,
 		}
 	}
 	for (size_t k = 0; names && !rc && k < names->count; k++) {
-		if (!names->found[k]) {
+		if (!names->found[k] && names->image[k][0]) {
+			squash_errf(err, errlen, "%s=%s: no image %s at a target named %s defines the "
+				    "environment %s (the images' environments: %s)", env->option, text,
+				    env->images, names->image[k], names->name[k],
+				    *have ? have : "none, no image has a /.squash/meta");
+			rc = -1;
+		} else if (!names->found[k]) {
 			squash_errf(err, errlen, "%s=%s: no image %s defines the environment %s (the "
 				    "images' environments: %s)", env->option, text, env->images,
 				    names->name[k], *have ? have : "none, no image has a /.squash/meta");

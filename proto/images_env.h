@@ -26,9 +26,15 @@
 #define SQUASH_ENV_NAMES_NONE "none" /* the option's word for no environment */
 #define SQUASH_ENV_NAMES_MAX 64
 
-/* The names of an option's text, as they are applied. */
+/* The longest IMAGE of "IMAGE:ENV" (a file name). */
+#define SQUASH_ENV_IMAGE_NAME_MAX 255
+
+/* The names of an option's text, as they are applied: "ENV" in every
+ * image, "IMAGE:ENV" in the image whose target's last part is IMAGE (as
+ * uenv's --view=NAME:VIEW). */
 struct squash_env_names {
 	char name[SQUASH_ENV_NAMES_MAX][SQUASH_META_NAME_MAX + 1];
+	char image[SQUASH_ENV_NAMES_MAX][SQUASH_ENV_IMAGE_NAME_MAX + 1]; /* "": any */
 	bool found[SQUASH_ENV_NAMES_MAX]; /* an image defines it */
 	size_t count;
 };

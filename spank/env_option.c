@@ -31,9 +31,10 @@ static int env_option_cb(int val, const char *optarg, int remote)
 
 static struct spank_option env_opt = {
 	.name = "squash-env",
-	.arginfo = "NAME[,NAME...]",
-	.usage = "Set the environments NAME that the images define (their /.squash/meta) in "
-		 "every task; default: each image's default-env; none: no environment",
+	.arginfo = "[IMAGE:]NAME[,...]",
+	.usage = "Set the environments NAME that the images define (their /.squash/meta; with "
+		 "IMAGE: only in the image whose target ends in IMAGE) in every task; default: each "
+		 "image's default-env; none: no environment",
 	.has_arg = 1,
 	.val = 0,
 	.cb = env_option_cb,

@@ -51,9 +51,10 @@ static void usage(FILE *f)
 		"  -m, --munge-socket PATH  munged's socket (default $SQUASH_MUNGE_SOCKET or MUNGE's)\n"
 		"  -n, --no-munge           do not sign the request (squashd must allow it)\n"
 		"  -b, --base DIR           base of default targets (default: squashd's base_dir)\n"
-		"  -e, --env NAME[,NAME...] set the environments NAME the images define (their\n"
-		"                           /.squash/meta); default: each image's default-env;\n"
-		"                           none: no environment\n"
+		"  -e, --env [IMAGE:]NAME[,...] set the environments NAME the images define\n"
+		"                           (their /.squash/meta; IMAGE: only the image whose\n"
+		"                           target ends in IMAGE); default: each image's\n"
+		"                           default-env; none: no environment\n"
 		"  -h, --help               this help\n",
 		SQUASH_DEFAULT_SOCKET);
 }

@@ -165,6 +165,21 @@ int main(void)
 	snprintf(expect, sizeof expect, "%s:dev,%s:loader,%s:dev", a, a, c);
 	CHECK_STR(fake_value(&e, "SQUASH_ENVS"), expect);
 
+	/* IMAGE:ENV: in the image whose target ends in IMAGE only. */
+	fake_reset(&e);
+	CHECK_INT(squash_images_env_apply(&resp, "a:dev", &access, err, sizeof err), 0);
+	CHECK_STR(fake_value(&e, "MODE"), "dev");
+	CHECK(fake_value(&e, "C_DEV") == NULL);
+	snprintf(expect, sizeof expect, "%s:dev", a);
+	CHECK_STR(fake_value(&e, "SQUASH_ENVS"), expect);
+	fake_reset(&e);
+	CHECK_INT(squash_images_env_apply(&resp, "zz:dev", &access, err, sizeof err), -1);
+	CHECK_CONTAINS(err, "--env=zz:dev: no image given at a target named zz defines the environment dev");
+	CHECK_INT(squash_env_names_split("a/b:dev", "--env", &names, err, sizeof err), -1);
+	CHECK_STR(err, "--env: 'a/b' is not an image's name (the last part of its target, as in "
+		  "/squash/NAME) before ':ENV'");
+	CHECK_INT(squash_env_names_split(":dev", "--env", &names, err, sizeof err), -1);
+
 	/* A name no image has: refused, listing what the images have. */
 	fake_reset(&e);
 	CHECK_INT(squash_images_env_apply(&resp, "dev,nosuch", &access, err, sizeof err), -1);
