@@ -65,6 +65,7 @@ echo "BATCH first=${PATH%%:*} G=$TOOL_GREETING $(mytool.sh)"
 echo "BATCH ENVS=$SQUASH_ENVS"
 srun -n2 bash -c 'echo "TASK$SLURM_PROCID first=${PATH%%:*} G=$TOOL_GREETING $(mytool.sh)"' | sort
 srun -n1 --squash-env=dev bash -c 'echo "DEV M=$TOOL_MODE G=${TOOL_GREETING-unset} $(mytool.sh) ENVS=$SQUASH_ENVS"'
+srun -n1 --squash-env=tool:dev,data:d bash -c 'echo "IMGDEV M=$TOOL_MODE ENVS=$SQUASH_ENVS"'
 srun -n1 mytool.sh
 srun -n2 bash -c 'echo "AGAIN$SLURM_PROCID PATH=$PATH"' | sort -u
 # A step inherits the script's environment; none adds nothing to it.
@@ -83,6 +84,8 @@ echo "SLURMY rc=$?"
     # slurmstepd finds a step's program in the PATH the environment made.
     assert out.count("mytool from bin\n") == 4, out
     assert "DEV M=dev G=hello from the image mytool from devbin ENVS=/squash/tool:dev\n" in out, out
+    # IMAGE:NAME: that image's environment only (as uenv's --view=IMAGE:VIEW).
+    assert "IMGDEV M=dev ENVS=/squash/tool:dev,/squash/data:d\n" in out, out
     # Which environments the task got (as uenv's UENV_VIEW).
     assert "BATCH ENVS=/squash/tool:default,/squash/data:d\n" in out, out
     assert "NONE G=unset PATH=/usr/bin:/bin\n" in out, out
