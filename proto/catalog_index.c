@@ -20,9 +20,42 @@ static bool name_char(char c)
 	       c == '.' || c == '_' || c == '+' || c == '-';
 }
 
+/* Length of the valid UTF-8 sequence of a printable character at s (at
+ * most len bytes), 0 when there is none: invalid UTF-8, or a C1 control
+ * (U+0080-U+009F), which a terminal may obey like an escape. */
+static size_t utf8_printable(const unsigned char *s, size_t len)
+{
+	size_t n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+
+	if (n == 0 || n > len)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((s[0] == 0xc2 && s[1] < 0xa0) || (s[0] == 0xe0 && s[1] < 0xa0) ||
+	    (s[0] == 0xed && s[1] > 0x9f) || (s[0] == 0xf0 && s[1] < 0x90) ||
+	    (s[0] == 0xf4 && s[1] > 0x8f))
+		return 0;
+	return n;
+}
+
+/* The character at s (of len bytes) as a message may show it: itself when
+ * printable, else its first byte as \xNN (never raw to a terminal). */
+static const char *shown_char(const char *s, size_t len, char out[8])
+{
+	unsigned char c = (unsigned char)s[0];
+	size_t n = c < 0x80 ? !squash_is_control(c) : utf8_printable((const unsigned char *)s, len);
+
+	if (n == 0)
+		snprintf(out, 8, "\\x%02x", c);
+	else
+		snprintf(out, 8, "%.*s", (int)n, s);
+	return out;
+}
+
 bool squash_catalog_name_ok(const char *s, const char *what, char *err, size_t errlen)
 {
-	char shown[SQUASH_QUOTE_BUF];
+	char shown[SQUASH_QUOTE_BUF], bad[8];
 	size_t len = strnlen(s, SQUASH_CATALOG_NAME_MAX + 1);
 
 	if (len == 0) {
@@ -38,7 +71,7 @@ bool squash_catalog_name_ok(const char *s, const char *what, char *err, size_t e
 		if (!name_char(s[i])) {
 			squash_errf(err, errlen, "%s '%s' holds '%s' (a %s is made of letters, digits "
 				    "and . _ + -)", what, squash_quote(shown, sizeof shown, s, len),
-				    s[i] == '/' ? "/" : "a character that is not allowed", what);
+				    shown_char(s + i, len - i, bad), what);
 			return false;
 		}
 	if (s[0] == '.') {

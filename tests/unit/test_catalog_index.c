@@ -70,7 +70,7 @@ static void malformed_lines_name_file_and_line(void)
 	malformed(".hidden 1 a.sqfs\n", ":1:", "starts with '.'");
 	malformed("a .1 a.sqfs\n", ":1:", "version '.1' starts with '.'");
 	malformed("a 1/2 a.sqfs\n", ":1:", "version");
-	malformed("a$b 1 a.sqfs\n", ":1:", "not allowed");
+	malformed("a$b 1 a.sqfs\n", ":1:", "name 'a$b' holds '$'");
 	malformed("a 1 a.sqfs\nb 2 b.sqfs\na 1 c.sqfs\n", ":3:", "already on line 1");
 	malformed("a 1 a.sqfs desc\x1b[2J\n", ":1:", "control character (\\x1b)");
 	malformed("a 1 a.sqfs\nb\x01 1 b.sqfs\n", ":2:", "control character");
@@ -144,6 +144,20 @@ static void names_and_files_are_checked(void)
 	CHECK_CONTAINS(err, "version 'a b'");
 	CHECK(!squash_catalog_name_ok("a\nb", "name", err, sizeof err));
 	CHECK_CONTAINS(err, "\\x0a"); /* shown escaped, never raw */
+	/* The offending character itself, shown safely. */
+	CHECK(!squash_catalog_name_ok("24.11@zen2", "version", err, sizeof err));
+	CHECK_STR(err, "version '24.11@zen2' holds '@' (a version is made of letters, digits and "
+		  ". _ + -)");
+	CHECK(!squash_catalog_name_ok("a\x1b[2Jb", "name", err, sizeof err));
+	CHECK_CONTAINS(err, "holds '\\x1b'");
+	CHECK(!squash_catalog_name_ok("caf\xc3\xa9", "name", err, sizeof err));
+	CHECK_CONTAINS(err, "holds '\xc3\xa9'"); /* é, whole */
+	CHECK(!squash_catalog_name_ok("a\xc2\x9b" "1m", "name", err, sizeof err));
+	CHECK_CONTAINS(err, "holds '\\xc2'"); /* a C1 control (CSI): never raw */
+	CHECK(!squash_catalog_name_ok("a\xff", "name", err, sizeof err));
+	CHECK_CONTAINS(err, "holds '\\xff'"); /* not UTF-8 */
+	CHECK(!squash_catalog_name_ok("a\xc3", "name", err, sizeof err));
+	CHECK_CONTAINS(err, "holds '\\xc3'"); /* cut short */
 	CHECK(squash_catalog_file_ok("a/b/c.sqfs", err, sizeof err));
 	CHECK(squash_catalog_file_ok("..a/b..", err, sizeof err));
 	CHECK(!squash_catalog_file_ok("a/../b", err, sizeof err));
