@@ -18,7 +18,6 @@ int squash_catalog_ref_parse(const char *ref, char name[SQUASH_CATALOG_NAME_MAX 
 {
 	const char *slash = strchr(ref, '/');
 	size_t nlen = slash ? (size_t)(slash - ref) : strlen(ref);
-	char why[512];
 
 	name[0] = version[0] = '\0';
 	if (nlen > SQUASH_CATALOG_NAME_MAX || (slash && strlen(slash + 1) > SQUASH_CATALOG_NAME_MAX)) {
@@ -28,14 +27,29 @@ int squash_catalog_ref_parse(const char *ref, char name[SQUASH_CATALOG_NAME_MAX 
 	}
 	memcpy(name, ref, nlen);
 	name[nlen] = '\0';
-	if (!squash_catalog_name_ok(name, "name", why, sizeof why) ||
-	    (slash && !squash_catalog_name_ok(slash + 1, "version", why, sizeof why))) {
-		squash_errf(err, errlen, "%s (the form is @NAME or @NAME/VERSION)", why);
+	if (!squash_catalog_name_ok(name, "name", err, errlen) ||
+	    (slash && !squash_catalog_name_ok(slash + 1, "version", err, errlen)))
 		return -1;
-	}
 	if (slash)
 		strcpy(version, slash + 1);
 	return 0;
+}
+
+int squash_catalog_at_ref_parse(const char *ref, char name[SQUASH_CATALOG_NAME_MAX + 1],
+				char version[SQUASH_CATALOG_NAME_MAX + 1], char *err, size_t errlen)
+{
+	char why[512];
+
+	if (squash_catalog_ref_parse(ref + 1, name, version, why, sizeof why) == 0)
+		return 0;
+	squash_errf(err, errlen, "%s %s", why, strchr(ref + 1, '@') ? SQUASH_CATALOG_NO_TAGS_HINT
+				 : "(the form is @NAME or @NAME/VERSION)");
+	return -1;
+}
+
+const char *squash_catalog_target_hint(const char *target)
+{
+	return target && target[0] != '/' ? " " SQUASH_CATALOG_NO_TAGS_HINT : "";
 }
 
 /* The versions of name in index, newest first, "a, b, c" into out. */
@@ -151,7 +165,7 @@ int squash_catalogs_resolve(const struct squash_catalogs *c, const char *ref, ch
 
 	squash_quote(shown, sizeof shown, ref, strlen(ref));
 	if (!squash_catalog_is_ref(ref) ||
-	    squash_catalog_ref_parse(ref + 1, name, version, why, sizeof why)) {
+	    squash_catalog_at_ref_parse(ref, name, version, why, sizeof why)) {
 		squash_errf(err, errlen, "%s: %s", shown,
 			    squash_catalog_is_ref(ref) ? why : "not a catalog name");
 		return -1;

@@ -20,10 +20,26 @@ static inline bool squash_catalog_is_ref(const char *image)
 	return image && image[0] == '@';
 }
 
+/* What a refusal of "@NAME[/VERSION][:TARGET]" adds when it was written the
+ * way uenv names images (NAME/VERSION:TAG@SYSTEM): this form has neither. */
+#define SQUASH_CATALOG_NO_TAGS_HINT \
+	"(no systems or tags here: write @NAME/VERSION, optionally :/TARGET)"
+
 /* Splits NAME[/VERSION] (without the '@') into name and version ("" when
- * omitted), checked. -1 with err. */
+ * omitted), checked. -1 with err (why, not the form: callers name theirs). */
 int squash_catalog_ref_parse(const char *ref, char name[SQUASH_CATALOG_NAME_MAX + 1],
 			     char version[SQUASH_CATALOG_NAME_MAX + 1], char *err, size_t errlen);
+
+/* squash_catalog_ref_parse of "@NAME[/VERSION]" (ref with its '@'); err
+ * ends with the form to write, or SQUASH_CATALOG_NO_TAGS_HINT when ref holds
+ * another '@' (a uenv system). */
+int squash_catalog_at_ref_parse(const char *ref, char name[SQUASH_CATALOG_NAME_MAX + 1],
+				char version[SQUASH_CATALOG_NAME_MAX + 1], char *err, size_t errlen);
+
+/* What a refusal of a catalog image's TARGET adds: " " and
+ * SQUASH_CATALOG_NO_TAGS_HINT when target is not absolute (a uenv tag, as
+ * in @NAME/VERSION:v1), else "". */
+const char *squash_catalog_target_hint(const char *target);
 
 /* The entry for name and version ("" or NULL: the newest) and its catalog
  * (*where), searched in order; NULL with err (near matches, or the

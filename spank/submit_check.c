@@ -290,8 +290,8 @@ static int check_target(struct squash_image_spec *item, struct item_state *st,
 		checked = sample;
 	}
 	if (squash_target_check(checked, &s->allowed, why, sizeof why)) {
-		slurm_error("squash: %s: %s%s", item->image, why,
-			    st->target_deferred ? " (checked with %a=0, %A=%j=1)" : "");
+		slurm_error("squash: %s: %s%s%s", item->image, why, st->target_deferred ? " (checked with "
+			    "%a=0, %A=%j=1)" : "", st->catalog_name[0] ? squash_catalog_target_hint(checked) : "");
 		return -1;
 	}
 	return 0;

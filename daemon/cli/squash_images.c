@@ -221,7 +221,7 @@ static int inspect(const struct squash_catalogs *c, const char *what, bool json)
 	if (squash_catalog_is_ref(what)) {
 		char name[SQUASH_CATALOG_NAME_MAX + 1], version[SQUASH_CATALOG_NAME_MAX + 1];
 
-		if (squash_catalog_ref_parse(what + 1, name, version, why, sizeof why) ||
+		if (squash_catalog_at_ref_parse(what, name, version, why, sizeof why) ||
 		    !(e = squash_catalogs_find(c, name, version, &where, why, sizeof why)) ||
 		    squash_catalog_entry_path(where, e, path, sizeof path, why, sizeof why)) {
 			fprintf(stderr, "squash-images: %s: %s\n",

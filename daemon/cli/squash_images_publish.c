@@ -312,9 +312,10 @@ int squash_images_publish(const struct publish_request *req)
 	const char *desc = req->description ? req->description : "";
 	int src, lockfd = -1, rc = 1;
 
-	if (squash_catalog_ref_parse(req->reference, e.name, e.version, why, sizeof why) ||
-	    (!e.version[0] && snprintf(why, sizeof why, "give NAME/VERSION: a version is needed")))
-		return fail("%s: %s", req->reference, why);
+	if (squash_catalog_ref_parse(req->reference, e.name, e.version, why, sizeof why))
+		return fail("%s: %s (the form is NAME/VERSION)", req->reference, why);
+	if (!e.version[0])
+		return fail("%s: give NAME/VERSION: a version is needed", req->reference);
 	if (strlen(desc) > SQUASH_IMAGES_DESCRIPTION_MAX || squash_has_control_char(desc))
 		return fail("the description must be one line of at most %d bytes",
 			    SQUASH_IMAGES_DESCRIPTION_MAX);

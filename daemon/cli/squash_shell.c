@@ -293,7 +293,7 @@ static char *catalog_image(const char *ref, char name[SQUASH_CATALOG_NAME_MAX + 
  * by two images that happen to share a file name. */
 static void resolve_images(struct squash_image_list *list, const char *base)
 {
-	char target[SQUASH_PATH_MAX], why[512], b1[SQUASH_PATH_MAX * 4];
+	char target[SQUASH_PATH_MAX], why[512], b1[SQUASH_PATH_MAX * 4], b2[SQUASH_PATH_MAX * 4];
 	bool *defaulted = calloc(list->count ? list->count : 1, sizeof(*defaulted));
 
 	if (!defaulted)
@@ -302,8 +302,15 @@ static void resolve_images(struct squash_image_list *list, const char *base)
 		struct squash_image_spec *item = &list->items[i];
 		/* "@NAME[/VERSION]": the catalog's file, mounted at BASE/NAME. */
 		char name[SQUASH_CATALOG_NAME_MAX + 1] = "";
-		char *abs = squash_catalog_is_ref(item->image) ? catalog_image(item->image, name)
-							       : realpath(item->image, NULL);
+		char *abs;
+
+		/* squashd would refuse it too, without knowing it was a catalog
+		 * image's: said here with what to write instead. */
+		if (squash_catalog_is_ref(item->image) && *squash_catalog_target_hint(item->target))
+			die("%s: target '%s' is not an absolute path%s", shown(item->image, b1, sizeof(b1)),
+			    shown(item->target, b2, sizeof(b2)), squash_catalog_target_hint(item->target));
+		abs = squash_catalog_is_ref(item->image) ? catalog_image(item->image, name)
+							 : realpath(item->image, NULL);
 
 		if (!abs)
 			die("%s: %s", shown(item->image, b1, sizeof(b1)), strerror(errno));

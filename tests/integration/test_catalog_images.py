@@ -187,3 +187,16 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
     err = cluster.sbatch_refuses(USER1, "tools/1.9:/squash/t")
     assert "an image is a file" in err and "written @tools/1.9" in err, err
     assert "\\:" not in err, err
+    # uenv's system and tag: the character named, and the form to write.
+    no_tags = "(no systems or tags here: write @NAME/VERSION, optionally :/TARGET)"
+    err = cluster.sbatch_refuses(USER1, "@tools/1.9@zen2")
+    assert f"version '1.9@zen2' holds '@' (a version is made of letters, digits and . _ + -) {no_tags}" \
+        in err, err
+    err = cluster.sbatch_refuses(USER1, "@tools/1.9:v1")
+    assert f"target 'v1' is not an absolute path {no_tags}" in err, err
+    p = cluster.as_user(USER1, shell[:-4] + ["@tools/1.9:v1", "--", "true"])
+    assert p.returncode == 125 and f"@tools/1.9: target 'v1' is not an absolute path {no_tags}" in p.stderr, \
+        p.stderr
+    # A file's relative target is no tag: no hint.
+    err = cluster.sbatch_refuses(USER1, f"{new}:v1")
+    assert "target 'v1' is not an absolute path" in err and "no systems or tags" not in err, err

@@ -59,6 +59,36 @@ static void newest_and_named_versions(void)
 	squash_catalogs_free(&c);
 }
 
+/* uenv's NAME/VERSION:TAG@SYSTEM: the '@' named, and that this form has
+ * neither; a tag where TARGET goes gets the same words. */
+static void uenv_systems_and_tags_get_the_form(void)
+{
+	struct squash_catalogs c = { 0 };
+	char name[SQUASH_CATALOG_NAME_MAX + 1], version[SQUASH_CATALOG_NAME_MAX + 1];
+
+	add(&c, SQUASH_CATALOG_USER, "/u/cat", "gnu 24.7 gnu/24.7.sqfs\n");
+	CHECK_INT(resolve(&c, "@gnu/24.7@zen2"), -1);
+	CHECK_STR(err, "@gnu/24.7@zen2: version '24.7@zen2' holds '@' (a version is made of letters, "
+		  "digits and . _ + -) (no systems or tags here: write @NAME/VERSION, optionally "
+		  ":/TARGET)");
+	CHECK_INT(resolve(&c, "@gnu@zen2"), -1);
+	CHECK_CONTAINS(err, "name 'gnu@zen2' holds '@'");
+	CHECK_CONTAINS(err, SQUASH_CATALOG_NO_TAGS_HINT);
+	/* Other mistakes get the form, not the hint. */
+	CHECK_INT(resolve(&c, "@gnu/24.7/x"), -1);
+	CHECK_CONTAINS(err, "holds '/' (a version is made of letters, digits and . _ + -) (the form "
+		       "is @NAME or @NAME/VERSION)");
+	CHECK(strstr(err, "no systems or tags") == NULL);
+	/* Without the '@' (publish's NAME/VERSION): the reason alone. */
+	CHECK_INT(squash_catalog_ref_parse("gnu/1@x", name, version, err, sizeof err), -1);
+	CHECK_STR(err, "version '1@x' holds '@' (a version is made of letters, digits and . _ + -)");
+	CHECK_STR(squash_catalog_target_hint("v1"), " " SQUASH_CATALOG_NO_TAGS_HINT);
+	CHECK_STR(squash_catalog_target_hint("opt/env"), " " SQUASH_CATALOG_NO_TAGS_HINT);
+	CHECK_STR(squash_catalog_target_hint("/opt/env"), "");
+	CHECK_STR(squash_catalog_target_hint(NULL), "");
+	squash_catalogs_free(&c);
+}
+
 static void site_wins_and_near_matches(void)
 {
 	struct squash_catalogs c = { 0 };
@@ -161,6 +191,7 @@ static void trust_of_site_catalogs(void)
 int main(void)
 {
 	newest_and_named_versions();
+	uenv_systems_and_tags_get_the_form();
 	site_wins_and_near_matches();
 	unreadable_and_refused_catalogs();
 	site_file_syntax();
