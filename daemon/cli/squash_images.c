@@ -29,7 +29,8 @@ static void usage(FILE *out)
 		"Usage: squash-images COMMAND [--json]\n"
 		"Commands:\n"
 		"  list                        every image of the site's catalogs and yours\n"
-		"  find TEXT                   images whose name, version or description holds TEXT\n"
+		"  find [TEXT]                 images whose name, version or description holds TEXT\n"
+		"                              (without TEXT: every image, as list)\n"
 		"  inspect @NAME[/VERSION]     one catalog image (the newest without VERSION): its\n"
 		"  inspect FILE                record, file, size and squashfs facts; or a file's\n"
 		"  publish IMAGE NAME/VERSION [--catalog DIR] [--description TEXT]\n"
@@ -289,7 +290,7 @@ int main(int argc, char **argv)
 	struct publish_request pub = { 0 };
 	struct squash_catalogs c;
 	const char *cmd;
-	int opt, rc;
+	int opt, rc, args;
 	bool failed;
 
 	while ((opt = getopt_long(argc, argv, "jc:d:h", options, NULL)) != -1) {
@@ -316,8 +317,10 @@ int main(int argc, char **argv)
 		pub.reference = argv[optind + 1];
 		return squash_images_publish(&pub);
 	}
+	args = argc - optind;
+	/* find without TEXT lists them all, as uenv image find does. */
 	if ((pub.catalog || pub.description) ||
-	    (strcmp(cmd, "list") ? argc - optind != 1 : argc != optind) ||
+	    (!strcmp(cmd, "list") ? args != 0 : !strcmp(cmd, "find") ? args > 1 : args != 1) ||
 	    (strcmp(cmd, "list") && strcmp(cmd, "find") && strcmp(cmd, "inspect"))) {
 		fprintf(stderr, "squash-images: bad command line (see squash-images --help)\n");
 		return 2;
@@ -332,7 +335,7 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "inspect"))
 		rc = inspect(&c, argv[optind], pub.json);
 	else
-		rc = show_entries(&c, strcmp(cmd, "find") ? NULL : argv[optind], pub.json);
+		rc = show_entries(&c, args ? argv[optind] : NULL, pub.json);
 	squash_catalogs_free(&c);
 	return rc ? rc : failed ? 1 : 0;
 }

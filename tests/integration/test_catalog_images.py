@@ -154,6 +154,13 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
     assert "    prepend-path PATH bin\n" in shown.stdout, shown.stdout
     assert "    set TOOLS_FLAVOUR gnu\n" in shown.stdout, shown.stdout
 
+    # find without TEXT: every image, as list (uenv image find's habit).
+    everything = images(cluster, USER1, "find")
+    assert everything.returncode == 0, everything.stderr
+    assert everything.stdout == images(cluster, USER1, "list").stdout, everything.stdout
+    assert [line.split()[0] for line in everything.stdout.splitlines()[1:]] == ["@tools/1.10", "@tools/1.9"], \
+        everything.stdout
+
     listed = images(cluster, USER1, "list", "--json")
     data = json.loads(listed.stdout)
     assert [(i["reference"], i["newest"], i["source"]) for i in data["images"]] == [
