@@ -250,6 +250,28 @@ size_t squash_catalogs_near(const struct squash_catalogs *c, const char *text, s
 	return found;
 }
 
+bool squash_catalog_name_shaped(const char *image)
+{
+	char name[SQUASH_CATALOG_NAME_MAX + 1], version[SQUASH_CATALOG_NAME_MAX + 1];
+
+	return image[0] != '/' && !squash_catalog_ref_parse(image, name, version, NULL, 0);
+}
+
+bool squash_catalog_missing_hint(const struct squash_catalogs *c, const char *image, char *out,
+				 size_t outlen)
+{
+	bool known = c && squash_catalogs_knows_path(c, image);
+
+	/* Shaped like a name, image holds nothing a terminal could obey. */
+	if (known)
+		snprintf(out, outlen, ": an image is a file; the catalog image of that name is "
+			 "written @%s", image);
+	else
+		snprintf(out, outlen, "%s", squash_catalog_name_shaped(image) ? " (an image is a file, "
+			 "given by its path; a catalog image is written @NAME or @NAME/VERSION)" : "");
+	return known;
+}
+
 bool squash_catalogs_knows_path(const struct squash_catalogs *c, const char *image)
 {
 	char name[SQUASH_CATALOG_NAME_MAX + 1], version[SQUASH_CATALOG_NAME_MAX + 1];

@@ -69,4 +69,18 @@ size_t squash_catalogs_near(const struct squash_catalogs *c, const char *text, s
  * of a catalog image (the '@' forgotten). */
 bool squash_catalogs_knows_path(const struct squash_catalogs *c, const char *image);
 
+/* Whether image, a path, has the shape of NAME or NAME/VERSION (relative,
+ * a valid name): worth reading the catalogs for when it does not exist. */
+bool squash_catalog_name_shaped(const char *image);
+
+/* For a user who may have named an image the way other tools do (uenv's
+ * NAME/VERSION): what to add to "IMAGE: No such file or directory" into
+ * out. When c holds that image: ": an image is a file; the catalog image of
+ * that name is written @IMAGE", and true; else, when image has the shape,
+ * " (an image is a file, given by its path; a catalog image is written
+ * @NAME or @NAME/VERSION)"; else "". c may be NULL (not read: the shape
+ * alone). One text for the plugin, squash-images and squash-shell. */
+bool squash_catalog_missing_hint(const struct squash_catalogs *c, const char *image, char *out,
+				 size_t outlen);
+
 #endif

@@ -68,21 +68,15 @@ int submit_catalog_image(struct squash_image_spec *item, char name[SQUASH_CATALO
 	return 0;
 }
 
-/* For a user who may have named an image the way other tools do (uenv's
- * NAME/VERSION): a relative path shaped like a catalog name. */
+/* The catalogs are read only for a relative path shaped like a catalog
+ * name (squash_catalog_missing_hint). */
 void submit_image_missing(const char *image, int e, bool split_nearby)
 {
-	char name[SQUASH_CATALOG_NAME_MAX + 1], version[SQUASH_CATALOG_NAME_MAX + 1];
-	bool name_like = e == ENOENT && image[0] != '/' &&
-			 !squash_catalog_ref_parse(image, name, version, NULL, 0);
-	const struct squash_catalogs *c = name_like ? catalogs() : NULL;
+	char hint[512] = "";
+	bool known = e == ENOENT && squash_catalog_name_shaped(image) &&
+		     squash_catalog_missing_hint(catalogs(), image, hint, sizeof hint);
 
-	if (c && squash_catalogs_knows_path(c, image))
-		slurm_error("squash: %s: %s: an image is a file; the catalog image of that name is "
-			    "written @%s", image, strerror(e), image);
-	else
-		slurm_error("squash: %s: %s%s%s", image, strerror(e), name_like ? " (an image is a "
-			    "file, given by its path; a catalog image is written @NAME or "
-			    "@NAME/VERSION)" : "", e == ENOENT && split_nearby ? " (if ',' or ':' is "
-			    "part of the file name, write it as '\\,' or '\\:' in --squash-image)" : "");
+	slurm_error("squash: %s: %s%s%s", image, strerror(e), hint,
+		    e == ENOENT && split_nearby && !known ? " (if ',' or ':' is part of the file "
+		    "name, write it as '\\,' or '\\:' in --squash-image)" : "");
 }

@@ -214,7 +214,7 @@ static int inspect(const struct squash_catalogs *c, const char *what, bool json)
 {
 	const struct squash_catalog_entry *e = NULL;
 	const struct squash_catalog *where = NULL;
-	char path[PATH_MAX], why[4096], shown[SQUASH_QUOTE_BUF];
+	char path[PATH_MAX], why[4096], shown[SQUASH_QUOTE_BUF], hint[512] = "";
 	struct squash_superblock sb;
 	struct stat st;
 	int fd, rc = 1;
@@ -236,7 +236,12 @@ static int inspect(const struct squash_catalogs *c, const char *what, bool json)
 	squash_quote(shown, sizeof shown, path, strlen(path));
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "squash-images: %s: %s\n", shown, strerror(errno));
+		int open_errno = errno;
+
+		/* NAME/VERSION without its '@', the way uenv names images. */
+		if (open_errno == ENOENT && !e)
+			squash_catalog_missing_hint(c, what, hint, sizeof hint);
+		fprintf(stderr, "squash-images: %s: %s%s\n", shown, strerror(open_errno), hint);
 		return 1;
 	}
 	if (fstat(fd, &st) || squash_superblock_check_fd(fd, SQUASH_READER_ANY, &sb, why, sizeof why)) {

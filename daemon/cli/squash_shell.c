@@ -287,6 +287,23 @@ static char *catalog_image(const char *ref, char name[SQUASH_CATALOG_NAME_MAX + 
 	return strdup(path);
 }
 
+/* An image that cannot be resolved (errno e); for a path that does not
+ * exist and has the shape of NAME/VERSION, the catalogs are read to say
+ * whether the '@' was forgotten (catalog.h). */
+static void die_missing(const char *image, int e)
+{
+	char hint[512] = "", b1[SQUASH_PATH_MAX * 4];
+	struct squash_catalogs c;
+
+	if (e == ENOENT && squash_catalog_name_shaped(image)) {
+		bool loaded = squash_catalogs_load(NULL, true, &c) == 0;
+
+		squash_catalog_missing_hint(loaded ? &c : NULL, image, hint, sizeof(hint));
+		squash_catalogs_free(&c);
+	}
+	die("%s: %s%s", shown(image, b1, sizeof(b1)), strerror(e), hint);
+}
+
 /* Resolves each image and fills in the default targets, as at submission
  * (spank/submit_check.c), which also refuses two images whose default
  * targets are the same: merging is asked for by naming one TARGET, never
@@ -313,7 +330,7 @@ static void resolve_images(struct squash_image_list *list, const char *base)
 							 : realpath(item->image, NULL);
 
 		if (!abs)
-			die("%s: %s", shown(item->image, b1, sizeof(b1)), strerror(errno));
+			die_missing(item->image, errno);
 		free(item->image);
 		item->image = abs;
 		if (item->target)

@@ -154,6 +154,12 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
     assert "    prepend-path PATH bin\n" in shown.stdout, shown.stdout
     assert "    set TOOLS_FLAVOUR gnu\n" in shown.stdout, shown.stdout
 
+    # NAME/VERSION without its '@' (uenv's way): a file path, and the '@' suggested.
+    missed = images(cluster, USER1, "inspect", "tools/1.9")
+    assert missed.returncode == 1 and missed.stderr == (
+        "squash-images: tools/1.9: No such file or directory: an image is a file; the catalog image "
+        "of that name is written @tools/1.9\n"), missed.stderr
+
     # find without TEXT: every image, as list (uenv image find's habit).
     everything = images(cluster, USER1, "find")
     assert everything.returncode == 0, everything.stderr
@@ -201,6 +207,9 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
         in err, err
     err = cluster.sbatch_refuses(USER1, "@tools/1.9:v1")
     assert f"target 'v1' is not an absolute path {no_tags}" in err, err
+    p = cluster.as_user(USER1, shell[:-4] + ["tools/1.9", "--", "true"])
+    assert p.returncode == 125 and "squash-shell: tools/1.9: No such file or directory: an image is a file; " \
+        "the catalog image of that name is written @tools/1.9" in p.stderr, p.stderr
     p = cluster.as_user(USER1, shell[:-4] + ["@tools/1.9:v1", "--", "true"])
     assert p.returncode == 125 and f"@tools/1.9: target 'v1' is not an absolute path {no_tags}" in p.stderr, \
         p.stderr

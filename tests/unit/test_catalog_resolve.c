@@ -121,6 +121,20 @@ static void site_wins_and_near_matches(void)
 	CHECK(!squash_catalogs_knows_path(&c, "prgenv-gnu/24.12"));
 	CHECK(!squash_catalogs_knows_path(&c, "./gnu"));
 	CHECK(!squash_catalogs_knows_path(&c, "/abs/gnu"));
+	/* What the plugin, squash-images and squash-shell add to ENOENT. */
+	CHECK(squash_catalog_missing_hint(&c, "prgenv-gnu/24.11", out, sizeof out));
+	CHECK_STR(out, ": an image is a file; the catalog image of that name is written "
+		  "@prgenv-gnu/24.11");
+	CHECK(!squash_catalog_missing_hint(&c, "prgenv-gnu/24.12", out, sizeof out));
+	CHECK_STR(out, " (an image is a file, given by its path; a catalog image is written @NAME "
+		  "or @NAME/VERSION)");
+	CHECK(!squash_catalog_missing_hint(NULL, "gnu", out, sizeof out)); /* not read: the shape */
+	CHECK_CONTAINS(out, "a catalog image is written @NAME");
+	CHECK(!squash_catalog_missing_hint(&c, "./gnu", out, sizeof out));
+	CHECK_STR(out, "");
+	CHECK(!squash_catalog_missing_hint(&c, "/abs/gnu", out, sizeof out));
+	CHECK_STR(out, "");
+	CHECK(squash_catalog_name_shaped("gnu/1") && !squash_catalog_name_shaped("a/b/c"));
 	squash_catalogs_free(&c);
 }
 
