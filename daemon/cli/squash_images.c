@@ -39,7 +39,8 @@ static void usage(FILE *out)
 		"Options:\n"
 		"  -j, --json                  JSON output\n"
 		"  -c, --catalog DIR           publish into DIR\n"
-		"  -d, --description TEXT      publish with a one-line description\n"
+		"  -d, --description TEXT      publish with a one-line description (default: the\n"
+		"                              image's own, from its metadata)\n"
 		"  -h, --help                  this help\n"
 		"Jobs name a catalog image as --squash-image=@NAME or @NAME/VERSION[:TARGET].\n"
 		"Site catalogs: " SQUASH_CATALOG_CONF "; yours: $" SQUASH_CATALOG_USER_ENV

@@ -63,15 +63,49 @@ static int env_refused(const struct squash_image_meta *meta, char *why, size_t l
 	return 0;
 }
 
+/* What publish takes from the image's own metadata: its description when
+ * none is given (an explicit one wins; one the index cannot hold is left
+ * out, with a warning), and a warning when it names the image otherwise
+ * than NAME/VERSION (published all the same: a site may rename, but a
+ * mismatch is more often the wrong file). *description: malloc'd or NULL. */
+static void take_from_meta(const struct publish_request *req, const struct squash_image_meta *meta,
+			   const struct squash_catalog_entry *e, char **description)
+{
+	const char *d = meta->description;
+
+	if ((meta->name && strcmp(meta->name, e->name)) ||
+	    (meta->version && strcmp(meta->version, e->version)))
+		fprintf(stderr, "squash-images: publish: warning: the metadata of %s names it %s%s%s%s, "
+			"but it is published as @%s/%s: check that it is the image you meant (squash-pack "
+			"--name %s --version %s makes them agree)\n", req->image,
+			meta->name ? meta->name : "", meta->name && meta->version ? ", " : "",
+			meta->version ? "version " : "", meta->version ? meta->version : "", e->name,
+			e->version, e->name, e->version);
+	if (req->description || !d || !*d)
+		return;
+	if (strlen(d) > SQUASH_IMAGES_DESCRIPTION_MAX || squash_has_control_char(d))
+		fprintf(stderr, "squash-images: publish: warning: the description in the metadata of %s "
+			"is not used: %s %d bytes; give one with --description\n", req->image,
+			squash_has_control_char(d) ? "it holds a tab (or a control character): the index "
+			"takes one line without them, of at most" : "it is longer than the index's",
+			SQUASH_IMAGES_DESCRIPTION_MAX);
+	else if (!(*description = strdup(d)))
+		fprintf(stderr, "squash-images: publish: warning: out of memory: published without the "
+			"metadata's description\n");
+}
+
 /* Jobs read an image's metadata at every task (proto/images_env.c): one
  * they fail on (it does not parse, or an environment sets what they
  * refuse) is not published. An image packed for another place than
  * /BASE/NAME, where jobs naming @NAME mount it by default, is published
  * with a warning: the paths squash-pack rewrote in it point to the place
- * it was packed for. Read from src, the descriptor that is copied. 0, or
- * the exit status. */
-static int check_meta(const char *image, int src, const struct squash_catalog_entry *e)
+ * it was packed for. Read from src, the descriptor that is copied; what
+ * else publish takes from it (take_from_meta) into *description. 0, or the
+ * exit status. */
+static int check_meta(const struct publish_request *req, int src,
+		      const struct squash_catalog_entry *e, char **description)
 {
+	const char *image = req->image;
 	struct squash_image_meta meta;
 	char why[1024];
 	const char *last;
@@ -100,6 +134,7 @@ static int check_meta(const char *image, int src, const struct squash_catalog_en
 			"/squash/%s, or users must give the target: @%s/%s:%s\n",
 			image, meta.target, e->name, e->name, e->name, meta.target, e->name, e->name,
 			e->version, meta.target);
+	take_from_meta(req, &meta, e, description);
 	squash_image_meta_free(&meta);
 	return 0;
 }
@@ -310,6 +345,7 @@ int squash_images_publish(const struct publish_request *req)
 	char dir[PATH_MAX], lock[PATH_MAX + 16], file[2 * SQUASH_CATALOG_NAME_MAX + 8], why[1024];
 	struct squash_superblock sb;
 	const char *desc = req->description ? req->description : "";
+	char *meta_description = NULL;
 	int src, lockfd = -1, rc = 1;
 
 	if (squash_catalog_ref_parse(req->reference, e.name, e.version, why, sizeof why))
@@ -329,8 +365,10 @@ int squash_images_publish(const struct publish_request *req)
 		fail("%s: %s", req->image, why);
 		goto out;
 	}
-	if (check_meta(req->image, src, &e) || choose_catalog(req, dir, sizeof dir))
+	if (check_meta(req, src, &e, &meta_description) || choose_catalog(req, dir, sizeof dir))
 		goto out;
+	if (meta_description)
+		e.description = meta_description;
 	/* Root writes only where no user can: a user's directory could lead
 	 * root's files elsewhere through links. */
 	if (geteuid() == 0 && squash_catalog_trusted(dir, false, why, sizeof why)) {
@@ -349,5 +387,6 @@ out:
 	if (lockfd >= 0)
 		close(lockfd);
 	close(src);
+	free(meta_description);
 	return rc;
 }

@@ -56,7 +56,9 @@ def test_publish_warns_of_another_target_and_refuses_metadata_jobs_would_refuse(
     """An image packed for /squash/gnu published as prgenv-gnu (jobs mount
     @prgenv-gnu at /squash/prgenv-gnu) is published with a warning that
     names both places and the fix, its metadata read as nobody from the
-    descriptor publish copies (the file is root's and 0600); one whose
+    descriptor publish copies (the file is root's and 0600); its metadata's
+    description is the index's without --description, and the name it
+    gives there (gnu) differs from the published one: a warning; one whose
     /.squash/meta does not parse, or whose default environment sets LD_*
     (every job using it would fail), is not published at all."""
     src = cluster.workdir("root", "publish-src")
@@ -67,7 +69,8 @@ def test_publish_warns_of_another_target_and_refuses_metadata_jobs_would_refuse(
         (tree / "bin").mkdir(parents=True)
         (tree / "bin" / "hello").write_text("#!/bin/sh\necho hello\n")
         gnu = src / "gnu.sqfs"
-        p = run([PACK, "--quiet", tree, gnu], check=False)
+        p = run([PACK, "--quiet", "--version", "25.5", "--description", "GNU compilers, MPI", tree, gnu],
+                check=False)
         assert p.returncode == 0, p.stdout + p.stderr
         gnu.chmod(0o600)
         p = run([SQUASH_IMAGES, "publish", gnu, "prgenv-gnu/25.5", "--catalog", catalog], check=False,
@@ -77,7 +80,9 @@ def test_publish_warns_of_another_target_and_refuses_metadata_jobs_would_refuse(
                 "/squash/prgenv-gnu") in p.stderr, p.stderr
         assert "--target /squash/prgenv-gnu" in p.stderr and "@prgenv-gnu/25.5:/squash/gnu" in p.stderr, \
             p.stderr
-        assert "prgenv-gnu\t25.5\t" in (catalog / "index.tsv").read_text()
+        assert ("the metadata of %s names it gnu, version 25.5, but it is published as @prgenv-gnu/25.5: "
+                "check that it is the image you meant" % gnu) in p.stderr, p.stderr
+        assert "prgenv-gnu\t25.5\tprgenv-gnu/25.5.sqfs\tGNU compilers, MPI\n" in (catalog / "index.tsv").read_text()
 
         broken = cluster.make_image(src / "broken.sqfs", {".squash/meta": "format 1\nname x\ncolour blue\n"})
         p = run([SQUASH_IMAGES, "publish", broken, "broken/1", "--catalog", catalog], check=False,
@@ -119,6 +124,7 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
     (tree / "bin" / "tools-version").chmod(0o755)
     new = src / "new.sqfs"
     p = run([PACK, "--quiet", "--name", "tools", "--version", "1.10", "--target", "/squash/tools",
+             "--description", "what the packer said",
              "--env", "default:set:TOOLS_FLAVOUR=gnu", tree, new], check=False)
     assert p.returncode == 0, p.stdout + p.stderr
     new.chmod(0o644)
@@ -132,6 +138,8 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
     p = run([SQUASH_IMAGES, "publish", new, "tools/1.10"], check=False)
     assert p.returncode != 0 and "published already" in p.stderr
     assert (good / "index.tsv").stat().st_uid == 0
+    # An explicit --description wins over the metadata's.
+    assert "tools\t1.10\ttools/1.10.sqfs\tBuild tools\n" in (good / "index.tsv").read_text()
     # The writable catalog names the same image with the user's own bytes.
     evil = cluster.make_image(bad / "evil.sqfs", {"version.txt": "not the site's\n"}, owner=USER1)
     (bad / "index.tsv").write_text(f"tools 9.9 {evil.name}\nextra 1 {evil.name}\n")
