@@ -1,8 +1,8 @@
 /* Showing an image's metadata (its /.squash/meta, proto/image_meta.h)
- * without mounting it: `squash-reader --cat IMAGE .squash/meta`, run as
- * the caller in a process of its own, with its output bounded to the
- * 64 KiB a metadata file may have and a time limit, then parsed like the
- * tasks parse it. For `squash-images inspect`. */
+ * without mounting it: `squash-reader --cat IMAGE .squash/meta` run as the
+ * caller, bounded in output (the 64 KiB a metadata file may have) and time
+ * (reader_cat.h), then parsed like the tasks parse it. For `squash-images
+ * inspect` and publish. */
 #ifndef SQUASH_CLI_IMAGE_META_SHOW_H
 #define SQUASH_CLI_IMAGE_META_SHOW_H
 
@@ -10,20 +10,16 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* Seconds the reader may take (a hostile image, or one on a hung file
- * system, cannot hold the caller). */
-#define SQUASH_META_SHOW_TIMEOUT_S 30
-
 /* Writes image_path's metadata to out, for squash-images inspect: a
  * "metadata" heading, then indented "key: value" lines and each
  * environment's lines as the file writes them; or (json) the value of
  * inspect's "metadata" member: one object with every key (null when the
  * file does not give it) and "environments": {NAME: [{"op", "var",
  * "value"}...]}, or null for an image without metadata. Nothing is written
- * when it fails. Returns 0,
+ * when it fails. Returns 0 with *found (whether the image has metadata),
  * or -1 with err (the reader missing or failing, metadata that does not
  * parse: its line). */
-int squash_image_meta_show(const char *image_path, bool json, FILE *out, char *err,
+int squash_image_meta_show(const char *image_path, bool json, FILE *out, bool *found, char *err,
 			   size_t errlen);
 
 /* Reads and parses image_path's metadata the same way (image_fd >= 0:

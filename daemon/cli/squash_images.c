@@ -19,6 +19,7 @@
 #include "catalog.h"
 #include "quote.h"
 #include "superblock.h"
+#include "cli/container_root_note.h"
 #include "cli/image_meta_show.h"
 #include "cli/json_escape.h"
 #include "cli/squash_images.h"
@@ -218,6 +219,7 @@ static int inspect(const struct squash_catalogs *c, const char *what, bool json)
 	char path[PATH_MAX], why[4096], shown[SQUASH_QUOTE_BUF], hint[512] = "";
 	struct squash_superblock sb;
 	struct stat st;
+	bool has_meta;
 	int fd, rc = 1;
 
 	if (squash_catalog_is_ref(what)) {
@@ -267,7 +269,7 @@ static int inspect(const struct squash_catalogs *c, const char *what, bool json)
 	if (json)
 		printf(",\"metadata\":");
 	fflush(stdout);
-	if (squash_image_meta_show(path, json, stdout, why, sizeof why)) {
+	if (squash_image_meta_show(path, json, stdout, &has_meta, why, sizeof why)) {
 		if (json) {
 			printf("null,\"metadata_error\":");
 			json_write_string(stdout, why);
@@ -278,6 +280,8 @@ static int inspect(const struct squash_catalogs *c, const char *what, bool json)
 	}
 	if (json)
 		printf("}\n");
+	else if (!has_meta)
+		container_root_note(path, stdout);
 	rc = 0;
 out:
 	close(fd);

@@ -71,8 +71,8 @@ static void usage(FILE *out)
 		"  --walk DIR         with --prefetch: also list the profile's directories and\n"
 		"                     read its small files through DIR, IMAGE's mount\n"
 		"  --cat IMAGE PATH   write the file PATH of IMAGE (relative to its root) to\n"
-		"                     stdout, and exit: 3 when IMAGE has no such file\n"
-		"                     (squash-images inspect)\n"
+		"                     stdout, and exit: 3 when IMAGE has no such file, 4 when\n"
+		"                     it is not a regular file (squash-images inspect)\n"
 		"  -d                 FUSE debug output\n"
 		"  -h, --help         this text\n",
 		PACKAGE_VERSION, DEFAULT_THREADS, SERVE_POLL_US_DEFAULT, SERVE_POLL_US_MAX);
@@ -166,13 +166,15 @@ static int prefetch_only(const char *path, const char *walk)
 
 /* --cat IMAGE PATH: one file of the image to stdout, without a mount
  * (squash-images inspect runs it as the caller, bounded in time and
- * output). Exit 3: no such file; 1: any other failure. */
+ * output). Exit 3: no such file; 4: it is there, but not a regular file
+ * (what inspect asks of etc/os-release and usr/bin); 1: any other failure. */
 static int cat_only(const char *path, const char *inner)
 {
 	int fd, rc = 0;
 	struct image *img = open_checked(path, &fd);
 	struct inode in;
 	const char *why = NULL;
+	bool not_regular = false;
 
 	if (!img)
 		return 1;
@@ -181,14 +183,14 @@ static int cat_only(const char *path, const char *inner)
 		why = "not a path of a file in an image";
 	else if ((rc = image_path_resolve(img, inner, &in)) < 0)
 		why = rc == -ENOENT ? "no such file in the image" : strerror(-rc);
-	else if (!S_ISREG(in.mode)) /* a link is never followed: it may lead out of the image */
+	else if ((not_regular = !S_ISREG(in.mode))) /* a link is never followed: it may lead out */
 		why = "not a regular file";
 	else if ((rc = image_file_write(img, &in, stdout)) < 0)
 		why = strerror(-rc);
 	if (why)
 		fprintf(stderr, "squash-reader: %s: /%s: %s\n", path, inner, why);
 	close_checked(img, fd);
-	return !why ? 0 : rc == -ENOENT ? 3 : 1;
+	return !why ? 0 : rc == -ENOENT ? 3 : not_regular ? 4 : 1;
 }
 
 /* --union IMAGE... MOUNTPOINT: one mount of the images merged. */

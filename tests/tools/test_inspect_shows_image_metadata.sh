@@ -6,7 +6,8 @@
 # image without one, and refusals: metadata that does not parse (its
 # line), a symbolic link, output past 64 KiB (a fake reader that never
 # stops), no reader. Needs mksquashfs and the built squash-reader
-# (skipped, exit 77, without them); run by make check.
+# (skipped, exit 77, without them); run by make check. An image without
+# metadata that is a container's root file system gets a note.
 set -uo pipefail
 
 images=${SQUASH_IMAGES:-$PWD/../daemon/squash-images}
@@ -88,6 +89,44 @@ show "$tmp/plain.sqfs" >"$tmp/out" 2>&1 || fail "no metadata: $(cat "$tmp/out")"
 grep -q '^metadata: *none (the image has no /.squash/meta' "$tmp/out" || fail "no metadata text: $(cat "$tmp/out")"
 show --json "$tmp/plain.sqfs" >"$tmp/out" 2>&1 || fail "no metadata json"
 grep -q '"metadata":null}' "$tmp/out" || fail "no metadata json: $(cat "$tmp/out")"
+
+# A container's whole root file system (enroot's .sqsh, say): one note,
+# whether etc/os-release is a file or, as often, a link; not for an OS
+# tree half there, nor for an image with metadata (packed for its target).
+note="note:        a container's root file system (it has etc/os-release and usr/bin): its programs expect to be at '/', so it is for Pyxis/enroot or Apptainer, not for a mount at /squash/NAME; to use a prefix from it, extract that directory and pack it (unsquashfs -d DIR IMAGE opt/TOOL; squash-pack --relocate-from /opt/TOOL DIR/opt/TOOL TOOL.sqfs)"
+rootfs() { # NAME META-TEXT [WHAT...]: WHAT is os-release, os-release-link or usr-bin
+	local src=$tmp/src-$1 name=$1 text=$2 w
+	shift 2
+	mkdir -p "$src/opt/tool/bin" && echo x >"$src/opt/tool/bin/tool"
+	for w in "$@"; do
+		case $w in
+		os-release) mkdir -p "$src/etc" && echo ID=debian >"$src/etc/os-release" ;;
+		os-release-link) mkdir -p "$src/etc" "$src/usr/lib" && echo ID=debian >"$src/usr/lib/os-release" &&
+			ln -s ../usr/lib/os-release "$src/etc/os-release" ;;
+		usr-bin) mkdir -p "$src/usr/bin" && echo x >"$src/usr/bin/ls" ;;
+		esac
+	done
+	if [ -n "$text" ]; then mkdir -p "$src/.squash" && printf '%s' "$text" >"$src/.squash/meta"; fi
+	mksquashfs "$src" "$tmp/$name.sqfs" -quiet -no-progress -all-root -noappend >/dev/null || fail "mksquashfs $name"
+}
+rootfs os '' os-release usr-bin
+rootfs os-link '' os-release-link usr-bin
+for i in os os-link; do
+	show "$tmp/$i.sqfs" >"$tmp/out" 2>&1 || fail "$i: $(cat "$tmp/out")"
+	tail -2 "$tmp/out" | diff -u - <(printf 'metadata:    none (the image has no /.squash/meta; squash-pack writes one)\n%s\n' "$note") ||
+		fail "$i: no container note"
+done
+rootfs no-bin '' os-release
+rootfs no-os-release '' usr-bin
+rootfs packed 'format 1
+name tool
+' os-release usr-bin
+for i in no-bin no-os-release packed plain; do
+	show "$tmp/$i.sqfs" >"$tmp/out" 2>&1 || fail "$i: $(cat "$tmp/out")"
+	grep -q '^note:' "$tmp/out" && fail "$i: a container note: $(cat "$tmp/out")"
+done
+show --json "$tmp/os.sqfs" >"$tmp/out" 2>&1 && python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/out" ||
+	fail "container root, json: $(cat "$tmp/out")"
 
 image typo 'format 1
 name tool
