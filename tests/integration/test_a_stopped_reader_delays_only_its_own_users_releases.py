@@ -61,6 +61,17 @@ def stop_readers(c, user, stopped):
         stopped.append(pid)
 
 
+def end_gone_jobs(c, stopped, waiting, jobs):
+    """A test's end: the stopped readers resumed, the request still waiting
+    on them let end, the jobs released, nothing left mounted."""
+    resume(stopped)
+    if waiting and waiting.poll() is None:
+        waiting.wait(timeout=REQUEST_TIMEOUT + 10)
+    for j in jobs:
+        c.rawclient("release", j)
+    wait_until(lambda: not c.list_mounts(), 30, 0.1, "the mounts to go")
+
+
 def spawn_with_pid(pid, cmd, **kwargs):
     """cmd started as process pid, which must be free (the kernel hands out
     ns_last_pid + 1 next; another fork may come first, so try again)."""
@@ -192,12 +203,7 @@ def test_squashctl_gc_waiting_on_a_stopped_reader_holds_no_other_gc(cluster):
             assert first.returncode == 0, (out, err)
             wait_until(lambda: not mounted(c, slow), 10, 0.1, "the stopped reader's mount to go")
         finally:
-            resume(stopped)
-            if first and first.poll() is None:
-                first.wait(timeout=REQUEST_TIMEOUT + 10)
-            for j in (gone1, gone2):
-                c.rawclient("release", j)
-            wait_until(lambda: not c.list_mounts(), 30, 0.1, "the mounts to go")
+            end_gone_jobs(c, stopped, first, (gone1, gone2))
 
 
 def test_gcs_periodic_teardown_over_a_stopped_reader_holds_no_other_release(cluster):
@@ -326,8 +332,4 @@ def test_a_teardown_waiting_on_a_stopped_reader_frees_its_kernel_mounts_first(cl
         assert release.returncode == 0, (out, err)
         wait_until(lambda: not mounted(c, own), 10, 0.1, "the stopped reader's mount to go")
     finally:
-        resume(stopped)
-        if release and release.poll() is None:
-            release.wait(timeout=REQUEST_TIMEOUT + 10)
-        c.rawclient("release", gone)
-        wait_until(lambda: not c.list_mounts(), 30, 0.1, "the mounts to go")
+        end_gone_jobs(c, stopped, release, (gone,))
