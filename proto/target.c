@@ -105,8 +105,8 @@ static int check_clean_path(const char *path, const char *what, char *err,
 	return 0;
 }
 
-int squash_prefixes_parse(const char *text, struct squash_prefixes *out,
-			  char *err, size_t errlen)
+static int parse_list(const char *text, bool allow_exact, struct squash_prefixes *out,
+		      char *err, size_t errlen)
 {
 	const char *p = text;
 
@@ -118,6 +118,7 @@ int squash_prefixes_parse(const char *text, struct squash_prefixes *out,
 	for (;;) {
 		const char *colon = strchr(p, ':');
 		size_t len = colon ? (size_t)(colon - p) : strlen(p);
+		bool exact = allow_exact && len > 0 && *p == '=';
 		char *item;
 
 		if (out->count == SQUASH_MAX_PREFIXES) {
@@ -131,13 +132,14 @@ int squash_prefixes_parse(const char *text, struct squash_prefixes *out,
 				    out->count + 1, SQUASH_PATH_MAX - 1);
 			goto fail;
 		}
-		item = strndup(p, len);
+		item = strndup(p + exact, len - exact);
 		if (!item) {
 			squash_errf(err, errlen, "out of memory");
 			goto fail;
 		}
+		out->exact[out->count] = exact;
 		out->items[out->count++] = item;
-		if (check_clean_path(item, "target prefix", err, errlen) < 0)
+		if (check_clean_path(item, exact ? "exact target" : "target prefix", err, errlen) < 0)
 			goto fail;
 		if (!colon)
 			break;
@@ -147,6 +149,18 @@ int squash_prefixes_parse(const char *text, struct squash_prefixes *out,
 fail:
 	squash_prefixes_free(out);
 	return -1;
+}
+
+int squash_prefixes_parse(const char *text, struct squash_prefixes *out,
+			  char *err, size_t errlen)
+{
+	return parse_list(text, false, out, err, errlen);
+}
+
+int squash_allowed_targets_parse(const char *text, struct squash_prefixes *out, char *err,
+				 size_t errlen)
+{
+	return parse_list(text, true, out, err, errlen);
 }
 
 void squash_prefixes_free(struct squash_prefixes *p)
@@ -171,21 +185,20 @@ static bool strictly_below(const char *path, const char *prefix)
 bool squash_prefixes_contain(const struct squash_prefixes *p, const char *path)
 {
 	for (size_t i = 0; p && i < p->count; i++)
-		if (strictly_below(path, p->items[i]))
+		if (!p->exact[i] && strictly_below(path, p->items[i]))
 			return true;
 	return false;
 }
 
-static void list_prefixes(const struct squash_prefixes *allowed, char *buf,
-			  size_t buflen)
+void squash_prefixes_format(const struct squash_prefixes *p, char *buf, size_t buflen)
 {
 	size_t used = 0;
-	size_t i;
 
-	buf[0] = '\0';
-	for (i = 0; i < allowed->count && used < buflen; i++) {
-		int n = snprintf(buf + used, buflen - used, "%s%s",
-				 i > 0 ? ":" : "", allowed->items[i]);
+	if (buflen)
+		buf[0] = '\0';
+	for (size_t i = 0; i < p->count && used < buflen; i++) {
+		int n = snprintf(buf + used, buflen - used, "%s%s%s", i > 0 ? ":" : "",
+				 p->exact[i] ? "=" : "", p->items[i]);
 
 		if (n < 0)
 			break;
@@ -210,6 +223,11 @@ int squash_target_check(const char *target, const struct squash_prefixes *allowe
 		return -1;
 	}
 	for (i = 0; i < allowed->count; i++) {
+		if (allowed->exact[i]) {
+			if (strcmp(target, allowed->items[i]) == 0)
+				return 0;
+			continue;
+		}
 		if (strictly_below(target, allowed->items[i]))
 			return 0;
 		if (strcmp(target, allowed->items[i]) == 0) {
@@ -219,7 +237,7 @@ int squash_target_check(const char *target, const struct squash_prefixes *allowe
 			return -1;
 		}
 	}
-	list_prefixes(allowed, names, sizeof(names));
+	squash_prefixes_format(allowed, names, sizeof(names));
 	squash_errf(err, errlen, "target '%.*s' is not below an allowed prefix (%s)",
 		    QUOTE_MAX, target, names);
 	return -1;

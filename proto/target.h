@@ -14,10 +14,14 @@
  * squashd.conf's base_dir, the plugin's default_target. */
 #define SQUASH_DEFAULT_BASE "/squash"
 
-/* A list of allowed prefixes parsed from "P1:P2:...". */
+/* A list of allowed prefixes parsed from "P1:P2:...". In allowed_targets
+ * an item may instead be "=DIR": DIR itself is a target (a directory
+ * the site makes on every node, such as uenv's /user-environment), not a
+ * prefix. */
 struct squash_prefixes {
 	size_t count;
 	char *items[SQUASH_MAX_PREFIXES];
+	bool exact[SQUASH_MAX_PREFIXES];
 };
 
 /* Parses a colon-separated list of absolute, normalised directories that
@@ -25,6 +29,13 @@ struct squash_prefixes {
 int squash_prefixes_parse(const char *text, struct squash_prefixes *out,
 			  char *err, size_t errlen);
 void squash_prefixes_free(struct squash_prefixes *p);
+
+/* The same for allowed_targets, whose items may also be "=DIR" (exact). */
+int squash_allowed_targets_parse(const char *text, struct squash_prefixes *out, char *err,
+				 size_t errlen);
+
+/* The list as it is written ("/squash:=/user-environment") into buf. */
+void squash_prefixes_format(const struct squash_prefixes *p, char *buf, size_t buflen);
 
 /* True when path lies strictly below one of the prefixes (on a component
  * boundary: /squash/x is below /squash, /squashX and /squash are not). */
@@ -37,8 +48,8 @@ bool squash_is_system_path(const char *path);
 
 /* Checks a target: absolute, at most SQUASH_PATH_MAX-1 bytes, no empty, "."
  * or ".." component, no trailing '/', no ',' ':' or control characters, not
- * a system path, and strictly below one of the allowed prefixes. Returns 0
- * or -1 with a user-facing reason in err. */
+ * a system path, and strictly below one of the allowed prefixes or one of
+ * its exact targets. Returns 0 or -1 with a user-facing reason in err. */
 int squash_target_check(const char *target, const struct squash_prefixes *allowed,
 			char *err, size_t errlen);
 

@@ -132,7 +132,8 @@ static int within(const char *dir, const struct squash_prefixes *allowed)
 	for (size_t i = 0; i < allowed->count; i++) {
 		size_t n = strlen(allowed->items[i]);
 
-		if (!strncmp(dir, allowed->items[i], n) &&
+		/* Default targets are made below it: an exact target is none. */
+		if (!allowed->exact[i] && !strncmp(dir, allowed->items[i], n) &&
 		    (dir[n] == '\0' || dir[n] == '/'))
 			return 1;
 	}
@@ -171,7 +172,7 @@ static int apply(struct raw_settings *r, struct squash_settings *s,
 	squash_prefixes_free(&one);
 
 	allowed_text = r->allowed ? r->allowed : s->default_target;
-	if (squash_prefixes_parse(allowed_text, &s->allowed, why, sizeof why)) {
+	if (squash_allowed_targets_parse(allowed_text, &s->allowed, why, sizeof why)) {
 		snprintf(err, errlen, PREFIX "bad value '%s' for allowed_targets: %s",
 			 allowed_text, why);
 		return -1;

@@ -171,7 +171,10 @@ static int set_prefixes(struct squash_prefixes *dst, const char *value,
 	squash_prefixes_free(dst);
 	if (!*value)
 		return 0;
-	if (squash_prefixes_parse(value, dst, why, sizeof(why)) < 0) {
+	/* Only allowed_targets may name exact targets (=DIR). */
+	int rc = !strcmp(key, "allowed_targets") ? squash_allowed_targets_parse(value, dst, why, sizeof(why))
+						 : squash_prefixes_parse(value, dst, why, sizeof(why));
+	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", key, why);
 		return -1;
 	}
@@ -401,6 +404,7 @@ struct squashd_config *settings_copy(const struct squashd_config *cfg)
 				settings_drop(copy);
 				return NULL;
 			}
+			to[l]->exact[i] = from[l]->exact[i];
 			to[l]->count++;
 		}
 	}
@@ -445,11 +449,7 @@ void settings_drop(const struct squashd_config *cfg)
 
 static void join_prefixes(const struct squash_prefixes *p, char *buf, size_t len)
 {
-	size_t used = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < p->count && used < len; i++)
-		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ":" : "", p->items[i]);
+	squash_prefixes_format(p, buf, len);
 }
 
 size_t settings_describe(const struct squashd_config *cfg, struct setting_text *out, size_t cap)

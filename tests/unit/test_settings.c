@@ -69,10 +69,16 @@ static void a_copy_owns_its_prefixes(void)
 	char err[512];
 
 	config_set(cfg, "trusted_prefixes", "/sw/images", err, sizeof(err));
+	/* Exact targets: in allowed_targets only, kept by the copy. */
+	CHECK_INT(config_set(cfg, "allowed_targets", "/squash:=/user-environment", err, sizeof(err)), 0);
+	CHECK_INT(config_set(cfg, "trusted_prefixes", "=/sw/images", err, sizeof(err)), -1);
+	CHECK_INT(config_set(cfg, "trusted_prefixes", "/sw/images", err, sizeof(err)), 0);
 	struct squashd_config *copy = settings_copy(cfg);
 	settings_drop(cfg);
 	CHECK(copy != NULL);
 	CHECK_INT(copy->trusted_prefixes.count, 1);
+	CHECK(copy->allowed_targets.exact[1]);
+	CHECK_STR(copy->allowed_targets.items[1], "/user-environment");
 	CHECK_STR(copy->trusted_prefixes.items[0], "/sw/images");
 	settings_drop(copy);
 }

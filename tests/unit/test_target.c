@@ -117,6 +117,28 @@ static void test_targets(void)
 	CHECK_INT(squash_target_check("/squash/x", NULL, err, sizeof(err)), -1);
 	CHECK_STR(err, "no target prefixes are allowed on this node");
 	squash_prefixes_free(&allowed);
+
+	/* allowed_targets' exact targets (=DIR): DIR itself, nothing below it;
+	 * plain prefix lists take none. */
+	CHECK_INT(squash_allowed_targets_parse("/squash:=/user-environment", &allowed, err, sizeof(err)), 0);
+	CHECK_INT(allowed.count, 2);
+	CHECK(!allowed.exact[0] && allowed.exact[1]);
+	CHECK_STR(allowed.items[1], "/user-environment");
+	CHECK_INT(squash_target_check("/user-environment", &allowed, err, sizeof(err)), 0);
+	CHECK_INT(squash_target_check("/squash/x", &allowed, err, sizeof(err)), 0);
+	CHECK_STR(target_error("/user-environment/x"), "target '/user-environment/x' is not below an "
+		  "allowed prefix (/squash:=/user-environment)");
+	CHECK(!squash_prefixes_contain(&allowed, "/user-environment/x"));
+	char shown[128];
+	squash_prefixes_format(&allowed, shown, sizeof(shown));
+	CHECK_STR(shown, "/squash:=/user-environment");
+	squash_prefixes_free(&allowed);
+	CHECK_INT(squash_allowed_targets_parse("/squash:=/etc", &allowed, err, sizeof(err)), -1);
+	CHECK_STR(err, "exact target '/etc' is a system directory");
+	CHECK_INT(squash_allowed_targets_parse("=relative", &allowed, err, sizeof(err)), -1);
+	CHECK_STR(err, "exact target 'relative' is not an absolute path");
+	CHECK_STR(prefixes_error("=/user-environment"),
+		  "target prefix '=/user-environment' is not an absolute path");
 }
 
 static void test_overlaps(void)
