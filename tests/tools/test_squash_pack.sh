@@ -204,6 +204,14 @@ echo "$m" | grep -qx 'env default set EMPTY' || fail "empty value: $m"
 echo "$m" | grep -qx 'env dev set GREETING hello world' || fail "value with a space: $m"
 grep -qF 'default set EMPTY; dev set GREETING hello world' "$tmp/out" ||
 	fail "the summary does not name each environment or cuts a value: $(cat "$tmp/out")"
+# conda's activation scripts do not run in jobs: said, with what to do.
+mkdir -p "$tmp/condaenv/conda-meta" "$tmp/condaenv/etc/conda/activate.d"
+printf 'export CC=gcc\n' >"$tmp/condaenv/etc/conda/activate.d/compiler.sh"
+chmod -R a+rX "$tmp/condaenv"
+pk --no-relocate "$tmp/condaenv" "$tmp/condaenv.sqfs"
+expect_ok "a conda prefix with activation scripts"
+grep -qF "warning: etc/conda/activate.d holds scripts (compiler.sh) that 'conda activate' runs and jobs do not" "$tmp/out" ||
+	fail "activation scripts not warned about: $(cat "$tmp/out")"
 pk --env default:prepend-path:PATH= "$src" "$tmp/bad.sqfs"
 expect_error "relative to the image's root" "an empty path"
 pk --description "$(printf 'two\nlines')" "$src" "$tmp/bad.sqfs"
