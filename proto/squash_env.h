@@ -32,6 +32,8 @@ const char *squash_env_job_images(bool prolog);
 /* Slurm's own variable for the --squash-image option (sbatch, salloc and
  * srun read it; steps inherit it). */
 #define SQUASH_ENV_OPTION "SLURM_SPANK__SLURM_SPANK_OPTION_squash_squash_image"
+/* The same for --squash-env. */
+#define SQUASH_ENV_ENV_OPTION "SLURM_SPANK__SLURM_SPANK_OPTION_squash_squash_env"
 
 /* srun's canonical list of a step's own images, carried to the step's
  * slurmstepd; removed from the tasks' environment. */

@@ -50,7 +50,7 @@ const char *squash_env_option_value(void)
 	return env_option;
 }
 
-int squash_env_option_check(bool have_images)
+int squash_env_option_check(bool have_images, const char *source)
 {
 	struct squash_env_names *names;
 	char why[256];
@@ -71,7 +71,10 @@ int squash_env_option_check(bool have_images)
 		return -1;
 	}
 	rc = squash_env_names_split(env_option, "--squash-env", names, why, sizeof why);
-	if (rc)
+	if (rc && source)
+		slurm_error("squash: %s (from %s in the environment; correct or unset it, or give "
+			    "--squash-env on the command line)", why, source);
+	else if (rc)
 		slurm_error("squash: %s", why);
 	free(names);
 	return rc;

@@ -23,8 +23,10 @@ struct spank_option *squash_env_option(void);
 const char *squash_env_option_value(void);
 
 /* sbatch, salloc, srun: with images (have_images) the names must be valid;
- * without, the option is refused. Returns 0, or -1 after telling the user. */
-int squash_env_option_check(bool have_images);
+ * without, the option is refused. source: the variable the text came from
+ * (env_default.h), named in the message, or NULL. Returns 0, or -1 after
+ * telling the user. */
+int squash_env_option_check(bool have_images, const char *source);
 
 void squash_env_option_clear(void);
 

@@ -225,10 +225,25 @@ static int submit_check(spank_t sp, bool srun)
 {
 	if (squash_submit_check(sp, image_option, &settings, srun) == 0)
 		return 0;
-	if (squash_env_default_source(image_option))
+	if (squash_env_default_source(SQUASH_DEFAULT_IMAGES, image_option))
 		slurm_error("squash: the images came from %s in the environment; correct or unset it, or give --squash-image on the command line",
-			    squash_env_default_source(image_option));
+			    squash_env_default_source(SQUASH_DEFAULT_IMAGES, image_option));
 	return -1;
+}
+
+/* --squash-env checked at submission. A default from the environment
+ * (SBATCH_SQUASH_ENV in a login profile) says nothing to a job without
+ * images: it is dropped, not refused. */
+static int env_check(void)
+{
+	const char *source = squash_env_default_source(SQUASH_DEFAULT_ENVS, squash_env_option_value());
+
+	if (source && !image_option) {
+		squash_env_default_drop(SQUASH_DEFAULT_ENVS);
+		squash_env_option_clear();
+		return 0;
+	}
+	return squash_env_option_check(image_option != NULL, source);
 }
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
@@ -239,11 +254,11 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		return 0;
 	switch (spank_context()) {
 	case S_CTX_ALLOCATOR:
-		if (squash_env_option_check(image_option != NULL))
+		if (env_check())
 			return -1;
 		return submit_check(sp, false);
 	case S_CTX_LOCAL:
-		if (squash_env_option_check(image_option != NULL))
+		if (env_check())
 			return -1;
 		if (srun_in_allocation())
 			return squash_step_images_check(sp, image_option, &settings);

@@ -120,3 +120,34 @@ def test_srun_in_a_batch_job_ignores_SLURM_SQUASH_IMAGE(cluster):
     out = job.output()
     assert job.state == "COMPLETED", out
     assert out == "MOUNTS=/squash/enva\nfrom enva\n", out
+
+
+def test_sbatch_reads_SBATCH_SQUASH_ENV_and_a_job_without_images_ignores_it(cluster):
+    d = cluster.workdir(USER1, "img")
+    img = cluster.make_image(d / "envtool.sqfs", {
+        "which": "from envtool\n",
+        ".squash/meta": "format 1\ndefault-env default\nenv default set MODE plain\n"
+                        "env dev set MODE dev\n"}, owner=USER1)
+    body = 'echo "MODE=${MODE-unset} ENVS=${SQUASH_ENVS-unset}"\n'
+    # Applied as --squash-env=dev would be, to the batch step and its steps.
+    job = sbatch_with_env(cluster, {"SBATCH_SQUASH_IMAGE": img, "SBATCH_SQUASH_ENV": "dev"},
+                          body + "srun bash -c '" + body.replace("'", "'\\''") + "'\n")
+    assert isinstance(job, Job), job.stderr
+    assert job.state == "COMPLETED", job.output()
+    assert job.output() == "MODE=dev ENVS=/squash/envtool:dev\n" * 2, job.output()
+    # A job without images runs as if it were not set (a login profile's
+    # default for every job).
+    job = sbatch_with_env(cluster, {"SBATCH_SQUASH_ENV": "dev"}, body)
+    assert isinstance(job, Job), job.stderr
+    assert job.state == "COMPLETED", job.output()
+    assert job.output() == "MODE=unset ENVS=unset\n", job.output()
+    # A bad one is refused at submission, naming it; the command line wins.
+    p = sbatch_with_env(cluster, {"SBATCH_SQUASH_ENV": "1x"}, body, [f"--squash-image={img}"])
+    assert not isinstance(p, Job), p.output()
+    assert ("'1x' is not an environment name" in p.stderr and
+            "(from SBATCH_SQUASH_ENV in the environment; correct or unset it, or give "
+            "--squash-env on the command line)" in p.stderr), p.stderr
+    job = sbatch_with_env(cluster, {"SBATCH_SQUASH_ENV": "1x"}, body,
+                          [f"--squash-image={img}", "--squash-env=none"])
+    assert isinstance(job, Job), job.stderr
+    assert job.output() == "MODE=unset ENVS=unset\n", job.output()
