@@ -25,7 +25,7 @@ static bool name_char(char c)
  * (U+0080-U+009F), which a terminal may obey like an escape. */
 static size_t utf8_printable(const unsigned char *s, size_t len)
 {
-	size_t n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+	size_t n = s[0] > 0xf4 ? 0 : s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
 
 	if (n == 0 || n > len)
 		return 0;
@@ -53,6 +53,32 @@ static const char *shown_char(const char *s, size_t len, char out[8])
 	return out;
 }
 
+/* s (len bytes) as a message may show it: printable characters as they
+ * are, every other byte as \xNN, cut with "..." to fit out. */
+static const char *shown_text(const char *s, size_t len, char *out, size_t outlen)
+{
+	size_t used = 0;
+
+	for (size_t i = 0; i < len;) {
+		unsigned char c = (unsigned char)s[i];
+		size_t n = c < 0x80 ? !squash_is_control(c) : utf8_printable((const unsigned char *)s + i, len - i);
+		size_t need = n ? n : 4;
+
+		if (used + need + 4 > outlen) {
+			snprintf(out + used, outlen - used, "...");
+			return out;
+		}
+		if (n)
+			memcpy(out + used, s + i, n);
+		else
+			snprintf(out + used, 5, "\\x%02x", c);
+		used += need;
+		i += n ? n : 1;
+	}
+	out[used] = '\0';
+	return out;
+}
+
 bool squash_catalog_name_ok(const char *s, const char *what, char *err, size_t errlen)
 {
 	char shown[SQUASH_QUOTE_BUF], bad[8];
@@ -64,13 +90,13 @@ bool squash_catalog_name_ok(const char *s, const char *what, char *err, size_t e
 	}
 	if (len > SQUASH_CATALOG_NAME_MAX) {
 		squash_errf(err, errlen, "%s '%s' is too long (at most %d characters)", what,
-			    squash_quote(shown, sizeof shown, s, strlen(s)), SQUASH_CATALOG_NAME_MAX);
+			    shown_text(s, strlen(s), shown, sizeof shown), SQUASH_CATALOG_NAME_MAX);
 		return false;
 	}
 	for (size_t i = 0; i < len; i++)
 		if (!name_char(s[i])) {
 			squash_errf(err, errlen, "%s '%s' holds '%s' (a %s is made of letters, digits "
-				    "and . _ + -)", what, squash_quote(shown, sizeof shown, s, len),
+				    "and . _ + -)", what, shown_text(s, len, shown, sizeof shown),
 				    shown_char(s + i, len - i, bad), what);
 			return false;
 		}

@@ -30,11 +30,18 @@ int squash_env_names_split(const char *text, const char *option, struct squash_e
 	while (1) {
 		size_t n = strcspn(p, ","), in = 0;
 		const char *colon = memchr(p, ':', n);
+
+		/* Before anything is written to the entry it would take. */
+		if (names->count == SQUASH_ENV_NAMES_MAX) {
+			squash_errf(err, errlen, "%s: at most %d names of at most %d characters", option,
+				    SQUASH_ENV_NAMES_MAX, SQUASH_META_NAME_MAX);
+			return -1;
+		}
 		char *name = names->name[names->count], *image = names->image[names->count];
 
 		if (colon) {
 			in = (size_t)(colon - p);
-			if (names->count < SQUASH_ENV_NAMES_MAX && !image_name_valid(p, in)) {
+			if (!image_name_valid(p, in)) {
 				char shown[SQUASH_QUOTE_BUF];
 
 				squash_errf(err, errlen, "%s: '%s' is not an image's name (the last part of "
@@ -42,14 +49,14 @@ int squash_env_names_split(const char *text, const char *option, struct squash_e
 					    squash_quote(shown, sizeof shown, p, in));
 				return -1;
 			}
-			memcpy(image, p, in);
+			memcpy(image, p, in); /* in <= SQUASH_ENV_IMAGE_NAME_MAX: image_name_valid */
 			image[in] = '\0';
 			p += in + 1;
 			n -= in + 1;
-		} else if (names->count < SQUASH_ENV_NAMES_MAX) {
+		} else {
 			image[0] = '\0';
 		}
-		if (names->count == SQUASH_ENV_NAMES_MAX || n > SQUASH_META_NAME_MAX) {
+		if (n > SQUASH_META_NAME_MAX) {
 			squash_errf(err, errlen, "%s: at most %d names of at most %d characters", option,
 				    SQUASH_ENV_NAMES_MAX, SQUASH_META_NAME_MAX);
 			return -1;

@@ -45,7 +45,7 @@ const char *squash_env_job_images(bool prolog);
 #define SQUASH_ENV_TASK_MOUNT "SQUASH_MOUNT"
 #define SQUASH_ENV_TASK_IMAGES "SQUASH_IMAGES"
 /* The images' environments applied (images_env.h): TARGET:ENV, separated
- * by ','; empty when none. */
+ * by ','; empty when the images define none; not set by "none". */
 #define SQUASH_ENV_TASK_ENVS "SQUASH_ENVS"
 
 #define SQUASH_TASK_ENV_VARS 3

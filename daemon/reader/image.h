@@ -152,10 +152,11 @@ int file_read(struct image *img, const struct inode *in, uint64_t off, size_t si
 	      struct read_reply *r);
 void read_reply_done(struct image *img, struct read_reply *r);
 
-/* Work a serving thread can do for later reads once it has answered
- * (fragment_ahead.c: the next fragment block of a reader going through
- * them in order; data_ahead.c: the block after next of a file read from
- * start to end). Returns at once when there is none. */
+/* Work a serving thread can do for later reads once it has answered: the
+ * read-ahead of the image from the last block read (image_data.c), the
+ * next fragment block of a reader going through them in order
+ * (fragment_ahead.c), the block after next of a file read from start to
+ * end (data_ahead.c). Returns at once when there is none. */
 void image_work_ahead(struct image *img);
 
 #endif

@@ -72,6 +72,9 @@ struct image {
 	/* Where the data read ahead (image_data.c, read_ahead) last asked up
 	 * to; only advice, so threads may race on it. */
 	_Atomic uint64_t advised_to;
+	/* The position of the last block read, plus one, for read_ahead to
+	 * start from once the request is answered; 0: none. */
+	_Atomic uint64_t advise_from;
 	/* Small files stored into the page cache (neighbour_push.c): the
 	 * inode after the last one read or stored, and whether a thread is
 	 * storing. */

@@ -203,9 +203,14 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t node, unsigned int cmd, void *ar
 
 	(void)cmd, (void)arg, (void)fi, (void)flags, (void)in, (void)in_size, (void)out_size;
 	/* A union's files are not stored: their node ids are the union's. */
-	if (rd->push && !rd->u && image_tree.node_get(rd, node, &n) == 0)
+	bool pushing = rd->push && !rd->u && image_tree.node_get(rd, node, &n) == 0;
+
+	if (pushing)
 		open_push(rd->se, n.img, &n.in);
 	fuse_reply_err(req, ENOSYS);
+	/* Answered: the read-ahead of the image the store's read asked for. */
+	if (pushing)
+		image_work_ahead(n.img);
 }
 
 /* A listing's answer being filled. */

@@ -156,6 +156,12 @@ static void names_and_files_are_checked(void)
 	CHECK_CONTAINS(err, "holds '\\xc2'"); /* a C1 control (CSI): never raw */
 	CHECK(!squash_catalog_name_ok("a\xff", "name", err, sizeof err));
 	CHECK_CONTAINS(err, "holds '\\xff'"); /* not UTF-8 */
+	/* The whole name quoted back is shown the same way. */
+	CHECK(!squash_catalog_name_ok("ab\xc2\x9bz", "name", err, sizeof err));
+	CHECK(strstr(err, "\xc2\x9b") == NULL);
+	CHECK_CONTAINS(err, "name 'ab\\xc2\\x9bz' holds '\\xc2'");
+	CHECK(!squash_catalog_name_ok("a\xf8\x80\x80", "name", err, sizeof err));
+	CHECK_CONTAINS(err, "holds '\\xf8'"); /* no lead byte past U+10FFFF */
 	CHECK(!squash_catalog_name_ok("a\xc3", "name", err, sizeof err));
 	CHECK_CONTAINS(err, "holds '\\xc3'"); /* cut short */
 	CHECK(squash_catalog_file_ok("a/b/c.sqfs", err, sizeof err));

@@ -179,6 +179,17 @@ int main(void)
 	CHECK_STR(err, "--env: 'a/b' is not an image's name (the last part of its target, as in "
 		  "/squash/NAME) before ':ENV'");
 	CHECK_INT(squash_env_names_split(":dev", "--env", &names, err, sizeof err), -1);
+	/* A 65th name is refused before it is written anywhere, with an image
+	 * part or without. */
+	char many[64 * 2 + 2048];
+	strcpy(many, "");
+	for (int i = 0; i < 64; i++)
+		strcat(many, "A,");
+	memset(many + strlen(many), 'x', 2000);
+	strcpy(many + 128 + 2000, ":B");
+	CHECK_INT(squash_env_names_split(many, "--env", &names, err, sizeof err), -1);
+	CHECK_STR(err, "--env: at most 64 names of at most 64 characters");
+	CHECK_INT(names.count, 64);
 
 	/* A name no image has: refused, listing what the images have. */
 	fake_reset(&e);
