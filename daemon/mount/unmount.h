@@ -19,7 +19,8 @@
 enum result unmount_image(const char *mountpoint, pid_t server_pid, int server_pidfd,
 			  uid_t server_uid, int timeout_ms, char *err, size_t errlen);
 
-/* True when path is a mount point in this mount namespace (mountinfo). */
+/* True when path is a mount point in this mount namespace: the root of a
+ * mount (statx, asking no file system; mountinfo before Linux 5.8). */
 int is_mount_point(const char *path);
 
 /* The mount points of squashd's namespace, read once: a check per mount

@@ -592,6 +592,24 @@ static void test_fuse(const struct identity *nobody)
 	      (int)server);
 	check(getsid(server) == server, "server runs in its own session");
 	check(is_mount_point(mnt) == 1, "is_mount_point sees the FUSE mount");
+	{
+		/* Its server stopped (as its user may): still told, without
+		 * asking it. */
+		int st = -1;
+		pid_t c;
+
+		kill(server, SIGSTOP);
+		c = fork();
+		if (c == 0) {
+			alarm(5);
+			_exit(is_mount_point(mnt) == 1 ? 0 : 1);
+		}
+		if (c > 0)
+			waitpid(c, &st, 0);
+		kill(server, SIGCONT);
+		check(c > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "is_mount_point answers with the FUSE server stopped");
+	}
 	REQUIRE(mountinfo_of(mnt, opts, type, super, sizeof(opts)),
 		"FUSE mount in mountinfo");
 	check(has_opt(opts, "ro") && has_opt(opts, "nosuid") &&
