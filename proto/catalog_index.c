@@ -39,12 +39,20 @@ static size_t utf8_printable(const unsigned char *s, size_t len)
 	return n;
 }
 
+/* Bytes of the printable character at s (of len bytes), 0 when none. */
+static size_t printable_len(const char *s, size_t len)
+{
+	unsigned char c = (unsigned char)s[0];
+
+	return c < 0x80 ? !squash_is_control(c) : utf8_printable((const unsigned char *)s, len);
+}
+
 /* The character at s (of len bytes) as a message may show it: itself when
  * printable, else its first byte as \xNN (never raw to a terminal). */
 static const char *shown_char(const char *s, size_t len, char out[8])
 {
 	unsigned char c = (unsigned char)s[0];
-	size_t n = c < 0x80 ? !squash_is_control(c) : utf8_printable((const unsigned char *)s, len);
+	size_t n = printable_len(s, len);
 
 	if (n == 0)
 		snprintf(out, 8, "\\x%02x", c);
@@ -61,7 +69,7 @@ static const char *shown_text(const char *s, size_t len, char *out, size_t outle
 
 	for (size_t i = 0; i < len;) {
 		unsigned char c = (unsigned char)s[i];
-		size_t n = c < 0x80 ? !squash_is_control(c) : utf8_printable((const unsigned char *)s + i, len - i);
+		size_t n = printable_len(s + i, len - i);
 		size_t need = n ? n : 4;
 
 		if (used + need + 4 > outlen) {
