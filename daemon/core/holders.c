@@ -360,20 +360,26 @@ enum holder_release holders_release_step_locked(struct daemon_state *ds, uint32_
 	return HOLDER_RELEASED;
 }
 
-struct job_entry *holders_settled_job_locked(struct daemon_state *ds, uint32_t job_id,
+/* Whether peer_uid may see e: root sees every entry, a user their own. */
+static bool visible_to(const struct job_entry *e, uid_t peer_uid)
+{
+	return peer_uid == 0 || e->uid == peer_uid;
+}
+
+struct job_entry *holders_settled_job_locked(struct daemon_state *ds, uint32_t job_id, uid_t peer_uid,
 					     long long deadline_ms)
 {
 	struct job_entry *job = registry_find_job(&ds->registry, job_id);
-	while (job && job->pending && daemon_wait_locked(ds, deadline_ms))
+	while (job && visible_to(job, peer_uid) && job->pending && daemon_wait_locked(ds, deadline_ms))
 		job = registry_find_job(&ds->registry, job_id);
-	return job;
+	return job && visible_to(job, peer_uid) ? job : NULL;
 }
 
 struct job_entry *holders_settled_step_locked(struct daemon_state *ds, uint32_t job_id,
-					      uint32_t step_id, long long deadline_ms)
+					      uint32_t step_id, uid_t peer_uid, long long deadline_ms)
 {
 	struct job_entry *e = registry_find_step(&ds->registry, job_id, step_id);
-	while (e && e->pending && daemon_wait_locked(ds, deadline_ms))
+	while (e && visible_to(e, peer_uid) && e->pending && daemon_wait_locked(ds, deadline_ms))
 		e = registry_find_step(&ds->registry, job_id, step_id);
-	return e;
+	return e && visible_to(e, peer_uid) ? e : NULL;
 }

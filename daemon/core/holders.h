@@ -78,10 +78,12 @@ enum holder_release holders_release_step_locked(struct daemon_state *ds, uint32_
 						uint32_t step_id, struct teardown *td);
 
 /* The job's entry once its mount request is done, waiting until
- * deadline_ms (lock held); NULL when none; still pending on timeout. */
-struct job_entry *holders_settled_job_locked(struct daemon_state *ds, uint32_t job_id,
+ * deadline_ms (lock held); NULL when none; still pending on timeout. An
+ * entry of another user than peer_uid (0: root, who sees all) is NULL at
+ * once: a user never waits on, nor learns of, another user's pending job. */
+struct job_entry *holders_settled_job_locked(struct daemon_state *ds, uint32_t job_id, uid_t peer_uid,
 					     long long deadline_ms);
 struct job_entry *holders_settled_step_locked(struct daemon_state *ds, uint32_t job_id,
-					      uint32_t step_id, long long deadline_ms);
+					      uint32_t step_id, uid_t peer_uid, long long deadline_ms);
 
 #endif

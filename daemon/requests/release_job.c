@@ -13,7 +13,7 @@ void request_release_job(struct request *rq)
 	uint32_t job_id = rq->msg->release_job->job_id;
 
 	pthread_mutex_lock(&ds->lock);
-	holders_settled_job_locked(ds, job_id, rq->deadline_ms);
+	holders_settled_job_locked(ds, job_id, rq->peer->uid, rq->deadline_ms);
 	enum holder_release r = holders_release_job_locked(ds, job_id, rq->td);
 	pthread_mutex_unlock(&ds->lock);
 	if (r == HOLDER_RELEASED)

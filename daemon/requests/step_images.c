@@ -76,7 +76,7 @@ static struct job_entry *new_step_locked(struct request *rq, bool *skip, const c
 	const Squash__MountJobRequest *req = rq->msg->mount_job;
 	char why[PATH_MAX + 512];
 
-	struct job_entry *e = holders_settled_step_locked(ds, req->job_id, req->step_id, rq->deadline_ms);
+	struct job_entry *e = holders_settled_step_locked(ds, req->job_id, req->step_id, 0, rq->deadline_ms);
 	if (e && e->pending) {
 		reply_error(rq->out, ds->stopping ? SQUASH__STATUS__UNAVAILABLE : SQUASH__STATUS__NODE_ERROR,
 			    "another mount request for step %u.%u is still at work", req->job_id, req->step_id);
@@ -84,7 +84,7 @@ static struct job_entry *new_step_locked(struct request *rq, bool *skip, const c
 	}
 	if (e) /* a retry after a lost answer: start again */
 		holders_drop_locked(ds, e, rq->td);
-	struct job_entry *job = holders_settled_job_locked(ds, req->job_id, rq->deadline_ms);
+	struct job_entry *job = holders_settled_job_locked(ds, req->job_id, 0, rq->deadline_ms);
 	Squash__Status refused = daemon_refuse_new_mounts_locked(ds, why, sizeof(why));
 	if (refused != SQUASH__STATUS__OK) {
 		reply_error(rq->out, refused, "%s", why);

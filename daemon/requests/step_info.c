@@ -23,10 +23,9 @@ static void reply_dirs(struct request *rq, uid_t job_uid)
 static void reply_job(struct request *rq, uint32_t job_id)
 {
 	struct daemon_state *ds = rq->ds;
-	struct job_entry *job = holders_settled_job_locked(ds, job_id, rq->deadline_ms);
+	/* Other users' jobs do not exist for this peer. */
+	struct job_entry *job = holders_settled_job_locked(ds, job_id, rq->peer->uid, rq->deadline_ms);
 
-	if (job && rq->peer->uid != 0 && rq->peer->uid != job->uid)
-		job = NULL; /* other users' jobs do not exist for this peer */
 	if (!job) {
 		if (ds->state_lost[0])
 			reply_error(rq->out, SQUASH__STATUS__NOT_FOUND,
@@ -59,8 +58,9 @@ void request_step_info(struct request *rq)
 		pthread_mutex_unlock(&ds->lock);
 		return;
 	}
-	struct job_entry *e = holders_settled_step_locked(ds, req->job_id, req->step_id, rq->deadline_ms);
-	if (e && (e->pending || (rq->peer->uid != 0 && rq->peer->uid != e->uid)))
+	struct job_entry *e = holders_settled_step_locked(ds, req->job_id, req->step_id, rq->peer->uid,
+							  rq->deadline_ms);
+	if (e && e->pending)
 		e = NULL;
 	if (rq->out->resp.status == SQUASH__STATUS__NOT_FOUND && e && req->job_without_images) {
 		/* A job allocated without images: the step's are all there is. */

@@ -14,6 +14,7 @@
 #include "core/daemon.h"
 #include "core/holders.h"
 #include "core/sharing.h"
+#include "clock.h"
 #include "core_fixture.h"
 #include "unit.h"
 
@@ -41,10 +42,33 @@ static void a_new_job_is_pending_until_its_request_settles(void)
 	CHECK_INT(job->uid, 1000);
 	LOCKED_DO(&ds, holders_settle_locked(&ds, job));
 	CHECK(!job->pending);
-	CHECK(LOCKED(&ds, holders_settled_job_locked(&ds, 60, 0)) == job);
+	CHECK(LOCKED(&ds, holders_settled_job_locked(&ds, 60, 0, 0)) == job);
 	CHECK(LOCKED(&ds, holders_find_job_locked(&ds, 61)) == NULL);
 	struct teardown td = TEARDOWN_INIT(cfg);
 	CHECK_INT(LOCKED(&ds, holders_release_job_locked(&ds, 60, &td)), HOLDER_RELEASED);
+}
+
+/* A user asking about another user's pending job neither waits for it
+ * nor learns it exists; its owner waits until the deadline. */
+static void another_users_pending_job_is_not_there_at_once(void)
+{
+	struct job_entry *job = LOCKED(&ds, holders_add_job_locked(&ds, 64, 1000));
+	struct job_entry *step = LOCKED(&ds, holders_add_step_locked(&ds, 64, 1, 1000, 4243, 99));
+	long long start = squash_now_ms();
+
+	CHECK(job && step);
+	CHECK(LOCKED(&ds, holders_settled_job_locked(&ds, 64, 1001, start + 5000)) == NULL);
+	CHECK(LOCKED(&ds, holders_settled_step_locked(&ds, 64, 1, 1001, start + 5000)) == NULL);
+	CHECK(squash_now_ms() - start < 1000);
+	/* Its owner (and root) wait for it: still pending at the deadline. */
+	CHECK(LOCKED(&ds, holders_settled_job_locked(&ds, 64, 1000, squash_now_ms() + 200)) == job);
+	CHECK(LOCKED(&ds, holders_settled_step_locked(&ds, 64, 1, 0, squash_now_ms() + 200)) == step);
+	CHECK(squash_now_ms() - start >= 400);
+	CHECK(job->pending && step->pending);
+	LOCKED_DO(&ds, holders_settle_locked(&ds, job));
+	LOCKED_DO(&ds, holders_settle_locked(&ds, step));
+	struct teardown td = TEARDOWN_INIT(cfg);
+	CHECK_INT(LOCKED(&ds, holders_release_job_locked(&ds, 64, &td)), HOLDER_RELEASED);
 }
 
 static void a_failed_job_lets_go_of_its_mounts_and_keeps_why(void)
@@ -156,6 +180,7 @@ int main(void)
 	if (core_fixture_start(dir, &cfg, &ds) < 0)
 		return 1;
 	a_new_job_is_pending_until_its_request_settles();
+	another_users_pending_job_is_not_there_at_once();
 	a_failed_job_lets_go_of_its_mounts_and_keeps_why();
 	steps_and_sessions_are_pending_and_record_who_asked();
 	walking_the_holders_takes_jobs_then_steps_and_sessions();
