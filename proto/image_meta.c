@@ -97,8 +97,15 @@ static int check_text(const struct line *l, char *err, size_t errlen)
 	return 0;
 }
 
+bool squash_meta_text_printable(const char *s, size_t n)
+{
+	struct line l = { s, s + n, 0 };
+
+	return check_text(&l, NULL, 0) == 0;
+}
+
 /* [A-Za-z0-9._+-]{1,64}: names and versions of images. */
-static bool label_valid(const char *s, size_t n)
+bool squash_meta_label_valid(const char *s, size_t n)
 {
 	if (n == 0 || n > SQUASH_META_NAME_MAX)
 		return false;
@@ -126,6 +133,19 @@ bool squash_env_name_valid(const char *name)
 	return env_name_valid_n(name, strlen(name));
 }
 
+bool squash_env_view_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > SQUASH_META_NAME_MAX || (name[0] >= '0' && name[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((name[i] >= 'A' && name[i] <= 'Z') || (name[i] >= 'a' && name[i] <= 'z') ||
+		      (name[i] >= '0' && name[i] <= '9') || strchr("_.-", name[i])))
+			return false;
+	return name[0] != '.' && name[0] != '-';
+}
+
 /* YYYY-MM-DDTHH:MM:SSZ */
 static bool created_valid(const char *s, size_t n)
 {
@@ -147,6 +167,12 @@ static bool has_dotdot(const char *s, size_t n)
 		    (i + 2 == n || s[i + 2] == '/'))
 			return true;
 	return false;
+}
+
+bool squash_meta_target_valid(const char *s, size_t n)
+{
+	return n > 0 && n <= TARGET_MAX && s[0] == '/' && !has_dotdot(s, n) && !memchr(s, ':', n) &&
+	       !memchr(s, ',', n);
 }
 
 /* A RELPATH, normalised (see struct squash_env_line); -1 with err. */
@@ -337,7 +363,7 @@ static int parse_value(struct line *l, const char *key, char **field, enum check
 
 	switch (check) {
 	case ONE_LABEL:
-		ok = label_valid(v, n);
+		ok = squash_meta_label_valid(v, n);
 		want = "[A-Za-z0-9._+-], 1 to 64 characters";
 		break;
 	case ONE_CREATED:
@@ -349,8 +375,7 @@ static int parse_value(struct line *l, const char *key, char **field, enum check
 		want = "one word of at most 256 bytes";
 		break;
 	case ONE_TARGET:
-		ok = n > 0 && n <= TARGET_MAX && v[0] == '/' && !has_dotdot(v, n) &&
-		     !memchr(v, ':', n) && !memchr(v, ',', n);
+		ok = squash_meta_target_valid(v, n);
 		want = "an absolute path without '..', ':' or ','";
 		break;
 	case ONE_ENVNAME:
@@ -451,6 +476,7 @@ int squash_image_meta_parse(const char *text, size_t len, struct squash_image_me
 			    meta->default_env);
 		goto fail;
 	}
+	meta->file = SQUASH_META_PATH;
 	return 0;
 fail:
 	squash_image_meta_free(meta);

@@ -52,16 +52,25 @@ int squash_image_env_ops(const struct squash_image_meta *meta, const char *env_n
 
 		if (strcmp(e->env, env_name))
 			continue;
+		if (e->kind == SQUASH_ENV_REFUSED) {
+			squash_errf(err, errlen, "environment %s cannot be applied: %s", env_name, e->value);
+			squash_env_ops_free(ops);
+			return -1;
+		}
 		why = squash_env_var_refusal(e->var, by_name);
 		if (why) {
-			squash_errf(err, errlen, "line %u: environment %s sets %s: %s", e->line,
-				    env_name, e->var, why);
+			char at[32] = "";
+			if (e->line)
+				snprintf(at, sizeof at, "line %u: ", e->line);
+			squash_errf(err, errlen, "%senvironment %s sets %s: %s", at, env_name, e->var, why);
 			squash_env_ops_free(ops);
 			return -1;
 		}
 		op->kind = e->kind == SQUASH_ENV_SET_PATH ? SQUASH_ENV_SET : e->kind;
 		op->var = e->var;
-		op->value = e->kind == SQUASH_ENV_SET ? strdup(e->value) : mount_path(mount, e->value);
+		op->value = e->kind == SQUASH_ENV_SET || e->kind == SQUASH_ENV_UNSET || e->absolute
+				    ? strdup(e->value)
+				    : mount_path(mount, e->value);
 		if (!op->value) {
 			squash_errf(err, errlen, "out of memory");
 			squash_env_ops_free(ops);

@@ -68,12 +68,12 @@ int squash_env_names_split(const char *text, const char *option, struct squash_e
 				    option);
 			return -1;
 		}
-		if (!squash_env_name_valid(name)) {
+		if (!squash_env_view_name_valid(name)) {
 			char shown[SQUASH_QUOTE_BUF];
 
-			squash_errf(err, errlen, "%s: '%s' is not an environment name (letters, digits "
-				    "and '_', not starting with a digit; names separated by ',', each "
-				    "maybe after IMAGE:)", option, squash_quote(shown, sizeof shown, name, n));
+			squash_errf(err, errlen, "%s: '%s' is not an environment name (letters, digits, "
+				    "'_', '-' and '.', starting with a letter or '_'; names separated by ',', "
+				    "each maybe after IMAGE:)", option, squash_quote(shown, sizeof shown, name, n));
 			return -1;
 		}
 		names->found[names->count++] = false;
@@ -100,6 +100,11 @@ static int apply_ops(const struct squash_env_ops *ops, const struct squash_env_a
 		char *current, *next;
 		int rc;
 
+		if (op->kind == SQUASH_ENV_UNSET) {
+			if (env->set(env->ctx, op->var, NULL, err, errlen))
+				return -1;
+			continue;
+		}
 		if (env->get(env->ctx, op->var, &current, err, errlen))
 			return -1;
 		next = squash_env_op_result(op, current);
@@ -125,7 +130,7 @@ static int apply_env(const struct squash_image_meta *meta, const char *name, con
 	int rc;
 
 	if (squash_image_env_ops(meta, name, target, by_name, &ops, why, sizeof why)) {
-		squash_errf(err, errlen, "%s/%s: %s", target, SQUASH_META_PATH, why);
+		squash_errf(err, errlen, "%s/%s: %s", target, meta->file, why);
 		return -1;
 	}
 	rc = apply_ops(&ops, env, why, sizeof why);
@@ -265,12 +270,12 @@ int squash_images_env_apply(const Squash__Response *resp, const char *text,
 			squash_errf(err, errlen, "%s=%s: no image %s at a target named %s defines the "
 				    "environment %s (the images' environments: %s)", env->option, text,
 				    env->images, names->image[k], names->name[k],
-				    *have ? have : "none, no image has a /.squash/meta");
+				    *have ? have : "none, no image has metadata");
 			rc = -1;
 		} else if (!names->found[k]) {
 			squash_errf(err, errlen, "%s=%s: no image %s defines the environment %s (the "
 				    "images' environments: %s)", env->option, text, env->images,
-				    names->name[k], *have ? have : "none, no image has a /.squash/meta");
+				    names->name[k], *have ? have : "none, no image has metadata");
 			rc = -1;
 		}
 	}

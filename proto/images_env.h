@@ -51,7 +51,7 @@ struct squash_env_access {
 	const char *images; /* whose images, for messages: "of this step" */
 	/* var's value, malloc'd, *value NULL when unset; 0, or -1 with why. */
 	int (*get)(void *ctx, const char *var, char **value, char *why, size_t whylen);
-	/* Sets var; 0, or -1 with why. */
+	/* Sets var (value NULL: unsets it); 0, or -1 with why. */
 	int (*set)(void *ctx, const char *var, const char *value, char *why, size_t whylen);
 	void *ctx;
 	/* Where a note goes about a software image (one with environments)

@@ -45,9 +45,9 @@ static int task_getenv(void *ctx, const char *var, char **value, char *why, size
 /* Sets var in the task's environment. */
 static int task_setenv(void *ctx, const char *var, const char *value, char *why, size_t whylen)
 {
-	spank_err_t rc = spank_setenv(ctx, var, value, 1);
+	spank_err_t rc = value ? spank_setenv(ctx, var, value, 1) : spank_unsetenv(ctx, var);
 
-	if (rc == ESPANK_SUCCESS)
+	if (rc == ESPANK_SUCCESS || (!value && rc == ESPANK_ENV_NOEXIST))
 		return 0;
 	snprintf(why, whylen, "cannot set the task's %s: %s", var, spank_strerror(rc));
 	return -1;

@@ -62,6 +62,7 @@ static void collect(pid_t pid, int out_fd, int err_fd, struct reader_cat_result 
 	struct pollfd fds[2] = { { out_fd, POLLIN, 0 }, { err_fd, POLLIN, 0 } };
 	struct timespec deadline;
 	char scratch[4096];
+	size_t max = r->out_max ? r->out_max : SQUASH_READER_CAT_MAX;
 
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	deadline.tv_sec += SQUASH_READER_CAT_TIMEOUT_S;
@@ -84,7 +85,7 @@ static void collect(pid_t pid, int out_fd, int err_fd, struct reader_cat_result 
 			if (fds[i].fd < 0 || !fds[i].revents)
 				continue;
 			if (i == 0)
-				got = read(fds[i].fd, r->out + r->out_len, SQUASH_READER_CAT_MAX + 1 - r->out_len);
+				got = read(fds[i].fd, r->out + r->out_len, max + 1 - r->out_len);
 			else
 				got = read(fds[i].fd, scratch, sizeof scratch);
 			if (got < 0 && errno == EINTR)
@@ -95,7 +96,7 @@ static void collect(pid_t pid, int out_fd, int err_fd, struct reader_cat_result 
 			}
 			if (i == 0) {
 				r->out_len += (size_t)got;
-				r->too_long = r->out_len > SQUASH_READER_CAT_MAX;
+				r->too_long = r->out_len > max;
 			} else if (r->err_len < sizeof r->errtext - 1) {
 				size_t room = sizeof r->errtext - 1 - r->err_len;
 				size_t keep = (size_t)got < room ? (size_t)got : room;

@@ -29,7 +29,8 @@ enum {
 
 /* What the reader printed and how it ended. */
 struct reader_cat_result {
-	char *out; /* SQUASH_READER_CAT_MAX + 1 bytes, the caller's */
+	char *out; /* out_max + 1 bytes, the caller's */
+	size_t out_max; /* bytes kept; 0: SQUASH_READER_CAT_MAX */
 	size_t out_len;
 	char errtext[SQUASH_READER_CAT_STDERR_KEEP];
 	size_t err_len;

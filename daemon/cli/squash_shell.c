@@ -197,7 +197,7 @@ static int own_getenv(void *ctx, const char *var, char **value, char *why, size_
 static int own_setenv(void *ctx, const char *var, const char *value, char *why, size_t whylen)
 {
 	(void)ctx;
-	if (setenv(var, value, 1) == 0)
+	if ((value ? setenv(var, value, 1) : unsetenv(var)) == 0)
 		return 0;
 	snprintf(why, whylen, "cannot set %s: %s", var, strerror(errno));
 	return -1;
