@@ -174,9 +174,14 @@ static void note_moved(const struct squash_image_meta *meta, const char *target,
 		return;
 	squash_quote(packed, sizeof packed, meta->target, strlen(meta->target));
 	squash_quote(seen, sizeof seen, target, strlen(target));
-	fprintf(notes, "squash: note: the image at %s was packed for %s: paths squash-pack rewrote in "
-		"it lead there, not here; mount it at %s (IMAGE:%s), or pack it again with --target "
-		"%s\n", seen, packed, packed, packed, seen);
+	if (!strcmp(meta->file, SQUASH_UENV_META_PATH))
+		fprintf(notes, "squash: note: the image at %s was built for %s (its %s): paths inside it "
+			"may lead there, not here; mount it at %s (IMAGE:%s, where the site allows that "
+			"target)\n", seen, packed, SQUASH_UENV_META_PATH, packed, packed);
+	else
+		fprintf(notes, "squash: note: the image at %s was packed for %s: paths squash-pack rewrote in "
+			"it lead there, not here; mount it at %s (IMAGE:%s), or pack it again with --target "
+			"%s\n", seen, packed, packed, packed, seen);
 }
 
 /* "TARGET:ENV" added to the applied list (SQUASH_ENV_TASK_ENVS), a comma

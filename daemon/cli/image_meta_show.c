@@ -88,7 +88,8 @@ static void show_text(const struct squash_image_meta *m, FILE *out)
 			else if (e->kind == SQUASH_ENV_UNSET)
 				fprintf(out, "    unset %s\n", e->var);
 			else
-				fprintf(out, "    %s %s %s\n", op_word(e->kind), e->var, shown_value(e));
+				fprintf(out, "    %s %s %s\n", op_word(e->kind), e->var,
+					e->kind == SQUASH_ENV_SET && !*e->value ? "\"\"" : shown_value(e));
 		}
 	}
 }

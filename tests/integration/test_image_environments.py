@@ -123,3 +123,53 @@ echo "SLURMY rc=$?"
             "variables (LD_*) are applied only from an environment you name (--squash-env; "
             "squash-shell --env), not from an image's default-env") in out, out
     assert c.node_state() == "idle"
+
+
+# What a uenv image holds: no /.squash/meta, its views in /meta/env.json,
+# paths written for the mount point it was built for.
+UENV_META = """\
+{"name": "gnu", "description": "a uenv-built stack", "mount": "/user-environment",
+ "views": {
+  "default": {"root": "/user-environment/env/default", "env": {"version": 1, "type": "spack-view",
+   "values": {"list": {"PATH": [{"op": "prepend", "value": ["/user-environment/env/default/bin"]}]},
+              "scalar": {"GNU_ROOT": "/user-environment/env/default", "GNU_GONE": null}}}},
+  "develop-gpu": {"env": {"version": 1, "type": "augment",
+   "values": {"list": {}, "scalar": {"GNU_MODE": "gpu"}}}},
+  "modules": {"activate": "/user-environment/modules/activate.sh", "root": "/user-environment/modules"}
+ }}
+"""
+
+
+def test_a_uenv_images_views_apply_by_name_where_it_is_mounted(cluster):
+    c = cluster
+    d = c.workdir(USER1, "uenv")
+    img = c.make_image(d / "gnu.sqfs", {
+        "meta/env.json": UENV_META,
+        "env/default/bin/gnu-tool.sh": "#!/bin/sh\necho gnu-tool from the view\n",
+    }, owner=USER1)
+
+    # As uenv, no view unless named; --squash-env=VIEW as --view=VIEW, its
+    # paths at the target the image is seen at; a view with only an
+    # activation script is refused, naming why.
+    job = c.run_job(USER1, """
+export GNU_GONE=still-here
+echo "PLAIN first=${PATH%%:*} ENVS=[$SQUASH_ENVS]"
+srun -n1 --squash-env=default bash -c 'echo "VIEW first=${PATH%%:*} R=$GNU_ROOT G=${GNU_GONE-unset} $(gnu-tool.sh) ENVS=$SQUASH_ENVS"'
+srun -n1 --squash-env=gnu:develop-gpu bash -c 'echo "DEV M=$GNU_MODE ENVS=$SQUASH_ENVS"'
+srun -n1 --squash-env=modules true
+echo "MODULES rc=$?"
+""", [f"--squash-image={img}"])
+    out = job.output()
+    plain = [l for l in out.splitlines() if l.startswith("PLAIN")]
+    assert plain and "/squash/" not in plain[0] and plain[0].endswith("ENVS=[]"), out
+    assert ("VIEW first=/squash/gnu/env/default/bin R=/squash/gnu/env/default G=unset "
+            "gnu-tool from the view ENVS=/squash/gnu:default\n") in out, out
+    assert "DEV M=gpu ENVS=/squash/gnu:develop-gpu\n" in out, out
+    assert ("/squash/gnu/meta/env.json: environment modules cannot be applied: it has only an "
+            "activation script") in out, out
+    assert "MODULES rc=0" not in out, out
+    # Seen away from where it was built: said once per step (the batch
+    # step and three srun steps), with what to do.
+    assert out.count("squash: note: the image at /squash/gnu was built for /user-environment "
+                     "(its meta/env.json)") == 4, out
+    assert c.node_state() == "idle"

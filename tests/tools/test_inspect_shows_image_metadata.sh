@@ -7,7 +7,8 @@
 # line), a symbolic link, output past 64 KiB (a fake reader that never
 # stops), no reader. Needs mksquashfs and the built squash-reader
 # (skipped, exit 77, without them); run by make check. An image without
-# metadata that is a container's root file system gets a note.
+# metadata that is a container's root file system gets a note. A uenv
+# image's meta/env.json is shown as its metadata.
 set -uo pipefail
 
 images=${SQUASH_IMAGES:-$PWD/../daemon/squash-images}
@@ -140,6 +141,38 @@ mkdir -p "$tmp/src-link/.squash" && ln -s /etc/passwd "$tmp/src-link/.squash/met
 mksquashfs "$tmp/src-link" "$tmp/link.sqfs" -quiet -no-progress -all-root -noappend >/dev/null
 show "$tmp/link.sqfs" >"$tmp/out" 2>&1 && fail "a link was shown"
 grep -q "link.sqfs: cannot read /.squash/meta: .*not a regular file" "$tmp/out" || fail "link message: $(cat "$tmp/out")"
+
+# A uenv image: no /.squash/meta, its views in /meta/env.json.
+mkdir -p "$tmp/src-uenv/meta"
+cat >"$tmp/src-uenv/meta/env.json" <<'JSON'
+{"name": "gnu", "mount": "/user-environment", "views": {"default": {"env": {"values": {
+ "list": {"PATH": [{"op": "prepend", "value": ["/user-environment/env/default/bin", "/opt/x/bin"]}]},
+ "scalar": {"GONE": null, "EMPTY": ""}}}}, "modules": {"activate": "/dev/null"}}}
+JSON
+mksquashfs "$tmp/src-uenv" "$tmp/uenv.sqfs" -quiet -no-progress -all-root -noappend >/dev/null
+show "$tmp/uenv.sqfs" >"$tmp/out" 2>&1 || fail "uenv: $(cat "$tmp/out")"
+grep -qzF 'metadata (/meta/env.json):
+  name: gnu
+  target: /user-environment
+  env default:
+    prepend-path PATH /opt/x/bin
+    prepend-path PATH env/default/bin
+    unset GONE
+    set EMPTY ""
+  env modules:
+    (cannot be applied: it has only an activation script' "$tmp/out" || fail "uenv shown: $(cat "$tmp/out")"
+show --json "$tmp/uenv.sqfs" >"$tmp/out" 2>&1 || fail "uenv json: $(cat "$tmp/out")"
+python3 - "$tmp/out" <<'PY' || fail "uenv json: $(cat "$tmp/out")"
+import json, sys
+m = json.load(open(sys.argv[1]))["metadata"]
+assert m["file"] == "meta/env.json" and m["target"] == "/user-environment", m
+assert m["environments"]["default"][0] == {"op": "prepend-path", "var": "PATH", "value": "/opt/x/bin"}, m
+PY
+# A file of that name that is not uenv's is no metadata.
+mkdir -p "$tmp/src-other/meta" && echo '{"schema": 2}' >"$tmp/src-other/meta/env.json"
+mksquashfs "$tmp/src-other" "$tmp/other.sqfs" -quiet -no-progress -all-root -noappend >/dev/null
+show "$tmp/other.sqfs" >"$tmp/out" 2>&1 || fail "other: $(cat "$tmp/out")"
+grep -q "^metadata:    none" "$tmp/out" || fail "other shown: $(cat "$tmp/out")"
 
 show "$tmp/missing.sqfs" >"$tmp/out" 2>&1 && fail "a missing image was shown"
 grep -q "missing.sqfs: No such file or directory" "$tmp/out" || fail "missing: $(cat "$tmp/out")"
