@@ -249,7 +249,7 @@ dpkg -x "$deb" "$root"
 chmod 0755 "$root"
 check "deb snippet loads the packaged plugin $deb_plugin" \
 	grep -qx "required $deb_plugin .*" "$root/etc/slurm/plugstack.conf.d/squash.conf"
-check "deb unit runs /usr/sbin/squashd" grep -q '^ExecStart=/usr/sbin/squashd ' "$root/lib/systemd/system/squashd.service"
+check "deb unit runs /usr/sbin/squashd" grep -q '^ExecStart=/usr/sbin/squashd$' "$root/lib/systemd/system/squashd.service"
 check "deb metrics unit runs /usr/bin/squashctl metrics" \
 	grep -q '/usr/bin/squashctl metrics' "$root/lib/systemd/system/squashd-metrics.service"
 check "packaged plugin is built for Slurm $slurm_majmin (plugin_version)" \
