@@ -59,6 +59,10 @@ static void usage(FILE *f)
 		SQUASH_DEFAULT_SOCKET);
 }
 
+/* 125: squash-shell's own failures; a command it cannot run exits 127
+ * when it was not found and 126 when it was found, as with env(1). */
+static int die_status = 125;
+
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
@@ -69,7 +73,7 @@ static void die(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-	exit(125);
+	exit(die_status);
 }
 
 /* Text from squashd or the user, with control characters shown escaped
@@ -491,12 +495,14 @@ int main(int argc, char **argv)
 		apply_image_envs(resp, env_names);
 		if (optind < argc) {
 			execvp(argv[optind], argv + optind);
+			die_status = errno == ENOENT ? 127 : 126;
 			die("%s: %s", shown(argv[optind], b1, sizeof(b1)), strerror(errno));
 		}
 		const char *shell = getenv("SHELL");
 		if (!shell || !*shell)
 			shell = "/bin/sh";
 		execl(shell, shell, (char *)NULL);
+		die_status = errno == ENOENT ? 127 : 126;
 		die("%s: %s", shown(shell, b1, sizeof(b1)), strerror(errno));
 	}
 	/* The terminal's signals are the command's; the parent only waits. */

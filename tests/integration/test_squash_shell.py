@@ -74,6 +74,24 @@ def test_command_sees_the_image_and_the_mount_goes_with_it(cluster):
     assert "session of pid" in c.squashd_log() and "ended; releasing its 1 image(s)" in c.squashd_log()
 
 
+def test_a_command_that_cannot_run_exits_as_with_env(cluster):
+    """127 when the command is not found, 126 when it is found but cannot
+    be run (as env(1)); 125 stays squash-shell's own. The images were bound
+    before the exec: the session goes all the same. Options after the
+    image are the command."""
+    c = cluster
+    d = c.workdir(USER1, "sh")
+    img = c.make_image(d / "cmd.sqfs", FILES, owner=USER1)
+    for args, status, err in (
+            (["--", "no-such-command-here"], 127, "no-such-command-here: No such file or directory"),
+            (["--", "/squash/cmd/sub"], 126, "/squash/cmd/sub: Permission denied"),
+            (["--env", "none"], 127, "--env: No such file or directory")):
+        p = c.as_user(USER1, shell_cmd(c, img, *args), cwd=d)
+        assert (p.returncode, p.stdout) == (status, ""), (args, p.stderr)
+        assert f"squash-shell: {err}\n" in p.stderr, (args, p.stderr)
+        wait_clean(c)
+
+
 def test_sigkill_of_squash_shell_releases_and_others_stay_out(cluster):
     c = cluster
     d = c.workdir(USER1, "sh")
