@@ -86,7 +86,9 @@ def test_a_command_that_cannot_run_exits_as_with_env(cluster):
             (["--", "no-such-command-here"], 127, "no-such-command-here: No such file or directory"),
             (["--", "/squash/cmd/sub"], 126, "/squash/cmd/sub: Permission denied"),
             (["--env", "none"], 127, "--env: No such file or directory")):
-        p = c.as_user(USER1, shell_cmd(c, img, *args), cwd=d)
+        # A PATH of directories the user may search: one it may not makes
+        # execvp say EACCES (126) for a command found nowhere, as env does.
+        p = c.as_user(USER1, ["env", "PATH=/usr/bin:/bin", *shell_cmd(c, img, *args)], cwd=d)
         assert (p.returncode, p.stdout) == (status, ""), (args, p.stderr)
         assert f"squash-shell: {err}\n" in p.stderr, (args, p.stderr)
         wait_clean(c)
