@@ -37,6 +37,9 @@ static void usage(FILE *out)
 		"  publish IMAGE NAME/VERSION [--catalog DIR] [--description TEXT]\n"
 		"                              copy IMAGE into a catalog (root: the site's first,\n"
 		"                              others: yours) and add it to the index\n"
+		"  activate [IMAGE:]ENV[,...]  print the shell commands that apply these environments\n"
+		"                              of the images this job step or squash-shell sees:\n"
+		"                              eval \"$(squash-images activate dev)\"\n"
 		"Options:\n"
 		"  -j, --json                  JSON output\n"
 		"  -c, --catalog DIR           publish into DIR\n"
@@ -326,6 +329,13 @@ int main(int argc, char **argv)
 		pub.image = argv[optind];
 		pub.reference = argv[optind + 1];
 		return squash_images_publish(&pub);
+	}
+	if (!strcmp(cmd, "activate")) {
+		if (argc - optind != 1 || pub.json || pub.catalog || pub.description) {
+			fprintf(stderr, "squash-images: activate [IMAGE:]ENV[,...]\n");
+			return 2;
+		}
+		return squash_images_activate(argv[optind], stdout);
 	}
 	args = argc - optind;
 	/* find without TEXT lists them all, as uenv image find does. */

@@ -4,11 +4,15 @@ a job (the batch script and each task of an srun step) gets the image's
 default-env, --squash-env=NAME picks others (srun's own replacing the
 job's), none picks none; an environment no image defines, or one setting
 what an image may not (SLURM_*, or LD_* from a default-env), fails the job
-with the reason in its output and leaves the node up."""
+with the reason in its output and leaves the node up. A uenv image's views
+(its meta/env.json) are environments too, and `squash-images activate`
+applies environments in a shell that is already running."""
 
 import pytest
 
-from conftest import USER1
+from conftest import BUILD, USER1
+
+SQUASH_IMAGES = BUILD / "daemon" / "squash-images"
 
 META = """\
 # as squash-pack writes it
@@ -140,7 +144,7 @@ UENV_META = """\
 """
 
 
-def test_a_uenv_images_views_apply_by_name_where_it_is_mounted(cluster):
+def test_a_uenv_images_views_apply_by_name_and_in_a_running_shell(cluster):
     c = cluster
     d = c.workdir(USER1, "uenv")
     img = c.make_image(d / "gnu.sqfs", {
@@ -151,25 +155,40 @@ def test_a_uenv_images_views_apply_by_name_where_it_is_mounted(cluster):
     # As uenv, no view unless named; --squash-env=VIEW as --view=VIEW, its
     # paths at the target the image is seen at; a view with only an
     # activation script is refused, naming why.
-    job = c.run_job(USER1, """
+    tool = tool_image(c, d)
+    images = c.for_user(USER1, SQUASH_IMAGES)
+    job = c.run_job(USER1, f"""
 export GNU_GONE=still-here
+IMAGES={images}
+"""  + """
 echo "PLAIN first=${PATH%%:*} ENVS=[$SQUASH_ENVS]"
-srun -n1 --squash-env=default bash -c 'echo "VIEW first=${PATH%%:*} R=$GNU_ROOT G=${GNU_GONE-unset} $(gnu-tool.sh) ENVS=$SQUASH_ENVS"'
+# In the running shell, as uenv's `uenv view`: eval what activate prints.
+eval "$($IMAGES activate gnu:develop-gpu,tool:dev)"
+echo "ACTIVE M=$GNU_MODE T=$TOOL_MODE $(mytool.sh) ENVS=$SQUASH_ENVS"
+out=$($IMAGES activate nosuch)
+echo "NOSUCH rc=$? out=$out"
+srun -n1 --squash-env=gnu:default bash -c 'echo "VIEW first=${PATH%%:*} R=$GNU_ROOT G=${GNU_GONE-unset} $(gnu-tool.sh) ENVS=$SQUASH_ENVS"'
 srun -n1 --squash-env=gnu:develop-gpu bash -c 'echo "DEV M=$GNU_MODE ENVS=$SQUASH_ENVS"'
 srun -n1 --squash-env=modules true
 echo "MODULES rc=$?"
-""", [f"--squash-image={img}"])
+""", [f"--squash-image={img},{tool}"])
     out = job.output()
-    plain = [l for l in out.splitlines() if l.startswith("PLAIN")]
-    assert plain and "/squash/" not in plain[0] and plain[0].endswith("ENVS=[]"), out
+    # The packed image's default-env applies, the uenv image's nothing.
+    assert "PLAIN first=/squash/tool/bin ENVS=[/squash/tool:default]\n" in out, out
     assert ("VIEW first=/squash/gnu/env/default/bin R=/squash/gnu/env/default G=unset "
             "gnu-tool from the view ENVS=/squash/gnu:default\n") in out, out
     assert "DEV M=gpu ENVS=/squash/gnu:develop-gpu\n" in out, out
+    # tool's default-env was applied at the start; activate adds to it.
+    assert ("ACTIVE M=gpu T=dev mytool from devbin "
+            "ENVS=/squash/tool:default,/squash/gnu:develop-gpu,/squash/tool:dev\n") in out, out
+    assert "NOSUCH rc=1 out=false\n" in out, out
+    assert ("squash-images: activate=nosuch: no image here defines the environment nosuch (the "
+            "images' environments: /squash/gnu (default, develop-gpu, modules), /squash/tool ") in out, out
     assert ("/squash/gnu/meta/env.json: environment modules cannot be applied: it has only an "
             "activation script") in out, out
     assert "MODULES rc=0" not in out, out
     # Seen away from where it was built: said once per step (the batch
-    # step and three srun steps), with what to do.
+    # step and three srun steps) and by each activate, with what to do.
     assert out.count("squash: note: the image at /squash/gnu was built for /user-environment "
-                     "(its meta/env.json)") == 4, out
+                     "(its meta/env.json)") == 6, out
     assert c.node_state() == "idle"
