@@ -22,6 +22,7 @@
 #include "util/close_detached.h"
 #include "util/log.h"
 #include "util/mountinfo_kept.h"
+#include "clock.h"
 
 #define FDINFO_MAX 4096
 
@@ -199,12 +200,38 @@ struct reader_fds {
 	pid_t pid;
 	struct reader_fd *e;
 	size_t n;
+	bool cut; /* not all looked at: past a budget below */
 	struct reader_fds *next;
+};
+
+/* What an adoption walks at most. A restart adopts before it serves anyone,
+ * holding ds->lock, and the readers are their users': one may hold 65,536
+ * descriptors (ptrace and dup), there may be one per mount (a reader that
+ * answered badly is retired, not ended), and each descriptor's fdinfo
+ * walks every lock on its file (anyone may lock /dev/fuse). So each user's
+ * readers get a share of descriptors and time, and all readers together a
+ * time: past them, the remaining mounts are adopted without a kept
+ * connection, as on kernels that cannot tell, and their readers serve on.
+ * An honest reader holds a /dev/fuse descriptor per mount and one per
+ * image: far below the share. */
+#define ADOPT_FDS_PER_USER 32768
+#define ADOPT_MS_PER_USER 1000
+#define ADOPT_MS_TOTAL 5000
+
+struct user_walk {
+	uid_t uid;
+	size_t fds;
+	long long ms;
+	bool said;
 };
 
 struct fuse_keep_adoption {
 	char *mountinfo; /* squashd's own, its lines below its mount directory */
 	struct reader_fds *readers;
+	struct user_walk *users;
+	size_t nusers, users_room;
+	long long ms; /* every walk so far */
+	bool said;
 	/* Every mount's device in squashd's namespace, read once for all the
 	 * readers there (they all are, unless a user moved theirs). */
 	struct mount_dev *own_devs;
@@ -226,17 +253,71 @@ struct fuse_keep_adoption {
  * fdinfo (/dev/fuse names its connection; a file its inode and mount); a
  * descriptor that matches is copied (pidfd_getfd) and checked again on our
  * copy later (take_descriptors). */
-static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid)
+/* uid's share of the adoption's walks; NULL when out of memory. */
+static struct user_walk *user_walk_of(struct fuse_keep_adoption *a, uid_t uid)
+{
+	for (size_t i = 0; i < a->nusers; i++)
+		if (a->users[i].uid == uid)
+			return &a->users[i];
+	if (a->nusers == a->users_room) {
+		size_t more = a->users_room ? a->users_room * 2 : 16;
+		struct user_walk *grown = realloc(a->users, more * sizeof(*grown));
+
+		if (!grown)
+			return NULL;
+		a->users = grown;
+		a->users_room = more;
+	}
+	a->users[a->nusers] = (struct user_walk){ .uid = uid };
+	return &a->users[a->nusers++];
+}
+
+/* Whether u (and everyone) may still walk, started at start (ms). */
+static bool within_budget(struct fuse_keep_adoption *a, struct user_walk *u, long long start)
+{
+	long long spent = squash_now_ms() - start;
+
+	return u->fds < ADOPT_FDS_PER_USER && u->ms + spent < ADOPT_MS_PER_USER && a->ms + spent < ADOPT_MS_TOTAL;
+}
+
+/* Says once per user, and once for all, that a budget ended a walk. */
+static void say_cut(struct fuse_keep_adoption *a, struct user_walk *u)
+{
+	if (a->ms >= ADOPT_MS_TOTAL) {
+		if (!a->said)
+			log_warning("adopting kept FUSE connections: the readers' descriptors took %d ms to "
+				    "look at; the remaining mounts are adopted without one (their readers "
+				    "serve on; a reader that ends now ends its mounts)", ADOPT_MS_TOTAL);
+		a->said = true;
+	} else if (!u->said) {
+		log_peer_warning(u->uid, "adopting kept FUSE connections: uid %u's readers hold more "
+				 "descriptors than %d or took more than %d ms to look at; that user's "
+				 "remaining mounts are adopted without one", (unsigned)u->uid,
+				 ADOPT_FDS_PER_USER, ADOPT_MS_PER_USER);
+	}
+	u->said = true;
+}
+
+static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid, uid_t uid)
 {
 	char dir_path[64];
 	struct reader_fds *r = calloc(1, sizeof(*r));
+	struct user_walk *u = user_walk_of(a, uid);
 	struct mount_dev *devs, *own = NULL;
 	size_t ndevs, room = 0, seen = 0;
+	long long start = squash_now_ms();
 	DIR *dir;
 
-	if (!r)
+	if (!r || !u) {
+		free(r);
 		return NULL;
+	}
 	r->pid = pid;
+	if (!within_budget(a, u, start)) {
+		r->cut = true;
+		say_cut(a, u);
+		return r;
+	}
 	if (reader_process_in_own_mount_ns(pid)) {
 		if (!a->own_devs_read) {
 			a->own_devs = mount_devs("/proc/self/mountinfo", &a->own_ndevs);
@@ -257,7 +338,12 @@ static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid)
 
 		if (de->d_name[0] == '.' || *end || fd < 0 || fd > INT32_MAX)
 			continue;
+		if (!within_budget(a, u, start)) {
+			r->cut = true;
+			break;
+		}
 		seen++;
+		u->fds++;
 		snprintf(path, sizeof(path), "%s/%ld", dir_path, fd);
 		len = readlink(path, target, sizeof(target) - 1);
 		target[len > 0 ? len : 0] = '\0';
@@ -295,18 +381,23 @@ static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid)
 	if (seen >= READER_FDS_MAX)
 		log_warning("reader pid %d holds more than %d descriptors; only those were looked at",
 			    (int)pid, READER_FDS_MAX);
+	long long spent = squash_now_ms() - start;
+	u->ms += spent;
+	a->ms += spent;
+	if (r->cut)
+		say_cut(a, u);
 	free(own);
 	return r;
 }
 
-static struct reader_fds *reader_of(struct fuse_keep_adoption *a, pid_t pid)
+static struct reader_fds *reader_of(struct fuse_keep_adoption *a, pid_t pid, uid_t uid)
 {
 	struct reader_fds *r;
 
 	for (r = a->readers; r; r = r->next)
 		if (r->pid == pid)
 			return r;
-	if ((r = walk_reader(a, pid))) {
+	if ((r = walk_reader(a, pid, uid))) {
 		r->next = a->readers;
 		a->readers = r;
 	}
@@ -360,6 +451,7 @@ void fuse_keep_adoption_end(struct fuse_keep_adoption *a)
 	}
 	free(a->mountinfo);
 	free(a->own_devs);
+	free(a->users);
 	free(a);
 }
 
@@ -384,7 +476,7 @@ struct fuse_keep *fuse_keep_adopt(struct fuse_keep_adoption *a, int server_pidfd
 		snprintf(err, errlen, "%s is not a FUSE mount in squashd's namespace", mount_point);
 		goto out;
 	}
-	if (!(r = reader_of(a, server_pid))) {
+	if (!(r = reader_of(a, server_pid, owner->uid))) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -392,10 +484,16 @@ struct fuse_keep *fuse_keep_adopt(struct fuse_keep_adoption *a, int server_pidfd
 	for (size_t i = 0; i < n; i++)
 		missing += image_fds[i] < 0;
 	if (conn_fd < 0 || missing || n == 0) {
-		snprintf(err, errlen, "%s of FUSE connection %ld not found in reader pid %d "
-			 "(kernels before about 6.16 do not name a descriptor's connection)",
-			 conn_fd < 0 ? "the descriptor" : n > 1 ? "an image of the union" : "the image",
-			 conn, (int)server_pid);
+		if (r->cut)
+			snprintf(err, errlen, "%s of FUSE connection %ld not looked for in reader pid %d: "
+				 "the adoption's budget for looking at readers' descriptors was spent",
+				 conn_fd < 0 ? "the descriptor" : n > 1 ? "an image of the union" : "the image",
+				 conn, (int)server_pid);
+		else
+			snprintf(err, errlen, "%s of FUSE connection %ld not found in reader pid %d "
+				 "(kernels before about 6.16 do not name a descriptor's connection)",
+				 conn_fd < 0 ? "the descriptor" : n > 1 ? "an image of the union" : "the image",
+				 conn, (int)server_pid);
 		if (conn_fd >= 0)
 			close(conn_fd); /* /dev/fuse: no flush */
 		goto out;

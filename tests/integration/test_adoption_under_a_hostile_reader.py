@@ -217,3 +217,39 @@ def test_a_session_released_at_start_waits_on_its_stopped_reader_on_its_users_th
         proc.communicate(timeout=30)
         if reader and os.path.exists(f"/proc/{reader}"):
             os.kill(reader, signal.SIGCONT)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="tests/tools/ptrace_syscall is x86-64 only")
+def test_a_reader_with_descriptors_by_the_thousand_never_holds_squashds_restart(cluster):
+    """The user's ptraced reader holds 12,000 descriptors of a file it holds
+    1,000 locks of, each of which its fdinfo lists: a minute of fdinfo to
+    read. A restart looks at readers' descriptors before it serves anyone
+    (mount/fuse_keep_adopt.c); this user's share ends that look within a
+    second: squashd answers, another user's job runs, and the user's own
+    mount is still adopted and served."""
+    a = user_image(cluster, USER1, "manyfds", "user 1 reads on\n")
+    c = user_image(cluster, USER2, "other2", "user 2 is served\n")
+    with blocking_jobs(cluster, (USER1, f"{a}:/squash/manyfds", "cat /squash/manyfds/f.txt")) as (blk,):
+        reader = mount_of(cluster, a)["server_pid"]
+        fd = ptrace_call(reader, "open", "/dev/null")
+        assert fd >= 0, fd
+        assert ptrace_call(reader, "locks", fd, 1000) == 0
+        copies = 12000
+        assert ptrace_call(reader, "dups", fd, copies) > 0
+        held = len(os.listdir(f"/proc/{reader}/fd"))
+        assert held > copies, held
+        took = restart_squashd(cluster, 90)
+        print(f"\nsquashd ready {took if took is None else round(took, 2)} s after its start "
+              f"with user 1's reader (pid {reader}) holding {held} descriptors")
+        assert took is not None and took < 6, \
+            f"squashd not ready after {took} s:\n{cluster.squashd_log()[-3000:]}"
+        log = cluster.squashd_log().rsplit("stopping on signal", 1)[-1]
+        assert re.search(rf"uid {uid_of(USER1)}'s readers hold more descriptors than \d+ or took more "
+                         r"than \d+ ms to look at", log), log
+        job = cluster.run_job(USER2, "cat /squash/other2/f.txt\n", [f"--squash-image={c}:/squash/other2"])
+        assert (job.state, job.output()) == ("COMPLETED", "user 2 is served\n"), job.output()
+        assert mount_of(cluster, a)["server_pid"] == reader
+        assert "not adopting" not in log, log
+        blk.release()
+    assert blk.job.state == "COMPLETED", blk.job.output()
+    assert "user 1 reads on" in blk.job.output()

@@ -7,13 +7,19 @@
  *   ptrace_syscall PID inval FUSE_FD NODE  FUSE_NOTIFY_INVAL_INODE for NODE
  *                                          (its attributes are forgotten:
  *                                          the next stat asks the server)
+ *   ptrace_syscall PID dups FD N           N copies of FD (fcntl F_DUPFD)
+ *   ptrace_syscall PID locks FD N          N read locks of FD, bytes 0, 2, 4...
+ *                                          (fcntl F_SETLK; each shows in the
+ *                                          fdinfo of every copy of FD)
  *
  * The process is interrupted (PTRACE_SEIZE, PTRACE_INTERRUPT), its
  * registers and a piece of stack below the red zone saved, the call made
  * through the syscall instruction it stopped behind, and everything
- * restored. Exit status 0 with the call's result on stdout (negative:
- * -errno), 1 on failure. */
+ * restored (dups and locks: the call N times, in one stop). Exit status 0
+ * with the (last) call's result on stdout (negative: -errno), 1 on
+ * failure. */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,11 +62,13 @@ int main(int argc, char **argv)
 	struct user_regs_struct saved, regs;
 	unsigned char data[4096], old[4096];
 	size_t len = 0;
-	long nr, a1 = 0, a2 = 0, a3 = 0;
+	long nr, a1 = 0, a2 = 0, a3 = 0, times = 1;
+	bool locks = false;
 	int status;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: ptrace_syscall PID open PATH | close FD | dup2 FD NEWFD | inval FUSE_FD NODE\n");
+		fprintf(stderr, "usage: ptrace_syscall PID open PATH | close FD | dup2 FD NEWFD | inval FUSE_FD NODE | "
+			"dups FD N | locks FD N\n");
 		return 2;
 	}
 	pid_t pid = (pid_t)atoi(argv[1]);
@@ -83,6 +91,11 @@ int main(int argc, char **argv)
 		memcpy(data, &m, sizeof(m));
 		len = sizeof(m);
 		nr = SYS_write, a1 = atol(argv[3]), a3 = (long)sizeof(m);
+	} else if (!strcmp(argv[2], "dups") && argc == 5) {
+		nr = SYS_fcntl, a1 = atol(argv[3]), a2 = F_DUPFD, a3 = 0, times = atol(argv[4]);
+	} else if (!strcmp(argv[2], "locks") && argc == 5) {
+		len = sizeof(struct flock);
+		nr = SYS_fcntl, a1 = atol(argv[3]), a2 = F_SETLK, times = atol(argv[4]), locks = true;
 	} else {
 		return 2;
 	}
@@ -104,21 +117,30 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	unsigned long buf = ((saved.rsp - 256 - len) & ~15UL); /* below the red zone */
-	if (len && poke(pid, buf, data, len, old) < 0)
-		return fail("PTRACE_POKEDATA");
-	regs = saved;
-	regs.rip = saved.rip - 2;
-	regs.rax = (unsigned long)nr;
-	regs.orig_rax = (unsigned long)-1;
-	regs.rdi = (unsigned long)a1;
-	regs.rsi = len ? buf : (unsigned long)a2;
-	regs.rdx = (unsigned long)a3;
-	regs.r10 = 0;
-	if (ptrace(PTRACE_SETREGS, pid, NULL, &regs) < 0 ||
-	    ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL) < 0 || waitpid(pid, &status, __WALL) < 0 ||
-	    ptrace(PTRACE_GETREGS, pid, NULL, &regs) < 0)
-		return fail("the call");
-	long result = (long)regs.rax;
+	long result = 0;
+	for (long i = 0; i < times && result >= 0; i++) {
+		if (locks) {
+			struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 2 * i, .l_len = 1 };
+			memcpy(data, &fl, sizeof(fl));
+		}
+		if (len && poke(pid, buf, data, len, i ? NULL : old) < 0)
+			return fail("PTRACE_POKEDATA");
+		regs = saved;
+		regs.rip = saved.rip - 2;
+		regs.rax = (unsigned long)nr;
+		regs.orig_rax = (unsigned long)-1;
+		regs.rdi = (unsigned long)a1;
+		regs.rsi = (unsigned long)a2;
+		regs.rdx = locks ? buf : (unsigned long)a3;
+		if (len && !locks)
+			regs.rsi = buf;
+		regs.r10 = 0;
+		if (ptrace(PTRACE_SETREGS, pid, NULL, &regs) < 0 ||
+		    ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL) < 0 || waitpid(pid, &status, __WALL) < 0 ||
+		    ptrace(PTRACE_GETREGS, pid, NULL, &regs) < 0)
+			return fail("the call");
+		result = (long)regs.rax;
+	}
 	if (len && poke(pid, buf, old, len, NULL) < 0)
 		return fail("restoring the stack");
 	if (ptrace(PTRACE_SETREGS, pid, NULL, &saved) < 0 || ptrace(PTRACE_DETACH, pid, NULL, NULL) < 0)
