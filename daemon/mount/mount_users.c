@@ -198,6 +198,15 @@ void mount_users_find_all(struct mount_use_query *q, size_t n, size_t budget_per
 		size_t len = strlen(info);
 		answer_from(q, n, owner, info, (pid_t)atoi(de->d_name));
 		free(info);
+		if (len >= max) {
+			/* Cut short (anyone may lengthen a table with mounts of
+			 * their own that namespaces copy): what is left unread
+			 * may hold a mount asked about, so not knowing is
+			 * keeping for every query this namespace could answer. */
+			for (size_t i = 0; i < n; i++)
+				if (asks_about(&q[i], owner))
+					q[i].user = -1;
+		}
 		if (u && (u->bytes += len) >= budget_per_uid)
 			give_up_on(q, n, owner); /* what is left unread may hold it */
 	}

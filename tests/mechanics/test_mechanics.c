@@ -913,6 +913,43 @@ static void free_identities(void)
 	free(stranger);
 }
 
+/* A process of uid NOBODY in a mount namespace of its own whose mountinfo
+ * is longer than the 4 MiB mount_users reads of one (1,200 mounts at a
+ * path of nearly 4 KiB), with b bound after them all; its pid. */
+static pid_t table_past_a_read(const char *b)
+{
+	char deep[4096], bound[600];
+	int ready[2];
+	size_t len;
+
+	path_in_tmp(deep, sizeof(deep), "deep");
+	path_in_tmp(bound, sizeof(bound), "mu-bound");
+	REQUIRE(mkdir(deep, 0700) == 0 && mkdir(bound, 0700) == 0 && pipe(ready) == 0, "a deep directory");
+	for (len = strlen(deep); len + 256 < 3900;) {
+		deep[len++] = '/';
+		memset(deep + len, 'd', 250);
+		len += 250;
+		deep[len] = '\0';
+		REQUIRE(mkdir(deep, 0700) == 0, "a deep directory: %s", strerror(errno));
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		char ok = unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
+		for (int i = 0; ok && i < 1200; i++)
+			ok = mount("tmpfs", deep, "tmpfs", 0, "size=4k") == 0;
+		ok = ok && mount(b, bound, NULL, MS_BIND, NULL) == 0 && setgid(NOBODY) == 0 && setuid(NOBODY) == 0;
+		(void)!write(ready[1], &ok, 1);
+		pause();
+		_exit(0);
+	}
+	char ok = 0;
+	close(ready[1]);
+	REQUIRE(pid > 0 && read(ready[0], &ok, 1) == 1 && ok, "a namespace with a mountinfo past 4 MiB");
+	close(ready[0]);
+	track_server(pid);
+	return pid;
+}
+
 /* Who uses squashd's mounts from another namespace (mount/mount_users.c):
  * a process of the asked uid whose namespace binds the mount elsewhere
  * does; a copy at the mount's own path (the namespace was cloned after
@@ -964,6 +1001,21 @@ static void test_mount_users(void)
 	check(q[0].user == -1 && q[1].user == -1, "past its budget the uid's answers are not known (%d, %d)",
 	      (int)q[0].user, (int)q[1].user);
 	check(q[2].user == 0, "another uid's answer is not (%d)", (int)q[2].user);
+
+	/* A namespace whose table is longer than a read takes (anyone can
+	 * lengthen it with mounts of long paths that later namespaces copy),
+	 * b bound at its end: not read means not known, never "unused". */
+	pid_t longer = table_past_a_read(b);
+	q[0].user = q[1].user = q[2].user = 0;
+	mount_users_find_all(q, 3, 0);
+	check(q[0].user == child, "a read cut short leaves what it found (%d, child %d)", (int)q[0].user,
+	      (int)child);
+	check(q[1].user == -1, "past a read cut short the uid's answer is not known (%d)", (int)q[1].user);
+	if (longer > 0) {
+		kill(longer, SIGKILL);
+		waitpid(longer, NULL, 0);
+		untrack_server(longer);
+	}
 
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
