@@ -45,7 +45,7 @@ unsigned loop_devices_user_limit(const struct squashd_config *cfg)
 	if (cfg->max_loop_devices_per_user)
 		return cfg->max_loop_devices_per_user;
 	if (!cfg->max_loop_devices)
-		return 0;
+		return LOOP_DEVICES_USER_DEFAULT;
 	return cfg->max_loop_devices / LOOP_DEVICES_USER_DIVISOR ? cfg->max_loop_devices / LOOP_DEVICES_USER_DIVISOR
 								 : 1;
 }

@@ -25,8 +25,12 @@ bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *c
 
 /* One user's share of the loop devices (docs/security.md): the
  * max_loop_devices_per_user setting, or this fraction of max_loop_devices
- * (at least one); 0: no bound (neither is set). */
+ * (at least one), or, with neither set, LOOP_DEVICES_USER_DEFAULT: the
+ * kernel gives loop devices as long as asked, and each pins a device and
+ * a squashfs super block outside the user's memory cgroup, so one user
+ * must not take them without end. The most images one job may have. */
 #define LOOP_DEVICES_USER_DIVISOR 4
+#define LOOP_DEVICES_USER_DEFAULT 1024
 unsigned loop_devices_user_limit(const struct squashd_config *cfg);
 
 /* The distinct kernel mounts uid's jobs, steps and sessions hold, and

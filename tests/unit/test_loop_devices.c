@@ -57,10 +57,13 @@ static void a_users_share_counts_distinct_kernel_mounts_they_hold_or_are_given(v
 	CHECK_INT(LOCKED(&ds, loop_devices_of_user_locked(&ds, 1001)), 1);
 	CHECK_INT(LOCKED(&ds, loop_devices_of_user_locked(&ds, 1002)), 0);
 
-	/* Default share: a quarter of max_loop_devices, at least one; none
-	 * without a node limit; the setting wins. */
+	/* Default share: a quarter of max_loop_devices, at least one; without
+	 * a node limit the most images of a job (the kernel gives devices
+	 * without end, each outside the user's memory cgroup); the setting
+	 * wins. */
 	cfg->max_loop_devices = 0;
-	CHECK_INT(loop_devices_user_limit(cfg), 0);
+	CHECK_INT(loop_devices_user_limit(cfg), LOOP_DEVICES_USER_DEFAULT);
+	CHECK_INT(LOOP_DEVICES_USER_DEFAULT, 1024);
 	CHECK(!LOCKED(&ds, loop_devices_user_refuses_locked(&ds, cfg, 1000, why, sizeof(why))));
 	cfg->max_loop_devices = 2;
 	CHECK_INT(loop_devices_user_limit(cfg), 1);
