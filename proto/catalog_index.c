@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "catalog_index.h"
+#include "utf8_text.h"
 #include "errmsg.h"
 #include "quote.h"
 #include "read_full.h"
@@ -20,31 +21,12 @@ static bool name_char(char c)
 	       c == '.' || c == '_' || c == '+' || c == '-';
 }
 
-/* Length of the valid UTF-8 sequence of a printable character at s (at
- * most len bytes), 0 when there is none: invalid UTF-8, or a C1 control
- * (U+0080-U+009F), which a terminal may obey like an escape. */
-static size_t utf8_printable(const unsigned char *s, size_t len)
-{
-	size_t n = s[0] > 0xf4 ? 0 : s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-
-	if (n == 0 || n > len)
-		return 0;
-	for (size_t i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if ((s[0] == 0xc2 && s[1] < 0xa0) || (s[0] == 0xe0 && s[1] < 0xa0) ||
-	    (s[0] == 0xed && s[1] > 0x9f) || (s[0] == 0xf0 && s[1] < 0x90) ||
-	    (s[0] == 0xf4 && s[1] > 0x8f))
-		return 0;
-	return n;
-}
-
 /* Bytes of the printable character at s (of len bytes), 0 when none. */
 static size_t printable_len(const char *s, size_t len)
 {
 	unsigned char c = (unsigned char)s[0];
 
-	return c < 0x80 ? !squash_is_control(c) : utf8_printable((const unsigned char *)s, len);
+	return c < 0x80 ? !squash_is_control(c) : squash_utf8_printable((const unsigned char *)s, len);
 }
 
 /* The character at s (of len bytes) as a message may show it: itself when

@@ -8,6 +8,7 @@
 
 #include "errmsg.h"
 #include "image_meta.h"
+#include "utf8_text.h"
 
 #define TARGET_MAX 4095
 #define CREATED_BY_MAX 256
@@ -39,34 +40,6 @@ static size_t next_field(struct line *l, const char **start)
 	return (size_t)(l->p - *start);
 }
 
-/* Length (1-4) of the valid UTF-8 sequence of a printable character at p
- * (at most n bytes), 0 for invalid UTF-8 or a C1 control (U+0080-U+009F,
- * which terminals take as escapes). ASCII is checked by the caller. */
-static size_t utf8_printable(const unsigned char *p, size_t n)
-{
-	uint32_t cp, min;
-	size_t len;
-
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		len = 2, cp = p[0] & 0x1f, min = 0xa0;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef)
-		len = 3, cp = p[0] & 0x0f, min = 0x800;
-	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-		len = 4, cp = p[0] & 0x07, min = 0x10000;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 /* Text only: printable UTF-8 and tabs. */
 static int check_text(const struct line *l, char *err, size_t errlen)
 {
@@ -87,7 +60,7 @@ static int check_text(const struct line *l, char *err, size_t errlen)
 			p++;
 			continue;
 		}
-		n = utf8_printable(p, (size_t)(end - p));
+		n = squash_utf8_printable(p, (size_t)(end - p));
 		if (!n) {
 			squash_errf(err, errlen, "line %u: is not UTF-8 text (byte \\x%02x)", l->no, *p);
 			return -1;

@@ -60,6 +60,10 @@ struct squash_env_access {
 	FILE *notes;
 };
 
+/* A get for this process's own environment (squash-shell, squash-images
+ * activate): var's value, malloc'd. */
+int squash_env_own_get(void *ctx, const char *var, char **value, char *why, size_t whylen);
+
 /* Applies the environments of the images of resp (a step_info or
  * session_mount answer, seen at their targets) that text names (the
  * option's text; NULL: the default-envs). Returns 0, or -1 with err. */

@@ -8,6 +8,7 @@
 
 #include "errmsg.h"
 #include "json_value.h"
+#include "utf8_text.h"
 
 struct parser {
 	const char *p, *start, *end;
@@ -60,33 +61,6 @@ static struct squash_json *new_node(struct parser *ps, enum squash_json_type typ
 	ps->nodes++;
 	v->type = type;
 	return v;
-}
-
-/* Length of the valid UTF-8 sequence at p (at most n bytes, p[0] >= 0x80),
- * 0 when invalid (overlong, a surrogate, past U+10FFFF). */
-static size_t utf8_length(const unsigned char *p, size_t n)
-{
-	uint32_t cp, min;
-	size_t len;
-
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		len = 2, cp = p[0] & 0x1f, min = 0x80;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef)
-		len = 3, cp = p[0] & 0x0f, min = 0x800;
-	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-		len = 4, cp = p[0] & 0x07, min = 0x10000;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
 }
 
 static int hex4(const char *p, uint32_t *out)
@@ -190,7 +164,8 @@ static char *parse_string(struct parser *ps)
 			goto bad;
 		}
 		if (c >= 0x80) {
-			size_t n = utf8_length((const unsigned char *)ps->p, (size_t)(ps->end - ps->p));
+			uint32_t cp;
+			size_t n = squash_utf8_sequence((const unsigned char *)ps->p, (size_t)(ps->end - ps->p), &cp);
 			if (!n) {
 				fail(ps, "a string is not UTF-8");
 				goto bad;

@@ -43,19 +43,6 @@ static int note_change(struct changes *ch, const char *var)
 	return 0;
 }
 
-static int own_getenv(void *ctx, const char *var, char **value, char *why, size_t whylen)
-{
-	const char *v = getenv(var);
-
-	(void)ctx;
-	*value = NULL;
-	if (v && !(*value = strdup(v))) {
-		snprintf(why, whylen, "out of memory");
-		return -1;
-	}
-	return 0;
-}
-
 /* value without the ','-separated items already in before, after them. */
 static char *merged_list(const char *before, const char *value)
 {
@@ -166,7 +153,7 @@ int squash_images_activate(const char *names, FILE *out)
 	const struct squash_env_access env = {
 		.option = "activate",
 		.images = "here",
-		.get = own_getenv,
+		.get = squash_env_own_get,
 		.set = own_setenv,
 		.ctx = &ch,
 		.notes = stderr,

@@ -184,19 +184,6 @@ static void export_env(const Squash__Response *resp)
 	squash_task_env_free(&env);
 }
 
-/* This process's value of var, malloc'd; NULL when unset. */
-static int own_getenv(void *ctx, const char *var, char **value, char *why, size_t whylen)
-{
-	const char *v = getenv(var);
-
-	(void)ctx;
-	*value = NULL;
-	if (v && !(*value = strdup(v))) {
-		snprintf(why, whylen, "out of memory");
-		return -1;
-	}
-	return 0;
-}
 
 static int own_setenv(void *ctx, const char *var, const char *value, char *why, size_t whylen)
 {
@@ -215,7 +202,7 @@ static void apply_image_envs(const Squash__Response *resp, const char *env_names
 	const struct squash_env_access env = {
 		.option = "--env",
 		.images = "given",
-		.get = own_getenv,
+		.get = squash_env_own_get,
 		.set = own_setenv,
 		.notes = stderr,
 	};

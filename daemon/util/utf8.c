@@ -1,41 +1,14 @@
 #include "config.h"
 #include "util/utf8.h"
 
+#include <string.h>
+
+#include "utf8_text.h"
+
 size_t utf8_sequence(const unsigned char *p, uint32_t *cp)
 {
-	unsigned char b = p[0];
-	size_t len;
-	unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+	/* A NUL ends the text: no read beyond it. */
+	size_t n = strnlen((const char *)p, 4);
 
-	if (b < 0x80) {
-		*cp = b;
-		return 1;
-	}
-	if (b >= 0xC2 && b <= 0xDF) {
-		len = 2;
-		*cp = b & 0x1F;
-	} else if (b >= 0xE0 && b <= 0xEF) {
-		len = 3;
-		*cp = b & 0x0F;
-		if (b == 0xE0)
-			lo = 0xA0; /* overlong */
-		else if (b == 0xED)
-			hi = 0x9F; /* surrogates */
-	} else if (b >= 0xF0 && b <= 0xF4) {
-		len = 4;
-		*cp = b & 0x07;
-		if (b == 0xF0)
-			lo = 0x90; /* overlong */
-		else if (b == 0xF4)
-			hi = 0x8F; /* above U+10FFFF */
-	} else {
-		return 0;
-	}
-	for (size_t i = 1; i < len; i++) {
-		unsigned char c = p[i]; /* a NUL fails the check: no read beyond it */
-		if (c < (i == 1 ? lo : 0x80) || c > (i == 1 ? hi : 0xBF))
-			return 0;
-		*cp = (*cp << 6) | (c & 0x3F);
-	}
-	return len;
+	return squash_utf8_sequence(p, n ? n : 1, cp);
 }

@@ -65,7 +65,7 @@ else
 		"$top/proto/clock.c" "$top/proto/errmsg.c" "$top/proto/frame.c" "$top/proto/imagespec.c" \
 		"$top/proto/superblock.c" "$top/proto/squashfs_format.c" "$top/proto/read_full.c" \
 		"$top/proto/target.c" "$top/proto/image_meta.c" "$top/proto/image_meta_env.c" \
-		"$top/proto/image_meta_uenv.c" "$top/proto/json_value.c" \
+		"$top/proto/image_meta_uenv.c" "$top/proto/json_value.c" "$top/proto/utf8_text.c" \
 		"$top/proto/quote.c" "$top/proto/path_pattern.c" \
 		"$top/proto/request_codec.c" "$work/squash.pb-c.c" \
 		$(pkg-config --libs libprotobuf-c) -o "$work/fuzz_$name"
