@@ -73,14 +73,17 @@ static void take_from_meta(const struct publish_request *req, const struct squas
 {
 	const char *d = meta->description;
 
+	bool uenv = !strcmp(meta->file, SQUASH_UENV_META_PATH);
+
 	if ((meta->name && strcmp(meta->name, e->name)) ||
 	    (meta->version && strcmp(meta->version, e->version)))
 		fprintf(stderr, "squash-images: publish: warning: the metadata of %s names it %s%s%s%s, "
-			"but it is published as @%s/%s: check that it is the image you meant (squash-pack "
-			"--name %s --version %s makes them agree)\n", req->image,
-			meta->name ? meta->name : "", meta->name && meta->version ? ", " : "",
-			meta->version ? "version " : "", meta->version ? meta->version : "", e->name,
-			e->version, e->name, e->version);
+			"but it is published as @%s/%s: check that it is the image you meant%s%s%s%s%s\n",
+			req->image, meta->name ? meta->name : "",
+			meta->name && meta->version ? ", " : "", meta->version ? "version " : "",
+			meta->version ? meta->version : "", e->name, e->version,
+			uenv ? "" : " (squash-pack --name ", uenv ? "" : e->name, uenv ? "" : " --version ",
+			uenv ? "" : e->version, uenv ? "" : " makes them agree)");
 	if (req->description || !d || !*d)
 		return;
 	if (strlen(d) > SQUASH_IMAGES_DESCRIPTION_MAX || squash_has_control_char(d))
@@ -126,7 +129,15 @@ static int check_meta(const struct publish_request *req, int src,
 			    image, why);
 	}
 	last = meta.target ? strrchr(meta.target, '/') : NULL;
-	if (last && strcmp(last + 1, e->name))
+	if (last && strcmp(last + 1, e->name) && !strcmp(meta.file, SQUASH_UENV_META_PATH))
+		fprintf(stderr,
+			"squash-images: publish: warning: %s was built for %s (its /%s), but jobs naming "
+			"@%s mount it at /squash/%s (or BASE/%s where the site sets another base): paths "
+			"inside it may point to %s. Users give the target, @%s/%s:%s, where the site "
+			"allows it (allowed_targets = ...:=%s)\n",
+			image, meta.target, meta.file, e->name, e->name, e->name, meta.target, e->name,
+			e->version, meta.target, meta.target);
+	else if (last && strcmp(last + 1, e->name))
 		fprintf(stderr,
 			"squash-images: publish: warning: %s was packed for %s, but jobs naming @%s "
 			"mount it at /squash/%s (or BASE/%s where the site sets another base): paths "

@@ -84,6 +84,17 @@ def test_publish_warns_of_another_target_and_refuses_metadata_jobs_would_refuse(
                 "check that it is the image you meant" % gnu) in p.stderr, p.stderr
         assert "prgenv-gnu\t25.5\tprgenv-gnu/25.5.sqfs\tGNU compilers, MPI\n" in (catalog / "index.tsv").read_text()
 
+        # A uenv image: its description from its meta/env.json, and what to
+        # do about the place it was built for.
+        ue = cluster.make_image(src / "ue.sqfs", {"meta/env.json": (
+            '{"name": "ue", "description": "a uenv stack", "mount": "/user-environment", "views": '
+            '{"default": {"env": {"values": {"list": {}, "scalar": {"A": "b"}}}}}}')})
+        p = run([SQUASH_IMAGES, "publish", ue, "ue/1", "--catalog", catalog], check=False, env=READER_ENV)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert ("was built for /user-environment (its /meta/env.json), but jobs naming @ue mount it at "
+                "/squash/ue") in p.stderr and "@ue/1:/user-environment" in p.stderr, p.stderr
+        assert "ue\t1\tue/1.sqfs\ta uenv stack\n" in (catalog / "index.tsv").read_text()
+
         broken = cluster.make_image(src / "broken.sqfs", {".squash/meta": "format 1\nname x\ncolour blue\n"})
         p = run([SQUASH_IMAGES, "publish", broken, "broken/1", "--catalog", catalog], check=False,
                 env=READER_ENV)
