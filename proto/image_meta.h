@@ -31,6 +31,7 @@ enum squash_env_op_kind {
 	SQUASH_ENV_APPEND_PATH,  /* VAR = $VAR:MOUNT/path (or MOUNT/path) */
 	SQUASH_ENV_UNSET,        /* VAR unset (uenv views only) */
 	SQUASH_ENV_REFUSED,      /* the environment cannot be applied: value says why (uenv) */
+	SQUASH_ENV_NOTHING,      /* the environment exists and changes nothing (an empty uenv view) */
 };
 
 /* One env line, as written (path ones: the relative path, normalised:
@@ -108,7 +109,7 @@ const char *squash_env_var_refusal(const char *var, bool by_name);
 
 /* What applying an environment does to one variable. */
 struct squash_env_op {
-	enum squash_env_op_kind kind; /* SET for set and set-path; never REFUSED */
+	enum squash_env_op_kind kind; /* SET for set and set-path; never REFUSED or NOTHING */
 	const char *var;              /* points into the meta */
 	char *value;                  /* the literal, or MOUNT/path; "" for UNSET */
 };

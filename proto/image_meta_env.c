@@ -44,6 +44,8 @@ int squash_image_env_ops(const struct squash_image_meta *meta, const char *env_n
 			 const char *mount, bool by_name, struct squash_env_ops *ops, char *err,
 			 size_t errlen)
 {
+	bool found = false;
+
 	memset(ops, 0, sizeof *ops);
 	for (size_t i = 0; i < meta->n_env; i++) {
 		const struct squash_env_line *e = &meta->env[i];
@@ -51,6 +53,9 @@ int squash_image_env_ops(const struct squash_image_meta *meta, const char *env_n
 		const char *why;
 
 		if (strcmp(e->env, env_name))
+			continue;
+		found = true;
+		if (e->kind == SQUASH_ENV_NOTHING)
 			continue;
 		if (e->kind == SQUASH_ENV_REFUSED) {
 			squash_errf(err, errlen, "environment %s cannot be applied: %s", env_name, e->value);
@@ -78,7 +83,7 @@ int squash_image_env_ops(const struct squash_image_meta *meta, const char *env_n
 		}
 		ops->count++;
 	}
-	if (!ops->count) {
+	if (!found) {
 		squash_errf(err, errlen, "no environment %s", env_name);
 		return -1;
 	}

@@ -14,6 +14,7 @@
  * no longer runs: refused when named, as is one this file cannot apply. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include "errmsg.h"
 #include "image_meta.h"
 #include "json_value.h"
+#include "quote.h"
 
 #define UENV_VALUE_MAX 4095
 
@@ -76,10 +78,11 @@ static bool add_line(struct view_build *b, enum squash_env_op_kind kind, const c
 	return true;
 }
 
-/* Whether path lies in the image seen at target: the relative rest, with
- * "." and empty components dropped, into *rel (malloc'd; "" for the
- * target itself). A path with a ".." component is kept as written. */
-static bool below_target(const char *target, const char *path, char **rel)
+/* Whether path lies in the image seen at target (1; 0 when not, -1 when
+ * out of memory): the relative rest, with "." and empty components
+ * dropped, into *rel (malloc'd; "" for the target itself). A path with a
+ * ".." component is kept as written. */
+static int below_target(const char *target, const char *path, char **rel)
 {
 	size_t n = target ? strlen(target) : 0;
 	const char *p;
@@ -87,13 +90,13 @@ static bool below_target(const char *target, const char *path, char **rel)
 
 	*rel = NULL;
 	if (!n || strncmp(path, target, n) || (path[n] && path[n] != '/'))
-		return false;
+		return 0;
 	for (p = path + n; *p; p++)
 		if (p[0] == '.' && p[1] == '.' && p[-1] == '/' && (!p[2] || p[2] == '/'))
-			return false;
+			return 0;
 	*rel = w = malloc(strlen(path + n) + 1);
 	if (!w)
-		return false;
+		return -1;
 	for (p = path + n; *p;) {
 		size_t len;
 
@@ -109,7 +112,7 @@ static bool below_target(const char *target, const char *path, char **rel)
 		p += len;
 	}
 	*w = '\0';
-	return true;
+	return 1;
 }
 
 static bool value_ok(struct view_build *b, const struct squash_json *v, const char *var, bool path)
@@ -129,10 +132,15 @@ static bool add_value(struct view_build *b, enum squash_env_op_kind path_kind, e
 {
 	char *rel = NULL;
 	bool ok;
-
 	/* A scalar holding a list (A:B) is kept as written: only a path
 	 * follows the image. */
-	if (!strchr(value, ':') && below_target(b->meta->target, value, &rel))
+	int below = strchr(value, ':') ? 0 : below_target(b->meta->target, value, &rel);
+
+	if (below < 0) {
+		b->out_of_memory = true;
+		return refuse(b, "out of memory");
+	}
+	if (below)
 		ok = add_line(b, path_kind, var, rel, strlen(rel), false);
 	else
 		ok = add_line(b, literal_kind, var, value, strlen(value), literal_kind != SQUASH_ENV_SET);
@@ -176,10 +184,18 @@ static bool add_list_update(struct view_build *b, const char *var, const struct 
 	return true;
 }
 
+/* A variable the view may set: a valid name that is not Slurm's or
+ * slurm-squash's (those would fail every job naming the view; a view is
+ * only ever applied by name, so LD_* may be set). */
 static bool var_ok(struct view_build *b, const char *var)
 {
+	char shown[SQUASH_QUOTE_BUF];
+	const char *why;
+
 	if (!squash_env_name_valid(var))
-		return refuse(b, "'%.80s' is not a variable name", var);
+		return refuse(b, "'%s' is not a variable name", squash_quote(shown, sizeof shown, var, strlen(var)));
+	if ((why = squash_env_var_refusal(var, true)))
+		return refuse(b, "it sets %s: %s", var, why);
 	return true;
 }
 
@@ -227,8 +243,17 @@ static int add_view(struct squash_image_meta *meta, const char *name, const stru
 {
 	struct view_build b = { .meta = meta, .view = name, .first = meta->n_env };
 
-	if (add_view_values(&b, view))
+	if (squash_image_meta_has_env(meta, name)) {
+		/* Which one uenv would take is its JSON library's choice: a
+		 * name given twice is refused whole when named (a REFUSED line
+		 * refuses every line of its environment). */
+		snprintf(b.why, sizeof b.why, "it is defined twice in the file");
+	} else if (add_view_values(&b, view)) {
+		/* A view that changes nothing is one all the same. */
+		if (meta->n_env == b.first && !add_line(&b, SQUASH_ENV_NOTHING, "", "", 0, false))
+			return b.out_of_memory ? -1 : 0;
 		return 0;
+	}
 	if (b.out_of_memory)
 		return -1;
 	while (meta->n_env > b.first) {
@@ -274,6 +299,10 @@ int squash_image_meta_from_uenv(const char *text, size_t len, struct squash_imag
 	int rc = 1;
 
 	memset(meta, 0, sizeof *meta);
+	if (!root && errno == ENOMEM) {
+		squash_errf(err, errlen, "out of memory");
+		return -1;
+	}
 	if (!root || !views || views->type != SQUASH_JSON_OBJECT) {
 		squash_errf(err, errlen, "not uenv's metadata: %s", root ? "no \"views\" object" : why);
 		squash_json_free(root);
@@ -285,8 +314,7 @@ int squash_image_meta_from_uenv(const char *text, size_t len, struct squash_imag
 		rc = -1;
 	for (const struct squash_json *v = views->child; v && rc > 0; v = v->next) {
 		/* A name no option can give is left out: it could never be asked for. */
-		if (!squash_env_view_name_valid(v->key) || !strcmp(v->key, "none") ||
-		    squash_image_meta_has_env(meta, v->key))
+		if (!squash_env_view_name_valid(v->key) || !strcmp(v->key, "none"))
 			continue;
 		if (add_view(meta, v->key, v) < 0)
 			rc = -1;

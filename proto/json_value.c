@@ -1,6 +1,7 @@
 /* A bounded, strict JSON reader (json_value.h). */
 #include "config.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@ struct parser {
 	size_t nodes;
 	char *err;
 	size_t errlen;
-	bool failed;
+	bool failed, out_of_memory;
 };
 
 /* The line of the parser's position, for messages. */
@@ -55,6 +56,7 @@ static struct squash_json *new_node(struct parser *ps, enum squash_json_type typ
 	}
 	v = calloc(1, sizeof *v);
 	if (!v) {
+		ps->out_of_memory = true;
 		fail(ps, "out of memory");
 		return NULL;
 	}
@@ -153,6 +155,7 @@ static char *parse_string(struct parser *ps)
 	}
 	out = w = malloc((size_t)(q - ps->p) + 1);
 	if (!out) {
+		ps->out_of_memory = true;
 		fail(ps, "out of memory");
 		return NULL;
 	}
@@ -240,8 +243,10 @@ static char *parse_number(struct parser *ps)
 #undef DIGITS
 	ps->p = q;
 	out = strndup(s, (size_t)(q - s));
-	if (!out)
+	if (!out) {
+		ps->out_of_memory = true;
 		fail(ps, "out of memory");
+	}
 	return out;
 bad:
 	ps->p = q;
@@ -320,7 +325,7 @@ static struct squash_json *parse_value(struct parser *ps, unsigned depth)
 	struct squash_json *v = NULL;
 
 	skip_space(ps);
-	if (depth > SQUASH_JSON_MAX_DEPTH) {
+	if (depth >= SQUASH_JSON_MAX_DEPTH && ps->p < ps->end && (*ps->p == '[' || *ps->p == '{')) {
 		fail(ps, "nested deeper than a metadata file may be");
 		return NULL;
 	}
@@ -382,20 +387,21 @@ struct squash_json *squash_json_parse(const char *text, size_t len, char *err, s
 	if (len > SQUASH_JSON_MAX_BYTES) {
 		squash_errf(err, errlen, "%zu bytes, more than the %d a metadata file may have", len,
 			    SQUASH_JSON_MAX_BYTES);
+		errno = EINVAL;
 		return NULL;
 	}
 	if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3))
 		ps.p += 3; /* a byte order mark, which some editors write */
 	v = parse_value(&ps, 0);
-	if (!v)
-		return NULL;
-	skip_space(&ps);
-	if (ps.p != ps.end) {
+	if (v) {
+		skip_space(&ps);
+		if (ps.p == ps.end)
+			return v;
 		fail(&ps, "text after the value");
 		squash_json_free(v);
-		return NULL;
 	}
-	return v;
+	errno = ps.out_of_memory ? ENOMEM : EINVAL;
+	return NULL;
 }
 
 /* Iterative over siblings, recursive over children: depth is bounded. */

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #define SQUASH_JSON_MAX_BYTES (1024 * 1024)
-#define SQUASH_JSON_MAX_DEPTH 32
+#define SQUASH_JSON_MAX_DEPTH 32 /* arrays and objects, one in another */
 #define SQUASH_JSON_MAX_NODES 65536
 
 enum squash_json_type {
@@ -32,7 +32,8 @@ struct squash_json {
 };
 
 /* Parses len bytes. Returns the tree (free with squash_json_free), or
- * NULL with err ("line L: ..."; out of memory said so). */
+ * NULL with err ("line L: ...") and errno EINVAL, or ENOMEM when out of
+ * memory. */
 struct squash_json *squash_json_parse(const char *text, size_t len, char *err, size_t errlen);
 void squash_json_free(struct squash_json *v);
 

@@ -21,6 +21,7 @@ static const char *op_word(enum squash_env_op_kind kind)
 	case SQUASH_ENV_APPEND_PATH: return "append-path";
 	case SQUASH_ENV_UNSET: return "unset";
 	case SQUASH_ENV_REFUSED: return "refused";
+	case SQUASH_ENV_NOTHING: return "nothing";
 	}
 	return "?";
 }
@@ -65,8 +66,8 @@ static void show_text(const struct squash_image_meta *m, FILE *out)
 	struct field f[9];
 
 	if (!m) {
-		fprintf(out, "metadata:    none (the image has no /%s; squash-pack writes one)\n",
-			SQUASH_META_PATH);
+		fprintf(out, "metadata:    none (the image has no /%s, which squash-pack writes, nor a "
+			"uenv /%s)\n", SQUASH_META_PATH, SQUASH_UENV_META_PATH);
 		return;
 	}
 	fprintf(out, "metadata (/%s):\n", m->file);
@@ -85,6 +86,8 @@ static void show_text(const struct squash_image_meta *m, FILE *out)
 				continue;
 			if (e->kind == SQUASH_ENV_REFUSED)
 				fprintf(out, "    (cannot be applied: %s)\n", e->value);
+			else if (e->kind == SQUASH_ENV_NOTHING)
+				fprintf(out, "    (changes nothing)\n");
 			else if (e->kind == SQUASH_ENV_UNSET)
 				fprintf(out, "    unset %s\n", e->var);
 			else

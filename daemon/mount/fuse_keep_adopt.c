@@ -240,10 +240,6 @@ struct fuse_keep_adoption {
 };
 
 
-/* The most descriptors of a reader looked at: the reader's own limit
- * (reader/serve.c). A reader its user gave more loses its kept
- * connections, nobody else's. */
-#define READER_FDS_MAX 65536
 
 /* Walks the reader's descriptors once. The reader is the user's: they may
  * have stopped it, ptraced it, left open files of their own FUSE mounts
@@ -304,7 +300,7 @@ static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid, u
 	struct reader_fds *r = calloc(1, sizeof(*r));
 	struct user_walk *u = user_walk_of(a, uid);
 	struct mount_dev *devs, *own = NULL;
-	size_t ndevs, room = 0, seen = 0;
+	size_t ndevs, room = 0;
 	long long start = squash_now_ms();
 	DIR *dir;
 
@@ -331,7 +327,7 @@ static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid, u
 	}
 	snprintf(dir_path, sizeof(dir_path), "/proc/%d/fd", (int)pid);
 	dir = opendir(dir_path);
-	for (struct dirent *de; dir && seen < READER_FDS_MAX && (de = readdir(dir));) {
+	for (struct dirent *de; dir && (de = readdir(dir));) {
 		char path[96], target[64], *end, *info;
 		long fd = strtol(de->d_name, &end, 10);
 		ssize_t len;
@@ -342,7 +338,6 @@ static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid, u
 			r->cut = true;
 			break;
 		}
-		seen++;
 		u->fds++;
 		snprintf(path, sizeof(path), "%s/%ld", dir_path, fd);
 		len = readlink(path, target, sizeof(target) - 1);
@@ -378,9 +373,6 @@ static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid, u
 	}
 	if (dir)
 		closedir(dir);
-	if (seen >= READER_FDS_MAX)
-		log_warning("reader pid %d holds more than %d descriptors; only those were looked at",
-			    (int)pid, READER_FDS_MAX);
 	long long spent = squash_now_ms() - start;
 	u->ms += spent;
 	a->ms += spent;

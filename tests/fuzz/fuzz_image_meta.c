@@ -25,12 +25,13 @@ static void check_env(const struct squash_image_meta *m, const char *name)
 				abort(); /* a refusal always says why */
 			continue;
 		}
-		if (ops.count == 0 || ops.count > SQUASH_META_MAX_ENV_OPS)
+		if (ops.count > SQUASH_META_MAX_ENV_OPS)
 			abort();
 		for (size_t i = 0; i < ops.count; i++) {
 			char *v;
 
-			if (ops.op[i].kind == SQUASH_ENV_REFUSED || squash_env_var_refusal(ops.op[i].var, by_name))
+			if (ops.op[i].kind == SQUASH_ENV_REFUSED || ops.op[i].kind == SQUASH_ENV_NOTHING ||
+			    squash_env_var_refusal(ops.op[i].var, by_name))
 				abort();
 			if (ops.op[i].kind == SQUASH_ENV_UNSET)
 				continue;
@@ -76,7 +77,7 @@ static void check_uenv(const uint8_t *data, size_t size)
 			    e->kind == SQUASH_ENV_APPEND_PATH;
 
 		if (!squash_env_view_name_valid(e->env) ||
-		    (e->kind != SQUASH_ENV_REFUSED && !squash_env_name_valid(e->var)) ||
+		    (e->kind != SQUASH_ENV_REFUSED && e->kind != SQUASH_ENV_NOTHING && !squash_env_name_valid(e->var)) ||
 		    (path && !e->absolute && !path_ok(e->value)) || (e->kind == SQUASH_ENV_REFUSED && !*e->value))
 			abort();
 		check_env(&m, e->env);

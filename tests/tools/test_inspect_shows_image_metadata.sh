@@ -114,7 +114,7 @@ rootfs os '' os-release usr-bin
 rootfs os-link '' os-release-link usr-bin
 for i in os os-link; do
 	show "$tmp/$i.sqfs" >"$tmp/out" 2>&1 || fail "$i: $(cat "$tmp/out")"
-	tail -2 "$tmp/out" | diff -u - <(printf 'metadata:    none (the image has no /.squash/meta; squash-pack writes one)\n%s\n' "$note") ||
+	tail -2 "$tmp/out" | diff -u - <(printf 'metadata:    none (the image has no /.squash/meta, which squash-pack writes, nor a uenv /meta/env.json)\n%s\n' "$note") ||
 		fail "$i: no container note"
 done
 rootfs no-bin '' os-release

@@ -40,6 +40,11 @@ static const char env_json[] =
 	"    \"modules\": {\"activate\": \"/dev/null\", \"root\": \"/user-environment/modules\"},\n"
 	"    \"odd\": {\"env\": {\"values\": {\"list\": {\"PATH\": [{\"op\": \"rotate\", \"value\": [\"/x\"]}]}}}},\n"
 	"    \"colon\": {\"env\": {\"values\": {\"list\": {\"PATH\": [{\"op\": \"append\", \"value\": [\"/a:/b\"]}]}}}},\n"
+	"    \"empty\": {\"env\": {\"values\": {}}},\n"
+	"    \"twice\": {\"env\": {\"values\": {}}},\n"
+	"    \"twice\": {\"env\": {\"values\": {\"scalar\": {\"LD_PRELOAD\": \"/x.so\"}}}},\n"
+	"    \"slurmy\": {\"env\": {\"values\": {\"scalar\": {\"SLURM_JOB_ID\": \"1\"}}}},\n"
+	"    \"escape\": {\"env\": {\"values\": {\"scalar\": {\"\\u001b[31mX\\nY\": \"1\"}}}},\n"
 	"    \"1bad\": {\"env\": {\"values\": {}}}\n"
 	"  }\n"
 	"}\n";
@@ -106,6 +111,21 @@ static void views_become_environments_that_follow_the_image(void)
 	CHECK_CONTAINS(err, "an operation uenv does not define");
 	CHECK(ops_text(&m, "colon", "/user-environment", err, sizeof err) == NULL);
 	CHECK_CONTAINS(err, "holds ':'");
+	/* A view that changes nothing is there, and applies nothing. */
+	got = ops_text(&m, "empty", "/user-environment", err, sizeof err);
+	CHECK_STR(got, "");
+	free(got);
+	/* A name given twice: refused whole, whichever came first. */
+	CHECK(ops_text(&m, "twice", "/user-environment", err, sizeof err) == NULL);
+	CHECK_CONTAINS(err, "environment twice cannot be applied: it is defined twice in the file");
+	/* Slurm's variables refuse the view (only when named: the image's
+	 * other views, and its publication, are not held up). */
+	CHECK(ops_text(&m, "slurmy", "/user-environment", err, sizeof err) == NULL);
+	CHECK_CONTAINS(err, "environment slurmy cannot be applied: it sets SLURM_JOB_ID: Slurm's variables");
+	/* A name with control characters is shown escaped. */
+	CHECK(ops_text(&m, "escape", "/user-environment", err, sizeof err) == NULL);
+	CHECK_CONTAINS(err, "is not a variable name");
+	CHECK(strchr(err, '\x1b') == NULL && strchr(err, '\n') == NULL);
 	squash_image_meta_free(&m);
 }
 

@@ -86,7 +86,7 @@ static void refuses_what_json_does_not_allow(void)
 static void keeps_to_its_bounds(void)
 {
 	char err[256];
-	size_t depth = SQUASH_JSON_MAX_DEPTH + 1, n;
+	size_t depth = SQUASH_JSON_MAX_DEPTH, n;
 	char *text = malloc(SQUASH_JSON_MAX_BYTES + 2);
 	struct squash_json *v;
 
