@@ -161,6 +161,9 @@ static bool add_list_update(struct view_build *b, const char *var, const struct 
 	for (v = values->child; v; v = v->next, count++)
 		if (!value_ok(b, v, var, true))
 			return false;
+	/* Bounded before the prepend's walk below, which goes back each time. */
+	if (count > SQUASH_META_MAX_ENV_OPS)
+		return refuse(b, "more than %d variable operations in the image's views", SQUASH_META_MAX_ENV_OPS);
 	if (!strcmp(op->text, "unset"))
 		return add_line(b, SQUASH_ENV_UNSET, var, "", 0, false);
 	if (!strcmp(op->text, "append") || !strcmp(op->text, "set")) {
