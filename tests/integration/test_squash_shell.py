@@ -74,6 +74,7 @@ def test_command_sees_the_image_and_the_mount_goes_with_it(cluster):
     assert "session of pid" in c.squashd_log() and "ended; releasing its 1 image(s)" in c.squashd_log()
 
 
+@pytest.mark.host_release_only("squash-shell's own exit status, no Slurm release in it")
 def test_a_command_that_cannot_run_exits_as_with_env(cluster):
     """127 when the command is not found, 126 when it is found but cannot
     be run (as env(1)); 125 stays squash-shell's own. The images were bound
