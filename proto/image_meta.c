@@ -132,8 +132,7 @@ static bool created_valid(const char *s, size_t n)
 	return true;
 }
 
-/* Whether s (n bytes) has ".." as a path component. */
-static bool has_dotdot(const char *s, size_t n)
+bool squash_meta_has_dotdot(const char *s, size_t n)
 {
 	for (size_t i = 0; i + 1 < n; i++)
 		if (s[i] == '.' && s[i + 1] == '.' && (i == 0 || s[i - 1] == '/') &&
@@ -142,39 +141,12 @@ static bool has_dotdot(const char *s, size_t n)
 	return false;
 }
 
-bool squash_meta_target_valid(const char *s, size_t n)
+char *squash_meta_path_normalised(const char *s, size_t n)
 {
-	return n > 0 && n <= TARGET_MAX && s[0] == '/' && !has_dotdot(s, n) && !memchr(s, ':', n) &&
-	       !memchr(s, ',', n);
-}
+	char *copy = malloc(n + 1), *w = copy;
 
-/* A RELPATH, normalised (see struct squash_env_line); -1 with err. */
-static int relpath_copy(const struct line *l, const char *s, size_t n, char **out, char *err,
-			size_t errlen)
-{
-	char *copy, *w;
-
-	if (n == 0) {
-		squash_errf(err, errlen, "line %u: a path is missing (\".\" is the mount point)", l->no);
-		return -1;
-	}
-	if (s[0] == '/') {
-		squash_errf(err, errlen, "line %u: the path must be relative to the mount point, not start with '/'", l->no);
-		return -1;
-	}
-	if (has_dotdot(s, n)) {
-		squash_errf(err, errlen, "line %u: the path may not have a '..' component (it must stay inside the image)", l->no);
-		return -1;
-	}
-	if (memchr(s, ':', n)) {
-		squash_errf(err, errlen, "line %u: the path may not contain ':' (the separator of search paths)", l->no);
-		return -1;
-	}
-	copy = w = malloc(n + 1);
-	if (!copy) {
-		squash_errf(err, errlen, "out of memory");
-		return -1;
-	}
+	if (!copy)
+		return NULL;
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
 
@@ -189,7 +161,39 @@ static int relpath_copy(const struct line *l, const char *s, size_t n, char **ou
 		i = j + 1;
 	}
 	*w = '\0';
-	*out = copy;
+	return copy;
+}
+
+bool squash_meta_target_valid(const char *s, size_t n)
+{
+	return n > 0 && n <= TARGET_MAX && s[0] == '/' && !squash_meta_has_dotdot(s, n) && !memchr(s, ':', n) &&
+	       !memchr(s, ',', n);
+}
+
+/* A RELPATH, normalised (see struct squash_env_line); -1 with err. */
+static int relpath_copy(const struct line *l, const char *s, size_t n, char **out, char *err,
+			size_t errlen)
+{
+	if (n == 0) {
+		squash_errf(err, errlen, "line %u: a path is missing (\".\" is the mount point)", l->no);
+		return -1;
+	}
+	if (s[0] == '/') {
+		squash_errf(err, errlen, "line %u: the path must be relative to the mount point, not start with '/'", l->no);
+		return -1;
+	}
+	if (squash_meta_has_dotdot(s, n)) {
+		squash_errf(err, errlen, "line %u: the path may not have a '..' component (it must stay inside the image)", l->no);
+		return -1;
+	}
+	if (memchr(s, ':', n)) {
+		squash_errf(err, errlen, "line %u: the path may not contain ':' (the separator of search paths)", l->no);
+		return -1;
+	}
+	if (!(*out = squash_meta_path_normalised(s, n))) {
+		squash_errf(err, errlen, "out of memory");
+		return -1;
+	}
 	return 0;
 }
 

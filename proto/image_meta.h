@@ -90,6 +90,11 @@ bool squash_image_meta_has_env(const struct squash_image_meta *meta, const char 
 
 /* Names and versions: [A-Za-z0-9._+-]{1,64}. */
 bool squash_meta_label_valid(const char *s, size_t n);
+/* Whether s (n bytes) has ".." as a path component. */
+bool squash_meta_has_dotdot(const char *s, size_t n);
+/* s (n bytes) without its empty and "." components, relative, malloc'd
+ * ("" for none left); NULL when out of memory. */
+char *squash_meta_path_normalised(const char *s, size_t n);
 /* A target: an absolute path of at most 4095 bytes without a ".."
  * component, ':' or ','. */
 bool squash_meta_target_valid(const char *s, size_t n);

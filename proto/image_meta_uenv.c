@@ -85,34 +85,13 @@ static bool add_line(struct view_build *b, enum squash_env_op_kind kind, const c
 static int below_target(const char *target, const char *path, char **rel)
 {
 	size_t n = target ? strlen(target) : 0;
-	const char *p;
-	char *w;
 
 	*rel = NULL;
-	if (!n || strncmp(path, target, n) || (path[n] && path[n] != '/'))
+	if (!n || strncmp(path, target, n) || (path[n] && path[n] != '/') ||
+	    squash_meta_has_dotdot(path + n, strlen(path + n)))
 		return 0;
-	for (p = path + n; *p; p++)
-		if (p[0] == '.' && p[1] == '.' && p[-1] == '/' && (!p[2] || p[2] == '/'))
-			return 0;
-	*rel = w = malloc(strlen(path + n) + 1);
-	if (!w)
-		return -1;
-	for (p = path + n; *p;) {
-		size_t len;
-
-		while (*p == '/')
-			p++;
-		len = strcspn(p, "/");
-		if (len && !(len == 1 && *p == '.')) {
-			if (w != *rel)
-				*w++ = '/';
-			memcpy(w, p, len);
-			w += len;
-		}
-		p += len;
-	}
-	*w = '\0';
-	return 1;
+	*rel = squash_meta_path_normalised(path + n, strlen(path + n));
+	return *rel ? 1 : -1;
 }
 
 static bool value_ok(struct view_build *b, const struct squash_json *v, const char *var, bool path)
