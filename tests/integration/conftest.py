@@ -749,6 +749,13 @@ def blocking_jobs(cluster, *specs):
     finally:
         for b in jobs:
             b.go.touch()
+        # A test that failed inside leaves its jobs ending: wait for them
+        # here, so the failure is reported alone, not also as a leftover.
+        for b in jobs:
+            try:
+                b.job.wait(timeout=60)
+            except Exception:
+                pass
 
 
 # --------------------------------------------------------------- fixtures

@@ -101,20 +101,27 @@ int main(int argc, char **argv)
 	}
 	len = (len + 7) & ~(size_t)7;
 
-	if (ptrace(PTRACE_SEIZE, pid, NULL, NULL) < 0)
-		return fail("PTRACE_SEIZE");
-	if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL) < 0 || waitpid(pid, &status, __WALL) < 0)
-		return fail("PTRACE_INTERRUPT");
-	if (ptrace(PTRACE_GETREGS, pid, NULL, &saved) < 0)
-		return fail("PTRACE_GETREGS");
-	/* It stopped in (or just after) a system call: the two bytes before
-	 * its instruction pointer are "syscall" (0f 05). */
-	errno = 0;
-	long code = ptrace(PTRACE_PEEKTEXT, pid, (void *)(saved.rip - 2), NULL);
-	if (errno || (code & 0xffff) != 0x050f) {
-		fprintf(stderr, "ptrace_syscall: pid %d did not stop behind a syscall instruction\n", (int)pid);
+	/* It must stop in (or just after) a system call: the two bytes before
+	 * its instruction pointer are "syscall" (0f 05). A thread caught in
+	 * its own code (between two calls) is let go and caught again. */
+	for (int tries = 0;; tries++) {
+		if (ptrace(PTRACE_SEIZE, pid, NULL, NULL) < 0)
+			return fail("PTRACE_SEIZE");
+		if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL) < 0 || waitpid(pid, &status, __WALL) < 0)
+			return fail("PTRACE_INTERRUPT");
+		if (ptrace(PTRACE_GETREGS, pid, NULL, &saved) < 0)
+			return fail("PTRACE_GETREGS");
+		errno = 0;
+		long code = ptrace(PTRACE_PEEKTEXT, pid, (void *)(saved.rip - 2), NULL);
+		if (!errno && (code & 0xffff) == 0x050f)
+			break;
 		ptrace(PTRACE_DETACH, pid, NULL, NULL);
-		return 1;
+		if (tries == 500) {
+			fprintf(stderr, "ptrace_syscall: pid %d did not stop behind a syscall instruction "
+				"in %d tries\n", (int)pid, tries + 1);
+			return 1;
+		}
+		usleep(10000);
 	}
 	unsigned long buf = ((saved.rsp - 256 - len) & ~15UL); /* below the red zone */
 	long result = 0;
