@@ -259,6 +259,8 @@ int main(int argc, char **argv)
 		/* Said, but healthy: the node needs no admin for it. */
 		if (resp->node->registry_rebuilt)
 			printf("note: registry rebuilt from the node at start: %s\n", resp->node->registry_rebuilt);
+		for (size_t i = 0; i < resp->node->n_notes; i++)
+			printf("note: %s\n", resp->node->notes[i]);
 		if (resp->node->mounts_dead)
 			printf("note: %u FUSE mount(s) whose reader died (its user's own process) still held by "
 			       "their jobs; new jobs get fresh mounts (the journal says why each died)\n",

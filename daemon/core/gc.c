@@ -320,7 +320,7 @@ int gc_pass(struct daemon_state *ds, const struct squashd_config *cfg, uint32_t 
 }
 
 void gc_dry_run(struct daemon_state *ds, const struct squashd_config *cfg,
-		void (*problem)(void *arg, const char *line), void *arg)
+		void (*say)(void *arg, const char *line, bool note), void *arg)
 {
 	uint32_t *ids = malloc(GC_BATCH * sizeof(*ids));
 	struct slurm_verdict *verdicts = malloc(GC_BATCH * sizeof(*verdicts));
@@ -354,7 +354,7 @@ void gc_dry_run(struct daemon_state *ds, const struct squashd_config *cfg,
 		else
 			snprintf(line, sizeof(line), "mount of job %u that no longer runs here (Slurm: %s); "
 				 "the next gc releases it", verdicts[i].job_id, verdicts[i].state);
-		problem(arg, line);
+		say(arg, line, user != 0);
 	}
 	uses_free(&uses);
 out:

@@ -12,6 +12,7 @@
 #ifndef SQUASHD_GC_H
 #define SQUASHD_GC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,10 +32,13 @@ int gc_pass(struct daemon_state *ds, const struct squashd_config *cfg, uint32_t 
 	    size_t cap, char *err, size_t errlen);
 
 /* health: asks Slurm about every registered job, as a pass does, but
- * releases nothing; calls problem() with one line per job that no longer
- * runs here. Says nothing when Slurm cannot be asked within a few seconds
- * (a health check must not fail a node because slurmctld is slow). */
+ * releases nothing; calls say() with one line per job that no longer
+ * runs here: a problem when gc releases its mounts, a note (note true)
+ * when gc keeps them for its user's own processes, which the user
+ * chooses (a user must not get the node drained). Says nothing when
+ * Slurm cannot be asked within a few seconds (a health check must not
+ * fail a node because slurmctld is slow). */
 void gc_dry_run(struct daemon_state *ds, const struct squashd_config *cfg,
-		void (*problem)(void *arg, const char *line), void *arg);
+		void (*say)(void *arg, const char *line, bool note), void *arg);
 
 #endif

@@ -52,6 +52,9 @@ struct status_extra {
 	char problem_text[EXTRA_PROBLEMS][PATH_MAX + 256];
 	size_t n_extra;
 	unsigned gone_untold; /* jobs gone from Slurm beyond the lines above */
+	char *notes[EXTRA_PROBLEMS];
+	char note_text[EXTRA_PROBLEMS][256];
+	size_t n_notes;
 	Squash__UserBudget budgets[USER_BUDGET_ROWS_MAX];
 	Squash__UserBudget *budget_ptrs[USER_BUDGET_ROWS_MAX];
 	size_t n_budgets;
@@ -201,14 +204,21 @@ static void check_state_dir(struct daemon_state *ds, const struct squashd_config
 		add_extra(x, "state directory full: %s has no free inodes", cfg->state_dir);
 }
 
-static void add_slurm_problem(void *arg, const char *line)
+static void add_slurm_line(void *arg, const char *line, bool note)
 {
 	struct status_extra *x = arg;
 
-	if (x->n_extra + 1 < EXTRA_PROBLEMS)
+	if (note) {
+		if (x->n_notes < EXTRA_PROBLEMS) {
+			snprintf(x->note_text[x->n_notes], sizeof(x->note_text[0]), "%s", line);
+			x->notes[x->n_notes] = x->note_text[x->n_notes];
+			x->n_notes++;
+		}
+	} else if (x->n_extra + 1 < EXTRA_PROBLEMS) {
 		add_extra(x, "%s", line);
-	else
+	} else {
 		x->gone_untold++;
+	}
 }
 
 static int by_pid(const void *a, const void *b)
@@ -320,7 +330,9 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 	if (req && fuse_table_nearly_full(rq->cfg, problem, sizeof(problem)))
 		add_extra(x, "%s", problem);
 	if (req && req->has_check_slurm && req->check_slurm)
-		gc_dry_run(ds, rq->cfg, add_slurm_problem, x);
+		gc_dry_run(ds, rq->cfg, add_slurm_line, x);
+	st->notes = x->notes;
+	st->n_notes = x->n_notes;
 	if (x->gone_untold)
 		add_extra(x, "and %u more jobs that no longer run here", x->gone_untold);
 

@@ -56,12 +56,16 @@ bool user_queue_push(struct parked *p, unsigned max_running, unsigned max_queued
 		*queued = u->queued;
 		ok = p->uid == 0 || u->queued < max_queued + free_slots;
 		if (ok) {
-			p->next = NULL;
-			if (u->tail)
-				u->tail->next = p;
-			else
-				u->head = p;
-			u->tail = p;
+			struct parked **at = &u->head;
+			if (p->first)
+				while (*at && (*at)->first)
+					at = &(*at)->next;
+			else if (u->tail)
+				at = &u->tail->next;
+			p->next = *at;
+			*at = p;
+			if (!p->next)
+				u->tail = p;
 			u->queued++;
 		} else {
 			drop_if_idle(i);

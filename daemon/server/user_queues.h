@@ -30,12 +30,14 @@ struct parked {
 	struct peer peer;
 	uid_t uid;             /* works for; 0: nobody */
 	long long deadline_ms; /* monotonic: refused when still queued then */
+	bool first;            /* an epilog's release: ahead of the user's other waiting requests */
 	struct parked *next;
 	size_t len;
 	uint8_t frame[];
 };
 
-/* Queues p (main thread). False when uid has max_queued requests waiting
+/* Queues p (main thread), behind the user's waiting requests, or when
+ * p->first behind only their other firsts. False when uid has max_queued requests waiting
  * beyond the max_running it may run (p stays the caller's); *running and
  * *queued get uid's counts. */
 bool user_queue_push(struct parked *p, unsigned max_running, unsigned max_queued, unsigned *running,

@@ -214,9 +214,13 @@ static void request_read(void *arg, int fd, const struct peer *peer, const uint8
 	memcpy(p->frame, frame, len);
 	bool release;
 	p->uid = server_worked_for(served, peer, frame, len, &release);
-	p->deadline_ms = squash_now_ms() + (long long)cfg->request_timeout_s * 1000;
 	/* An epilog's release waits past max_queued_per_user (bounded by the
-	 * connections): refusing it would leave the job's mounts to gc. */
+	 * connections), ahead of the user's other waiting requests and for
+	 * two request_timeouts: the requests running for the user end by
+	 * one, so a user who keeps their slots hung cannot have it refused
+	 * (its mounts would be left to gc, and a lost job shows in health). */
+	p->first = release;
+	p->deadline_ms = squash_now_ms() + (long long)cfg->request_timeout_s * (release ? 2000 : 1000);
 	unsigned max_queued = release ? MAX_CONNECTIONS : cfg->max_queued_per_user;
 	unsigned running = 0, queued = 0;
 	if (!user_queue_push(p, cfg->max_requests_per_user, max_queued, &running, &queued)) {

@@ -43,7 +43,8 @@ def test_health_names_a_mount_of_a_job_that_no_longer_runs_here(cluster):
             # leaves), whose mount a process outside squashd still holds
             # bound where it uses it (as a step binds it at its target; a
             # copy left at squashd's own path is no use): gc keeps it, and
-            # health must say so.
+            # health must say so, as a note: what processes keep is
+            # theirs (a user's own could), not a node fault to drain for.
             bound = cluster.workdir("root", "health-bind")
             for _ in range(3):
                 p = cluster.rawclient("mount", "3999997", str(os.stat(gone).st_uid),
@@ -59,10 +60,10 @@ def test_health_names_a_mount_of_a_job_that_no_longer_runs_here(cluster):
                 holder.kill()
                 holder.wait()
             rc, out = health(cluster)
-            assert rc == 1, out
+            assert rc == 0, out
             lines = out.splitlines()
             assert len(lines) == 1, out
-            assert re.fullmatch(r"mount of job 3999997 that no longer runs here \(Slurm: gone "
+            assert re.fullmatch(r"note: mount of job 3999997 that no longer runs here \(Slurm: gone "
                                 r"unknown-to-slurmctld\); pid \d+ still uses it, so gc keeps it",
                                 lines[0]), out
         finally:

@@ -1,7 +1,8 @@
 /* squashd's per-user request queues (daemon/server/user_queues.c): a user
  * runs at most max_running at once, waits beyond that up to max_queued,
  * users take turns, root's own requests go first and keep the pool's last
- * ROOT_WORKERS threads, and queued requests expire at their deadline. */
+ * ROOT_WORKERS threads, queued requests expire at their deadline, and an
+ * epilog's release waits ahead of the user's other waiting requests. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -84,6 +85,35 @@ int main(void)
 	user_queue_done(1000);
 	user_queue_done(2000);
 	user_queue_done(0);
+	CHECK_INT(user_queue_running(), 0);
+
+	/* User 3000 keeps their one slot busy with 2 waiting; two releases
+	 * of their jobs (root's epilogs) start next, in their order, before
+	 * the requests that waited longer. */
+	CHECK(push(3000, 1, 2));
+	CHECK(push(3000, 1, 2));
+	CHECK(push(3000, 1, 2));
+	CHECK_INT(start_all(1, order, MAX_WORKERS), 1);
+	for (int i = 0; i < 2; i++) {
+		unsigned run_now, queued;
+		p = req(3000, 1000);
+		p->first = true;
+		p->fd = 100 + i;
+		CHECK(user_queue_push(p, 1, MAX_WORKERS, &run_now, &queued)); /* past max_queued */
+	}
+	int fds[4];
+	for (int i = 0; i < 4; i++) {
+		user_queue_done(3000);
+		p = user_queue_next(1);
+		CHECK(p != NULL);
+		fds[i] = p ? p->fd : 0;
+		free(p);
+	}
+	CHECK_INT(fds[0], 100);
+	CHECK_INT(fds[1], 101);
+	CHECK_INT(fds[2], -1);
+	CHECK_INT(fds[3], -1);
+	user_queue_done(3000);
 	CHECK_INT(user_queue_running(), 0);
 
 	/* No per-user limit: users together stop ROOT_WORKERS short of the
