@@ -9,6 +9,7 @@
 
 #include "array_grow.h"
 #include "core/holders.h"
+#include "core/owner_teardown.h"
 #include "core/sharing.h"
 #include "process/child_process.h"
 #include "process/process_watch.h"
@@ -79,21 +80,18 @@ static struct job_entry *watched_job_locked(const struct job_end *w)
 }
 
 /* The job's last slurmstepd here is gone: release it, unless its record
- * is no longer the one watched (released, or mounted again). */
-static void release(struct job_end *w, const char *how)
+ * is no longer the one watched (released, or mounted again); what goes
+ * is added to td, for the caller to tear down. */
+static void release(struct job_end *w, const char *how, struct teardown *td)
 {
 	struct daemon_state *ds = w->ds;
-	const struct squashd_config *cfg = settings_hold();
-	struct teardown td = TEARDOWN_INIT(cfg);
 
 	pthread_mutex_lock(&ds->lock);
 	if (watched_job_locked(w) &&
-	    holders_release_job_locked(ds, w->job_id, &td) == HOLDER_RELEASED)
+	    holders_release_job_locked(ds, w->job_id, td) == HOLDER_RELEASED)
 		log_info("job %u released: %s, and no epilog released it (its first step had "
 			 "mounted its images)", w->job_id, how);
 	pthread_mutex_unlock(&ds->lock);
-	sharing_teardown(ds, &td);
-	settings_drop(cfg);
 }
 
 static void stepd_exited(void *arg, pid_t pid, int status)
@@ -110,8 +108,14 @@ static void stepd_exited(void *arg, pid_t pid, int status)
 		return;
 	if (r < 0)
 		log_error("job %u: cannot watch its steps on this node (%m); gc releases it", w->job_id);
-	else
-		release(w, "it has ended on this node (its extern step is gone)");
+	else {
+		/* On the job's user's thread (process_watch.h). */
+		const struct squashd_config *cfg = settings_hold();
+		struct teardown td = TEARDOWN_INIT(cfg);
+		release(w, "it has ended on this node (its extern step is gone)", &td);
+		sharing_teardown(w->ds, &td);
+		settings_drop(cfg);
+	}
 	free(w);
 }
 
@@ -178,6 +182,10 @@ void job_end_watch_adopt(struct daemon_state *ds)
 	}
 	pthread_mutex_unlock(&ds->lock);
 
+	/* Torn down on their owners' threads, as the rest of the adoption: a
+	 * reader its user stopped must not hold up squashd's start. */
+	const struct squashd_config *cfg = settings_hold();
+	struct teardown td = TEARDOWN_INIT(cfg);
 	for (size_t i = 0; i < n; i++) {
 		struct job_end *w = malloc(sizeof(*w));
 		int r = -1;
@@ -192,7 +200,7 @@ void job_end_watch_adopt(struct daemon_state *ds)
 			continue;
 		}
 		if (r == 0)
-			release(w, "it ended on this node while squashd was down");
+			release(w, "it ended on this node while squashd was down", &td);
 		else {
 			log_error("job %u: cannot watch its steps on this node; gc releases it",
 				  marked[i].job_id);
@@ -201,4 +209,6 @@ void job_end_watch_adopt(struct daemon_state *ds)
 		free(w);
 	}
 	free(marked);
+	owners_teardown(ds, &td);
+	settings_drop(cfg);
 }
