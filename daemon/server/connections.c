@@ -28,6 +28,7 @@ static struct {
 	unsigned count;
 } *sending; /* per non-root peer uid: its connections in reading */
 static size_t n_sending, cap_sending;
+static unsigned sending_users; /* the counts above, summed */
 static uint8_t *frame_buf; /* one frame at a time, SQUASH_FRAME_MAX */
 
 
@@ -51,8 +52,29 @@ static void sending_done(const struct peer *peer)
 {
 	ssize_t i = peer->uid != 0 ? sending_slot(peer->uid, false) : -1;
 
-	if (i >= 0 && --sending[i].count == 0)
+	if (i < 0)
+		return;
+	sending_users--;
+	if (--sending[i].count == 0)
 		sending[i] = sending[--n_sending];
+}
+
+/* A connection closed for the budgets of all users together: one line
+ * per 10 s at most, with the count since (the uids may be many). */
+static void log_users_full(const struct peer *peer, const char *what)
+{
+	static long long next_ms;
+	static unsigned untold;
+	long long now = squash_now_ms();
+
+	if (now < next_ms) {
+		untold++;
+		return;
+	}
+	log_warning("closing a connection from uid %u pid %d: %s (and %u more since the last such line)",
+		    (unsigned)peer->uid, (int)peer->pid, what, untold);
+	untold = 0;
+	next_ms = now + 10000;
 }
 
 void connection_close(int fd)
@@ -85,8 +107,13 @@ bool connection_take(int fd, const struct peer *peer, bool starved, connection_g
 	int rc;
 
 	pthread_mutex_lock(&count_lock);
-	open_total++;
+	unsigned total = ++open_total;
 	pthread_mutex_unlock(&count_lock);
+	if (peer->uid != 0 && total > MAX_CONNECTIONS - ROOT_CONNECTIONS) {
+		log_users_full(peer, "users hold all connections but root's share (MAX_CONNECTIONS)");
+		connection_close(fd);
+		return false;
+	}
 	if (!reading_room()) {
 		log_error("out of memory reading a request from uid %u pid %d", (unsigned)peer->uid,
 			  (int)peer->pid);
@@ -105,6 +132,11 @@ bool connection_take(int fd, const struct peer *peer, bool starved, connection_g
 		connection_close(fd);
 		return false;
 	}
+	if (peer->uid != 0 && sending_users >= MAX_SENDING_USERS) {
+		log_users_full(peer, "users hold MAX_SENDING_USERS connections that sent nothing yet");
+		connection_close(fd);
+		return false;
+	}
 	if (peer->uid != 0) {
 		ssize_t slot = sending_slot(peer->uid, true);
 		if (slot < 0 || sending[slot].count >= MAX_SENDING_PER_USER) {
@@ -118,6 +150,7 @@ bool connection_take(int fd, const struct peer *peer, bool starved, connection_g
 			return false;
 		}
 		sending[slot].count++;
+		sending_users++;
 	}
 	reading[n_reading++] = (struct reading){ fd, *peer, squash_now_ms() + CONNECTION_IDLE_MS, starved };
 	return true;

@@ -9,7 +9,12 @@
  * once sent, a request counts against its user's max_requests_per_user
  * and max_queued_per_user (user_queues.h), which refuse it with a reason.
  * Every connection counts against MAX_CONNECTIONS, past which new ones
- * wait in the listen backlog; root (slurmd, slurmstepd) is never refused. */
+ * wait in the listen backlog; root (slurmd, slurmstepd) is never refused.
+ * Budgets per uid multiply with the uids a user can have (a subordinate
+ * range of 65,536 for rootless containers), so all non-root peers
+ * together get at most MAX_SENDING_USERS silent connections and leave
+ * the last ROOT_CONNECTIONS of the table to root: Slurm's prologs,
+ * epilogs and steps are accepted whatever users hold. */
 #ifndef SQUASHD_CONNECTIONS_H
 #define SQUASHD_CONNECTIONS_H
 
@@ -21,7 +26,9 @@
 #include "util/peer.h"
 
 #define MAX_SENDING_PER_USER 16
+#define MAX_SENDING_USERS 1024
 #define MAX_CONNECTIONS 4096
+#define ROOT_CONNECTIONS 256
 #define CONNECTION_IDLE_MS 5000
 
 /* What the main loop does with a request frame read from fd:
@@ -47,8 +54,9 @@ bool connections_full(void);
  * CONNECTION_STARVED), main loop: its request goes to got at once when it
  * is there, else the main loop reads it later. False, fd closed, when the
  * peer closed it already, when a non-root peer already has
- * MAX_SENDING_PER_USER connections that have not sent theirs, or out of
- * memory. */
+ * MAX_SENDING_PER_USER connections that have not sent theirs (or all
+ * non-root peers MAX_SENDING_USERS), when a non-root peer would take one
+ * of root's last ROOT_CONNECTIONS, or out of memory. */
 bool connection_take(int fd, const struct peer *peer, bool starved, connection_got_fn got, void *arg);
 
 /* How many are being read; fills pfd[0..n) with them for poll. */

@@ -320,6 +320,77 @@ def test_a_users_silent_connections_are_capped_and_a_burst_of_its_requests_is_se
                 p.wait()
 
 
+SILENT_UIDS_SCRIPT = r"""
+import os, socket, sys, time
+path, first, n, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+kids = []
+for uid in range(first, first + n):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        socks = []
+        for _ in range(per):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.connect(path)
+            socks.append(s)
+        t0 = time.monotonic()
+        os.write(w, b"c")
+        # Closed by squashd within 2 s: refused; else held to its 5 s.
+        closed = 0
+        for s in socks:
+            s.settimeout(max(0.01, 2 - (time.monotonic() - t0)))
+            try:
+                closed += s.recv(1) == b""
+            except (socket.timeout, ConnectionResetError):
+                closed += not isinstance(sys.exc_info()[1], socket.timeout)
+        os.write(w, b"%d\n" % closed)
+        os._exit(0)
+    os.close(w)
+    kids.append((pid, r))
+for _, r in kids:
+    assert os.read(r, 1) == b"c"
+print("connected", flush=True)
+total = sum(int(os.read(r, 16).strip()) for _, r in kids)
+for pid, _ in kids:
+    os.waitpid(pid, 0)
+print(total, flush=True)
+"""
+
+
+def test_silent_connections_of_many_uids_are_capped_together(cluster):
+    """A user with a subordinate uid range (rootless containers) is many
+    uids, each with its own 16 silent connections: all non-root peers
+    together get at most MAX_SENDING_USERS (1024) of them, and what passes
+    is closed at once and logged once; root's requests (Slurm's) and
+    another user's are served meanwhile. Before, 70 uids x 16 held 1,120
+    of squashd's connections, and 256 such uids its whole table (4,096):
+    slurmd's prologs then waited in the listen backlog."""
+    offset = len(cluster.squashd_log())
+    uids, per = 70, 16
+    holders = subprocess.Popen(["python3", "-c", SILENT_UIDS_SCRIPT, str(cluster.socket), "3000000",
+                                str(uids), str(per)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert holders.stdout.readline() == "connected\n", holders.stderr.read()
+        assert cluster.squashctl("status", check=False).returncode == 0
+        out = user_list(cluster, USER2).communicate(timeout=60)[0]
+        assert out.startswith("ok"), out
+        closed = int(holders.stdout.readline())
+        assert closed == uids * per - 1024, closed
+        log = cluster.squashd_log()[offset:]
+        assert len(re.findall(r"users hold MAX_SENDING_USERS connections that sent nothing yet", log)) == 1, log
+        holders.communicate(timeout=30)
+        assert holders.returncode == 0, holders.stderr.read()
+    finally:
+        if holders.poll() is None:
+            holders.kill()
+            holders.wait()
+
+
 def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
