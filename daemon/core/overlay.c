@@ -153,13 +153,16 @@ static enum result make_upper(struct daemon_state *ds, const char *dir, size_t i
 	return RESULT_OK;
 }
 
-/* Another job on this node keeps its changes in the same directory
- * (ds->lock held). Two overlays on one upper directory corrupt it. */
+/* Another job of the same user on this node keeps its changes in the
+ * same directory (ds->lock held). Two overlays on one upper directory
+ * corrupt it. Only the user's own jobs count: an upper directory must be
+ * the user's (overlay_upper.c), and another user's job that merely names
+ * it, still mounting, must not block the owner. */
 static const struct job_entry *upper_in_use(struct daemon_state *ds, const struct job_entry *job,
 					    const char *upper)
 {
 	for (const struct job_entry *j = ds->registry.jobs; j; j = j->next) {
-		if (j == job || j->status != SQUASH__STATUS__OK)
+		if (j == job || j->uid != job->uid || j->status != SQUASH__STATUS__OK)
 			continue;
 		for (size_t i = 0; i < j->count; i++)
 			if (j->images[i].upper && !strcmp(j->images[i].upper, upper))

@@ -308,6 +308,20 @@ def test_rw_dir_refused_when_not_the_users_or_in_use(cluster, overlay_limit):
         second = cluster.run_job(USER1, "echo should not run\n", [f"--squash-image={img}::rw={mine}"])
         assert second.state == "FAILED", second.output()
         assert f"upper directory {mine} is in use by job {blk.job.id} on this node" in second.output()
+        # Another user's job naming that directory (a prolog's request,
+        # past sbatch's check) is told it is not theirs, not which job of
+        # USER1's uses it; and such a name, while its job is still
+        # mounting, never blocks the owner's (only the owner's own jobs
+        # count).
+        p = cluster.rawclient("mount", "3999996", str(pwd.getpwnam(USER2).pw_uid),
+                              f"{img}:/squash/other:rw={mine}")
+        try:
+            assert p.returncode != 0, p.stdout + p.stderr
+            assert f"upper directory {mine} belongs to uid {pwd.getpwnam(USER1).pw_uid}" in p.stdout + p.stderr, \
+                p.stdout + p.stderr
+            assert f"job {blk.job.id}" not in p.stdout + p.stderr, p.stdout + p.stderr
+        finally:
+            cluster.rawclient("release", "3999996")
     finally:
         blk.release()
     assert blk.job.state == "COMPLETED", blk.job.output()
