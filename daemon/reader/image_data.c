@@ -307,6 +307,7 @@ void image_work_ahead(struct image *img)
 void image_record_profile(struct image *img, struct profile_recorder *rec)
 {
 	img->recorder = rec;
+	img->record_exact = rec != NULL;
 }
 
 int file_extents(struct image *img, const struct inode *in, uint64_t from, uint64_t to,

@@ -92,6 +92,11 @@ struct image {
 	/* And walked through the mount (start_profile_walk.c; NULL: not). */
 	struct walk *walk;
 	struct profile_recorder *recorder;
+	/* recorder is --record-profile's: only what the start reads, so no
+	 * pushes (neighbour_push.c) nor walk; else it is a learning's
+	 * (start_profile_learn.c, NULL: none), which keeps them. */
+	bool record_exact;
+	struct learn *learn;
 	/* Fragment blocks decompressed ahead (fragment_ahead.c): the block
 	 * the last read went to, the one asked for, the one being
 	 * decompressed and the one decompressed (INVALID_FRAG: none), which

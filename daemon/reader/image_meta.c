@@ -301,8 +301,10 @@ static int open_common(int fd, unsigned md_slots, unsigned data_slots, struct bl
 	*out = img;
 	/* A single image's start profile (a union's bundles are data, not a
 	 * program's start). */
-	if (!bundle)
+	if (!bundle) {
+		start_profile_learn_begin(img);
 		start_profile_prefetch_begin(img);
+	}
 	return 0;
 }
 
@@ -312,6 +314,7 @@ void image_close(struct image *img)
 		return;
 	start_profile_walk_end(img);
 	start_profile_prefetch_end(img);
+	start_profile_learn_end(img);
 	fragment_ahead_destroy(img);
 	stored_forget(img);
 	if (img->data_shared)

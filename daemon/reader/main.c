@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "profile_cache_path.h"
 #include "reader_wire.h"
 #include "reader/idle_trim.h"
 #include "reader/image.h"
@@ -32,6 +33,8 @@
 #endif
 
 #define DEFAULT_THREADS 8
+/* How long an exit waits for learned start profiles being written. */
+#define LEARN_DRAIN_MS 5000
 
 static void usage(FILE *out)
 {
@@ -66,6 +69,10 @@ static void usage(FILE *out)
 		"  --record-profile FILE  (IMAGE MOUNTPOINT only) when the mount ends, write\n"
 		"                     to FILE which bytes of which files were read: the\n"
 		"                     start profile squash-pack --profile stores in an image\n"
+		"  --profile-cache TEMPLATE  learn start profiles: for a single image without\n"
+		"                     one, use the profile learned at an earlier mount, or\n"
+		"                     record this one's and write it below TEMPLATE (%%h home,\n"
+		"                     %%u user name, %%U uid, %%%% a percent)\n"
 		"  --prefetch IMAGE   ask the kernel to read IMAGE's start profile ahead into\n"
 		"                     the page cache, and exit (squashd, for kernel mounts)\n"
 		"  --walk DIR         with --prefetch: also list the profile's directories and\n"
@@ -106,7 +113,7 @@ static int write_profile(struct profile_recorder *rec, struct image *img, const 
 		fprintf(stderr, "squash-reader: cannot write the profile %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	n = profile_recorder_write(rec, img, f);
+	n = profile_recorder_write(rec, img, f, 0);
 	if (fclose(f) != 0 && n >= 0)
 		n = -EIO;
 	if (n < 0) {
@@ -250,6 +257,7 @@ int main(int argc, char **argv)
 		{ "poll-us", required_argument, NULL, 'P' },
 		{ "plus", required_argument, NULL, 'L' },
 		{ "record-profile", required_argument, NULL, 'Q' },
+		{ "profile-cache", required_argument, NULL, 'K' },
 		{ "prefetch", required_argument, NULL, 'F' },
 		{ "walk", required_argument, NULL, 'W' },
 		{ "cat", required_argument, NULL, 'C' },
@@ -264,6 +272,7 @@ int main(int argc, char **argv)
 				       .plus = PLUS_ALL };
 	struct reader rd = { 0 };
 	const char *serve_socket = NULL, *record_to = NULL, *prefetch = NULL, *cat = NULL, *walk = NULL;
+	const char *profile_cache = NULL;
 	struct profile_recorder *rec = NULL;
 	bool union_mode = false;
 	char err[256];
@@ -310,6 +319,9 @@ int main(int argc, char **argv)
 		case 'Q':
 			record_to = optarg;
 			break;
+		case 'K':
+			profile_cache = optarg;
+			break;
 		case 'F':
 			prefetch = optarg;
 			break;
@@ -346,6 +358,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 #endif
+	if ((cat || prefetch) && profile_cache) {
+		usage(stderr);
+		return 2;
+	}
 	if (cat) {
 		if (argc != optind + 1 || prefetch || serve_socket || union_mode || record_to || opt.resume) {
 			usage(stderr);
@@ -364,10 +380,17 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (record_to && (serve_socket || union_mode || opt.resume)) {
+	if (record_to && (serve_socket || union_mode || opt.resume || profile_cache)) {
 		fprintf(stderr, "squash-reader: --record-profile is for one IMAGE and a MOUNTPOINT\n");
 		return 2;
 	}
+	/* Checked here, expanded (as this user) only when an image learns. */
+	if (profile_cache && profile_cache_template_check(profile_cache) < 0) {
+		fprintf(stderr, "squash-reader: --profile-cache: %s is not a path template (%%h, %%u, %%U, %%%%)\n",
+			profile_cache);
+		return 2;
+	}
+	start_profile_learn_configure(profile_cache);
 	/* Serving from here on: caches nobody uses go back to the system.
 	 * Without the thread (the user's pids limit) they only stay full. */
 	if ((c = idle_trim_start(IDLE_TRIM_MS)) != 0)
@@ -384,7 +407,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "squash-reader: --serve %s: %s\n", serve_socket, strerror(errno));
 			return 1;
 		}
-		return serve_run(fd, &opt);
+		status = serve_run(fd, &opt);
+		start_profile_learn_drain(LEARN_DRAIN_MS);
+		return status;
 	}
 	if (!opt.max_threads)
 		opt.max_threads = DEFAULT_THREADS;
@@ -420,5 +445,6 @@ int main(int argc, char **argv)
 	}
 	image_close(rd.img);
 	close(fd);
+	start_profile_learn_drain(LEARN_DRAIN_MS);
 	return status;
 }

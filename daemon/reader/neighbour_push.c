@@ -100,7 +100,7 @@ unsigned neighbour_push(struct fuse_session *se, struct image *img, const struct
 	unsigned stored = 0;
 	struct inode in;
 
-	if (!fragment_only(img, file) || img->recorder || inode_after(img, file, &next) < 0)
+	if (!fragment_only(img, file) || img->record_exact || inode_after(img, file, &next) < 0)
 		return 0;
 	expected = atomic_exchange_explicit(&img->push_next, next, memory_order_relaxed);
 	/* The first READ of a run, or a jump: nothing to go on. */
@@ -131,7 +131,7 @@ unsigned open_push(struct fuse_session *se, struct image *img, const struct inod
 {
 	unsigned stored = 0;
 
-	if (!fragment_only(img, file) || img->recorder || requests_wait(se) ||
+	if (!fragment_only(img, file) || img->record_exact || requests_wait(se) ||
 	    atomic_load_explicit(&img->pushing, memory_order_relaxed) || stored_test_and_set(img, file))
 		return 0;
 	if (atomic_exchange(&img->pushing, true))

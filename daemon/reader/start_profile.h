@@ -17,6 +17,7 @@
 #ifndef SQUASH_READER_START_PROFILE_H
 #define SQUASH_READER_START_PROFILE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,9 +44,15 @@ void profile_recorder_free(struct profile_recorder *rec);
 /* The file with inode reference id had bytes [from, to) read. Thread-safe;
  * past START_PROFILE_MAX_FILES files, new ones are not recorded. */
 void profile_recorder_note(struct profile_recorder *rec, uint64_t id, uint64_t from, uint64_t to);
+/* Notes nothing more from now on (a profile was found after all). */
+void profile_recorder_stop(struct profile_recorder *rec);
+/* When the first file was noted (CLOCK_MONOTONIC, ms); 0: none yet. */
+long long profile_recorder_first_ms(struct profile_recorder *rec);
 /* Writes the profile of what was recorded: finds each file's path by a walk
- * of img's tree. The number of files written, or -errno. */
-int profile_recorder_write(struct profile_recorder *rec, struct image *img, FILE *out);
+ * of img's tree, given up at deadline_ms (CLOCK_MONOTONIC; 0: never). The
+ * number of files written, or -errno (-ETIMEDOUT). */
+int profile_recorder_write(struct profile_recorder *rec, struct image *img, FILE *out,
+			   long long deadline_ms);
 
 /* ---- prefetching (start_profile_prefetch.c) */
 
@@ -62,9 +69,13 @@ struct profile_line {
 int start_profile_parse(char *buf, size_t len, int (*each)(void *ctx, const struct profile_line *l),
 			void *ctx);
 
-/* img's profile, malloc'd (at most START_PROFILE_MAX_BYTES), or NULL
- * when it has none. */
+/* img's embedded profile (/.squash/start-profile), malloc'd (at most
+ * START_PROFILE_MAX_BYTES), or NULL when it has none. */
 char *start_profile_read(struct image *img, size_t *len);
+/* The profile img's prefetch and walk use, malloc'd, or NULL: the
+ * embedded one, else the one learned for it before (start_profile_learn.c),
+ * waited for at most START_PROFILE_LOOKUP_WAIT_MS, less once *stop. */
+char *start_profile_bytes(struct image *img, const atomic_bool *stop, size_t *len);
 
 /* Starts reading img's start profile ahead, in a thread of its own, if the
  * image has one (single images only: unions do not). Never waits on the
@@ -98,5 +109,49 @@ void start_profile_walk_begin(struct image *img, int root_fd);
 void start_profile_walk_end(struct image *img);
 /* Waits for that walk to end by itself (squash-reader --prefetch --walk). */
 void start_profile_walk_wait(struct image *img);
+
+/* ---- learning one (start_profile_learn.c; the cache's files:
+ * start_profile_cache.c; docs/architecture.md, "Learned start profiles")
+ *
+ * For a single image without an embedded profile, with a cache set
+ * (--profile-cache TEMPLATE): the profile learned for it before, the file
+ * DIR/KEY (DIR the template expanded as the reader's user, KEY
+ * start_profile_cache_key's), is used as an embedded one would be;
+ * without one the mount's reads are recorded for START_PROFILE_LEARN_MS
+ * after its first or until it ends, then written there. Every file
+ * operation on the cache is in a thread of its own, which image_close
+ * never waits for. */
+
+#define START_PROFILE_LEARN_MS 30000
+/* How long a prefetch or walk waits for the cache's answer. */
+#define START_PROFILE_LOOKUP_WAIT_MS 3000
+/* How long the learned paths are looked for in the image, at most. */
+#define START_PROFILE_LEARN_WRITE_MS 2000
+
+/* The process's template (NULL: no cache); before any image opens. */
+void start_profile_learn_configure(const char *tmpl);
+/* image_open, for a single image: starts learning when a cache is set. */
+void start_profile_learn_begin(struct image *img);
+/* image_close, after the prefetch and walk ended: the profile learned so
+ * far is found in the image (bounded by START_PROFILE_LEARN_WRITE_MS) and
+ * left to the thread to write. */
+void start_profile_learn_end(struct image *img);
+/* Before the process exits: waits up to ms for the writes under way. */
+void start_profile_learn_drain(int ms);
+
+/* The cache's key of the image on fd: 16 hex digits (and a NUL) of the
+ * 64-bit FNV-1a of its 96-byte superblock followed by its size (8 bytes,
+ * little-endian). 0 or -errno. */
+int start_profile_cache_key(int fd, char key[17]);
+/* DIR/KEY's profile, malloc'd, when it is one: a regular file of the
+ * reader's user, not a link, at most START_PROFILE_MAX_BYTES, with the
+ * header. NULL otherwise; *why then says why it was passed over (NULL: no
+ * such file). */
+char *start_profile_cache_read(const char *dir, const char *key, size_t *len, const char **why);
+/* Writes DIR/KEY (mode 0600) atomically: DIR made (0700) as needed, a
+ * temporary file in it renamed over KEY. 0 or -errno, *what the step that
+ * failed. */
+int start_profile_cache_write(const char *dir, const char *key, const char *buf, size_t len,
+			      const char **what);
 
 #endif

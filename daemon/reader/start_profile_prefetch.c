@@ -162,7 +162,7 @@ static void *prefetch_thread(void *arg)
 {
 	struct prefetch pf = { .img = arg };
 	size_t len;
-	char *buf = start_profile_read(pf.img, &len);
+	char *buf = start_profile_bytes(pf.img, &pf.img->prefetch_stop, &len);
 
 	if (buf) {
 		(void)start_profile_parse(buf, len, each_line, &pf);

@@ -6,10 +6,12 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 
 #include "reader/image.h"
 
@@ -28,7 +30,27 @@ struct profile_recorder {
 	pthread_mutex_t lock;
 	struct recorded *slots;
 	uint32_t files;
+	atomic_bool stopped;
+	_Atomic long long first_ms; /* CLOCK_MONOTONIC of the first file noted; 0: none */
 };
+
+static long long now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+void profile_recorder_stop(struct profile_recorder *rec)
+{
+	atomic_store(&rec->stopped, true);
+}
+
+long long profile_recorder_first_ms(struct profile_recorder *rec)
+{
+	return atomic_load(&rec->first_ms);
+}
 
 struct profile_recorder *profile_recorder_new(void)
 {
@@ -71,7 +93,7 @@ void profile_recorder_note(struct profile_recorder *rec, uint64_t id, uint64_t f
 {
 	struct recorded *s;
 
-	if (from >= to || id == UINT64_MAX)
+	if (from >= to || id == UINT64_MAX || atomic_load_explicit(&rec->stopped, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&rec->lock);
 	s = slot_of(rec, id + 1);
@@ -81,6 +103,8 @@ void profile_recorder_note(struct profile_recorder *rec, uint64_t id, uint64_t f
 		if (to > s->to)
 			s->to = to;
 	} else if (s && rec->files < START_PROFILE_MAX_FILES) {
+		if (rec->files == 0)
+			atomic_store(&rec->first_ms, now_ms());
 		*s = (struct recorded){ id + 1, from, to, rec->files++, false };
 	}
 	pthread_mutex_unlock(&rec->lock);
@@ -107,8 +131,10 @@ static int by_order(const void *a, const void *b)
 	return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* Collects the recorded files' paths into *out (in no order). */
-static int walk(struct profile_recorder *rec, struct image *img, struct found *out, uint32_t *n)
+/* Collects the recorded files' paths into *out (in no order);
+ * -ETIMEDOUT past deadline_ms (0: none). */
+static int walk(struct profile_recorder *rec, struct image *img, struct found *out, uint32_t *n,
+		long long deadline_ms)
 {
 	struct walk_level *lv = calloc(MAX_DEPTH, sizeof(*lv));
 	char path[4096];
@@ -130,6 +156,10 @@ static int walk(struct profile_recorder *rec, struct image *img, struct found *o
 		struct dir_entry e;
 		struct walk_level *l = &lv[depth];
 
+		if (deadline_ms && (visits & 255) == 0 && now_ms() > deadline_ms) {
+			r = -ETIMEDOUT;
+			goto out;
+		}
 		if ((r = dir_next(img, &l->it, &e)) < 0)
 			goto out;
 		if (r == 0) {
@@ -171,7 +201,8 @@ out:
 	return r;
 }
 
-int profile_recorder_write(struct profile_recorder *rec, struct image *img, FILE *out)
+int profile_recorder_write(struct profile_recorder *rec, struct image *img, FILE *out,
+			   long long deadline_ms)
 {
 	struct found *f;
 	uint32_t n = 0;
@@ -181,7 +212,7 @@ int profile_recorder_write(struct profile_recorder *rec, struct image *img, FILE
 	for (uint32_t i = 0; i < SLOTS; i++)
 		rec->slots[i].written = false;
 	f = calloc(rec->files ? rec->files : 1, sizeof(*f));
-	r = f ? walk(rec, img, f, &n) : -ENOMEM;
+	r = f ? walk(rec, img, f, &n, deadline_ms) : -ENOMEM;
 	pthread_mutex_unlock(&rec->lock);
 	if (r == 0) {
 		qsort(f, n, sizeof(*f), by_order);

@@ -202,7 +202,7 @@ static void *walk_thread(void *arg)
 {
 	struct walk *w = arg;
 	size_t len;
-	char *buf = start_profile_read(w->img, &len);
+	char *buf = start_profile_bytes(w->img, &w->stop, &len);
 
 	w->img = NULL;
 	walk_mark(w, &w->profile_read);
@@ -229,7 +229,7 @@ void start_profile_walk_begin(struct image *img, int root_fd)
 	if (root_fd < 0)
 		return;
 	/* Not while recording a profile: the walk would be in it. */
-	if (img->recorder || img->walk) {
+	if (img->record_exact || img->walk) {
 		close(root_fd);
 		return;
 	}

@@ -317,7 +317,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		image_record_profile(img, NULL);
 		if (rec && out)
-			(void)profile_recorder_write(rec, img, out);
+			(void)profile_recorder_write(rec, img, out, 0);
 		if (out)
 			fclose(out);
 		profile_recorder_free(rec);

@@ -40,14 +40,15 @@ if [ "$name" = reader ]; then
 	srcs="$reader/image_meta.c $reader/image_dir.c $reader/image_data.c $reader/fragment_ahead.c $reader/data_ahead.c $reader/stored_files.c $reader/image_path.c $reader/image_xattr.c $reader/block_cache.c $reader/shared_data_cache.c
 		$reader/block_codec.c $reader/squashfuse_block.c $reader/xz_block.c
 		$reader/union_tree.c $reader/union_merge.c
-		$reader/start_profile_record.c $reader/start_profile_prefetch.c $reader/start_profile_walk.c"
+		$reader/start_profile_record.c $reader/start_profile_prefetch.c $reader/start_profile_walk.c
+		$reader/start_profile_learn.c $reader/start_profile_cache.c"
 	libs="$(pkg-config --libs squashfuse liblzma) -pthread"
 	if pkg-config --exists libzstd; then
 		printf '#define HAVE_LIBZSTD 1\n' >>"$work/config.h"
 		srcs="$srcs $reader/zstd_block.c"
 		libs="$libs $(pkg-config --libs libzstd)"
 	fi
-	srcs="$srcs $top/proto/squashfs_format.c $top/proto/read_full.c $top/proto/errmsg.c"
+	srcs="$srcs $top/proto/squashfs_format.c $top/proto/read_full.c $top/proto/errmsg.c $top/proto/profile_cache_path.c"
 	# shellcheck disable=SC2086
 	"$clang" $cflags -pthread -I"$work" -I"$top/daemon" -I"$top/proto" $(pkg-config --cflags squashfuse) \
 		"$here/fuzz_reader.c" $srcs $libs -o "$work/fuzz_reader"

@@ -174,7 +174,7 @@ static void test_record(const struct image_files *f)
 	image_record_profile(im, NULL);
 	read_all(im, "lib/small5.py"); /* after recording: not in it */
 	out = open_memstream(&text, &len);
-	CHECK_INT(profile_recorder_write(rec, im, out), 2);
+	CHECK_INT(profile_recorder_write(rec, im, out, 0), 2);
 	fclose(out);
 	CHECK_STR(text, START_PROFILE_HEADER "\n"
 			"0 3000 lib/small2.py\n"
