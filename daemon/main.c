@@ -25,7 +25,7 @@
 #include "mount/private_roots.h"
 #include "mount/image_open.h"
 #include "mount/mount_fuse.h"
-#include "mount/reader_pool.h"
+#include "mount/reader_args.h"
 #include "process/reader_cgroup.h"
 #include "process/server_spawn.h"
 #include "process/spawner.h"
@@ -51,10 +51,15 @@ static void usage(FILE *out)
 }
 
 static bool reader_polls; /* the probe found squash-reader --poll-us */
+static bool reader_learns; /* and --profile-cache */
 
-static void hand_poll_us(const struct squashd_config *cfg)
+static void hand_reader_args(const struct squashd_config *cfg)
 {
-	reader_pool_set_poll_us(reader_polls ? (int)cfg->reader_poll_us : -1);
+	reader_args_set(reader_polls ? (int)cfg->reader_poll_us : -1,
+			reader_learns ? cfg->start_profile_cache : NULL);
+	if (cfg->start_profile_cache[0] && !reader_learns)
+		log_warning("start_profile_cache is set, but %s learns no start profiles "
+			    "(squash-reader --profile-cache); ignored", config_fuse_server(cfg));
 }
 
 /* SIGHUP: the settings, then what modules keep of them. */
@@ -62,7 +67,7 @@ static void reload(void *arg)
 {
 	reload_settings(arg);
 	const struct squashd_config *cfg = settings_hold();
-	hand_poll_us(cfg);
+	hand_reader_args(cfg);
 	settings_drop(cfg);
 }
 
@@ -201,6 +206,7 @@ int main(int argc, char **argv)
 		ds.fuse_reader_pools = reader.serves_many;
 		ds.fuse_reader_unions = reader.unions;
 		reader_polls = reader.polls;
+		reader_learns = reader.learns;
 		log_info("FUSE mounts are served by %s (%s)%s", config_fuse_server(cfg), reader.description,
 			 !reader.resumes ? ""
 			 : fuse_kernel_resends() ? "; one that dies is restarted on its connection"
@@ -209,7 +215,7 @@ int main(int argc, char **argv)
 	}
 
 	trusted_image_init();
-	hand_poll_us(cfg);
+	hand_reader_args(cfg);
 	daemon_load(&ds);
 	/* A registry that could not be read: the mounts in mnt/ may be
 	 * running jobs'; nothing is adopted or cleaned up (daemon.h). */

@@ -33,6 +33,7 @@ void fuse_reader_parse(const char *help, struct fuse_reader *out)
 		 * them would never answer one. */
 		out->unions = out->serves_many && strstr(help, "--union") != NULL;
 		out->polls = out->serves_many && strstr(help, "--poll-us") != NULL;
+		out->learns = out->serves_many && strstr(help, "--profile-cache") != NULL;
 		snprintf(out->description, sizeof(out->description), "squash-reader %u.%u.%u, multithreaded",
 			 out->major, out->minor, out->patch);
 		return;

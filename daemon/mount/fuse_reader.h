@@ -17,6 +17,7 @@ struct fuse_reader {
 	bool serves_many; /* squash-reader: serves all of a user's mounts (--serve) */
 	bool unions;      /* squash-reader: serves several images as one mount (--union) */
 	bool polls;       /* squash-reader: takes --poll-us (an older build would refuse it) */
+	bool learns;      /* squash-reader: takes --profile-cache (the same) */
 	char description[64]; /* "squashfuse_ll 0.6.2, multithreaded" */
 };
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "mount/reader_args.h"
 #include "passed_fds.h"
 #include "process/child_process.h"
 #include "process/server_spawn.h"
@@ -41,12 +42,6 @@ struct pool {
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pool *pools;
-static _Atomic int poll_us = -1; /* main.c sets it from the settings */
-
-void reader_pool_set_poll_us(int us)
-{
-	poll_us = us;
-}
 
 static void pool_free(struct pool *p)
 {
@@ -100,13 +95,7 @@ static struct pool *find_pid_locked(pid_t pid)
 static struct pool *start_locked(const struct identity *id, const char *reader_path, char *err,
 				 size_t errlen)
 {
-	/* argv[0] is the name every FUSE server squashd starts has, which
-	 * sites' NHC process checks ignore (docs/admin.md). */
-	char poll[16];
-	int us = poll_us;
-	snprintf(poll, sizeof(poll), "%d", us);
-	char *const argv[] = { (char *)"squashfuse_ll", (char *)"--serve", (char *)"/dev/fd/3",
-			       us >= 0 ? (char *)"--poll-us" : NULL, poll, NULL };
+	struct reader_args args;
 	struct pool *p = calloc(1, sizeof(*p));
 	int sv[2];
 
@@ -135,7 +124,8 @@ static struct pool *start_locked(const struct identity *id, const char *reader_p
 	if (setsockopt(sv[0], SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
 		log_warning("cannot size the socket to squash-reader for restarts (SO_SNDBUFFORCE): %s",
 			    strerror(errno));
-	p->pid = server_spawn(sv[1], -1, id, reader_path, argv, &p->pidfd);
+	reader_args_fill(&args);
+	p->pid = server_spawn(sv[1], -1, id, reader_path, args.argv, &p->pidfd);
 	close(sv[1]);
 	if (p->pid < 0) {
 		snprintf(err, errlen, "cannot start %s: %s", reader_path, strerror(errno));

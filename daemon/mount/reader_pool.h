@@ -47,12 +47,6 @@ enum result reader_pool_serve_union(const struct identity *id, const char *reade
 				    long long deadline_ms, pid_t *pid, int *pidfd, char *err,
 				    size_t errlen);
 
-/* squash-reader --poll-us for readers started from now on: how long the
- * worker that answered a scan's request polls for the next one (0: it
- * sleeps at once; squashd.conf reader_poll_us); -1: not passed (a reader
- * that predates the option). */
-void reader_pool_set_poll_us(int us);
-
 /* A mount adopted after a squashd restart is served by pid (a reader the
  * previous squashd started; it may serve several). */
 void reader_pool_adopt(pid_t pid);

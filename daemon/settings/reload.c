@@ -136,6 +136,10 @@ static bool apply(const char *key, const struct squashd_config *fresh, struct sq
 	} else if (!strcmp(key, "reader_poll_us")) {
 		/* For readers started from then on (main.c hands it over). */
 		next->reader_poll_us = fresh->reader_poll_us;
+	} else if (!strcmp(key, "start_profile_cache")) {
+		/* For readers started from then on, as reader_poll_us. */
+		memcpy(next->start_profile_cache, fresh->start_profile_cache,
+		       sizeof(next->start_profile_cache));
 	} else if (!strcmp(key, "union_trusted_images")) {
 		next->union_trusted_images = fresh->union_trusted_images;
 	} else if (!strcmp(key, "debug")) {

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "profile_cache_path.h"
 #include "target.h"
 
 #define SQUASHD_DEFAULT_CONFIG "/etc/squashd.conf"
@@ -68,6 +69,9 @@ struct squashd_config {
 	unsigned union_trusted_images; /* groups of this many images or more: a union even when trusted; 0: never */
 	unsigned reader_poll_us;     /* squash-reader --poll-us: a scan's next request polled for; 0: never */
 	unsigned stopped_reader_timeout_s; /* a user's FUSE server stopped this long is killed; 0: never */
+	/* squash-reader --profile-cache: where readers learn start profiles,
+	 * a template they expand as the user (profile_cache_path.h); empty: off */
+	char start_profile_cache[PROFILE_CACHE_TEMPLATE_MAX + 1];
 };
 
 #define SQUASHD_LINGER_MAX_S 3600

@@ -66,6 +66,11 @@ static void test_parse(void)
 			  "  --serve /dev/fd/N  serve every mount squashd sends\n"
 			  "  --poll-us N        with --serve: ...\n", &r);
 	CHECK(r.polls);
+	CHECK(!r.learns);
+	fuse_reader_parse("squash-reader 0.3.0 (slurm-squash), multithreaded\n"
+			  "  --serve /dev/fd/N  serve every mount squashd sends\n"
+			  "  --profile-cache TEMPLATE  learn start profiles\n", &r);
+	CHECK(r.learns);
 
 	fuse_reader_parse(upstream_0_6_2, &r);
 	CHECK(!r.resumes);

@@ -39,6 +39,15 @@ static void settings_take_values_and_refuse_bad_ones_with_the_key(void)
 	CHECK_INT(config_set(cfg, "state_dir", "run/squashd", err, sizeof(err)), -1);
 	CHECK_INT(config_set(cfg, "colour", "blue", err, sizeof(err)), -1);
 	CHECK_STR(err, "unknown setting 'colour'");
+	/* A template the readers expand as the user; empty (the default): off. */
+	CHECK_STR(cfg->start_profile_cache, "");
+	CHECK_INT(config_set(cfg, "start_profile_cache", "%h/.cache/slurm-squash/start-profiles", err,
+			     sizeof(err)), 0);
+	CHECK_STR(cfg->start_profile_cache, "%h/.cache/slurm-squash/start-profiles");
+	CHECK_INT(config_set(cfg, "start_profile_cache", "%h/%j", err, sizeof(err)), -1);
+	CHECK_INT(config_set(cfg, "start_profile_cache", "cache/%u", err, sizeof(err)), -1);
+	CHECK_INT(config_set(cfg, "start_profile_cache", "", err, sizeof(err)), 0);
+	CHECK_STR(cfg->start_profile_cache, "");
 	settings_drop(cfg);
 }
 
