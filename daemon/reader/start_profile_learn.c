@@ -340,7 +340,9 @@ void start_profile_learn_end(struct image *img)
 	pthread_mutex_lock(&l->lock);
 	l->closing = true;
 	pthread_cond_broadcast(&l->changed);
-	bool mine = l->state == LEARNING && !l->gen_claimed;
+	/* Still looking (a slow home): the recording is taken now, while the
+	 * image is there, in case the thread finds no profile. */
+	bool mine = (l->state == LOOKING || l->state == LEARNING) && !l->gen_claimed;
 
 	if (mine)
 		l->gen_claimed = true;
