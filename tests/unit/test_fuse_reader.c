@@ -1,4 +1,5 @@
-/* Which squashfuse_ll squashd found: version and threading from its -h. */
+/* Which squashfuse_ll squashd found: version and threading from its -h;
+ * and the pooled squash-reader's command line the settings make. */
 #include "config.h"
 
 #include <stdio.h>
@@ -6,6 +7,7 @@
 #include <unistd.h>
 
 #include "mount/fuse_reader.h"
+#include "mount/reader_args.h"
 #include "unit.h"
 
 /* The first lines and the FUSE options of squashfuse_ll -h as each
@@ -97,6 +99,31 @@ static void test_parse(void)
 
 /* The installed squashfuse_ll, as squashd will run it (as nobody, which
  * needs root to switch to; skipped otherwise). */
+/* --poll-us and --profile-cache only when set; the template as it is
+ * (the reader expands it as the user). */
+static void test_reader_args(void)
+{
+	struct reader_args a;
+
+	reader_args_set(-1, NULL);
+	reader_args_fill(&a);
+	CHECK_STR(a.argv[0], "squashfuse_ll");
+	CHECK_STR(a.argv[1], "--serve");
+	CHECK_STR(a.argv[2], "/dev/fd/3");
+	CHECK(a.argv[3] == NULL);
+	reader_args_set(200, "%h/.cache/slurm-squash/start-profiles");
+	reader_args_fill(&a);
+	CHECK_STR(a.argv[3], "--poll-us");
+	CHECK_STR(a.argv[4], "200");
+	CHECK_STR(a.argv[5], "--profile-cache");
+	CHECK_STR(a.argv[6], "%h/.cache/slurm-squash/start-profiles");
+	CHECK(a.argv[7] == NULL);
+	reader_args_set(0, "");
+	reader_args_fill(&a);
+	CHECK_STR(a.argv[4], "0");
+	CHECK(a.argv[5] == NULL);
+}
+
 static void test_probe_installed(void)
 {
 	struct fuse_reader r;
@@ -119,6 +146,7 @@ static void test_probe_installed(void)
 int main(void)
 {
 	test_parse();
+	test_reader_args();
 	test_probe_installed();
 	return unit_exit_code();
 }
