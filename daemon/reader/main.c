@@ -384,11 +384,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "squash-reader: --record-profile is for one IMAGE and a MOUNTPOINT\n");
 		return 2;
 	}
-	/* Checked here, expanded (as this user) only when an image learns. */
+	/* Checked here, expanded (as this user) only when an image learns.
+	 * squashd's readers serve on without it: learning is only advice. */
 	if (profile_cache && profile_cache_template_check(profile_cache) < 0) {
-		fprintf(stderr, "squash-reader: --profile-cache: %s is not a path template (%%h, %%u, %%U, %%%%)\n",
-			profile_cache);
-		return 2;
+		fprintf(stderr, "squash-reader: --profile-cache: %s is not a path template (%%h, %%u, %%U, %%%%)%s\n",
+			profile_cache, serve_socket ? "; learning no start profiles" : "");
+		if (!serve_socket)
+			return 2;
+		profile_cache = NULL;
 	}
 	start_profile_learn_configure(profile_cache);
 	/* Serving from here on: caches nobody uses go back to the system.
