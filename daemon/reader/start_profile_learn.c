@@ -312,7 +312,8 @@ void start_profile_learn_begin(struct image *img)
 	threads++;
 	pthread_mutex_unlock(&threads_lock);
 	if (pthread_attr_init(&attr) == 0) {
-		pthread_attr_setstacksize(&attr, 256u << 10);
+		/* Room for getpwuid_r's NSS modules (sssd, LDAP) and the paths. */
+		pthread_attr_setstacksize(&attr, 512u << 10);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		rc = pthread_create(&t, &attr, learn_thread, l);
 		pthread_attr_destroy(&attr);
