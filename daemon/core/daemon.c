@@ -185,10 +185,8 @@ void daemon_free(struct daemon_state *ds)
 	pthread_cond_signal(&ds->save_wanted);
 	pthread_mutex_unlock(&ds->lock);
 	if (ds->saver_running)
-		pthread_join(ds->saver, NULL); /* (it writes the last snapshot first) */
+		pthread_join(ds->saver, NULL); /* (it writes the last save wanted first) */
 	ds->saver_running = false;
-	registry_snapshot_free(ds->save_next);
-	ds->save_next = NULL;
 	registry_free(&ds->registry);
 }
 
@@ -256,19 +254,28 @@ static void *saver_main(void *arg)
 
 	pthread_mutex_lock(&ds->lock);
 	for (;;) {
-		while (!ds->save_next && !ds->saver_exit)
+		while (!ds->save_next_seq && !ds->saver_exit)
 			pthread_cond_wait(&ds->save_wanted, &ds->lock);
-		if (!ds->save_next)
+		if (!ds->save_next_seq)
 			break;
-		struct registry *snap = ds->save_next;
-		unsigned long long seq = ds->save_next_seq;
-		ds->save_next = NULL;
-		ds->save_writing = true;
-		pthread_mutex_unlock(&ds->lock);
-		int rc = format_and_write(ds, snap, seq, err, sizeof(err));
-		registry_snapshot_free(snap);
-		pthread_mutex_lock(&ds->lock);
-		ds->save_writing = false;
+		/* Copied now, after every change its savers made, and numbered
+		 * now: above every number promised before (and below any save
+		 * made after it), so a save promised N is on disk once any save
+		 * numbered N or higher is. */
+		unsigned long long seq = ++ds->save_taken;
+		struct registry *snap = registry_snapshot(&ds->registry);
+		int rc;
+		ds->save_next_seq = 0;
+		if (!snap) { /* no memory: the old way, under the lock */
+			rc = format_and_write(ds, &ds->registry, seq, err, sizeof(err));
+		} else {
+			ds->save_writing = true;
+			pthread_mutex_unlock(&ds->lock);
+			rc = format_and_write(ds, snap, seq, err, sizeof(err));
+			registry_snapshot_free(snap);
+			pthread_mutex_lock(&ds->lock);
+			ds->save_writing = false;
+		}
 		record_save(ds, seq, rc, err);
 		pthread_cond_broadcast(&ds->saved);
 	}
@@ -289,21 +296,18 @@ static int save_now_locked(struct daemon_state *ds)
 	return rc;
 }
 
-/* Hands a snapshot to the saver (lock held); returns its number. The
- * lock is held for the copy only (registry/snapshot.h). */
+/* Asks the saver for a save (lock held); returns the number promised.
+ * One not yet begun is shared: its copy will hold this caller's changes
+ * too. */
 static unsigned long long take_snapshot_locked(struct daemon_state *ds)
 {
-	struct registry *snap = registry_snapshot(&ds->registry);
-
-	if (!snap || (!ds->saver_running && pthread_create(&ds->saver, NULL, saver_main, ds) != 0)) {
-		registry_snapshot_free(snap);
-		save_now_locked(ds); /* (no memory or thread: the old way) */
+	if (!ds->saver_running && pthread_create(&ds->saver, NULL, saver_main, ds) != 0) {
+		save_now_locked(ds); /* (no thread: the old way) */
 		return ds->save_taken;
 	}
 	ds->saver_running = true;
-	registry_snapshot_free(ds->save_next); /* an older one not yet written: the newest wins */
-	ds->save_next = snap;
-	ds->save_next_seq = ++ds->save_taken;
+	if (!ds->save_next_seq)
+		ds->save_next_seq = ++ds->save_taken;
 	pthread_cond_signal(&ds->save_wanted);
 	return ds->save_next_seq;
 }

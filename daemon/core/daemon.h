@@ -51,10 +51,12 @@ struct daemon_state {
 	unsigned long long save_taken, save_durable, save_failed;
 	bool save_writing;
 	pthread_cond_t saved;       /* a save finished */
-	/* The saver thread formats and writes the newest snapshot taken
-	 * (registry/snapshot.h) without the lock; an older one not yet
-	 * written is dropped for it. */
-	struct registry *save_next;
+	/* The saver thread copies the registry (registry/snapshot.h) when a
+	 * save is wanted, then formats and writes the copy without the lock:
+	 * saves asked for while it writes share its next copy, so however
+	 * often a user's requests save, the registry is copied under the lock
+	 * once per write. save_next_seq: the number promised to the savers
+	 * waiting for the next copy (0: none). */
 	unsigned long long save_next_seq;
 	pthread_cond_t save_wanted;
 	pthread_t saver;
