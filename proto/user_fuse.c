@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "mount_layers.h"
+#include "mount_table_cache.h"
 
-#define MOUNTINFO "/proc/self/mountinfo"
 #define COPY_IT " (copy it to a normal file system)"
 
 /* One decision in progress: the table, how far down it is, and the chain
@@ -223,20 +223,36 @@ bool squash_user_fuse_judge(const struct squash_mount_table *t, uint64_t mnt_id,
 	return squash_user_fuse_verdict(t, mnt_id, any_fuse, why, len) != SQUASH_FUSE_OK;
 }
 
-/* The verdict on mount mnt_id by /proc/self/mountinfo. */
+struct judge_here_args {
+	uint64_t mnt_id;
+	bool any_fuse;
+	char *why;
+	size_t len;
+};
+
+static int judge_with(const struct squash_mount_table *t, void *arg)
+{
+	struct judge_here_args *a = arg;
+
+	return squash_user_fuse_verdict(t, a->mnt_id, a->any_fuse, a->why, a->len);
+}
+
+/* The verdict on mount mnt_id by /proc/self/mountinfo, as kept
+ * (mount_table_cache.h); any verdict but yes is looked at again in the
+ * table read now. */
 static bool judge_here(uint64_t mnt_id, bool any_fuse, char *why, size_t len)
 {
-	struct squash_mount_table t;
+	struct judge_here_args a = { mnt_id, any_fuse, why, len };
 	char cause[256];
-	bool refused;
+	int verdict = squash_mount_table_cached(false, judge_with, &a, cause, sizeof(cause));
 
-	if (squash_mount_table_read(MOUNTINFO, &t, cause, sizeof(cause)) < 0) {
+	if (verdict != SQUASH_FUSE_OK)
+		verdict = squash_mount_table_cached(true, judge_with, &a, cause, sizeof(cause));
+	if (verdict < 0) {
 		struct judging j = { .any_fuse = any_fuse, .why = why, .len = len };
 		return cannot_tell(&j, cause) != 0;
 	}
-	refused = squash_user_fuse_judge(&t, mnt_id, any_fuse, why, len);
-	squash_mount_table_free(&t);
-	return refused;
+	return verdict != SQUASH_FUSE_OK;
 }
 
 bool squash_mount_reaches_fuse(uint64_t mnt_id, char *why, size_t len)
