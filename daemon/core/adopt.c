@@ -187,7 +187,7 @@ static void adopt_mounts(struct daemon_state *ds, struct teardown *td)
 			if (m->key.mode == SQUASH__MOUNT_MODE__FUSE) {
 				adopt_connection_locked(ds, kept, m, kind);
 				/* A reader may serve several (reader_pool.h). */
-				reader_pool_adopt(m->server_pid);
+				reader_pool_adopt(m->server_pid, m->key.owner_uid);
 			}
 			fuse_servers_watch_locked(ds, m);
 		}

@@ -95,7 +95,7 @@ static void unmount_chain(struct mount_entry *m, int timeout_ms)
 
 	for (; m; m = m->teardown_next) {
 		/* A user's reader serving other mounts of theirs stays. */
-		pid_t server = m->server_pid > 0 && reader_pool_put(m->server_pid) ? m->server_pid : 0;
+		pid_t server = m->server_pid > 0 && reader_pool_put(m->server_pid, m->key.owner_uid) ? m->server_pid : 0;
 
 		if (m->key.mode == SQUASH__MOUNT_MODE__KERNEL)
 			kernel_prefetches_stop(m->mount_point);

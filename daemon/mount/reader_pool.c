@@ -440,13 +440,14 @@ static enum result serve(const struct identity *id, const char *reader_path,
 	return res;
 }
 
-void reader_pool_adopt(pid_t pid)
+void reader_pool_adopt(pid_t pid, uid_t uid)
 {
 	pthread_mutex_lock(&pools_lock);
 	struct pool *p = find_pid_locked(pid);
 
 	if (!p && (p = calloc(1, sizeof(*p)))) {
 		/* The previous squashd's reader: its socket went with it. */
+		p->uid = uid;
 		p->pid = pid;
 		p->pidfd = -1;
 		p->sock = -1;
@@ -459,12 +460,16 @@ void reader_pool_adopt(pid_t pid)
 	pthread_mutex_unlock(&pools_lock);
 }
 
-bool reader_pool_put(pid_t pid)
+bool reader_pool_put(pid_t pid, uid_t uid)
 {
 	bool last = true;
+	struct pool *p;
 
 	pthread_mutex_lock(&pools_lock);
-	struct pool *p = find_pid_locked(pid);
+	/* By uid too: a dead reader's pid may be another user's reader's
+	 * before the death is seen (reader_pool_died). */
+	for (p = pools; p && !(p->pid == pid && p->uid == uid); p = p->next)
+		;
 
 	if (p) {
 		if (p->mounts > 0)

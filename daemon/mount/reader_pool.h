@@ -49,12 +49,13 @@ enum result reader_pool_serve_union(const struct identity *id, const char *reade
 
 /* A mount adopted after a squashd restart is served by pid (a reader the
  * previous squashd started; it may serve several). */
-void reader_pool_adopt(pid_t pid);
+void reader_pool_adopt(pid_t pid, uid_t uid);
 
-/* A mount served by pid goes. Returns true when the server process should
- * be stopped once the mount is gone: it served its last mount, or it is
- * not a pooled reader (squashfuse_ll: one process per mount). */
-bool reader_pool_put(pid_t pid);
+/* A mount of uid's served by pid goes. Returns true when the server
+ * process should be stopped once the mount is gone: it served its last
+ * mount, or it is not a pooled reader (squashfuse_ll: one process per
+ * mount). */
+bool reader_pool_put(pid_t pid, uid_t uid);
 
 /* pid exited: forget its pool (its mounts are restarted or dead); not a
  * pool whose reader runs, another process that got the pid since. */

@@ -841,14 +841,17 @@ static void test_reader_pool(const struct identity *nobody)
 	snprintf(p, sizeof(p), "%s/sub/deep.txt", m2);
 	check(file_has(p, "deep file"), "read through the second pooled mount");
 
-	check(!reader_pool_put(s1), "the reader is not stopped with its first mount");
+	/* Another user's teardown naming that pid (a dead reader of theirs
+	 * whose pid this reader got) neither takes a mount of it nor stops it. */
+	check(reader_pool_put(s1, NOBODY + 1), "another uid's put finds no pool of its own (not a pooled reader)");
+	check(!reader_pool_put(s1, NOBODY), "the reader is not stopped with its first mount");
 	r = unmount_image(m1, 0, -1, NOBODY, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount the first: %s", r == RESULT_OK ? "ok" : err);
 	close(fd1);
 	check(file_has(p, "deep file"), "the second mount still reads");
 	check(!process_gone(s1), "the reader still runs");
 
-	check(reader_pool_put(s2), "the last mount's put says stop the reader");
+	check(reader_pool_put(s2, NOBODY), "the last mount's put says stop the reader");
 	r = unmount_image(m2, s2, fd2, NOBODY, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount the second: %s", r == RESULT_OK ? "ok" : err);
 	close(fd2);
