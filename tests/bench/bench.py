@@ -37,6 +37,10 @@ large sequential read, and N processes importing the stack at once. Modes:
                 soon as it opens the image (made once per tree and format,
                 with the plain image's compression, level and block size;
                 the profile's files and bytes recorded with every run)
+  reader-learned:FMT, slow-reader-learned:FMT  squash-reader over the plain
+                image with --profile-cache (squashd.conf's start_profile_cache):
+                the first cold run learns the start's profile, the later ones
+                prefetch and walk it (learned_profile_files in each row)
   job-kernel    the product path: a job (srun --squash-image) on a throwaway
   job-fuse      cluster; a trusted image (kernel mount by squashd) or a
                 user's image (squashfuse_ll as the user), seen through the
@@ -708,6 +712,29 @@ class ReaderUringMode(ReaderMode):
             set_enable_uring("N")
 
 
+class ReaderLearnedMode(ReaderMode):
+    """squash-reader over the plain image with --profile-cache (squashd.conf's
+    start_profile_cache): the first cold run records the start and writes
+    its profile into CACHE/learned-profiles (emptied when the run begins),
+    every later one prefetches and walks it. Each run records how many
+    files the learned profile holds (0: the run that learned it)."""
+
+    def __init__(self, bench, fmt):
+        super().__init__(bench, fmt, "reader-learned")
+        self.dir = bench.cache / "learned-profiles"
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def mount(self):
+        self.files = sum(len(p.read_text().splitlines()) - 1 for p in self.dir.glob("[0-9a-f]" * 16)) \
+            if self.dir.is_dir() else 0
+        self.start_server([self.binary, "--profile-cache", self.dir, "-f", self.image_path(), self.mnt])
+
+    def after_run(self):
+        extra = super().after_run()
+        extra["learned_profile_files"] = self.files
+        return extra
+
+
 class JobMode(Mode):
     """The product path: one srun job per measurement. Caches are dropped
     before the job; squashd mounts the image in the prolog (no other job
@@ -986,6 +1013,10 @@ class Bench:
                 cls = {"slow-kernel": KernelMode, "slow-fuse": FuseMode, "slow-reader": ReaderMode}[n]
                 for f in self.formats:
                     modes.append(SlowImageMode(self, cls(self, f.name)))
+            elif v := re.fullmatch(r"(slow-)?reader-learned", n):
+                for f in self.formats:
+                    m = ReaderLearnedMode(self, f.name)
+                    modes.append(SlowImageMode(self, m) if v[1] else m)
             elif v := PROFILED.fullmatch(n):
                 cls = {"kernel": KernelMode, "fuse": FuseMode, "reader": ReaderMode}[v[2]]
                 for f in self.formats:
