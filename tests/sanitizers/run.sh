@@ -79,6 +79,7 @@ if [ "$fuzz_seconds" != 0 ]; then
 		"$repo/tests/fuzz/run.sh" reader "$fuzz_seconds" \
 		>"$reports/fuzz.log" 2>&1; then
 		echo "sanitizers: $(tail -n 1 "$reports/fuzz.log"), nothing found"
+		rmdir "$fuzz_artifacts" 2>/dev/null # (empty: nothing to keep)
 	else
 		cat "$reports/fuzz.log"
 		echo "sanitizers: the reader fuzzer found a crash, leak or hang (reproducer in $fuzz_artifacts)" >&2
