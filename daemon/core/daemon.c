@@ -266,6 +266,7 @@ static void *saver_main(void *arg)
 		struct registry *snap = registry_snapshot(&ds->registry);
 		int rc;
 		ds->save_next_seq = 0;
+		ds->save_copies++;
 		if (!snap) { /* no memory: the old way, under the lock */
 			rc = format_and_write(ds, &ds->registry, seq, err, sizeof(err));
 		} else {

@@ -58,6 +58,7 @@ struct daemon_state {
 	 * once per write. save_next_seq: the number promised to the savers
 	 * waiting for the next copy (0: none). */
 	unsigned long long save_next_seq;
+	unsigned long long save_copies; /* copies the saver made (the tests) */
 	pthread_cond_t save_wanted;
 	pthread_t saver;
 	bool saver_running, saver_exit;
