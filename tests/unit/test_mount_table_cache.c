@@ -45,7 +45,7 @@ int main(void)
 	char a[] = "/tmp/mtcache-a.XXXXXX", b[] = "/tmp/mtcache-b.XXXXXX";
 	unsigned long reads;
 
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0) {
 		UNIT_SKIP("no mount namespace of its own (not root?)");
 		return unit_exit_code();
 	}
