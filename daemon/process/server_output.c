@@ -300,19 +300,20 @@ void server_output_watch(int fd, int pidfd, pid_t pid, uid_t uid, const char *pa
 	snprintf(s->name, sizeof(s->name), "%s", base ? base + 1 : path);
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
 	struct epoll_event exited = { .events = EPOLLIN, .data.u64 = (uint64_t)(uintptr_t)s | EXITED };
+	/* Both added under streams_lock: once fd is in the set, the output
+	 * thread may read a server that already ended and free s, but only
+	 * through stream_free, which takes the lock; so s outlives the second
+	 * add. A pidfd that cannot be watched stays unwatched (EOF alone ends
+	 * the stream) and is closed with it. */
 	pthread_mutex_lock(&streams_lock);
 	s->next = streams;
 	streams = s;
-	pthread_mutex_unlock(&streams_lock);
-	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		stream_free(s);
-		return;
-	}
-	/* Once fd is in the set only the output thread may free s: a pidfd
-	 * that cannot be watched stays unwatched (EOF alone ends the stream,
-	 * as before) and is closed with it. */
-	if (s->pidfd >= 0)
+	bool added = fcntl(fd, F_SETFL, O_NONBLOCK) == 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
+	if (added && s->pidfd >= 0)
 		(void)epoll_ctl(epfd, EPOLL_CTL_ADD, s->pidfd, &exited);
+	pthread_mutex_unlock(&streams_lock);
+	if (!added)
+		stream_free(s);
 }
 
 size_t server_output_usage(struct server_output_use *out, size_t max)
