@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 struct image;
 
@@ -145,7 +146,7 @@ void start_profile_learn_drain(int ms);
 int start_profile_cache_key(int fd, char key[17]);
 /* DIR/KEY's profile, malloc'd, when it is one: a regular file of the
  * reader's user, not a link, at most START_PROFILE_MAX_BYTES, with the
- * header. NULL otherwise; *why then says why it was passed over (NULL: no
+ * header (its times then set to now: a use). NULL otherwise; *why then says why it was passed over (NULL: no
  * such file). */
 char *start_profile_cache_read(const char *dir, const char *key, size_t *len, const char **why);
 /* Writes DIR/KEY (mode 0600) atomically: DIR made (0700) as needed, a
@@ -153,5 +154,21 @@ char *start_profile_cache_read(const char *dir, const char *key, size_t *len, co
  * failed. */
 int start_profile_cache_write(const char *dir, const char *key, const char *buf, size_t len,
 			      const char **what);
+
+/* What one user's profiles in a directory may come to: the most recently
+ * used START_PROFILE_CACHE_KEEP are kept (a use touches the file: its
+ * mtime is its last use), those unused for START_PROFILE_CACHE_UNUSED_S
+ * go, and so do temporary files of writes that died, after
+ * START_PROFILE_CACHE_STALE_TMP_S. At most START_PROFILE_CACHE_SCAN
+ * entries of the directory are looked at. */
+#define START_PROFILE_CACHE_KEEP 256
+#define START_PROFILE_CACHE_UNUSED_S (90 * 24 * 3600)
+#define START_PROFILE_CACHE_STALE_TMP_S 3600
+#define START_PROFILE_CACHE_SCAN 16384
+/* Removes the reader's user's profiles in DIR past those bounds (after a
+ * write: the only way the directory grows). The number removed, or -errno
+ * when DIR cannot be listed. Other users' files and names that are not a
+ * profile's or a write's are left alone. */
+int start_profile_cache_prune(const char *dir, time_t now);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "reader/start_profile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -84,7 +85,6 @@ char *start_profile_cache_read(const char *dir, const char *key, size_t *len, co
 	}
 	/* One byte more than allowed: a file that grew since is refused too. */
 	got = squash_read_full(fd, buf, START_PROFILE_MAX_BYTES + 1, 0);
-	close(fd);
 	size_t hl = strlen(START_PROFILE_HEADER);
 
 	if (got < 0 || got > (ssize_t)START_PROFILE_MAX_BYTES) {
@@ -92,10 +92,15 @@ char *start_profile_cache_read(const char *dir, const char *key, size_t *len, co
 	} else if ((size_t)got <= hl || memcmp(buf, START_PROFILE_HEADER, hl) != 0 || buf[hl] != '\n') {
 		*why = "not a start profile";
 	} else {
+		/* A use: its mtime says when, for the pruning. Owned by the
+		 * user (checked), so allowed; a failure costs the order only. */
+		(void)futimens(fd, NULL);
+		close(fd);
 		*len = (size_t)got;
 		*why = NULL;
 		return buf;
 	}
+	close(fd);
 	free(buf);
 	return NULL;
 }
@@ -180,4 +185,99 @@ int start_profile_cache_write(const char *dir, const char *key, const char *buf,
 	if (r < 0)
 		unlink(tmp);
 	return r;
+}
+
+/* A profile's name: 16 lowercase hexadecimal digits (start_profile_cache_key). */
+static bool is_key(const char *name)
+{
+	size_t n = 0;
+
+	for (; name[n]; n++)
+		if (n == 16 || !((name[n] >= '0' && name[n] <= '9') || (name[n] >= 'a' && name[n] <= 'f')))
+			return false;
+	return n == 16;
+}
+
+/* A write's temporary file: ".KEY.PID.RANDOM.tmp" (start_profile_cache_write). */
+static bool is_write_tmp(const char *name)
+{
+	size_t n = strlen(name);
+	char key[17];
+
+	if (name[0] != '.' || n < 1 + 16 + 4 || strcmp(name + n - 4, ".tmp") != 0)
+		return false;
+	memcpy(key, name + 1, 16);
+	key[16] = '\0';
+	return is_key(key) && name[17] == '.';
+}
+
+struct kept {
+	time_t used;
+	char name[17];
+};
+
+static int newest_first(const void *a, const void *b)
+{
+	time_t x = ((const struct kept *)a)->used, y = ((const struct kept *)b)->used;
+
+	return x < y ? 1 : x > y ? -1 : strcmp(((const struct kept *)a)->name, ((const struct kept *)b)->name);
+}
+
+int start_profile_cache_prune(const char *dir, time_t now)
+{
+	struct kept *kept = NULL;
+	size_t n = 0, cap = 0, seen = 0;
+	int dfd, removed = 0;
+	struct dirent *e;
+	DIR *d;
+
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	if (!(d = fdopendir(dfd))) {
+		int r = -errno;
+
+		close(dfd);
+		return r;
+	}
+	while ((e = readdir(d)) && seen++ < START_PROFILE_CACHE_SCAN) {
+		bool key = is_key(e->d_name), tmp = !key && is_write_tmp(e->d_name);
+		struct stat st;
+
+		if ((!key && !tmp) || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    st.st_uid != getuid())
+			continue;
+		if (tmp || !S_ISREG(st.st_mode)) {
+			/* A write that died; a link or other thing at a key is
+			 * replaced by the next write, not removed here. */
+			if (tmp && S_ISREG(st.st_mode) && now - st.st_mtime > START_PROFILE_CACHE_STALE_TMP_S &&
+			    unlinkat(dfd, e->d_name, 0) == 0)
+				removed++;
+			continue;
+		}
+		if (now - st.st_mtime > START_PROFILE_CACHE_UNUSED_S) {
+			removed += unlinkat(dfd, e->d_name, 0) == 0;
+			continue;
+		}
+		if (n == cap) {
+			size_t c = cap ? cap * 2 : 64;
+			struct kept *k = realloc(kept, c * sizeof(*k));
+
+			if (!k)
+				break; /* prunes what it has seen */
+			kept = k;
+			cap = c;
+		}
+		kept[n].used = st.st_mtime;
+		memcpy(kept[n].name, e->d_name, 17);
+		n++;
+	}
+	if (n > START_PROFILE_CACHE_KEEP) {
+		qsort(kept, n, sizeof(*kept), newest_first);
+		for (size_t i = START_PROFILE_CACHE_KEEP; i < n; i++)
+			removed += unlinkat(dfd, kept[i].name, 0) == 0;
+	}
+	free(kept);
+	closedir(d);
+	return removed;
 }

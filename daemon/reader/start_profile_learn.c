@@ -274,9 +274,14 @@ static void *learn_thread(void *arg)
 
 		if ((r = start_profile_cache_write(dir, key, l->text, l->text_len, &what)) < 0)
 			say_once(&said_write, "%s: %s: %s; learning nothing", path, what, strerror(-r));
-		else
+		else {
 			fprintf(stderr, "squash-reader: start profile learned into %s: %d files\n", path,
 				l->text_files);
+			/* A write is how the directory grows: bounded here. */
+			if ((r = start_profile_cache_prune(dir, time(NULL))) > 0)
+				fprintf(stderr, "squash-reader: start profile cache %s: %d old files removed\n",
+					dir, r);
+		}
 	}
 	goto out;
 off:

@@ -7,7 +7,8 @@
 # the size bound at KEY are passed over (and replaced) without failing the
 # mount; a directory that cannot be made costs the profile, not the
 # mount; a bad template is refused; an image with its own profile never
-# reads or writes the cache. Needs mksquashfs, python3, the built
+# reads or writes the cache; a use touches the profile, and a write
+# prunes the directory to the user's 256 most recently used. Needs mksquashfs, python3, the built
 # squash-reader and a FUSE mount (root here; skipped, exit 77, without
 # them); run by make check.
 set -uo pipefail
@@ -116,6 +117,40 @@ passed_over "a symbolic link" "a symbolic link"
 [ "$(cat "$tmp/elsewhere")" = "$(printf '# squash start profile 1\n0 10 a/f1.txt')" ] || fail "the link's target changed"
 { echo '# squash start profile 1'; head -c 4194304 /dev/zero | tr '\0' '#'; echo; } >"$dir/$key"
 passed_over "a file over 4 MiB" "larger than a profile may be"
+
+# --- a use touches the profile (its mtime is its last use)
+touch -d '2 days ago' "$dir/$key"
+mount_read "$tmpl" "$tmp/img.sqfs"
+grep -q "learned from $dir/$key" "$tmp/err" || fail "not used: $(cat "$tmp/err")"
+[ $(($(date +%s) - $(stat -c %Y "$dir/$key"))) -lt 3600 ] || fail "a use did not touch the profile: $(stat -c %y "$dir/$key")"
+
+# --- pruned at a write: the user's 256 most recently used profiles kept,
+# those unused for 90 days and temporary files of dead writes over an hour
+# old removed; other names and other users' files left alone
+rm -f "$dir/$key"
+for i in $(seq 1 300); do
+	f=$dir/$(printf '%016x' "$i")
+	echo '# squash start profile 1' >"$f"
+	touch -d "@$(($(date +%s) - 86400 - i * 60))" "$f" # 1: the most recent
+done
+touch -d '91 days ago' "$dir/$(printf '%016x' 5)"
+echo x >"$dir/.0123456789abcdef.77.0000abcd.tmp" && touch -d '2 hours ago' "$dir/.0123456789abcdef.77.0000abcd.tmp"
+echo x >"$dir/.fedcba9876543210.78.0000abcd.tmp" # a write under way
+echo x >"$dir/notes.txt" && touch -d '200 days ago' "$dir/notes.txt"
+echo x >"$dir/ffffffffffffff00" && touch -d '200 days ago' "$dir/ffffffffffffff00" && chown 65534 "$dir/ffffffffffffff00" # another user's
+mount_read "$tmpl" "$tmp/img.sqfs" a/f1.txt
+grep -q "start profile learned into $dir/$key" "$tmp/err" || fail "not learned among 300: $(cat "$tmp/err")"
+grep -q "start profile cache $dir: 46 old files removed" "$tmp/err" || fail "no word of the pruning: $(cat "$tmp/err")"
+mine=$(find "$dir" -maxdepth 1 -user 0 -name '????????????????' | wc -l)
+[ "$mine" = 256 ] || fail "$mine profiles of the user kept, not 256"
+[ -f "$dir/$key" ] || fail "the profile just learned was removed"
+[ -f "$dir/$(printf '%016x' 1)" ] && [ -f "$dir/$(printf '%016x' 256)" ] || fail "a recently used profile was removed"
+[ -e "$dir/$(printf '%016x' 5)" ] && fail "a profile unused for 91 days was kept"
+[ -e "$dir/$(printf '%016x' 257)" ] && fail "the 256 most recent were not what was kept"
+[ -e "$dir/.0123456789abcdef.77.0000abcd.tmp" ] && fail "a dead write's temporary file was kept"
+[ -f "$dir/.fedcba9876543210.78.0000abcd.tmp" ] && [ -f "$dir/notes.txt" ] && [ -f "$dir/ffffffffffffff00" ] ||
+	fail "a file that is not the user's old profile was removed: $(ls -A "$dir" | grep -v '^0000000000000[0-9a-f]*$')"
+find "$dir" -mindepth 1 ! -name "$key" -delete
 
 # --- a directory that cannot be made: said once, the mount served
 echo file >"$tmp/afile"
