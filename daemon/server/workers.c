@@ -238,9 +238,16 @@ static void request_read(void *arg, int fd, const struct peer *peer, const uint8
 	settings_drop(cfg);
 }
 
+/* Connections taken per pass of the main loop: a user who connects and
+ * hangs up as fast as squashd accepts would otherwise keep the backlog
+ * full and the loop here, with the requests already read never started,
+ * the signals never handled. The listening socket stays readable, so the
+ * next pass takes the next ones. */
+#define ACCEPTS_PER_PASS 64
+
 static void accept_connections(int listen_fd)
 {
-	while (!connections_full()) {
+	for (int taken = 0; taken < ACCEPTS_PER_PASS && !connections_full(); taken++) {
 		bool starved;
 		int fd = accept_guarded(listen_fd, &starved);
 		if (fd < 0)

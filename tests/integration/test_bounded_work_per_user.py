@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from conftest import RAWCLIENT, USER1, USER2, blocking_jobs, run, uid_of, wait_until
+from conftest import BUILD, RAWCLIENT, USER1, USER2, blocking_jobs, run, uid_of, wait_until
 
 pytestmark = pytest.mark.host_release_only("squashd's own per-user bounds: the same on every release")
 
@@ -389,6 +389,46 @@ def test_silent_connections_of_many_uids_are_capped_together(cluster):
         if holders.poll() is None:
             holders.kill()
             holders.wait()
+
+
+CONNECT_FLOOD = BUILD / "tests" / "tools" / "connect_flood"
+
+
+def test_a_flood_of_connections_never_holds_squashds_main_loop(cluster):
+    """A user connecting and hanging up in a loop from a few processes kept
+    squashd's listen backlog full and its main loop taking connection
+    after connection: requests already read were not started, a root
+    client's not read, for seconds on end (2.5 s each for root's status and
+    another user's list here, before; a health check timing out drains the
+    node). Now at most ACCEPTS_PER_PASS (64) are taken per pass of the
+    loop: both answer within a second while the flood goes on (0.06-0.15 s
+    here)."""
+    seconds = 8.0
+    flood = subprocess.Popen([CONNECT_FLOOD, str(cluster.socket), str(uid_of(USER1)), "8", str(seconds)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)
+        t = time.monotonic()
+        status = cluster.squashctl("status", check=False)
+        status_s = time.monotonic() - t
+        t = time.monotonic()
+        out = user_list(cluster, USER2).communicate(timeout=60)[0]
+        list_s = time.monotonic() - t
+        running = flood.poll() is None
+        counts, err = flood.communicate(timeout=60)
+        assert flood.returncode == 0, err
+        print(f"during the flood: status {status_s:.2f} s, another user's list {list_s:.2f} s; "
+              f"connections made: {counts.split()}")
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert out.startswith("ok"), out
+        assert sum(int(n) for n in counts.split()) > 10000, f"no flood: {counts}"
+        assert running, "the flood ended before the answers came"
+        assert status_s < 1 and list_s < 1, \
+            f"root's status took {status_s:.2f} s and another user's list {list_s:.2f} s during the flood"
+    finally:
+        if flood.poll() is None:
+            flood.kill()
+            flood.communicate()
 
 
 def open_fds(pid):
