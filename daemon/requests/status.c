@@ -53,7 +53,7 @@ struct status_extra {
 	size_t n_extra;
 	unsigned gone_untold; /* jobs gone from Slurm beyond the lines above */
 	char *notes[EXTRA_PROBLEMS];
-	char note_text[EXTRA_PROBLEMS][256];
+	char note_text[EXTRA_PROBLEMS][PATH_MAX + 256];
 	size_t n_notes;
 	Squash__UserBudget budgets[USER_BUDGET_ROWS_MAX];
 	Squash__UserBudget *budget_ptrs[USER_BUDGET_ROWS_MAX];
@@ -204,16 +204,26 @@ static void check_state_dir(struct daemon_state *ds, const struct squashd_config
 		add_extra(x, "state directory full: %s has no free inodes", cfg->state_dir);
 }
 
+/* A note: worth an admin's eye, not a fault of the node (exit 0). */
+static void add_note(struct status_extra *x, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (x->n_notes >= EXTRA_PROBLEMS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(x->note_text[x->n_notes], sizeof(x->note_text[0]), fmt, ap);
+	va_end(ap);
+	x->notes[x->n_notes] = x->note_text[x->n_notes];
+	x->n_notes++;
+}
+
 static void add_slurm_line(void *arg, const char *line, bool note)
 {
 	struct status_extra *x = arg;
 
 	if (note) {
-		if (x->n_notes < EXTRA_PROBLEMS) {
-			snprintf(x->note_text[x->n_notes], sizeof(x->note_text[0]), "%s", line);
-			x->notes[x->n_notes] = x->note_text[x->n_notes];
-			x->n_notes++;
-		}
+		add_note(x, "%s", line);
 	} else if (x->n_extra + 1 < EXTRA_PROBLEMS) {
 		add_extra(x, "%s", line);
 	} else {
@@ -327,8 +337,12 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 		add_extra(x, "%s", reader_cgroup_problem());
 	if (loop_devices_exhausted(rq->cfg, in_use, problem, sizeof(problem)))
 		add_extra(x, "%s", problem);
+	/* A note, not a problem: one user's own fusermount mounts can fill
+	 * the table alone (mount_max is the node's, not per user), and a
+	 * user's doing never drains the node; squashd's own share per user
+	 * is bounded (max_fuse_mounts_per_user). */
 	if (req && fuse_table_nearly_full(rq->cfg, problem, sizeof(problem)))
-		add_extra(x, "%s", problem);
+		add_note(x, "%s", problem);
 	if (req && req->has_check_slurm && req->check_slurm)
 		gc_dry_run(ds, rq->cfg, add_slurm_line, x);
 	st->notes = x->notes;

@@ -153,7 +153,8 @@ def test_health_says_when_the_nodes_fuse_mounts_near_mount_max(cluster):
     """Each user's share is a quarter of mount_max: several users at once,
     or FUSE mounts outside squashd, can still fill it. squashctl health
     names the count against mount_max from nine tenths of it on, and not
-    below."""
+    below, as a note (exit 0): one user's own fusermount mounts can fill
+    the table alone, and a user's doing never gets the node drained."""
     c = cluster
     base = fuse_entries()
     d = c.workdir(USER1, "fm-health")
@@ -164,7 +165,7 @@ def test_health_says_when_the_nodes_fuse_mounts_near_mount_max(cluster):
         with blocking_jobs(c, (USER1, f"{imgs[0]}", ""), (USER2, f"{imgs[1]}", "")):
             assert fuse_entries() == base + 2
             p = c.squashctl("health", check=False)
-            assert p.returncode == 1, p.stdout
-            assert (f"this node's mount table lists {base + 2} FUSE file systems, against "
+            assert p.returncode == 0, p.stdout
+            assert (f"note: this node's mount table lists {base + 2} FUSE file systems, against "
                     f"fusermount's mount_max = {base + 2} (/etc/fuse.conf)") in p.stdout, p.stdout
         wait_until(lambda: not c.list_mounts(), 15, 0.1, "the jobs' mounts to go")
