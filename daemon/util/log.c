@@ -340,22 +340,23 @@ static void peer_line(int priority, const char *prefix, const char *level, uint3
 {
 	struct timespec now;
 	unsigned long left_out;
-	bool take;
+	bool take, shared;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	pthread_mutex_lock(&budget_lock);
-	take = log_budget_take(priority == LOG_ERR ? &error_budget : &budget, peer_uid,
-			       (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000, &left_out);
+	take = log_budget_take_from(priority == LOG_ERR ? &error_budget : &budget, peer_uid,
+				    (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000, &left_out, &shared);
 	pthread_mutex_unlock(&budget_lock);
 	if (!take)
 		return;
 	log_line(priority, prefix, level, fmt, ap);
 	if (left_out)
 		plain_line(LOG_WARNING, SD_WARNING, "warning",
-			   "%lu more %slines about requests from uid %u were not logged (at most %d at "
+			   "%lu more %slines about requests from uid %u%s were not logged (at most %d at "
 			   "once, then one per %d s, per user)", left_out,
-			   priority == LOG_ERR ? "error " : "", (unsigned)peer_uid, LOG_BUDGET_BURST,
-			   LOG_BUDGET_REFILL_MS / 1000);
+			   priority == LOG_ERR ? "error " : "", (unsigned)peer_uid,
+			   shared ? " and other uids past the 128 busy ones, which share one budget" : "",
+			   LOG_BUDGET_BURST, LOG_BUDGET_REFILL_MS / 1000);
 }
 
 void log_peer_warning(uint32_t peer_uid, const char *fmt, ...)

@@ -6,7 +6,8 @@
 #include <stddef.h>
 
 /* uid's slot, or the one it takes over: a free one, else the one whose
- * uid asked longest ago. */
+ * uid asked longest ago if that was LOG_BUDGET_QUIET_MS ago; else the
+ * shared one. */
 static struct log_budget_slot *slot_of(struct log_budget *b, uint32_t uid, long long now_ms)
 {
 	struct log_budget_slot *oldest = NULL;
@@ -19,6 +20,12 @@ static struct log_budget_slot *slot_of(struct log_budget *b, uint32_t uid, long 
 		if (!oldest || !s->used || (oldest->used && s->seen_ms < oldest->seen_ms))
 			oldest = s;
 	}
+	if (oldest->used && now_ms - oldest->seen_ms < LOG_BUDGET_QUIET_MS) {
+		if (!b->shared.used)
+			b->shared = (struct log_budget_slot){ .used = true, .tokens = LOG_BUDGET_BURST,
+							      .refilled_ms = now_ms, .seen_ms = now_ms };
+		return &b->shared;
+	}
 	*oldest = (struct log_budget_slot){ .uid = uid, .used = true, .tokens = LOG_BUDGET_BURST,
 					    .refilled_ms = now_ms, .seen_ms = now_ms };
 	return oldest;
@@ -27,12 +34,22 @@ static struct log_budget_slot *slot_of(struct log_budget *b, uint32_t uid, long 
 bool log_budget_take(struct log_budget *b, uint32_t uid, long long now_ms,
 		     unsigned long *left_out)
 {
+	return log_budget_take_from(b, uid, now_ms, left_out, NULL);
+}
+
+bool log_budget_take_from(struct log_budget *b, uint32_t uid, long long now_ms,
+			  unsigned long *left_out, bool *shared)
+{
 	struct log_budget_slot *s;
 
 	*left_out = 0;
+	if (shared)
+		*shared = false;
 	if (uid == 0)
 		return true;
 	s = slot_of(b, uid, now_ms);
+	if (shared)
+		*shared = s == &b->shared;
 	s->seen_ms = now_ms;
 	if (now_ms > s->refilled_ms) {
 		long long earned = (now_ms - s->refilled_ms) / LOG_BUDGET_REFILL_MS;

@@ -18,9 +18,13 @@
 
 #define LOG_BUDGET_BURST 20
 #define LOG_BUDGET_REFILL_MS 3000
-/* Users tracked at once: a uid not seen for longest makes room (it starts
- * again with a full burst, which costs nothing but lines). */
+/* Users tracked at once. A slot is taken over only from a uid quiet for
+ * LOG_BUDGET_QUIET_MS, whose burst would be full again by then (so its
+ * going costs nothing); while all are busier, further uids share one slot.
+ * A user with a subordinate uid range (rootless containers: 65,536 uids)
+ * otherwise got a fresh burst for each uid it took turns with. */
 #define LOG_BUDGET_USERS 128
+#define LOG_BUDGET_QUIET_MS ((long long)LOG_BUDGET_BURST * LOG_BUDGET_REFILL_MS)
 
 struct log_budget_slot {
 	uint32_t uid;
@@ -33,6 +37,7 @@ struct log_budget_slot {
 
 struct log_budget {
 	struct log_budget_slot slots[LOG_BUDGET_USERS];
+	struct log_budget_slot shared; /* the uids past a full table, together */
 };
 
 /* Whether a line about uid's request may be logged at now_ms. When it may,
@@ -40,5 +45,9 @@ struct log_budget {
  * when not, the line is counted. uid 0 always may. */
 bool log_budget_take(struct log_budget *b, uint32_t uid, long long now_ms,
 		     unsigned long *left_out);
+/* The same; *shared (when not NULL) says the line drew on the slot the
+ * uids past a full table share, and *left_out counts lines of all of them. */
+bool log_budget_take_from(struct log_budget *b, uint32_t uid, long long now_ms,
+			  unsigned long *left_out, bool *shared);
 
 #endif
