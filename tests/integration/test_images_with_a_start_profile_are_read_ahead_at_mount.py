@@ -87,8 +87,10 @@ def test_the_profile_is_in_the_page_cache_before_the_job_reads(cluster, images, 
             wait_until(lambda: cached_bytes(img) >= WANTED + SMALL, 20, 0.1,
                        f"the profile's {WANTED + SMALL} bytes of {img} in the page cache")
         except AssertionError as e:
-            raise AssertionError(f"{e}: {cached_bytes(img)} bytes there; squashd's log:\n"
-                                 f"{cluster.squashd_log()[-4000:]}") from None
+            status = cluster.squashctl("status", check=False)
+            budgets = status.stdout[status.stdout.find("per-user budgets"):]
+            raise AssertionError(f"{e}: {cached_bytes(img)} bytes there; squashd's budgets:\n"
+                                 f"{budgets}\nsquashd's log:\n{cluster.squashd_log()[-4000:]}") from None
         assert cached_bytes(img) < WANTED + 2 * MIB, \
             f"more than the profile was read ahead: {cached_bytes(img)} bytes"
     finally:
