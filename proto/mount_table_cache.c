@@ -8,16 +8,24 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #define MOUNTINFO "/proc/self/mountinfo"
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* A table read, shared by the callers that use it. */
+struct snapshot {
+	struct squash_mount_table t;
+	unsigned refs; /* under lock */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* held for no read, no use */
 static _Atomic pid_t owner; /* the process whose cache this is (0: none yet) */
 static int watch_fd = -1;   /* polled for changes; never read */
-static struct squash_mount_table table;
-static bool have;
+static struct snapshot *current; /* NULL: none, or a change was seen since */
+static unsigned long generation; /* changes seen: a read older than one is not kept */
 static atomic_ulong reads;
 
 static int read_table(struct squash_mount_table *t, char *why, size_t whylen)
@@ -27,7 +35,8 @@ static int read_table(struct squash_mount_table *t, char *why, size_t whylen)
 }
 
 /* Whether the namespace's mounts changed since the last poll (or cannot
- * be told). */
+ * be told). A poll that says so says it once: whoever sees it drops the
+ * kept table for everyone. */
 static bool changed(void)
 {
 	struct pollfd p = { .fd = watch_fd, .events = POLLPRI };
@@ -37,10 +46,21 @@ static bool changed(void)
 	return poll(&p, 1, 0) != 0 && (p.revents & (POLLPRI | POLLERR | POLLNVAL));
 }
 
+/* Under lock. */
+static void put_locked(struct snapshot *s)
+{
+	if (s && --s->refs == 0) {
+		squash_mount_table_free(&s->t);
+		free(s);
+	}
+}
+
 int squash_mount_table_cached(bool fresh, int (*use)(const struct squash_mount_table *t, void *arg),
 			      void *arg, char *why, size_t whylen)
 {
 	pid_t me = getpid(), first = 0;
+	struct snapshot *s = NULL;
+	unsigned long seen;
 	int rc;
 
 	/* Claimed before the lock is taken: a child forked after that sees
@@ -58,13 +78,44 @@ int squash_mount_table_cached(bool fresh, int (*use)(const struct squash_mount_t
 	pthread_mutex_lock(&lock);
 	if (watch_fd < 0)
 		watch_fd = open(MOUNTINFO, O_RDONLY | O_CLOEXEC);
-	/* Polled before the read: a change after it is seen next time. */
-	if (changed() || fresh || !have) {
-		if (have)
-			squash_mount_table_free(&table);
-		have = read_table(&table, why, whylen) == 0;
+	/* Polled before any read: a change after it is seen next time. */
+	if (changed()) {
+		generation++;
+		put_locked(current);
+		current = NULL;
 	}
-	rc = have ? use(&table, arg) : -1;
+	if (current && !fresh) {
+		s = current;
+		s->refs++;
+	}
+	seen = generation;
+	pthread_mutex_unlock(&lock);
+
+	/* Read and used outside the lock: a caller reading a long table (a
+	 * user can make it 16 MB) or judging by it holds no other caller. */
+	if (!s) {
+		if (!(s = calloc(1, sizeof(*s)))) {
+			snprintf(why, whylen, "out of memory");
+			return -1;
+		}
+		if (read_table(&s->t, why, whylen) < 0) {
+			free(s);
+			return -1;
+		}
+		s->refs = 1;
+		pthread_mutex_lock(&lock);
+		/* Kept only if no change was seen since its poll: an older
+		 * read could list a line of a mount id since reused. */
+		if (generation == seen) {
+			put_locked(current);
+			current = s;
+			s->refs++;
+		}
+		pthread_mutex_unlock(&lock);
+	}
+	rc = use(&s->t, arg);
+	pthread_mutex_lock(&lock);
+	put_locked(s);
 	pthread_mutex_unlock(&lock);
 	return rc;
 }

@@ -16,9 +16,11 @@
 
 #include "mountinfo.h"
 
-/* Calls use(table, arg) with the current table, under a lock of its own
- * (use must be quick and take no lock that a caller of this may hold),
- * and returns what it returns; fresh: the table read now, whatever the
+/* Calls use(table, arg) with the current table and returns what it
+ * returns. Neither the read nor use runs under a lock others wait for:
+ * callers at once share a table kept, or each read their own after a
+ * change; a read is kept for later callers only if no change was seen
+ * since it began; fresh: the table read now, whatever the
  * kernel says (a second look after a verdict that is no). -1 with why
  * when the table cannot be read. A forked child (squashd's opener) never
  * shares its parent's table, lock or descriptor: it reads its own. */
