@@ -10,6 +10,7 @@
 #include "client.h"
 #include "clock.h"
 #include "core/holders.h"
+#include "core/owner_teardown.h"
 #include "core/policy.h"
 #include "core/request_stats.h"
 #include "core/sharing.h"
@@ -208,8 +209,12 @@ void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, con
 	reply_free(out);
 	free(out);
 	squash_decoded_request_free(&d);
-	/* After the answer: the epilog need not wait for the unmounts. */
-	sharing_teardown(ds, &td);
+	/* After the answer, on the mounts' owners' threads: the epilog need
+	 * not wait for the unmounts, and a worker never waits for a user's
+	 * stopped reader to exit (each up to request_timeout), which held the
+	 * user's places in max_requests_per_user that the user's epilog
+	 * release needs. */
+	owners_teardown(ds, &td);
 	settings_drop(cfg);
 	log_context_clear();
 }

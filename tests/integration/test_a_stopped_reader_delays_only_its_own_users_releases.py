@@ -255,12 +255,14 @@ def test_gcs_periodic_teardown_over_a_stopped_reader_holds_no_other_release(clus
 
 def test_a_steps_release_in_a_job_without_images_waits_in_its_users_queue(cluster):
     """A job that asked for no images has no record in squashd; its steps'
-    own images do. Their release (root's request, from slurmstepd) may wait
-    on the user's stopped reader, so it is queued as that user's work
-    (server/server.c, worked_for), within max_requests_per_user, and not
-    as root's, whose queue has no bound: with a reader per mount
-    (squashfuse_ll) one user's ending steps could otherwise hold every
-    worker of the node."""
+    own images do. Their release (root's request, from slurmstepd) is
+    answered at once, and the unmount after it, which waits on the user's
+    stopped reader (up to request_timeout per server), runs on that user's
+    own thread (core/owner_teardown.h), not on a request's worker: with a
+    reader per mount (squashfuse_ll) one user's ending steps could
+    otherwise hold every worker of the node, and before, the user's own
+    places in max_requests_per_user, which the user's epilog release
+    needs (a refused epilog release makes a lost job, a health problem)."""
     c = cluster
     # One server per mount: a mount's unmount waits for its server to
     # exit, up to request_timeout (mount/unmount.c).
@@ -281,18 +283,21 @@ def test_a_steps_release_in_a_job_without_images_waits_in_its_users_queue(cluste
             def running():
                 return budgets_of(c, USER1).get("requests running", (0, None))[0]
             assert running() == 0
-            # Answered at once; its worker then unmounts, waiting on the
-            # stopped server, as USER1's running request.
+            # Answered at once; USER1's own thread then unmounts, waiting
+            # on the stopped server, while no request of USER1's runs.
             release = subprocess.Popen([RAWCLIENT, "--socket", c.socket, "--munge-socket", c.munge_socket,
                                         "release", f"{job}.0"],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            wait_until(lambda: running() == 1, REQUEST_TIMEOUT / 2, 0.05,
-                       "the step's release to be USER1's running request")
+            out, err = release.communicate(timeout=REQUEST_TIMEOUT / 2)
+            assert release.returncode == 0, out + err
+            wait_until(lambda: budgets_of(c, USER1).get("watcher work queued", (0, None))[0] >= 1,
+                       REQUEST_TIMEOUT / 2, 0.05, "the unmount to be USER1's own thread's work")
             time.sleep(1)
-            assert running() == 1 and mounted(c, img)
+            assert running() == 0 and mounted(c, img)
+            assert budgets_of(c, USER1).get("watcher work queued", (0, None))[0] >= 1
         finally:
             resume(stopped)
-            if release:
+            if release and release.poll() is None:
                 release.communicate(timeout=REQUEST_TIMEOUT + 10)
             hold.touch()
             asker.communicate(timeout=30)
