@@ -142,6 +142,8 @@ static enum result record_image(struct daemon_state *ds, const struct squashd_co
 	}
 	struct job_image *ji = &e->images[e->count - 1];
 	ji->writable = spec->has_writable && spec->writable;
+	if (e->kind == HOLDER_SESSION && m && m->key.mode == SQUASH__MOUNT_MODE__KERNEL)
+		mount_note_session_uid(m, e->uid);
 	if (spec->upper && ji->writable && !(ji->upper = strdup(spec->upper)))
 		log_error("job %u: out of memory; image %s gets a discarded overlay", e->job_id, ji->image);
 	pthread_mutex_unlock(&ds->lock);

@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "core/pinned_loops.h"
 #include "util/log.h"
 
 /* A lingering mount holds its device too, until a mount needs it. */
@@ -52,7 +53,7 @@ unsigned loop_devices_user_limit(const struct squashd_config *cfg)
 
 unsigned loop_devices_of_user_locked(struct daemon_state *ds, uid_t uid)
 {
-	return registry_user_mounts(&ds->registry, uid, holds_device);
+	return registry_user_mounts(&ds->registry, uid, holds_device) + pinned_loops_of_user_locked(ds, uid);
 }
 
 bool loop_devices_user_refuses_locked(struct daemon_state *ds, const struct squashd_config *cfg,
@@ -62,10 +63,14 @@ bool loop_devices_user_refuses_locked(struct daemon_state *ds, const struct squa
 
 	if (uid == 0 || limit == 0 || (held = loop_devices_of_user_locked(ds, uid)) < limit)
 		return false;
+	unsigned pinned = pinned_loops_of_user_locked(ds, uid);
+
 	snprintf(why, whylen, "no loop device for a kernel mount: the jobs and sessions of uid %u on this "
-		 "node already hold %u kernel mounts, each on a loop device of its own "
-		 "(max_loop_devices_per_user = %u): end some of that user's jobs or sessions first",
-		 (unsigned)uid, held, limit);
+		 "node already hold %u kernel mounts, each on a loop device of its own%s "
+		 "(max_loop_devices_per_user = %u): end some of that user's jobs or sessions first%s",
+		 (unsigned)uid, held, pinned ? ", counting those of its ended sessions still attached" : "",
+		 limit, pinned ? ", and the processes that keep copies of ended sessions' images "
+				 "(squashctl health names the devices)" : "");
 	return true;
 }
 
@@ -80,8 +85,12 @@ bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *c
 	pthread_mutex_lock(&ds->lock);
 	/* m itself is MOUNTING: count only the others; busy ones cannot give
 	 * their devices up (unmounting ones count until they are gone). */
-	unsigned others = loop_devices_in_use_locked(ds, true) - holds_device(m);
-	unsigned busy = loop_devices_in_use_locked(ds, false) - holds_device(m);
+	/* Devices a copy outside squashd keeps attached are taken too (each
+	 * charged to the users whose sessions made such copies, whose share
+	 * bounds them); never given up. */
+	unsigned pinned = pinned_loops_count_locked(ds);
+	unsigned others = loop_devices_in_use_locked(ds, true) - holds_device(m) + pinned;
+	unsigned busy = loop_devices_in_use_locked(ds, false) - holds_device(m) + pinned;
 	/* Lingering mounts give their devices up, earliest expiry first, as
 	 * many as this mount needs, and none when that would not do. */
 	for (; busy < limit && others >= limit && (ended = first_to_expire_locked(ds)); others--) {
@@ -95,7 +104,8 @@ bool loop_devices_refuse(struct daemon_state *ds, const struct squashd_config *c
 	if (others < limit)
 		return false;
 	snprintf(why, whylen, "no loop device for a kernel mount: squashd already holds %u "
-		 "(max_loop_devices = %u)", others, limit);
+		 "(max_loop_devices = %u)%s", others, limit,
+		 pinned ? ", counting those of ended mounts still attached (squashctl health names them)" : "");
 	return true;
 }
 

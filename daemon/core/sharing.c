@@ -12,6 +12,7 @@
 #include "core/fuse_servers.h"
 #include "core/kernel_prefetches.h"
 #include "core/loop_devices.h"
+#include "core/pinned_loops.h"
 #include "core/policy.h"
 #include "core/user_fuse_mounts.h"
 #include "mount/fuse_keep.h"
@@ -104,6 +105,8 @@ static void unmount_chain(struct mount_entry *m, int timeout_ms)
 			log_error("unmounting %s (image %s): %s", m->mount_point, m->image, err);
 		else
 			log_info("unmounted image %s from %s", m->image, m->mount_point);
+		/* Gone from squashd's registry next, maybe not from the kernel. */
+		pinned_loops_note(m);
 	}
 }
 

@@ -22,6 +22,15 @@ static bool shareable(const struct mount_entry *m)
 	return m->state == MOUNT_MOUNTING || m->state == MOUNT_READY || m->state == MOUNT_LINGERING;
 }
 
+void mount_note_session_uid(struct mount_entry *m, uid_t uid)
+{
+	for (unsigned i = 0; i < m->n_session_uids; i++)
+		if (m->session_uids[i] == uid)
+			return;
+	if (m->n_session_uids < MOUNT_SESSION_UIDS)
+		m->session_uids[m->n_session_uids++] = uid;
+}
+
 struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key)
 {
 	for (struct mount_entry *m = r->mounts; m; m = m->next)

@@ -37,6 +37,8 @@ enum mount_state {
 	MOUNT_LINGERING,  /* no job holds it; kept until linger_until_ms for the next job (linger.h) */
 };
 
+#define MOUNT_SESSION_UIDS 4
+
 struct mount_entry {
 	unsigned id;
 	struct mount_key key;
@@ -54,6 +56,11 @@ struct mount_entry {
 	struct mount_entry *teardown_next; /* on a teardown list */
 	uid_t mounting_for; /* MOUNTING: the uid whose request makes it (core/loop_devices.h) */
 	unsigned count_mark; /* scratch for counting distinct mounts under the lock */
+	/* A kernel mount: the users whose squash-shell sessions held it (the
+	 * first MOUNT_SESSION_UIDS), charged for its loop device if it stays
+	 * attached after the unmount (core/pinned_loops.h). */
+	uid_t session_uids[MOUNT_SESSION_UIDS];
+	unsigned n_session_uids;
 	char *state_extra; /* state file records of a newer squashd about it, kept as read (state_file.h) */
 	struct mount_entry *next;
 	/* A merged mount (core/merge.h; key.mode MODE_UNKNOWN): the image
@@ -121,6 +128,8 @@ bool mount_key_equal(const struct mount_key *a, const struct mount_key *b);
 /* A mount of one image that can be shared: MOUNTING, READY or LINGERING
  * with this key. */
 struct mount_entry *registry_find_mount(struct registry *r, const struct mount_key *key);
+/* Adds uid to m's session_uids when new and there is room (lock held). */
+void mount_note_session_uid(struct mount_entry *m, uid_t uid);
 struct mount_entry *registry_mount_by_id(struct registry *r, unsigned id);
 /* A merged mount of exactly these lowers (bottom first) that can be
  * shared: MOUNTING, READY or LINGERING. */

@@ -20,6 +20,7 @@
 #include "core/gc.h"
 #include "core/holders.h"
 #include "core/loop_devices.h"
+#include "core/pinned_loops.h"
 #include "core/sharing.h"
 #include "core/user_budgets.h"
 #include "core/user_fuse_mounts.h"
@@ -218,6 +219,11 @@ static void add_note(struct status_extra *x, const char *fmt, ...)
 	x->n_notes++;
 }
 
+static void note_line(void *arg, const char *line)
+{
+	add_note(arg, "%s", line);
+}
+
 static void add_slurm_line(void *arg, const char *line, bool note)
 {
 	struct status_extra *x = arg;
@@ -345,6 +351,11 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 		add_note(x, "%s", problem);
 	if (req && req->has_check_slurm && req->check_slurm)
 		gc_dry_run(ds, rq->cfg, add_slurm_line, x);
+	/* Notes, not problems: what keeps them is outside squashd, a user's
+	 * own namespace or process among what can. */
+	pthread_mutex_lock(&ds->lock);
+	pinned_loops_notes_locked(ds, note_line, x);
+	pthread_mutex_unlock(&ds->lock);
 	st->notes = x->notes;
 	st->n_notes = x->n_notes;
 	if (x->gone_untold)

@@ -26,6 +26,7 @@
 #include "core/given_up_mounts.h"
 #include "core/gc.h"
 #include "core/kernel_prefetches.h"
+#include "core/pinned_loops.h"
 #include "core/user_budgets.h"
 #include "core/user_fds.h"
 #include "core/user_fuse_mounts.h"
@@ -371,6 +372,7 @@ int server_run(int listen_fd, struct daemon_state *ds)
 	user_budgets_add_source(given_up_mounts_budget_rows);
 	user_budgets_add_source(user_fuse_mounts_budget_rows);
 	user_budgets_add_source(kernel_prefetches_budget_rows);
+	user_budgets_add_source(pinned_loops_budget_rows);
 
 	struct pollfd *pfd = NULL;
 	size_t pfd_cap = 0;
