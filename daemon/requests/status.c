@@ -206,22 +206,19 @@ static void check_state_dir(struct daemon_state *ds, const struct squashd_config
 }
 
 /* A note: worth an admin's eye, not a fault of the node (exit 0). */
-static void add_note(struct status_extra *x, const char *fmt, ...)
+static void add_note(struct status_extra *x, const char *line)
 {
-	va_list ap;
-
-	if (x->n_notes >= EXTRA_PROBLEMS)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(x->note_text[x->n_notes], sizeof(x->note_text[0]), fmt, ap);
-	va_end(ap);
-	x->notes[x->n_notes] = x->note_text[x->n_notes];
-	x->n_notes++;
+	if (x->n_notes < EXTRA_PROBLEMS) {
+		snprintf(x->note_text[x->n_notes], sizeof(x->note_text[0]), "%.*s",
+			 (int)sizeof(x->note_text[0]) - 1, line);
+		x->notes[x->n_notes] = x->note_text[x->n_notes];
+		x->n_notes++;
+	}
 }
 
 static void note_line(void *arg, const char *line)
 {
-	add_note(arg, "%s", line);
+	add_note(arg, line);
 }
 
 static void add_slurm_line(void *arg, const char *line, bool note)
@@ -229,7 +226,7 @@ static void add_slurm_line(void *arg, const char *line, bool note)
 	struct status_extra *x = arg;
 
 	if (note) {
-		add_note(x, "%s", line);
+		add_note(x, line);
 	} else if (x->n_extra + 1 < EXTRA_PROBLEMS) {
 		add_extra(x, "%s", line);
 	} else {
@@ -348,7 +345,7 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 	 * user's doing never drains the node; squashd's own share per user
 	 * is bounded (max_fuse_mounts_per_user). */
 	if (req && fuse_table_nearly_full(rq->cfg, problem, sizeof(problem)))
-		add_note(x, "%s", problem);
+		add_note(x, problem);
 	if (req && req->has_check_slurm && req->check_slurm)
 		gc_dry_run(ds, rq->cfg, add_slurm_line, x);
 	/* Notes, not problems: what keeps them is outside squashd, a user's
