@@ -403,7 +403,7 @@ def test_a_flood_of_connections_never_holds_squashds_main_loop(cluster):
     node). Now at most ACCEPTS_PER_PASS (64) are taken per pass of the
     loop: both answer within a second while the flood goes on (0.06-0.15 s
     here)."""
-    seconds = 8.0
+    seconds = 5.0
     flood = subprocess.Popen([CONNECT_FLOOD, str(cluster.socket), str(uid_of(USER1)), "8", str(seconds)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
