@@ -57,21 +57,23 @@ static struct stream *streams;
 /* The lines of each user's servers together (under streams_lock). */
 static struct log_budget users_budget;
 
+/* The pipe is closed before the stream leaves the list: once status no
+ * longer shows a stream, its server's writes fail (EPIPE). */
 static void stream_free(struct stream *s)
 {
 	pthread_mutex_lock(&streams_lock);
-	for (struct stream **ps = &streams; *ps; ps = &(*ps)->next)
-		if (*ps == s) {
-			*ps = s->next;
-			break;
-		}
-	pthread_mutex_unlock(&streams_lock);
 	epoll_ctl(epfd, EPOLL_CTL_DEL, s->fd, NULL);
 	close(s->fd);
 	if (s->pidfd >= 0) {
 		epoll_ctl(epfd, EPOLL_CTL_DEL, s->pidfd, NULL);
 		close(s->pidfd);
 	}
+	for (struct stream **ps = &streams; *ps; ps = &(*ps)->next)
+		if (*ps == s) {
+			*ps = s->next;
+			break;
+		}
+	pthread_mutex_unlock(&streams_lock);
 	free(s);
 }
 
