@@ -33,7 +33,7 @@ void scoped_finish_locked(struct request *rq, struct job_entry *e, enum result r
 		else if (res == RESULT_NODE_ERROR)
 			log_error("%s (uid %u): %s", who, (unsigned)e->uid, err);
 		else /* a user's own session's mistakes: within its log budget */
-			log_peer_info(rq->peer->uid, "%s (uid %u) refused: %s", who, (unsigned)e->uid, err);
+			log_peer_info(rq->peer->user, "%s (uid %u) refused: %s", who, (unsigned)e->uid, err);
 		reply_free(out);
 		reply_error(out, res == RESULT_OK ? SQUASH__STATUS__NODE_ERROR : reply_status_of(res), "%s", err);
 		holders_drop_locked(ds, e, rq->td);

@@ -95,7 +95,7 @@ void request_session_mount(struct request *rq)
 	as_job.images = req->images;
 	enum result res = policy_check_mount_request(rq->cfg, &as_job, err, sizeof(err));
 	if (res != RESULT_OK) {
-		log_peer_info(peer->uid, "%s (uid %u) refused: %s", who, (unsigned)peer->uid, err);
+		log_peer_info(peer->user, "%s (uid %u) refused: %s", who, (unsigned)peer->uid, err);
 		reply_error(rq->out, reply_status_of(res), "%s", err);
 		return;
 	}

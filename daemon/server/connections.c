@@ -26,7 +26,7 @@ static size_t n_reading, cap_reading;
 static struct {
 	uid_t uid;
 	unsigned count;
-} *sending; /* per non-root peer uid: its connections in reading */
+} *sending; /* per non-root peer's user (peer.h): its connections in reading */
 static size_t n_sending, cap_sending;
 static unsigned sending_users; /* the counts above, summed */
 static uint8_t *frame_buf; /* one frame at a time, SQUASH_FRAME_MAX */
@@ -50,7 +50,7 @@ static ssize_t sending_slot(uid_t uid, bool add)
 /* A connection of peer left reading (its request arrived, or it closed). */
 static void sending_done(const struct peer *peer)
 {
-	ssize_t i = peer->uid != 0 ? sending_slot(peer->uid, false) : -1;
+	ssize_t i = peer->uid != 0 ? sending_slot(peer->user, false) : -1;
 
 	if (i < 0)
 		return;
@@ -138,12 +138,19 @@ bool connection_take(int fd, const struct peer *peer, bool starved, connection_g
 		return false;
 	}
 	if (peer->uid != 0) {
-		ssize_t slot = sending_slot(peer->uid, true);
+		ssize_t slot = sending_slot(peer->user, true);
 		if (slot < 0 || sending[slot].count >= MAX_SENDING_PER_USER) {
-			if (slot >= 0)
-				log_peer_warning(peer->uid, "uid %u has %u connections open that sent no "
-						 "request yet; closing one more from pid %d",
-						 (unsigned)peer->uid, sending[slot].count, (int)peer->pid);
+			if (slot >= 0 && peer->user == PEER_USER_GONE)
+				log_peer_warning(peer->user, "processes gone before squashd looked have %u "
+						 "connections open that sent no request yet; closing one "
+						 "more from uid %u pid %d", sending[slot].count,
+						 (unsigned)peer->uid, (int)peer->pid);
+			else if (slot >= 0)
+				log_peer_warning(peer->user, "uid %u has %u connections open that sent no "
+						 "request yet (its user namespaces' uids included); "
+						 "closing one more from uid %u pid %d",
+						 (unsigned)peer->user, sending[slot].count,
+						 (unsigned)peer->uid, (int)peer->pid);
 			else
 				log_error("out of memory counting connections of uid %u", (unsigned)peer->uid);
 			connection_close(fd);

@@ -153,13 +153,13 @@ void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, con
 	}
 	reply_init(out);
 	if (squash_request_decode(buf, len, &d, &status, err, sizeof(err)) < 0) {
-		log_peer_warning(peer->uid, "bad request from uid %u pid %d: %s", (unsigned)peer->uid,
+		log_peer_warning(peer->user, "bad request from uid %u pid %d: %s", (unsigned)peer->uid,
 				 (int)peer->pid, err);
 		reply_error(out, status, "%s", err);
 	} else if (credential_verify(d.signed_request, peer, cfg->require_munge,
 				     cfg->munge_socket, err, sizeof(err)) < 0 ||
 		   !policy_may_send(peer, d.request->op_case, err, sizeof(err))) {
-		log_peer_warning(peer->uid, "refused request from uid %u pid %d: %s", (unsigned)peer->uid,
+		log_peer_warning(peer->user, "refused request from uid %u pid %d: %s", (unsigned)peer->uid,
 				 (int)peer->pid, err);
 		reply_error(out, SQUASH__STATUS__DENIED, "%s", err);
 		op = d.request->op_case; /* counted under its kind, as a failure */
@@ -173,10 +173,10 @@ void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, con
 		op = d.request->op_case;
 		log_context_request(d.request);
 		/* A user's own request: what it logs is on that user's budget. */
-		log_context_peer(peer->uid);
+		log_context_peer(peer->user);
 		uint64_t reserved = 0;
 		if (!user_fds_reserve(ds, cfg, uid, images_to_mount(d.request), &reserved, err, sizeof(err))) {
-			log_peer_warning(peer->uid, "%s from uid %u pid %d for uid %u refused: %s",
+			log_peer_warning(peer->user, "%s from uid %u pid %d for uid %u refused: %s",
 					 op_name(op), (unsigned)peer->uid, (int)peer->pid, (unsigned)uid, err);
 			reply_error(out, SQUASH__STATUS__USER_ERROR, "%s", err);
 		} else {
@@ -223,7 +223,7 @@ void server_refuse_oversized(int fd, const struct peer *peer)
 {
 	struct reply *out = malloc(sizeof(*out));
 
-	log_peer_warning(peer->uid, "bad request from uid %u pid %d: larger than %d bytes",
+	log_peer_warning(peer->user, "bad request from uid %u pid %d: larger than %d bytes",
 			 (unsigned)peer->uid, (int)peer->pid, SQUASH_FRAME_MAX);
 	if (!out)
 		return;

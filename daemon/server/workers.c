@@ -225,7 +225,7 @@ static void request_read(void *arg, int fd, const struct peer *peer, const uint8
 	unsigned max_queued = release ? MAX_CONNECTIONS : cfg->max_queued_per_user;
 	unsigned running = 0, queued = 0;
 	if (!user_queue_push(p, cfg->max_requests_per_user, max_queued, &running, &queued)) {
-		log_peer_warning(peer->uid, "request from uid %u pid %d for uid %u refused: %u requests "
+		log_peer_warning(peer->user, "request from uid %u pid %d for uid %u refused: %u requests "
 				 "for that user in progress and %u waiting (max_queued_per_user)",
 				 (unsigned)peer->uid, (int)peer->pid, (unsigned)p->uid, running, queued);
 		server_refuse(fd, peer, SQUASH__STATUS__NODE_ERROR,

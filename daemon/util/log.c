@@ -19,6 +19,7 @@
 
 #include "util/journal_send.h"
 #include "util/log_budget.h"
+#include "util/peer.h"
 #include "util/utf8.h"
 
 static bool log_debug_enabled;
@@ -349,13 +350,15 @@ static void peer_line(int priority, const char *prefix, const char *level, uint3
 	pthread_mutex_unlock(&budget_lock);
 	if (!take)
 		return;
+	char uid_text[32];
+	snprintf(uid_text, sizeof(uid_text), "uid %u", (unsigned)peer_uid);
 	log_line(priority, prefix, level, fmt, ap);
 	if (left_out)
 		plain_line(LOG_WARNING, SD_WARNING, "warning",
-			   "%lu more %slines about requests from uid %u%s were not logged (at most %d at "
+			   "%lu more %slines about requests from %s%s were not logged (at most %d at "
 			   "once, then one per %d s, per user)", left_out,
-			   priority == LOG_ERR ? "error " : "", (unsigned)peer_uid,
-			   shared ? " and other uids past the 128 busy ones, which share one budget" : "",
+			   priority == LOG_ERR ? "error " : "", peer_uid == PEER_USER_GONE ? "processes gone before squashd looked" : uid_text,
+			   shared ? " and other users past the 128 busy ones, which share one budget" : "",
 			   LOG_BUDGET_BURST, LOG_BUDGET_REFILL_MS / 1000);
 }
 

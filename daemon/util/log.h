@@ -23,7 +23,10 @@ void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A warning about what a request from peer_uid did (refused, malformed):
  * a non-root peer's lines draw on its budget (log_budget.h), and the
- * first line logged after some were left out says how many. */
+ * first line logged after some were left out says how many. peer_uid is
+ * the peer's user (peer.h's peer.user: the uids of a user's namespaces
+ * are that user's), PEER_USER_GONE for processes gone before squashd
+ * looked. */
 void log_peer_warning(uint32_t peer_uid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same at info level (a user's mistake in a request of its own). */
 void log_peer_info(uint32_t peer_uid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

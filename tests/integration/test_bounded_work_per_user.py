@@ -291,8 +291,8 @@ def test_a_users_silent_connections_are_capped_and_a_burst_of_its_requests_is_se
         out = extra.communicate(timeout=30)[0]
         assert re.match(r"connected\nclosed after (\d+\.\d) s", out), out
         assert float(out.split()[-2]) < 2, out
-        line = rf"uid {uid_of(USER1)} has 16 connections open that sent no request yet; closing one more " \
-               r"from pid \d+"
+        line = rf"uid {uid_of(USER1)} has 16 connections open that sent no request yet \(its user namespaces' " \
+               rf"uids included\); closing one more from uid {uid_of(USER1)} pid \d+"
         wait_until(lambda: re.search(line, cluster.squashd_log()[offset:]), 10, 0.1, "squashd's log line")
         # Connecting in a loop: each one past the 16 is closed at once (how
         # many lines that costs the log: test_one_users_refusals_never_crowd_the_log.py).

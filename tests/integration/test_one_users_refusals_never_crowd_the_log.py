@@ -7,10 +7,13 @@ is answered in full but logs at most the burst (20 lines) and one line
 per 3 s; another user's refusal right after is logged; and the lines left
 out are counted and said with that user's next logged line."""
 
+import os
 import pwd
 import random
 import re
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +105,62 @@ def test_a_users_session_loop_logs_a_bounded_count_and_others_still_log(cluster)
             and "were not logged" not in line]
     print(f"{sessions} sessions of {images} images in {took:.1f} s: {len(ours)} lines logged")
     assert len(ours) <= BURST + took / REFILL_S + 2, "\n".join(ours)
+
+
+SUBUIDS = 150      # more than the 128 uids log_budget.h tracks at once
+RANGE = 300000     # the namespace's uid 0, outside
+
+
+def test_the_uids_of_a_users_namespace_share_that_users_log_budget(cluster):
+    """A user with a subordinate uid range (rootless Podman, Apptainer
+    --fakeroot) has 65,536 uids. Each had its own budget, so one bad
+    request from each of 150 of them logged 128 lines, held every slot of
+    log_budget.h's table for a minute and spent the one the uids past it
+    share: another user's refusal, from a uid without a slot, was left
+    out. The uids of a namespace a user made answer as that user (util/peer.c):
+    its burst in all, and the other user's line is logged."""
+    if cluster.multinode:
+        pytest.skip("the other uid has no account: one-node layout only")
+    # The namespace's owner: a uid of no account, whose budget no other
+    # test reads (the namespace spends it).
+    u1, other = unused_uid(), unused_uid()
+    client = str(cluster.for_user(USER1, RAWCLIENT))
+    offset = len(cluster.squashd_log())
+    # u1 makes the namespace; root maps its uids 1.. over RANGE+1.., as
+    # newuidmap does with a user's /etc/subuid range.
+    script = (f"read go; for k in $(seq 1 {SUBUIDS}); do "
+              f"setpriv --reuid=$k --regid=$k --clear-groups {client} --socket {cluster.socket} garbage & "
+              "done; wait")
+    p = subprocess.Popen(["setpriv", f"--reuid={u1}", f"--regid={u1}", "--clear-groups",
+                          "unshare", "--user", "--", "sh", "-c", script],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def made():
+            try:
+                return os.readlink(f"/proc/{p.pid}/ns/user") != os.readlink("/proc/self/ns/user") \
+                    and Path(f"/proc/{p.pid}/comm").read_text().strip() == "sh"
+            except OSError:
+                return False
+        wait_until(lambda: made() or p.poll() is not None, 10, 0.02, "the namespace")
+        if p.poll() is not None:
+            pytest.skip(f"no user namespace for a user here: {p.stderr.read()}")
+        # As newuidmap maps a rootless container: u1 is root inside.
+        Path(f"/proc/{p.pid}/uid_map").write_text(f"0 {u1} 1\n1 {RANGE + 1} {SUBUIDS}\n")
+        Path(f"/proc/{p.pid}/gid_map").write_text(f"0 {u1} 1\n1 {RANGE + 1} {SUBUIDS}\n")
+        out, err = p.communicate("go\n", timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    # Each is answered, or closed unread when the user's 16 connections
+    # not yet read are open (which are the user's too, not each uid's).
+    answers = [a for a in out.splitlines() if a.startswith("bad-request") or a == "closed"]
+    assert len(answers) == SUBUIDS, (out[-500:], err[-500:])
+    q = as_uid(cluster, other, "garbage")
+    assert q.stdout.startswith("bad-request"), q.stdout
+    wait_until(lambda: re.search(rf"bad request from uid {other} pid \d+", cluster.squashd_log()[offset:]),
+               10, what="the other user's refusal in squashd's log")
+    log = cluster.squashd_log()[offset:]
+    theirs = [u for u in map(int, re.findall(r"bad request from uid (\d+) pid \d+", log))
+              if RANGE < u <= RANGE + SUBUIDS]
+    assert len(theirs) <= BURST + 2, f"{len(theirs)} lines of USER1's namespace logged"
