@@ -79,9 +79,12 @@ struct squashd_config {
 #define SQUASHD_STOPPED_READER_TIMEOUT_DEFAULT 10
 #define SQUASHD_STOPPED_READER_TIMEOUT_MAX 3600
 /* Per-user registry budgets (registry/usage.h): far above a real site's
- * use (a user's jobs, steps and sessions on one node, a few images each). */
+ * use (a user's jobs, steps and sessions on one node, a few images each:
+ * 4096 entries of ~300 bytes are 1.2 MiB). Every save writes every
+ * user's bytes and a prolog's answer waits for one: at 16 MiB one user's
+ * records made each save 140 ms, at 4 MiB 40 ms (docs/security.md). */
 #define SQUASHD_REGISTRY_ENTRIES_DEFAULT 4096
-#define SQUASHD_REGISTRY_BYTES_DEFAULT (16ULL << 20)
+#define SQUASHD_REGISTRY_BYTES_DEFAULT (4ULL << 20)
 /* One session of max_images_per_job's default: squash-shell sessions are
  * a login node's few interactive commands, not a job's hundreds. */
 #define SQUASHD_SESSION_BINDS_DEFAULT 1024

@@ -36,7 +36,7 @@ def test_a_user_over_registry_entries_per_user_is_refused_and_another_user_still
         block = re.search(rf"^  uid {uid} \({USER1}\):\n((?:    .*\n)+)", st, re.M)
         assert block, st
         assert "    registry entries: 2 / 2\n" in block[1], st
-        assert re.search(r"^    registry bytes: [1-9]\d* / 16777216$", block[1], re.M), st
+        assert re.search(r"^    registry bytes: [1-9]\d* / 4194304$", block[1], re.M), st
         assert "entries," not in st, st  # the separate registry lines are gone
         mine_rows = budgets_of(cluster, USER1)
         assert mine_rows["registry entries"] == (2, 2), mine_rows
