@@ -1,9 +1,10 @@
 /* status (anyone): the node's counters, settings in force, mounts by mode
  * and state, FUSE servers, loop devices, request statistics, and the
- * problems behind `squashctl health` (dead FUSE servers, a registry that
- * cannot be saved, a full state directory, no loop device, readers without
- * cgroups of their own; with
- * check_slurm from root, jobs Slurm says are gone). */
+ * problems behind `squashctl health` (a registry that cannot be saved, a
+ * full state directory, no loop device, readers without cgroups of their
+ * own; with check_slurm from root, jobs Slurm says are gone) and its notes
+ * (what a user can cause alone: mounts whose reader died, a full FUSE
+ * table, loop devices kept after unmount). */
 #include "config.h"
 
 #include <errno.h>
