@@ -54,8 +54,11 @@ def mounted(c, image):
 def stop_readers(c, user, stopped):
     """SIGSTOPs user's FUSE servers on the node (as anyone may stop their
     own), adding them to stopped for the test to resume."""
-    readers = [p for p in c.instance_fuse_servers() if proc_uids(p)[0] == uid_of(user)]
-    assert readers, f"no FUSE server serves {user}'s mount"
+    def readers_of_user():
+        return [p for p in c.instance_fuse_servers() if proc_uids(p)[0] == uid_of(user)]
+    # A mount is listed from its start: its server may still be starting
+    # (forked, not yet the FUSE server's own program).
+    readers = wait_until(readers_of_user, 10, 0.05, f"a FUSE server serving {user}'s mount")
     for pid in readers:
         os.kill(pid, signal.SIGSTOP)
         stopped.append(pid)
