@@ -6,6 +6,7 @@ by srun, before the step starts."""
 import os
 import pwd
 import re
+import select
 import signal
 import subprocess
 
@@ -333,10 +334,14 @@ def test_gc_releases_a_step_slurm_no_longer_lists(cluster):
                                    f"{blk.job.id}.42", str(uid_of(USER1)), f"{b}:/squash/ghost"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         released = rf"gc: released step {blk.job.id}\.42 \(Slurm: gone step-ended"
+        # Answered first: until then the record is the request's, which gc
+        # leaves alone (its answer waits for the save that holds it).
+        assert select.select([holder.stdout], [], [], 30)[0], "the ghost step's mount was not answered"
+        answer = holder.stdout.readline()
+        assert answer.startswith("ok"), answer
 
-        # The mount is listed before its step record is (the request is
-        # still at work), and the periodic gc may release the ghost before
-        # this test asks: either is fine, neither is a race to lose.
+        # The periodic gc may release the ghost before this test asks:
+        # either is fine, neither is a race to lose.
         def listed_or_released():
             m = by_image(cluster.list_mounts(), b)
             return (m and m["steps"] == [f"{blk.job.id}.42"]) or \
