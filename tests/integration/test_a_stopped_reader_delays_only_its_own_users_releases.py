@@ -285,7 +285,7 @@ def test_a_steps_release_in_a_job_without_images_waits_in_its_users_queue(cluste
             stop_readers(c, USER1, stopped)
             def running():
                 return budgets_of(c, USER1).get("requests running", (0, None))[0]
-            assert running() == 0
+            assert running() == 0, budgets_of(c, USER1)
             # Answered at once; USER1's own thread then unmounts, waiting
             # on the stopped server, while no request of USER1's runs.
             release = subprocess.Popen([RAWCLIENT, "--socket", c.socket, "--munge-socket", c.munge_socket,
@@ -296,8 +296,9 @@ def test_a_steps_release_in_a_job_without_images_waits_in_its_users_queue(cluste
             wait_until(lambda: budgets_of(c, USER1).get("watcher work queued", (0, None))[0] >= 1,
                        REQUEST_TIMEOUT / 2, 0.05, "the unmount to be USER1's own thread's work")
             time.sleep(1)
-            assert running() == 0 and mounted(c, img)
-            assert budgets_of(c, USER1).get("watcher work queued", (0, None))[0] >= 1
+            assert running() == 0, budgets_of(c, USER1)
+            assert mounted(c, img), c.squashd_log()[-3000:]
+            assert budgets_of(c, USER1).get("watcher work queued", (0, None))[0] >= 1, budgets_of(c, USER1)
         finally:
             resume(stopped)
             if release and release.poll() is None:
