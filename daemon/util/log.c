@@ -350,16 +350,17 @@ static void peer_line(int priority, const char *prefix, const char *level, uint3
 	pthread_mutex_unlock(&budget_lock);
 	if (!take)
 		return;
-	char uid_text[32];
-	snprintf(uid_text, sizeof(uid_text), "uid %u", (unsigned)peer_uid);
 	log_line(priority, prefix, level, fmt, ap);
-	if (left_out)
-		plain_line(LOG_WARNING, SD_WARNING, "warning",
-			   "%lu more %slines about requests from %s%s were not logged (at most %d at "
-			   "once, then one per %d s, per user)", left_out,
-			   priority == LOG_ERR ? "error " : "", peer_uid == PEER_USER_GONE ? "processes gone before squashd looked" : uid_text,
-			   shared ? " and other users past the 128 busy ones, which share one budget" : "",
-			   LOG_BUDGET_BURST, LOG_BUDGET_REFILL_MS / 1000);
+	if (!left_out)
+		return;
+	char who[64] = "processes gone before squashd looked";
+	if (peer_uid != PEER_USER_GONE)
+		snprintf(who, sizeof(who), "uid %u", (unsigned)peer_uid);
+	plain_line(LOG_WARNING, SD_WARNING, "warning",
+		   "%lu more %slines about requests from %s%s were not logged (at most %d at "
+		   "once, then one per %d s, per user)", left_out, priority == LOG_ERR ? "error " : "", who,
+		   shared ? " and other users past the 128 busy ones, which share one budget" : "",
+		   LOG_BUDGET_BURST, LOG_BUDGET_REFILL_MS / 1000);
 }
 
 void log_peer_warning(uint32_t peer_uid, const char *fmt, ...)
