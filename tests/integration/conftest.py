@@ -470,6 +470,24 @@ class Cluster:
     def cluster_sh(self, *args, check=True):
         return run([CLUSTER_SH, *args, self.dir], check=check, timeout=180)
 
+    @contextlib.contextmanager
+    def plugin_retry(self, seconds):
+        """The plugin's retry= (how long a job's requests retry an
+        unreachable squashd) set to seconds in plugstack.conf for the
+        block: every slurmstepd reads the file at its start. For tests of
+        a squashd that stays down, which would otherwise wait out the
+        cluster's retry (SQUASH_TEST_RETRY) once in the prolog and again
+        in each step."""
+        plugstack = self.dir / "plugstack.conf"
+        original = plugstack.read_text()
+        changed = re.sub(r"\bretry=\d+", f"retry={seconds}", original)
+        assert changed != original or f"retry={seconds}" in original, original
+        plugstack.write_text(changed)
+        try:
+            yield
+        finally:
+            plugstack.write_text(original)
+
     def squashd_pid(self):
         return self.nodes[0].squashd_pid()
 

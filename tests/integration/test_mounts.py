@@ -135,11 +135,14 @@ def test_squashd_down_fails_the_job_not_the_node(cluster):
     cluster.cluster_sh("squashd-stop")
     try:
         assert cluster.squashd_pid() is None
-        job = cluster.run_job(USER1, "cat /squash/down/hello.txt\necho reached the end\n",
-                              [f"--squash-image={img}"])
+        with cluster.plugin_retry(1):
+            job = cluster.run_job(USER1, "cat /squash/down/hello.txt\necho reached the end\n",
+                                  [f"--squash-image={img}"])
         out = job.output()
         assert job.state == "FAILED", (job.state, out)
         assert re.search(r"^squash: .*squashd.*not reachable", out, re.M), out
+        # It retried for plugstack.conf's retry= (1 s here), no longer.
+        assert re.search(r"not reachable: .*\(after \d+ attempts in 1\.\d s\)", out), out
         assert "hello from the image" not in out
         assert "reached the end" not in out
         # The node stays in service.

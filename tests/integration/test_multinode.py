@@ -224,8 +224,9 @@ def test_squashd_down_on_one_node(cluster3):
     n2.squashd_stop()
     try:
         assert n2.squashd_pid() is None
-        job = c.run_job(USER1, SRUN_ALL.format(path="/squash/down/hello.txt") + "\n",
-                        [f"--squash-image={img}", "-N3"])
+        with c.plugin_retry(1):
+            job = c.run_job(USER1, SRUN_ALL.format(path="/squash/down/hello.txt") + "\n",
+                            [f"--squash-image={img}", "-N3"])
         out = job.output()
         assert job.state == "FAILED", (job.state, out)
         # The failure names n2, and only n2.
