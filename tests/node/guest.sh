@@ -643,8 +643,8 @@ if [ "$boot" = 1 ]; then
 		run_case double_load 240
 		# The product's own logic, the same on every release (the host
 		# runs it too): only where tests/node/run.sh asks for it
-		# (SQUASH_NODE_ALL_CASES, the newest release), to keep CI's
-		# minutes.
+		# (SQUASH_NODE_ALL_CASES, the first release named; the reboot
+		# goes to the last), to keep CI's minutes.
 		if [ -f "$shared/all-cases" ]; then
 			run_case dataset 180
 			run_case catalog_env 240
