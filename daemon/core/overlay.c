@@ -60,14 +60,18 @@ static void overlay_call_late(void *arg)
 /* Kills the FUSE server of lower (the image's node-level mount): it did
  * not answer the overlay mount in time. The mount recovers as after any
  * reader's death, and the overlay mount's thread ends. */
-static void kill_lower_server(struct daemon_state *ds, const struct mount_entry *lower)
+static bool kill_lower_server(struct daemon_state *ds, const struct mount_entry *lower)
 {
+	bool killed;
+
 	pthread_mutex_lock(&ds->lock);
-	if (lower->server_pidfd >= 0 &&
-	    syscall(SYS_pidfd_send_signal, lower->server_pidfd, SIGKILL, NULL, 0) == 0)
+	killed = lower->server_pidfd >= 0 &&
+		 syscall(SYS_pidfd_send_signal, lower->server_pidfd, SIGKILL, NULL, 0) == 0;
+	if (killed)
 		log_warning("killed FUSE server pid %d of image %s: it did not answer the overlay "
 			    "mount of a :rw image in time", (int)lower->server_pid, lower->image);
 	pthread_mutex_unlock(&ds->lock);
+	return killed;
 }
 
 /* Upper directory for image i, looking like the image's root: overlayfs
@@ -195,8 +199,21 @@ static enum result mount_named(struct daemon_state *ds, struct job_entry *job, s
 		snprintf(err, errlen, "cannot prepare the overlay in %s: %s", dir, strerror(errno));
 		return RESULT_NODE_ERROR;
 	}
-	return overlay_mount_named_upper(upper, id, job->images[i].mount->mount_point, point,
-					 daemon_time_left(deadline_ms), err, errlen);
+	bool timed_out;
+	enum result res = overlay_mount_named_upper(upper, id, job->images[i].mount->mount_point,
+						    point, daemon_time_left(deadline_ms), &timed_out,
+						    err, errlen);
+	/* As for an overlay of squashd's own upper: the mount waits on the
+	 * image's reader, and its child with it, until the reader answers or
+	 * dies (the request then goes to the next reader, which answers). */
+	if (timed_out && kill_lower_server(ds, job->images[i].mount)) {
+		size_t used = strlen(err);
+
+		if (used < errlen)
+			snprintf(err + used, errlen - used, "; the image's FUSE server (your "
+				 "squash-reader) did not answer: squashd killed it, and its mounts restart");
+	}
+	return res;
 }
 
 enum result overlay_job_mount(struct daemon_state *ds, const struct squashd_config *cfg,

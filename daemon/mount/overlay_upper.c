@@ -389,7 +389,7 @@ static enum result describe(const struct upper_status *st, const char *dir,
 
 enum result overlay_mount_named_upper(const char *dir, const struct identity *id,
 				      const char *lower, const char *point, int timeout_ms,
-				      char *err, size_t errlen)
+				      bool *mount_timed_out, char *err, size_t errlen)
 {
 	struct upper_status st;
 	struct open_args args = { dir, id->uid };
@@ -400,6 +400,7 @@ enum result overlay_mount_named_upper(const char *dir, const struct identity *id
 	int pointfd = open(point, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	enum result res = RESULT_NODE_ERROR;
 
+	*mount_timed_out = false;
 	if (lowerfd < 0 || pointfd < 0) {
 		snprintf(err, errlen, "cannot prepare the overlay on %s: %s", point, strerror(errno));
 		goto out;
@@ -449,6 +450,7 @@ enum result overlay_mount_named_upper(const char *dir, const struct identity *id
 	} else if (ready < 0) {
 		snprintf(err, errlen, "upper directory %s: squashd is stopping", dir);
 	} else {
+		*mount_timed_out = true;
 		snprintf(err, errlen, "upper directory %s: mounting the overlay as user %s timed out "
 			 "(is its file system hung?)", dir, id->name);
 	}

@@ -22,10 +22,13 @@
  * upper and work directories. DIR must be a directory the user owns
  * (not a symbolic link); upper/ and work/ are created when missing. Gives
  * up after timeout_ms (a hung file system). User errors (DIR missing, not
- * the user's, a file system overlayfs cannot write to) name DIR. */
+ * the user's, a file system overlayfs cannot write to) name DIR.
+ * *mount_timed_out: the mount itself did not return in time; it waits on
+ * lower's server (DIR is on no user's FUSE mount), which the caller ends,
+ * or the child abandoned here stays blocked in the kernel for good. */
 enum result overlay_mount_named_upper(const char *dir, const struct identity *id,
 				      const char *lower, const char *point, int timeout_ms,
-				      char *err, size_t errlen);
+				      bool *mount_timed_out, char *err, size_t errlen);
 
 /* The owner and mode of the root of lower (an image's mount: for a user's
  * image their reader's FUSE mount), asked by a child that has become the

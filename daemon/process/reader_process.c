@@ -3,6 +3,7 @@
 
 #include "process/reader_process.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -66,19 +67,45 @@ unsigned long long reader_process_start_time(int proc_dir)
 	return start;
 }
 
+/* Whether the stat at dir/name says stopped (T: a signal; t: a tracer). */
+static bool stat_stopped(int dir, const char *name)
+{
+	char buf[1024];
+
+	read_small(dir, name, buf, sizeof(buf));
+	/* comm may hold spaces and parentheses: the state follows the last ')'. */
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
 bool reader_process_stopped(pid_t pid)
 {
-	char path[32], buf[1024];
-	int dir;
+	char path[32], name[32];
+	bool stopped;
+	int dir, tasks;
+	DIR *d;
+	struct dirent *e;
 
 	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
 	if ((dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return false;
-	read_small(dir, "stat", buf, sizeof(buf));
+	stopped = stat_stopped(dir, "stat");
+	/* A tracer stops one thread at a time: the process runs on while the
+	 * requests its stopped threads took wait (a multithreaded
+	 * squashfuse_ll; squash-reader --serve cannot be traced by its user,
+	 * reader/untraceable.h). */
+	tasks = stopped ? -1 : openat(dir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	close(dir);
-	/* comm may hold spaces and parentheses: the state follows the last ')'. */
-	const char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+	if (tasks < 0 || !(d = fdopendir(tasks))) {
+		if (tasks >= 0)
+			close(tasks);
+		return stopped;
+	}
+	for (unsigned n = 0; !stopped && n < READER_PROCESS_TASKS_LOOKED_AT && (e = readdir(d)); n++)
+		if (e->d_name[0] != '.' && snprintf(name, sizeof(name), "%s/stat", e->d_name) < (int)sizeof(name))
+			stopped = stat_stopped(tasks, name);
+	closedir(d);
+	return stopped;
 }
 
 void reader_process_init(const char *squash_reader, const char *squashfuse)

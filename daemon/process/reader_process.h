@@ -45,8 +45,13 @@ bool reader_process_in_own_mount_ns(pid_t pid);
  * directory is proc_dir (a descriptor), 0 when unreadable. */
 unsigned long long reader_process_start_time(int proc_dir);
 
-/* Whether pid is stopped (state T: SIGSTOP; t: a tracer's stop), from
- * field 3 of /proc/PID/stat, which takes no lock the process can hold. */
+/* Threads of a reader looked at for a stop, at most (its user's tasks
+ * limit, reader_tasks_max, is usually far lower). */
+#define READER_PROCESS_TASKS_LOOKED_AT 1024
+
+/* Whether pid or one of its threads is stopped (state T: SIGSTOP; t: a
+ * tracer's stop), from field 3 of /proc/PID/stat and of
+ * /proc/PID/task/TID/stat, which take no lock the process can hold. */
 bool reader_process_stopped(pid_t pid);
 
 #endif

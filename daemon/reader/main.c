@@ -28,6 +28,7 @@
 #include "reader/session.h"
 #include "reader/start_profile.h"
 #include "reader/union_tree.h"
+#include "reader/untraceable.h"
 #ifdef HAVE_LIBZSTD
 #include "reader/zstd_block.h"
 #endif
@@ -383,6 +384,12 @@ int main(int argc, char **argv)
 	if (record_to && (serve_socket || union_mode || opt.resume || profile_cache)) {
 		fprintf(stderr, "squash-reader: --record-profile is for one IMAGE and a MOUNTPOINT\n");
 		return 2;
+	}
+	/* Before any other thread starts, so that a tracer attached by now
+	 * shows on this one (reader/untraceable.h). */
+	if (serve_socket && reader_make_untraceable(err, sizeof(err)) < 0) {
+		fprintf(stderr, "squash-reader: --serve: %s; not serving\n", err);
+		return 1;
 	}
 	/* Checked here, expanded (as this user) only when an image learns.
 	 * squashd's readers serve on without it: learning is only advice. */

@@ -60,6 +60,8 @@ struct status_extra {
 	Squash__UserBudget budgets[USER_BUDGET_ROWS_MAX];
 	Squash__UserBudget *budget_ptrs[USER_BUDGET_ROWS_MAX];
 	size_t n_budgets;
+	bool budgets_of_one; /* a non-root peer: only budgets_uid's rows */
+	uid_t budgets_uid;
 };
 
 /* One row of core/user_budgets.h (budget names are string literals). */
@@ -68,7 +70,7 @@ static void add_budget(void *arg, uid_t uid, const char *budget, uint64_t used, 
 	struct status_extra *x = arg;
 	Squash__UserBudget *b = &x->budgets[x->n_budgets];
 
-	if (x->n_budgets >= USER_BUDGET_ROWS_MAX)
+	if (x->n_budgets >= USER_BUDGET_ROWS_MAX || (x->budgets_of_one && uid != x->budgets_uid))
 		return;
 	squash__user_budget__init(b);
 	b->uid = (uint32_t)uid;
@@ -331,6 +333,11 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 	st->mount_groups = x->group_ptrs;
 	st->n_mount_groups = g;
 
+	/* As list shows a user only their own: another user's budgets say
+	 * what they run here, and a long table must not crowd a user's own
+	 * rows out of the answer. */
+	x->budgets_of_one = rq->peer->uid != 0;
+	x->budgets_uid = rq->peer->uid;
 	user_budgets_collect(ds, rq->cfg, add_budget, x);
 	st->user_budgets = x->budget_ptrs;
 	st->n_user_budgets = x->n_budgets;

@@ -18,6 +18,7 @@ Environment:
 """
 
 import contextlib
+import ctypes
 import json
 import os
 import pwd
@@ -112,6 +113,56 @@ def resume(pids):
             os.kill(pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+_libc.ptrace.restype = ctypes.c_long
+PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
+WALL = 0x40000000  # __WALL: wait for threads too
+
+
+def ptrace(request, tid):
+    """ptrace(request, tid, 0, 0); 0, or -errno."""
+    r = _libc.ptrace(request, tid, None, None)
+    return -ctypes.get_errno() if r < 0 else 0
+
+
+@contextlib.contextmanager
+def threads_stopped(tids):
+    """Root's tracer stop (state t) of each thread tid for the block, as a
+    user's debugger stops a thread of their own process: the process runs
+    on. Detaches each at the end (the thread runs again), or reaps it when
+    it died meanwhile (a traced thread stays a zombie until its tracer
+    waits for it, and its process with it)."""
+    held = []
+    try:
+        for tid in tids:
+            assert ptrace(PTRACE_SEIZE, tid) == 0, f"PTRACE_SEIZE {tid}"
+            held.append(tid)
+            assert ptrace(PTRACE_INTERRUPT, tid) == 0, f"PTRACE_INTERRUPT {tid}"
+            os.waitpid(tid, WALL)
+        yield
+    finally:
+        for tid in held:
+            if ptrace(PTRACE_DETACH, tid) == 0:
+                continue
+            for _ in range(100):
+                try:
+                    pid, _ = os.waitpid(tid, WALL | os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid:
+                    continue
+                time.sleep(0.05)
+
+
+def thread_state(pid, tid):
+    """Field 3 of /proc/pid/task/tid/stat ('' when gone)."""
+    try:
+        return Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def wait_until(pred, timeout=30.0, interval=0.1, what="condition"):

@@ -182,6 +182,29 @@ def budgets_of(cluster, user):
     return {}
 
 
+def test_a_user_sees_only_their_own_budgets(cluster):
+    """`squashctl status` shows root every user's budget rows and a user
+    only their own, as `list` shows a user only their own mounts: another
+    user's rows say what they run on the node (requests/status.c)."""
+    img = cluster.make_image(cluster.workdir(USER1, "ownbudgets") / "own.sqfs", {"a.txt": "a\n"}, owner=USER1)
+    squashctl = [BUILD / "daemon" / "squashctl", "--socket", cluster.socket,
+                 "--munge-socket", cluster.munge_socket, "status", "--json"]
+
+    def uids_seen(user=None):
+        if user is None:
+            out = cluster.squashctl("status", "--json").stdout
+        else:
+            p = cluster.as_user(user, squashctl, timeout=60)
+            assert p.returncode == 0, p.stdout + p.stderr
+            out = p.stdout
+        return {r["uid"] for r in json.loads(out)["user_budgets"]}
+
+    with blocking_jobs(cluster, (USER1, img, "")):
+        assert uid_of(USER1) in uids_seen(), "root sees no row of the user holding a mount"
+        assert uids_seen(USER1) == {uid_of(USER1)}, uids_seen(USER1)
+        assert uids_seen(USER2) <= {uid_of(USER2)}, uids_seen(USER2)
+
+
 HUNG_JOBS = 990370
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (RAWCLIENT, SQUASHD, USER1, USER2, BlockingJob, mountinfo, proc_uids, resume, run,
-                      wait_until)
+                      threads_stopped, wait_until)
 
 LIMIT_MB = 16
 FILES = {"hello.txt": "hello from the image\n", "data/keep.txt": "kept\n"}
@@ -506,3 +506,67 @@ def test_rw_over_a_stopped_readers_mount_fails_by_its_deadline_and_leaves_nothin
         wait_until(lambda: not cluster.list_mounts(), 30, what="the mounts to go")
     # The holder's job ran on: its mount recovered after the reader's death.
     assert holder.job.state == "COMPLETED", holder.job.output()
+
+
+def squashd_forks(cluster):
+    """squashd's children that are copies of it (not the spawner, not the
+    FUSE servers it reaps): what a request forks and may give up on."""
+    forks = []
+    for p in Path("/proc").iterdir():
+        try:
+            stat = (p / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if comm == "squashd" and int(rest[1]) == cluster.squashd_pid():
+            forks.append(int(p.name))
+    return forks
+
+
+@pytest.mark.host_release_only("squashd's deadline on a silent reader: the same on every release")
+def test_rw_dir_over_a_reader_that_never_answers_ends_that_reader(cluster, overlay_limit):
+    """The overlay of :rw=DIR is mounted by a child of squashd's, which
+    waits in the kernel on the lower layer, the user's reader's FUSE
+    mount, for as long as the reader does not answer: a SIGKILL does not
+    end that wait. A reader whose threads a tracer stopped runs on (the
+    watch of stopped readers, set far off here, would take its time), so
+    when the mount times out squashd kills the reader, as for a plain
+    :rw: the request that waited goes to the next reader, which answers,
+    and the abandoned child ends instead of staying in squashd's unit."""
+    d = cluster.workdir(USER1, "rwsilent")
+    img = user_image(cluster, d / "silent.sqfs", USER1, USER1)
+    keep = d / "keep"
+    keep.mkdir()
+    os.chown(keep, pwd.getpwnam(USER1).pw_uid, pwd.getpwnam(USER1).pw_gid)
+    uid = pwd.getpwnam(USER1).pw_uid
+    job_id = "3999994"
+    with squashd_with(cluster, "stopped_reader_timeout = 300\n"):
+        holder = BlockingJob(cluster, USER1, f"{img}:/squash/held")
+        try:
+            holder.wait_ready()
+            (reader,) = [p for p in cluster.instance_fuse_servers() if proc_uids(p)[0] == uid]
+            offset = len(cluster.squashd_log())
+            workers = [int(t) for t in os.listdir(f"/proc/{reader}/task") if int(t) != reader]
+            with threads_stopped(workers):
+                t = time.monotonic()
+                p = cluster.rawclient("mount", job_id, str(uid), f"{img}:/squash/w:rw={keep}",
+                                      timeout=REQUEST_TIMEOUT + 30)
+                took = time.monotonic() - t
+                out = p.stdout + p.stderr
+                print(f":rw=DIR over a silent reader: answered after {took:.1f} s: {out.strip()}")
+                assert out.startswith("node-error"), out
+                assert "mounting the overlay as user" in out and "squashd killed it" in out, out
+                assert took < REQUEST_TIMEOUT + 5
+                log = cluster.squashd_log()[offset:]
+                assert f"killed FUSE server pid {reader} of image {img}" in log, log
+            wait_until(lambda: not os.path.exists(f"/proc/{reader}"), 10, what="the silent reader to go")
+            # No child of squashd's is left waiting on the mount.
+            wait_until(lambda: not squashd_forks(cluster), 10,
+                       what="squashd's abandoned overlay child to end")
+        finally:
+            cluster.rawclient("release", job_id)
+            holder.release()
+            wait_until(lambda: not cluster.list_mounts(), 30, what="the mounts to go")
+    assert holder.job.state == "COMPLETED", holder.job.output()
+    assert not [m for m in mountinfo() if m["fstype"] == "overlay"
+                and m["mount_point"].startswith(str(cluster.state_dir / "mnt") + "/")]
