@@ -60,6 +60,10 @@ static void overlay_call_late(void *arg)
 /* Kills the FUSE server of lower (the image's node-level mount): it did
  * not answer the overlay mount in time. The mount recovers as after any
  * reader's death, and the overlay mount's thread ends. */
+/* How long a reader suspected of silence is given to answer a look at
+ * its root before it is killed. */
+#define LOWER_PROBE_MS 1000
+
 static bool kill_lower_server(struct daemon_state *ds, const struct mount_entry *lower)
 {
 	bool killed;
@@ -199,17 +203,19 @@ static enum result mount_named(struct daemon_state *ds, struct job_entry *job, s
 		snprintf(err, errlen, "cannot prepare the overlay in %s: %s", dir, strerror(errno));
 		return RESULT_NODE_ERROR;
 	}
+	const struct mount_entry *lower = job->images[i].mount;
 	bool timed_out;
-	enum result res = overlay_mount_named_upper(upper, id, job->images[i].mount->mount_point,
-						    point, daemon_time_left(deadline_ms), &timed_out,
-						    err, errlen);
+	enum result res = overlay_mount_named_upper(upper, id, lower->mount_point, point,
+						    daemon_time_left(deadline_ms), &timed_out, err, errlen);
 	/* As for an overlay of squashd's own upper: the mount waits on the
 	 * image's reader, and its child with it, until the reader answers or
-	 * dies (the request then goes to the next reader, which answers). */
-	if (timed_out && kill_lower_server(ds, job->images[i].mount)) {
+	 * dies (the request then goes to the next reader, which answers). But
+	 * DIR's file system may be the slow one: the reader goes only when it
+	 * does not answer a STATFS either. */
+	if (timed_out && overlay_lower_silent(lower->mount_point, id, LOWER_PROBE_MS)) {
 		size_t used = strlen(err);
 
-		if (used < errlen)
+		if (kill_lower_server(ds, lower) && used < errlen)
 			snprintf(err + used, errlen - used, "; the image's FUSE server (your "
 				 "squash-reader) did not answer: squashd killed it, and its mounts restart");
 	}

@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -338,6 +339,30 @@ enum result overlay_lower_root(const char *lower, const struct identity *id, int
 	return RESULT_OK;
 }
 
+/* A STATFS of the lower layer: unlike its root's attributes, which the
+ * kernel may keep, one the kernel always asks the server. */
+static void statfs_lower(void *arg, void *answer, int fds[2])
+{
+	struct statfs sf;
+
+	(void)fds;
+	*(int *)answer = fstatfs(*(const int *)arg, &sf) < 0 ? errno : 0;
+}
+
+bool overlay_lower_silent(const char *lower, const struct identity *id, int timeout_ms)
+{
+	int answer, fds[2];
+	/* O_PATH: reaching the mount's root asks its server nothing. */
+	int lowerfd = open(lower, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (lowerfd < 0)
+		return false;
+	int r = as_user(id, squash_now_ms() + (timeout_ms > 1000 ? timeout_ms : 1000), statfs_lower,
+			&lowerfd, lowerfd, &answer, sizeof(answer), fds);
+	close(lowerfd);
+	return r == 0;
+}
+
 static enum result describe(const struct upper_status *st, const char *dir,
 			    const struct identity *id, char *err, size_t errlen)
 {
@@ -439,7 +464,11 @@ enum result overlay_mount_named_upper(const char *dir, const struct identity *id
 	}
 	close(pipefd[1]);
 	pipefd[1] = -1;
-	int ready = child_wait_readable(pipefd[0], deadline);
+	/* Never a mount given less than a second: the request's time may be
+	 * nearly spent by now, and a timeout here costs the caller a probe
+	 * of the reader (overlay.c). */
+	long long mount_deadline = squash_now_ms() + OVERLAY_MOUNT_MIN_MS;
+	int ready = child_wait_readable(pipefd[0], deadline > mount_deadline ? deadline : mount_deadline);
 	if (ready == 1) {
 		ssize_t n = read(pipefd[0], &st, sizeof(st));
 		if (n == (ssize_t)sizeof(st))

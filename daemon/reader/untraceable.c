@@ -8,21 +8,26 @@
 #include <string.h>
 #include <sys/prctl.h>
 
-/* The pid tracing this process, from /proc/self/status; 0 when none (or
- * when it cannot be read: no worse than before). */
-static long tracer_of_self(void)
+/* The number after "key:" in /proc/PID/status (pid 0: self); -1 when
+ * missing or unreadable. */
+static long status_field(long pid, const char *key)
 {
-	char line[256];
-	long tracer = 0;
-	FILE *f = fopen("/proc/self/status", "re");
+	char path[64], line[256];
+	size_t n = strlen(key);
+	long value = -1;
+	FILE *f;
 
-	if (!f)
-		return 0;
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/status");
+	if (!(f = fopen(path, "re")))
+		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "TracerPid: %ld", &tracer) == 1)
+		if (!strncmp(line, key, n) && line[n] == ':' && sscanf(line + n + 1, "%ld", &value) == 1)
 			break;
 	fclose(f);
-	return tracer;
+	return value;
 }
 
 int reader_make_untraceable(char *err, size_t errlen)
@@ -34,7 +39,9 @@ int reader_make_untraceable(char *err, size_t errlen)
 			 strerror(errno));
 		return -1;
 	}
-	if ((tracer = tracer_of_self()) != 0) {
+	/* Root may trace anything anyway (an admin's strace -f of squashd);
+	 * a tracer gone meanwhile reads as -1 and counts as a user's. */
+	if ((tracer = status_field(0, "TracerPid")) > 0 && status_field(tracer, "Uid") != 0) {
 		snprintf(err, errlen, "traced by pid %ld since its start", tracer);
 		return -1;
 	}

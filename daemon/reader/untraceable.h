@@ -16,8 +16,10 @@
 #include <stddef.h>
 
 /* Makes this process non-dumpable; -1 with err set when that fails or a
- * tracer attached before it (between the execve and here), which stays
- * attached whatever is set now: such a reader must not serve. */
+ * tracer not root's attached before it (between the execve and here),
+ * which stays attached whatever is set now: such a reader must not serve.
+ * Installed as a file its users cannot read (mode 0711), the reader is
+ * non-dumpable from its execve on and this is a second wall. */
 int reader_make_untraceable(char *err, size_t errlen);
 
 #endif

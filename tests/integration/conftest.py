@@ -19,6 +19,7 @@ Environment:
 
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import pwd
@@ -138,7 +139,10 @@ def threads_stopped(tids):
     held = []
     try:
         for tid in tids:
-            assert ptrace(PTRACE_SEIZE, tid) == 0, f"PTRACE_SEIZE {tid}"
+            r = ptrace(PTRACE_SEIZE, tid)
+            if r == -errno.ESRCH:
+                continue  # a worker that ended meanwhile (idle workers do)
+            assert r == 0, f"PTRACE_SEIZE {tid}: {os.strerror(-r)}"
             held.append(tid)
             assert ptrace(PTRACE_INTERRUPT, tid) == 0, f"PTRACE_INTERRUPT {tid}"
             os.waitpid(tid, WALL)
@@ -533,11 +537,17 @@ class Cluster:
         original = plugstack.read_text()
         changed = re.sub(r"\bretry=\d+", f"retry={seconds}", original)
         assert changed != original or f"retry={seconds}" in original, original
-        plugstack.write_text(changed)
+
+        def replace(text):  # never an empty file for a slurmstepd starting
+            tmp = plugstack.with_name(plugstack.name + ".new")
+            tmp.write_text(text)
+            tmp.chmod(0o644)
+            os.replace(tmp, plugstack)
+        replace(changed)
         try:
             yield
         finally:
-            plugstack.write_text(original)
+            replace(original)
 
     def squashd_pid(self):
         return self.nodes[0].squashd_pid()

@@ -1,6 +1,7 @@
 """A restarted squashd adopts the readers of the previous one (core/adopt.c)
-without trusting them: a user may ptrace their own squash-reader, so
-adoption never stats or opens a descriptor the reader holds (a stopped
+without trusting them: a user could ptrace their own squash-reader before
+it was made untraceable (reader/untraceable.h), and can a squashfuse_ll
+still, so adoption never stats or opens a descriptor the reader holds (a stopped
 reader holding a file of its own FUSE mount cannot hang squashd's start,
 mount/fuse_keep_adopt.c), and a process is taken for a reader by uid,
 executable and start time, never by its name (process/reader_process.c):

@@ -5,15 +5,16 @@ can neither stop single threads of it (the process would run on and
 squashd's watch of stopped readers would see nothing, while the requests
 those threads took wait) nor take a copy of its /dev/fuse descriptor
 (pidfd_getfd) and read requests off the connection without answering. A
-reader a tracer attached to before that point refuses to serve.
+reader a user's tracer attached to before that point refuses to serve (a
+root tracer is let be). Installed (mode 0711) it is non-dumpable from its
+execve on; the build tree's is readable, so the tests here see the
+reader's own call.
 
 Asserted as the user, with a process of the user's own as the control
 (tracing it works, so the refusal is the reader's and not the machine's
 ptrace policy)."""
 
-import ctypes
 import os
-import socket
 import subprocess
 import sys
 
@@ -63,6 +64,8 @@ def test_a_users_reader_is_out_of_the_users_ptrace(cluster):
         (mount,) = [m for m in cluster.list_mounts() if m["image"] == str(img)]
         reader = mount["server_pid"]
         assert proc_uids(reader)[0] == uid_of(USER1)
+        # Non-dumpable: the kernel gives its /proc/PID/fd (not /proc/PID) to root.
+        assert os.stat(f"/proc/{reader}/fd").st_uid == 0, "the user's reader is dumpable"
         p = cluster.as_user(USER1, [sys.executable, "-c", AS_USER, str(reader)], timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
         seize_reader, getfd_reader, seize_own = p.stdout.split()
@@ -75,34 +78,47 @@ def test_a_users_reader_is_out_of_the_users_ptrace(cluster):
     assert job.job.output() == FILES["hello.txt"], job.job.output()
 
 
-def test_a_reader_traced_from_its_start_refuses_to_serve():
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-    PTRACE_TRACEME, PTRACE_CONT = 0, 7
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: traced by the test from before its execve
-        try:
-            os.dup2(err_w, 2)
-            os.dup2(theirs.fileno(), 3)
-            libc.ptrace(PTRACE_TRACEME, 0, None, None)
-            os.execv(READER, [str(READER), "--serve", "/dev/fd/3"])
-        finally:
-            os._exit(127)
-    os.close(err_w)
-    theirs.close()
+# Run as the tracer (the user, or root): starts `squash-reader --serve`
+# traced from before its execve, closes the serve socket at once (a reader
+# that serves ends at its EOF) and prints the exit status, then stderr.
+TRACED_START = r'''
+import ctypes, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_TRACEME, PTRACE_CONT = 0, 7
+ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+err_r, err_w = os.pipe()
+pid = os.fork()
+if pid == 0:
     try:
-        while True:
-            _, status = os.waitpid(pid, 0)
-            if os.WIFSTOPPED(status):
-                sig = os.WSTOPSIG(status)
-                libc.ptrace(PTRACE_CONT, pid, None, ctypes.c_void_p(0 if sig == 5 else sig))
-                continue
-            break
-        err = os.read(err_r, 65536).decode()
+        os.dup2(err_w, 2)
+        os.dup2(theirs.fileno(), 3)
+        libc.ptrace(PTRACE_TRACEME, 0, None, None)
+        os.execv(sys.argv[1], [sys.argv[1], "--serve", "/dev/fd/3"])
     finally:
-        os.close(err_r)
-        ours.close()
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 1, (status, err)
-    assert f"squash-reader: --serve: traced by pid {os.getpid()} since its start; not serving" in err, err
+        os._exit(127)
+os.close(err_w)
+theirs.close()
+ours.close()
+while True:
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFSTOPPED(status):
+        break
+    sig = os.WSTOPSIG(status)
+    libc.ptrace(PTRACE_CONT, pid, None, ctypes.c_void_p(0 if sig == 5 else sig))
+print(os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status))
+sys.stdout.write(os.read(err_r, 65536).decode())
+'''
+
+
+def test_a_reader_traced_from_its_start_by_its_user_refuses_to_serve(cluster):
+    p = cluster.as_user(USER1, [sys.executable, "-c", TRACED_START, str(READER)], timeout=60)
+    status, _, err = p.stdout.partition("\n")
+    assert p.returncode == 0 and status == "1", p.stdout + p.stderr
+    assert "squash-reader: --serve: traced by pid " in err and "since its start; not serving" in err, err
+    # Root may trace anything anyway (an admin's strace -f of squashd): served.
+    p = subprocess.run([sys.executable, "-c", TRACED_START, str(READER)], capture_output=True,
+                       text=True, timeout=60)
+    status, _, err = p.stdout.partition("\n")
+    assert p.returncode == 0 and status == "0", p.stdout + p.stderr
+    assert "not serving" not in err, err

@@ -174,6 +174,9 @@ for f in /usr/sbin/squashd /usr/bin/squashctl "$deb_plugin" \
 	check "deb has $f" has_line "$deb_files" "$f"
 done
 check "deb has no libtool .la" bash -c '! grep -q "\.la$" <<<"$1"' _ "$deb_files"
+reader_mode=$(dpkg-deb -c "$deb" | awk '$6 ~ /\/slurm-squash\/squash-reader$/ { print $1 }')
+check "deb's squash-reader is -rwx--x--x (users cannot read it: non-dumpable at exec)" \
+	test "$reader_mode" = "-rwx--x--x"
 
 deb_version=$(dpkg-deb -f "$deb" Version)
 deb_depends=$(dpkg-deb -f "$deb" Depends)
@@ -224,6 +227,8 @@ for f in /usr/sbin/squashd /usr/bin/squashctl "$rpm_plugin" \
 	/usr/share/slurm-squash/nhc/squashd.nhc; do
 	check "RPM has $f" grep -qxE -- "$f(\.gz|\.xz|\.bz2)?" <<<"$rpm_files"
 done
+rpm_reader_mode=$(rpm_q --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' | awk '$2 ~ /\/slurm-squash\/squash-reader$/ { print $1 }')
+check "RPM's squash-reader is -rwx--x--x" test "$rpm_reader_mode" = "-rwx--x--x"
 check "RPM requires $libslurm_soname()(64bit)" has_line "$rpm_requires" "$libslurm_soname()(64bit)"
 check "RPM requires squashfuse and munge" \
 	bash -c 'grep -qx squashfuse <<<"$1" && grep -qx munge <<<"$1"' _ "$rpm_requires"
