@@ -83,9 +83,15 @@ def test_the_profile_is_in_the_page_cache_before_the_job_reads(cluster, images, 
         mounts = [m for m in cluster.list_mounts() if m["image"] == str(img)]
         assert [m["mode"] for m in mounts] == [mode], cluster.list_mounts()
         # Nobody has read a file yet: only the read-ahead brings it in.
+        # It is advice (POSIX_FADV_WILLNEED), which the kernel may carry
+        # out short by a few pages when the disk is busy (readahead I/O
+        # may be dropped, its allocations do not retry): twice in about
+        # 15 full runs 56-80 KiB of the 6 MiB never came. Nine tenths
+        # cannot come from anything but the read-ahead.
+        want = (WANTED + SMALL) * 9 // 10
         try:
-            wait_until(lambda: cached_bytes(img) >= WANTED + SMALL, 20, 0.1,
-                       f"the profile's {WANTED + SMALL} bytes of {img} in the page cache")
+            wait_until(lambda: cached_bytes(img) >= want, 20, 0.1,
+                       f"{want} of the profile's {WANTED + SMALL} bytes of {img} in the page cache")
         except AssertionError as e:
             status = cluster.squashctl("status", check=False)
             budgets = status.stdout[status.stdout.find("per-user budgets"):]
