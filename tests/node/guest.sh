@@ -388,7 +388,7 @@ case_dataset() {
 		grep -qx "subject $i" <<<"$o" || fail "bundle_00$i's subject$i not seen at /squash/ds"
 	done
 	# The user's bundles: one mount of their reader, the union of the three.
-	journalctl -u squashd --no-pager -n 300 | grep -q "merged 3 images at .* for /squash/ds as one FUSE union" ||
+	journalctl -u squashd --no-pager -n 300 | grep >/dev/null "merged 3 images at .* for /squash/ds as one FUSE union" ||
 		fail "the dataset was not served as one FUSE union"
 }
 

@@ -43,7 +43,7 @@ pk() { "$pack" -q "$@" >"$tmp/out" 2>&1; rc=$?; }
 left_behind() {
 	grep -q " $tmp" /proc/self/mountinfo && fail "$1: a mount is left: $(grep " $tmp" /proc/self/mountinfo)"
 	[ -z "$(ls -A "$TMPDIR")" ] || fail "$1: left in TMPDIR: $(ls -A "$TMPDIR")"
-	ls -a "$tmp/out1" | grep -q '\.tmp$' && fail "$1: a temporary image is left: $(ls -a "$tmp/out1")"
+	ls -a "$tmp/out1" | grep >/dev/null '\.tmp$' && fail "$1: a temporary image is left: $(ls -a "$tmp/out1")"
 }
 
 # --- a start that reads the middle of a library and two modules
@@ -52,7 +52,7 @@ img=$tmp/out1/stack.sqfs
 pk "$src" "$img" --profile 'cat lib/mod2.py >/dev/null; dd if=$SQUASH_PROFILE_ROOT/lib/libwanted.so bs=4096 skip=2 count=4 status=none >/dev/null; cat lib/mod1.py >/dev/null'
 [ "$rc" = 0 ] || fail "pack with a profile: exit $rc: $(cat "$tmp/out")"
 unsquashfs -cat "$img" .squash/start-profile >"$tmp/profile" 2>"$tmp/err" || fail "no /.squash/start-profile: $(cat "$tmp/err")"
-head -n 1 "$tmp/profile" | grep -qx '# squash start profile 1' || fail "profile header: $(head -n 1 "$tmp/profile")"
+head -n 1 "$tmp/profile" | grep -x >/dev/null '# squash start profile 1' || fail "profile header: $(head -n 1 "$tmp/profile")"
 # The order first read; the library's range covers what dd read (the
 # kernel reads ahead of it, so it may be more, never less).
 order=$(tail -n +2 "$tmp/profile" | awk '{ print $3 }' | tr '\n' ' ')
@@ -60,7 +60,7 @@ order=$(tail -n +2 "$tmp/profile" | awk '{ print $3 }' | tr '\n' ' ')
 read -r from to _ < <(grep ' lib/libwanted.so$' "$tmp/profile")
 [ "${from:-1}" -le 8192 ] && [ "${to:-0}" -ge 24576 ] || fail "library range $from-$to does not cover 8192-24576"
 grep -q 'aaa-unread' "$tmp/profile" && fail "a file not read is in the profile"
-unsquashfs -cat "$img" .squash/meta | grep -q '^format 1' || fail "the metadata is missing"
+unsquashfs -cat "$img" .squash/meta | grep >/dev/null '^format 1' || fail "the metadata is missing"
 # The library's data right after the superblock (96 bytes and the
 # compressor's options): it was read before the file first in directory
 # order, and the modules are in fragments, written later.
@@ -73,7 +73,7 @@ left_behind "pack with a profile"
 # --- a command that fails still records (a warning); one that reads nothing is an error
 pk "$src" "$img" -f --profile 'cat lib/mod3.py >/dev/null; exit 3'
 [ "$rc" = 0 ] || fail "a failing profile command: exit $rc: $(cat "$tmp/out")"
-unsquashfs -cat "$img" .squash/start-profile | grep -q ' lib/mod3.py$' || fail "a failing command's reads are not recorded"
+unsquashfs -cat "$img" .squash/start-profile | grep >/dev/null ' lib/mod3.py$' || fail "a failing command's reads are not recorded"
 "$pack" "$src" "$img" -f --profile 'cat lib/mod3.py >/dev/null; exit 3' >"$tmp/out" 2>&1
 grep -q 'warning: the profile command exited 3' "$tmp/out" || fail "no warning for a failing profile command"
 rm -f "$img"
@@ -85,7 +85,7 @@ left_behind "profile reading nothing"
 # --- with --no-meta the profile is still stored; bundles refuse it
 pk "$src" "$img" --no-meta --profile 'cat lib/mod1.py'
 [ "$rc" = 0 ] || fail "--no-meta with a profile: exit $rc: $(cat "$tmp/out")"
-unsquashfs -cat "$img" .squash/start-profile | grep -q ' lib/mod1.py$' || fail "--no-meta: no profile"
+unsquashfs -cat "$img" .squash/start-profile | grep >/dev/null ' lib/mod1.py$' || fail "--no-meta: no profile"
 unsquashfs -cat "$img" .squash/meta >/dev/null 2>&1 && [ -n "$(unsquashfs -cat "$img" .squash/meta 2>/dev/null)" ] && fail "--no-meta wrote metadata"
 pk "$src" "$tmp/bundles" --bundle-files 2 --profile 'true'
 [ "$rc" = 1 ] && grep -q 'error: --profile is for single images' "$tmp/out" || fail "bundles with --profile: exit $rc: $(cat "$tmp/out")"

@@ -85,7 +85,7 @@ mount_read "$tmpl" "$tmp/img.sqfs" c/f3.txt a/f2.txt
 [ "$(stat -c %a "$dir/$key" 2>/dev/null)" = 600 ] || fail "the profile's mode: $(stat -c %a "$dir/$key" 2>&1)"
 [ "$(stat -c %a "$dir" 2>/dev/null)" = 700 ] || fail "the directory's mode: $(stat -c %a "$dir" 2>&1)"
 [ "$(stat -c %a "$tmp/cache/0" 2>/dev/null)" = 700 ] || fail "the directory made above it: $(stat -c %a "$tmp/cache/0" 2>&1)"
-head -n 1 "$dir/$key" 2>/dev/null | grep -qx '# squash start profile 1' || fail "no header: $(cat "$dir/$key" 2>&1)"
+head -n 1 "$dir/$key" 2>/dev/null | grep -x >/dev/null '# squash start profile 1' || fail "no header: $(cat "$dir/$key" 2>&1)"
 listed=$(tail -n +2 "$dir/$key" 2>/dev/null | awk '{ print $3 }' | tr '\n' ' ')
 [ "$listed" = "c/f3.txt a/f2.txt " ] || fail "learned '$listed', not 'c/f3.txt a/f2.txt '"
 [ "$(ls -A "$dir")" = "$key" ] || fail "more in the directory: $(ls -A "$dir")"
@@ -106,7 +106,7 @@ passed_over() { # what, the reason the reader gives
 	mount_read "$tmpl" "$tmp/img.sqfs" b/f2.txt
 	grep -q "learned from" "$tmp/err" && fail "$1 was used: $(cat "$tmp/err")"
 	grep -q "ignoring $dir/$key: $2" "$tmp/err" || fail "$1: no word of it: $(cat "$tmp/err")"
-	[ -f "$dir/$key" ] && [ ! -L "$dir/$key" ] && tail -n +2 "$dir/$key" | grep -q ' b/f2.txt$' ||
+	[ -f "$dir/$key" ] && [ ! -L "$dir/$key" ] && tail -n +2 "$dir/$key" | grep >/dev/null ' b/f2.txt$' ||
 		fail "$1: not learned over: $(ls -la "$dir"; cat "$dir/$key")"
 }
 head -c 3000 /dev/urandom >"$dir/$key"
