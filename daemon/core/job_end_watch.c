@@ -42,9 +42,30 @@ static bool is_stepd_of(pid_t pid, uint32_t job_id)
 
 static void stepd_exited(void *arg, pid_t pid, int status);
 
-/* Watches a slurmstepd of w's job on this node: its extern step when
- * extern_only. Returns 1 when watching (w is the watcher's), 0 when the
- * job has none here, -1 when it could not look or watch. */
+#define STEP_ENDED_MEANWHILE 2
+
+/* Watches the slurmstepd of w's job that here found (its extern step when
+ * extern_only). Returns 1 when watching (w is the watcher's), 0 when the
+ * job has none in here, -1 when it could not watch, STEP_ENDED_MEANWHILE
+ * when the step found is gone (look again). */
+static int watch_found(struct job_end *w, const struct local_steps *here, bool extern_only)
+{
+	const struct local_step *step = local_steps_job_step(here, w->job_id);
+
+	if (!step || (extern_only && step->step_id != LOCAL_STEP_EXTERN))
+		return 0;
+	int pidfd = child_pidfd(step->pid);
+
+	if (pidfd < 0 || !is_stepd_of(step->pid, w->job_id)) {
+		if (pidfd >= 0)
+			close(pidfd);
+		return STEP_ENDED_MEANWHILE;
+	}
+	return process_watch_add(pidfd, step->pid, w->uid, stepd_exited, w) == 0 ? 1 : -1;
+}
+
+/* Watches a slurmstepd of w's job on this node, as watch_found, looking at
+ * /proc afresh. */
 static int watch_next(struct job_end *w, bool extern_only)
 {
 	struct local_steps here;
@@ -52,21 +73,11 @@ static int watch_next(struct job_end *w, bool extern_only)
 	for (int tries = 0; tries < 3; tries++) {
 		if (local_steps_scan("/proc", local_steps_this_node(), &here) != 0)
 			return -1;
-		const struct local_step *step = local_steps_job_step(&here, w->job_id);
-		pid_t pid = step ? step->pid : 0;
-		bool is_extern = step && step->step_id == LOCAL_STEP_EXTERN;
+		int r = watch_found(w, &here, extern_only);
 
 		local_steps_free(&here);
-		if (pid == 0 || (extern_only && !is_extern))
-			return 0;
-		int pidfd = child_pidfd(pid);
-
-		if (pidfd < 0 || !is_stepd_of(pid, w->job_id)) {
-			if (pidfd >= 0)
-				close(pidfd);
-			continue; /* it ended meanwhile: look again */
-		}
-		return process_watch_add(pidfd, pid, w->uid, stepd_exited, w) == 0 ? 1 : -1;
+		if (r != STEP_ENDED_MEANWHILE)
+			return r;
 	}
 	return -1;
 }
@@ -182,6 +193,12 @@ void job_end_watch_adopt(struct daemon_state *ds)
 	}
 	pthread_mutex_unlock(&ds->lock);
 
+	/* One look at /proc for every marked job (a node may have hundreds
+	 * after a restart); a job whose step ended meanwhile is looked up
+	 * afresh. */
+	struct local_steps here = { 0 };
+	bool scanned = n > 0 && local_steps_scan("/proc", local_steps_this_node(), &here) == 0;
+
 	/* Torn down on their owners' threads, as the rest of the adoption: a
 	 * reader its user stopped must not hold up squashd's start. */
 	const struct squashd_config *cfg = settings_hold();
@@ -192,7 +209,9 @@ void job_end_watch_adopt(struct daemon_state *ds)
 
 		if (w) {
 			*w = marked[i];
-			r = watch_next(w, false);
+			r = scanned ? watch_found(w, &here, false) : STEP_ENDED_MEANWHILE;
+			if (r == STEP_ENDED_MEANWHILE)
+				r = watch_next(w, false);
 		}
 		if (r == 1) {
 			log_info("job %u: watching its steps on this node again, to release it when "
@@ -208,6 +227,8 @@ void job_end_watch_adopt(struct daemon_state *ds)
 		}
 		free(w);
 	}
+	if (scanned)
+		local_steps_free(&here);
 	free(marked);
 	owners_teardown(ds, &td);
 	settings_drop(cfg);

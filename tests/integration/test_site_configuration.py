@@ -16,6 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from conftest import USER1, BlockingJob, mountinfo, run, slurm_release, wait_until
 
 JOB_FILES = {"a.txt": "from the job image\n"}
@@ -162,6 +164,42 @@ def test_the_end_of_a_job_whose_step_mounted_releases_its_images(cluster_site):
         assert f"job {job.id} released: it has ended on this node" in log, log[-3000:]
     else:
         assert f"job {job.id} released" in log, log[-3000:]
+
+
+def test_a_restarted_squashd_watches_its_step_mounted_jobs_again(cluster_site):
+    """Under RunInJob the registry marks a job whose step mounted
+    (core/job_end_watch.h): a squashd restarted while such jobs run
+    watches those still running again, from one look at the node's
+    processes, and releases at once those that ended while it was down;
+    with no gc on this cluster nothing else would."""
+    c = cluster_site
+    if slurm_release() < 2405 or c.job_ns != "tmpfs":
+        pytest.skip("RunInJob is new in Slurm 24.05; run with one namespace kind")
+    node = c.nodes[0]
+    images = [image(c, f"watched{k}.sqfs", JOB_FILES) for k in (1, 2)]
+    running = BlockingJob(c, USER1, images[0])
+    ending = BlockingJob(c, USER1, images[1])
+    try:
+        running.wait_ready()
+        ending.wait_ready()
+        node.squashd_stop()
+        assert ending.release()["JobState"] == "COMPLETED", ending.job.output()
+        node.squashd_start()
+        log = node.squashd_log()
+        assert (f"job {ending.job.id} released: it ended on this node while squashd was down"
+                in log), log[-3000:]
+        assert (f"job {running.job.id}: watching its steps on this node again" in log), log[-3000:]
+        wait_until(lambda: [m["image"] for m in c.list_mounts()] == [str(images[0])], 20, 0.1,
+                   "the ended job's image to go and the running one's to stay")
+        assert running.release()["JobState"] == "COMPLETED", running.job.output()
+        wait_until(lambda: not c.list_mounts(), 20, 0.1, "the job's end to release its image")
+        assert (f"job {running.job.id} released: it has ended on this node"
+                in node.squashd_log()), node.squashd_log()[-3000:]
+    finally:
+        running.go.touch()
+        ending.go.touch()
+        if not node.squashd_pid():
+            node.squashd_start(check=False)
 
 
 def test_srun_and_salloc_allocations_see_the_image(cluster_site):
