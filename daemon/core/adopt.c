@@ -239,7 +239,7 @@ static void remove_leftovers(struct daemon_state *ds, int timeout_ms)
 		log_warning("cleaning up unknown leftover %s", path);
 		if (overlay_dir_name(de->d_name))
 			overlay_remove_dir(path, timeout_ms);
-		else if (unmount_image(path, 0, -1, 0, timeout_ms, err, sizeof(err)) != RESULT_OK)
+		else if (unmount_image(path, 0, -1, 0, -1, timeout_ms, err, sizeof(err)) != RESULT_OK)
 			log_error("cannot clean up %s: %s", path, err);
 	}
 	closedir(dir);

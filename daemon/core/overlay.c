@@ -351,12 +351,12 @@ void overlay_remove_dir(const char *dir, int timeout_ms)
 			if (de->d_name[0] != 'o' ||
 			    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
 				continue;
-			if (unmount_image(path, 0, -1, 0, timeout_ms, err, sizeof(err)) != RESULT_OK)
+			if (unmount_image(path, 0, -1, 0, -1, timeout_ms, err, sizeof(err)) != RESULT_OK)
 				log_error("removing overlay %s: %s", path, err);
 		}
 		closedir(d);
 	}
-	if (unmount_image(dir, 0, -1, 0, timeout_ms, err, sizeof(err)) != RESULT_OK)
+	if (unmount_image(dir, 0, -1, 0, -1, timeout_ms, err, sizeof(err)) != RESULT_OK)
 		log_error("removing overlay tmpfs %s: %s", dir, err);
 	else
 		log_info("removed overlay directory %s", dir);

@@ -100,8 +100,8 @@ static void unmount_chain(struct mount_entry *m, int timeout_ms)
 
 		if (m->key.mode == SQUASH__MOUNT_MODE__KERNEL)
 			kernel_prefetches_stop(m->mount_point);
-		if (unmount_image(m->mount_point, server, m->server_pidfd, m->key.owner_uid, timeout_ms,
-				  err, sizeof(err)) != RESULT_OK)
+		if (unmount_image(m->mount_point, server, m->server_pidfd, m->key.owner_uid,
+				  m->keep ? m->keep->conn_fd : -1, timeout_ms, err, sizeof(err)) != RESULT_OK)
 			log_error("unmounting %s (image %s): %s", m->mount_point, m->image, err);
 		else
 			log_info("unmounted image %s from %s", m->image, m->mount_point);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,6 +24,9 @@
 
 #define EBUSY_RETRY_MS 20
 #define BUSY_RETRY_MAX_MS 300
+/* How long the kernel gets to end a FUSE connection after its last mount
+ * went (it does so within the unmount; this is slack). */
+#define CONNECTION_END_GRACE_MS 200
 
 /* The mountinfo scan, where statx cannot tell (before Linux 5.8). */
 static int listed_as_mount_point(const char *path)
@@ -147,15 +151,19 @@ void mount_points_free(struct mount_points *mp)
 /* Unmounts every mount stacked on path. Returns 0 once nothing is mounted
  * there, -1 with err set otherwise. Busy mounts are retried until
  * busy_deadline and then detached lazily. */
+/* Returns 0 when path's mounts are gone, 1 when one was detached lazily
+ * (in use: it lives on until its last user lets go), -1 with err. */
 static int unmount_all(const char *path, long long busy_deadline, char *err,
 		       size_t errlen)
 {
+	int lazily = 0;
+
 	/* Bounded: each round removes one mount or ends the loop. */
 	for (int rounds = 0; rounds < 64; rounds++) {
 		if (umount2(path, UMOUNT_NOFOLLOW) == 0)
 			continue;
 		if (errno == EINVAL || errno == ENOENT)
-			return 0; /* not (or no longer) a mount point */
+			return lazily; /* not (or no longer) a mount point */
 		if (errno == EBUSY && squash_now_ms() < busy_deadline) {
 			usleep(EBUSY_RETRY_MS * 1000);
 			continue;
@@ -163,10 +171,12 @@ static int unmount_all(const char *path, long long busy_deadline, char *err,
 		if (errno == EBUSY) {
 			log_warning("%s is still busy; detaching it lazily",
 				    path);
-			if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+			if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0) {
+				lazily = 1;
 				continue;
+			}
 			if (errno == EINVAL || errno == ENOENT)
-				return 0;
+				return lazily;
 		}
 		snprintf(err, errlen, "cannot unmount %s: %s", path,
 			 strerror(errno));
@@ -177,7 +187,25 @@ static int unmount_all(const char *path, long long busy_deadline, char *err,
 			 path);
 		return -1;
 	}
-	return 0;
+	return lazily;
+}
+
+/* Whether the FUSE connection conn_fd still lives after its mount's
+ * unmount: the kernel ends a connection with its last mount (its device
+ * then polls POLLERR), so one that lives on is mounted elsewhere still: a
+ * job's namespace that an admin's release or gc left running, or a copy
+ * a user made. */
+static bool connection_lives_on(int conn_fd, long long deadline)
+{
+	long long left = deadline - squash_now_ms();
+	struct pollfd p = { .fd = conn_fd, .events = 0 };
+
+	if (conn_fd < 0)
+		return false;
+	if (left > CONNECTION_END_GRACE_MS)
+		left = CONNECTION_END_GRACE_MS;
+	/* Woken at once by the kernel's end of the connection. */
+	return poll(&p, 1, left > 0 ? (int)left : 0) == 0;
 }
 
 /* Waits (woken by its exit) for the server to end after its mount went
@@ -186,8 +214,10 @@ static int unmount_all(const char *path, long long busy_deadline, char *err,
  * that is still a FUSE server squashd could have started for uid is
  * signalled (reader_process.h); one given by pidfd is the very process
  * squashd started or adopted, one found by pid must be adopted, i.e.
- * older than this squashd. */
-static void stop_server(pid_t pid, int pidfd, uid_t uid, long long deadline)
+ * older than this squashd. A server whose connection lives on cannot
+ * end by itself until every copy of the mount goes, which may be a job's
+ * whole run: it is killed without waiting. */
+static void stop_server(pid_t pid, int pidfd, uid_t uid, bool lives_on, long long deadline)
 {
 	char why[128];
 	bool given = pidfd >= 0;
@@ -201,14 +231,18 @@ static void stop_server(pid_t pid, int pidfd, uid_t uid, long long deadline)
 		if (pidfd < 0)
 			return; /* already gone */
 	}
-	if (child_wait(pidfd, deadline - kill_slice, &status) == 1)
+	if (child_wait(pidfd, lives_on ? squash_now_ms() : deadline - kill_slice, &status) == 1)
 		goto out;
 	if (reader_process_kind(pidfd, pid, uid, !given, why, sizeof(why)) == READER_NONE) {
 		log_warning("not signalling pid %d: %s", (int)pid, why);
 		goto out;
 	}
-	log_warning("FUSE server %d did not exit after unmount; killing it",
-		    (int)pid);
+	if (lives_on)
+		log_warning("FUSE server %d still serves copies of the mount outside squashd's "
+			    "namespace after its unmount (a job released while it still runs, or a "
+			    "user's own namespace); killing it", (int)pid);
+	else
+		log_warning("FUSE server %d did not exit after unmount; killing it", (int)pid);
 	child_kill(pidfd);
 	if (child_wait(pidfd, deadline, &status) != 1)
 		log_warning("FUSE server %d survived SIGKILL (stuck in the kernel?)",
@@ -219,7 +253,7 @@ out:
 }
 
 enum result unmount_image(const char *mountpoint, pid_t server_pid, int server_pidfd,
-			  uid_t server_uid, int timeout_ms, char *err, size_t errlen)
+			  uid_t server_uid, int conn_fd, int timeout_ms, char *err, size_t errlen)
 {
 	long long start = squash_now_ms();
 	long long deadline = start + (timeout_ms > 0 ? timeout_ms : 0);
@@ -228,7 +262,9 @@ enum result unmount_image(const char *mountpoint, pid_t server_pid, int server_p
 	long long busy_until = start + (timeout_ms / 2 < BUSY_RETRY_MAX_MS ? timeout_ms / 2
 									: BUSY_RETRY_MAX_MS);
 
-	if (unmount_all(mountpoint, busy_until, err, errlen) < 0)
+	int lazily = unmount_all(mountpoint, busy_until, err, errlen);
+
+	if (lazily < 0)
 		return RESULT_NODE_ERROR;
 	if (is_mount_point(mountpoint)) {
 		snprintf(err, errlen, "%s is still mounted", mountpoint);
@@ -244,7 +280,10 @@ enum result unmount_image(const char *mountpoint, pid_t server_pid, int server_p
 	if (rmdir(mountpoint) < 0 && errno != ENOENT)
 		log_warning("cannot remove mount point %s: %s", mountpoint,
 			    strerror(errno));
+	/* A lazily detached mount is still in use here (an admin's shell in
+	 * it), and may be let go of before the deadline. */
 	if (server_pid > 0)
-		stop_server(server_pid, server_pidfd, server_uid, deadline);
+		stop_server(server_pid, server_pidfd, server_uid,
+			    !lazily && connection_lives_on(conn_fd, deadline), deadline);
 	return RESULT_OK;
 }

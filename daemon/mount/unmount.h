@@ -12,12 +12,15 @@
 /* server_pid: the FUSE server to wait for, 0 for kernel mounts;
  * server_pidfd: a pidfd for it, or -1 (one is made); server_uid: its
  * user (a process not running as that user alone, or not a FUSE server
- * binary, is never signalled: reader_process.h). Returns
+ * binary, is never signalled: reader_process.h); conn_fd: a descriptor of
+ * the mount's FUSE connection (mount/fuse_keep.h), or -1: a connection
+ * that outlives a clean unmount is mounted elsewhere still, and its
+ * server is killed without waiting for it to exit. Returns
  * RESULT_OK once the mount point is no longer mounted (the directory is
  * then removed), RESULT_NODE_ERROR with err otherwise. Unmounting a path
  * that is not mounted is success (idempotent). */
 enum result unmount_image(const char *mountpoint, pid_t server_pid, int server_pidfd,
-			  uid_t server_uid, int timeout_ms, char *err, size_t errlen);
+			  uid_t server_uid, int conn_fd, int timeout_ms, char *err, size_t errlen);
 
 /* True when path is a mount point in this mount namespace: the root of a
  * mount (statx, asking no file system; mountinfo before Linux 5.8). */

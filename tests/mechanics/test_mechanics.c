@@ -622,7 +622,7 @@ static void test_fuse(const struct identity *nobody)
 	      "FUSE super options: %s", super);
 
 	test_reader_identity(server, server_pidfd);
-	r = unmount_image(mnt, server, server_pidfd, NOBODY, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(mnt, server, server_pidfd, NOBODY, -1, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount FUSE: %s", r == RESULT_OK ? "ok" : err);
 	untrack_server(server);
 	check(!is_mount_point(mnt) && !mountinfo_of(mnt, opts, type, super,
@@ -631,7 +631,7 @@ static void test_fuse(const struct identity *nobody)
 	check(process_gone(server), "server exited and was reaped");
 	check(access(mnt, F_OK) != 0 && errno == ENOENT,
 	      "mount point removed");
-	r = unmount_image(mnt, 0, -1, NOBODY, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(mnt, 0, -1, NOBODY, -1, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmounting again is a no-op");
 }
 
@@ -686,7 +686,7 @@ static void test_loop(const struct identity *root)
 		      has_opt(opts, "nodev"),
 	      "loop mount options ro,nosuid,nodev: %s", opts);
 
-	r = unmount_image(mnt, 0, -1, NOBODY, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(mnt, 0, -1, NOBODY, -1, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount loop: %s", r == RESULT_OK ? "ok" : err);
 	check(!is_mount_point(mnt), "loop mount gone");
 	check(loop_released(img, 2000),
@@ -709,7 +709,7 @@ static void test_busy_unmount(const struct identity *root)
 	REQUIRE(busy >= 0, "hold a file open in the mount");
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = unmount_image(mnt, 0, -1, NOBODY, 600, err, sizeof(err));
+	r = unmount_image(mnt, 0, -1, NOBODY, -1, 600, err, sizeof(err));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	long ms = (t1.tv_sec - t0.tv_sec) * 1000 +
 		  (t1.tv_nsec - t0.tv_nsec) / 1000000;
@@ -845,14 +845,14 @@ static void test_reader_pool(const struct identity *nobody)
 	 * whose pid this reader got) neither takes a mount of it nor stops it. */
 	check(reader_pool_put(s1, NOBODY + 1), "another uid's put finds no pool of its own (not a pooled reader)");
 	check(!reader_pool_put(s1, NOBODY), "the reader is not stopped with its first mount");
-	r = unmount_image(m1, 0, -1, NOBODY, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(m1, 0, -1, NOBODY, -1, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount the first: %s", r == RESULT_OK ? "ok" : err);
 	close(fd1);
 	check(file_has(p, "deep file"), "the second mount still reads");
 	check(!process_gone(s1), "the reader still runs");
 
 	check(reader_pool_put(s2, NOBODY), "the last mount's put says stop the reader");
-	r = unmount_image(m2, s2, fd2, NOBODY, TIMEOUT_MS, err, sizeof(err));
+	r = unmount_image(m2, s2, fd2, NOBODY, -1, TIMEOUT_MS, err, sizeof(err));
 	check(r == RESULT_OK, "unmount the second: %s", r == RESULT_OK ? "ok" : err);
 	close(fd2);
 	untrack_server(s1);
