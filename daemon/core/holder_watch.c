@@ -1,6 +1,7 @@
 #include "config.h"
 #include "core/holder_watch.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,11 @@ int holder_peer_pidfd(int fd, pid_t pid)
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0 && pidfd >= 0)
 		return pidfd;
-	return child_pidfd(pid); /* kernels before 6.5 */
+	/* Any other error: the peer is gone (6.5-6.15 say so), and its pid
+	 * may be another user's process already. */
+	if (errno != ENOPROTOOPT)
+		return -1;
+	return child_pidfd(pid); /* kernels before 6.5: the pid is all there is */
 }
 
 struct holder {

@@ -15,7 +15,7 @@
 unsigned long long holder_start_time(pid_t pid);
 
 /* A pidfd for the peer pid of the connection fd (SO_PEERPIDFD, or by pid
- * on kernels before 6.5), or -1. */
+ * on kernels before 6.5), or -1, also when the peer is gone already. */
 int holder_peer_pidfd(int fd, pid_t pid);
 
 /* Watches e's process (e->session_pid; takes pidfd): when it exits, e is

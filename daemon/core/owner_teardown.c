@@ -5,6 +5,11 @@
 
 #include "core/sharing.h"
 #include "process/user_executor.h"
+#include "registry/registry.h"
+
+/* Kernel mounts and merges are nobody's: their teardowns log on no
+ * user's budget. */
+_Static_assert(MOUNT_OWNER_ANY == USER_EXECUTOR_NOBODY, "nobody's mounts are the executor's nobody");
 
 struct owned {
 	struct daemon_state *ds;

@@ -10,6 +10,11 @@
 
 #include "clock.h"
 #include "util/log.h"
+#include "util/peer.h"
+
+/* Lines of peers gone before squashd looked share a budget of their
+ * own, never the node's teardowns. */
+_Static_assert(PEER_USER_GONE != USER_EXECUTOR_NOBODY, "gone peers are not nobody's work");
 
 struct work {
 	user_work_fn fn;
@@ -74,8 +79,10 @@ static void *serve(void *arg)
 			pthread_mutex_unlock(&lock);
 			long long start = squash_now_ms();
 			/* Work after this user's processes ended: what it logs is
-			 * on the user's budget (util/log.h). */
-			log_context_peer(q->uid);
+			 * on the user's budget (util/log.h); nobody's work is the
+			 * node's own, on no budget. */
+			if (q->uid != USER_EXECUTOR_NOBODY)
+				log_context_peer(q->uid);
 			w->fn(w->arg);
 			log_context_clear();
 			long long took = squash_now_ms() - start;

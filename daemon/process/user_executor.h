@@ -14,6 +14,10 @@
 #include <sys/types.h>
 
 #define USER_EXECUTOR_THREADS 64
+/* The queue of work that is nobody's (kernel mounts' and merges'
+ * teardowns: registry.h's MOUNT_OWNER_ANY): the node's own, so what it
+ * logs draws on no user's budget. */
+#define USER_EXECUTOR_NOBODY ((uid_t)-1)
 
 typedef void (*user_work_fn)(void *arg);
 

@@ -7,7 +7,10 @@
 #include <sys/types.h>
 
 /* peer.user of a process that was gone before it could be looked at. */
-#define PEER_USER_GONE ((uid_t)-1)
+/* Not (uid_t)-1, which is the node's own work elsewhere (kernel mounts'
+ * owner): the lines of peers gone before squashd looked share one budget
+ * with nothing else. */
+#define PEER_USER_GONE ((uid_t)-2)
 
 struct peer {
 	pid_t pid;
