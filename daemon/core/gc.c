@@ -158,7 +158,7 @@ static bool release_gone(struct daemon_state *ds, const struct squashd_config *c
 		else
 			snprintf(what, sizeof(what), "job %u", v->job_id);
 		log_info("gc: %s is %s in Slurm, but the mount namespaces that could use it were not all "
-			 "read (its user's past %u MiB in this pass, one past 4 MiB, or out of memory); "
+			 "read (its user's past %u MiB in this pass, one past 64 MiB, or out of memory); "
 			 "keeping it", what, v->state, MOUNTINFO_BUDGET_PER_USER >> 20);
 		return false;
 	}

@@ -91,22 +91,59 @@ static bool asks_about(const struct mount_use_query *q, uid_t uid)
 	return q->user == 0 && (uid == 0 || q->uid == uid);
 }
 
-/* The queries one namespace's mountinfo answers (pid is its process). */
-static void answer_from(struct mount_use_query *q, size_t n, uid_t uid, const char *info, pid_t pid)
-{
-	for (const char *line = info; line && *line; line = squash_mountinfo_next_line(line)) {
-		struct squash_mount m;
-		char *copy, mdev[32];
+/* Bytes of one namespace's mountinfo read at most, a line at a time:
+ * anyone may lengthen the tables of namespaces that copy theirs (their
+ * FUSE mounts at mount points of 4 KiB, escaped four times, about 16 KiB
+ * a line; fusermount's mount_max of 1,000 makes 16 MiB), and a cut made
+ * for that user's sake would make root's namespaces, and so every user's
+ * lost jobs, not known. */
+#define NAMESPACE_TABLE_MAX (64u << 20)
 
-		if (squash_mountinfo_parse_copy(line, &copy, &m) == 0) {
-			snprintf(mdev, sizeof(mdev), "%u:%u", m.major, m.minor);
-			for (size_t i = 0; i < n; i++)
-				if (asks_about(&q[i], uid) && !strcmp(mdev, q[i].id.dev) &&
-				    !propagated_copy(&m, &q[i].id) && strcmp(m.mount_point, q[i].point))
-					q[i].user = pid;
-		}
-		free(copy);
+/* The queries one mountinfo line answers (pid is its namespace's process). */
+static void answer_from_line(struct mount_use_query *q, size_t n, uid_t uid, const char *line, pid_t pid)
+{
+	struct squash_mount m;
+	char *copy, mdev[32];
+
+	if (squash_mountinfo_parse_copy(line, &copy, &m) == 0) {
+		snprintf(mdev, sizeof(mdev), "%u:%u", m.major, m.minor);
+		for (size_t i = 0; i < n; i++)
+			if (asks_about(&q[i], uid) && !strcmp(mdev, q[i].id.dev) &&
+			    !propagated_copy(&m, &q[i].id) && strcmp(m.mount_point, q[i].point))
+				q[i].user = pid;
 	}
+	free(copy);
+}
+
+/* Answers the queries from the mountinfo at path a line at a time (a long
+ * table is never held whole), reading at most max bytes; returns the
+ * bytes read, *cut when max came before the end. A process gone answers
+ * nothing. */
+static size_t answer_from_file(struct mount_use_query *q, size_t n, uid_t uid, const char *path,
+			       pid_t pid, size_t max, bool *cut)
+{
+	FILE *f = fopen(path, "re");
+	char *line = NULL;
+	size_t cap = 0, spent = 0;
+	ssize_t k;
+
+	*cut = false;
+	if (!f)
+		return 0;
+	while ((k = getline(&line, &cap, f)) > 0) {
+		spent += (size_t)k;
+		if (spent > max) {
+			*cut = true;
+			break;
+		}
+		answer_from_line(q, n, uid, line, pid);
+	}
+	/* Out of memory for a line is not knowing, as a cut is. */
+	if (k < 0 && !feof(f))
+		*cut = true;
+	free(line);
+	fclose(f);
+	return spent;
 }
 
 /* Whether any query is open for a process of uid. */
@@ -191,18 +228,14 @@ void mount_users_find_all(struct mount_use_query *q, size_t n, size_t budget_per
 			continue;
 		}
 		snprintf(path, sizeof(path), "/proc/%s/mountinfo", de->d_name);
-		size_t max = u && budget_per_uid - u->bytes < (4u << 20) ? budget_per_uid - u->bytes : 4u << 20;
-		char *info = mount_users_read_file(path, max);
-		if (!info)
-			continue;
-		size_t len = strlen(info);
-		answer_from(q, n, owner, info, (pid_t)atoi(de->d_name));
-		free(info);
-		if (len >= max) {
-			/* Cut short (anyone may lengthen a table with mounts of
-			 * their own that namespaces copy): what is left unread
-			 * may hold a mount asked about, so not knowing is
-			 * keeping for every query this namespace could answer. */
+		size_t max = u && budget_per_uid - u->bytes < NAMESPACE_TABLE_MAX ? budget_per_uid - u->bytes
+										 : NAMESPACE_TABLE_MAX;
+		bool cut;
+		size_t len = answer_from_file(q, n, owner, path, (pid_t)atoi(de->d_name), max, &cut);
+		if (cut) {
+			/* What is left unread may hold a mount asked about, so
+			 * not knowing is keeping for every query this namespace
+			 * could answer. */
 			for (size_t i = 0; i < n; i++)
 				if (asks_about(&q[i], owner))
 					q[i].user = -1;

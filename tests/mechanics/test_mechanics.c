@@ -917,8 +917,8 @@ static void free_identities(void)
 }
 
 /* A process of uid NOBODY in a mount namespace of its own whose mountinfo
- * is longer than the 4 MiB mount_users reads of one (1,200 mounts at a
- * path of nearly 4 KiB), with b bound after them all; its pid. */
+ * is longer than the 4 MiB mount_users once read of one (1,200 mounts at
+ * a path of nearly 4 KiB), with b bound after them all; its pid. */
 static pid_t table_past_a_read(const char *b)
 {
 	char deep[4096], bound[600];
@@ -1005,15 +1005,21 @@ static void test_mount_users(void)
 	      (int)q[0].user, (int)q[1].user);
 	check(q[2].user == 0, "another uid's answer is not (%d)", (int)q[2].user);
 
-	/* A namespace whose table is longer than a read takes (anyone can
-	 * lengthen it with mounts of long paths that later namespaces copy),
-	 * b bound at its end: not read means not known, never "unused". */
+	/* A namespace whose table is long (anyone can lengthen it with
+	 * mounts of long paths that later namespaces copy, root's too), b
+	 * bound at its end: read a line at a time to its end, b's use is
+	 * found. A cut at 4 MiB made every query a root namespace could
+	 * answer "not known", and gc kept every user's lost jobs. */
 	pid_t longer = table_past_a_read(b);
 	q[0].user = q[1].user = q[2].user = 0;
 	mount_users_find_all(q, 3, 0);
-	check(q[0].user == child, "a read cut short leaves what it found (%d, child %d)", (int)q[0].user,
-	      (int)child);
-	check(q[1].user == -1, "past a read cut short the uid's answer is not known (%d)", (int)q[1].user);
+	check(q[0].user == child, "a long table leaves what the other namespace answers (%d, child %d)",
+	      (int)q[0].user, (int)child);
+	check(q[1].user == longer, "a mount bound past 4 MiB of a table is found (%d, pid %d)",
+	      (int)q[1].user, (int)longer);
+	mount_users_find_all(q, 3, 2 << 20);
+	check(q[1].user == -1, "past the uid's budget within a table its answer is not known (%d)",
+	      (int)q[1].user);
 	if (longer > 0) {
 		kill(longer, SIGKILL);
 		waitpid(longer, NULL, 0);
