@@ -43,9 +43,10 @@ bool squash_is_system_path(const char *path)
 	return false;
 }
 
-/* Syntax shared by targets and prefixes. `what` names the kind of path in
- * the message. */
-static int check_clean_path(const char *path, const char *what, char *err,
+/* Syntax shared by targets, prefixes and image directories. `what` names
+ * the kind of path in the message; a target (or prefix of targets) is
+ * listed in SQUASH_MOUNTS and must not cover a system directory. */
+static int check_clean_path(const char *path, const char *what, bool target, char *err,
 			    size_t errlen)
 {
 	size_t len = strnlen(path, SQUASH_PATH_MAX);
@@ -72,7 +73,7 @@ static int check_clean_path(const char *path, const char *what, char *err,
 			    what, QUOTE_MAX, path);
 		return -1;
 	}
-	if (strpbrk(path, ",:")) {
+	if (target && strpbrk(path, ",:")) {
 		/* Tasks get the targets as one ':'-separated list (SQUASH_MOUNTS). */
 		squash_errf(err, errlen,
 			    "%s '%.*s' contains '%c'; mount points may not contain ',' or ':' (they are listed in SQUASH_MOUNTS separated by ':'), choose another TARGET",
@@ -97,22 +98,30 @@ static int check_clean_path(const char *path, const char *what, char *err,
 		}
 		p = comp + n;
 	}
-	if (squash_is_system_path(path)) {
+	if (target && squash_is_system_path(path)) {
 		squash_errf(err, errlen, "%s '%.*s' is a system directory", what,
 			    QUOTE_MAX, path);
+		return -1;
+	}
+	if (!target && len == 1) {
+		squash_errf(err, errlen, "%s '/' is every directory: name those of admin-built images", what);
 		return -1;
 	}
 	return 0;
 }
 
-static int parse_list(const char *text, bool allow_exact, struct squash_prefixes *out,
+enum list_kind { TARGET_PREFIXES, ALLOWED_TARGETS, IMAGE_DIRECTORIES };
+
+static int parse_list(const char *text, enum list_kind kind, struct squash_prefixes *out,
 		      char *err, size_t errlen)
 {
 	const char *p = text;
+	bool allow_exact = kind == ALLOWED_TARGETS, target = kind != IMAGE_DIRECTORIES;
+	const char *what = target ? "target prefix" : "image directory";
 
 	memset(out, 0, sizeof(*out));
 	if (!text || !*text) {
-		squash_errf(err, errlen, "no target prefix given");
+		squash_errf(err, errlen, "no %s given", what);
 		return -1;
 	}
 	for (;;) {
@@ -122,14 +131,14 @@ static int parse_list(const char *text, bool allow_exact, struct squash_prefixes
 		char *item;
 
 		if (out->count == SQUASH_MAX_PREFIXES) {
-			squash_errf(err, errlen, "too many target prefixes (at most %d)",
-				    SQUASH_MAX_PREFIXES);
+			squash_errf(err, errlen, "too many %s (at most %d)",
+				    target ? "target prefixes" : "image directories", SQUASH_MAX_PREFIXES);
 			goto fail;
 		}
 		if (len >= SQUASH_PATH_MAX) {
 			squash_errf(err, errlen,
-				    "target prefix %zu is too long (at most %d bytes)",
-				    out->count + 1, SQUASH_PATH_MAX - 1);
+				    "%s %zu is too long (at most %d bytes)",
+				    what, out->count + 1, SQUASH_PATH_MAX - 1);
 			goto fail;
 		}
 		item = strndup(p + exact, len - exact);
@@ -139,7 +148,7 @@ static int parse_list(const char *text, bool allow_exact, struct squash_prefixes
 		}
 		out->exact[out->count] = exact;
 		out->items[out->count++] = item;
-		if (check_clean_path(item, exact ? "exact target" : "target prefix", err, errlen) < 0)
+		if (check_clean_path(item, exact ? "exact target" : what, target, err, errlen) < 0)
 			goto fail;
 		if (!colon)
 			break;
@@ -154,13 +163,18 @@ fail:
 int squash_prefixes_parse(const char *text, struct squash_prefixes *out,
 			  char *err, size_t errlen)
 {
-	return parse_list(text, false, out, err, errlen);
+	return parse_list(text, TARGET_PREFIXES, out, err, errlen);
+}
+
+int squash_image_dirs_parse(const char *text, struct squash_prefixes *out, char *err, size_t errlen)
+{
+	return parse_list(text, IMAGE_DIRECTORIES, out, err, errlen);
 }
 
 int squash_allowed_targets_parse(const char *text, struct squash_prefixes *out, char *err,
 				 size_t errlen)
 {
-	return parse_list(text, true, out, err, errlen);
+	return parse_list(text, ALLOWED_TARGETS, out, err, errlen);
 }
 
 void squash_prefixes_free(struct squash_prefixes *p)
@@ -216,7 +230,7 @@ int squash_target_check(const char *target, const struct squash_prefixes *allowe
 		squash_errf(err, errlen, "empty target");
 		return -1;
 	}
-	if (check_clean_path(target, "target", err, errlen) < 0)
+	if (check_clean_path(target, "target", true, err, errlen) < 0)
 		return -1;
 	if (!allowed || allowed->count == 0) {
 		squash_errf(err, errlen, "no target prefixes are allowed on this node");

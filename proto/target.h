@@ -30,6 +30,12 @@ int squash_prefixes_parse(const char *text, struct squash_prefixes *out,
 			  char *err, size_t errlen);
 void squash_prefixes_free(struct squash_prefixes *p);
 
+/* The same for directories of images (trusted_prefixes): any absolute,
+ * normalised directory but "/", system ones included (/srv/images,
+ * /usr/share/images): the trust check decides on the image's path
+ * itself, and a mount point never comes from this list. */
+int squash_image_dirs_parse(const char *text, struct squash_prefixes *out, char *err, size_t errlen);
+
 /* The same for allowed_targets, whose items may also be "=DIR" (exact). */
 int squash_allowed_targets_parse(const char *text, struct squash_prefixes *out, char *err,
 				 size_t errlen);

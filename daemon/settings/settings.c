@@ -184,9 +184,12 @@ static int set_prefixes(struct squash_prefixes *dst, const char *value,
 	squash_prefixes_free(dst);
 	if (!*value)
 		return 0;
-	/* Only allowed_targets may name exact targets (=DIR). */
+	/* Only allowed_targets may name exact targets (=DIR); trusted_prefixes
+	 * names where images are, which may be a system directory
+	 * (/srv/images), not where they are mounted. */
 	int rc = !strcmp(key, "allowed_targets") ? squash_allowed_targets_parse(value, dst, why, sizeof(why))
-						 : squash_prefixes_parse(value, dst, why, sizeof(why));
+		 : !strcmp(key, "trusted_prefixes") ? squash_image_dirs_parse(value, dst, why, sizeof(why))
+						    : squash_prefixes_parse(value, dst, why, sizeof(why));
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", key, why);
 		return -1;

@@ -92,6 +92,28 @@ static void a_copy_owns_its_prefixes(void)
 	settings_drop(copy);
 }
 
+/* trusted_prefixes names where images are kept, which may be a system
+ * directory; targets never may. */
+static void images_may_be_kept_in_system_directories(void)
+{
+	struct squashd_config *cfg = defaults();
+	char err[512];
+
+	CHECK_INT(config_set(cfg, "trusted_prefixes", "/srv/images:/usr/share/images:/var/lib/images",
+			     err, sizeof(err)), 0);
+	CHECK_INT(cfg->trusted_prefixes.count, 3);
+	CHECK_STR(cfg->trusted_prefixes.items[2], "/var/lib/images");
+	CHECK_INT(config_set(cfg, "trusted_prefixes", "/", err, sizeof(err)), -1);
+	CHECK(strstr(err, "trusted_prefixes: image directory '/' is every directory") != NULL);
+	CHECK_INT(config_set(cfg, "trusted_prefixes", "/srv/../etc", err, sizeof(err)), -1);
+	CHECK(strstr(err, "image directory '/srv/../etc' is not normalised") != NULL);
+	CHECK_INT(config_set(cfg, "trusted_prefixes", "images", err, sizeof(err)), -1);
+	CHECK(strstr(err, "is not an absolute path") != NULL);
+	CHECK_INT(config_set(cfg, "allowed_targets", "/srv/images", err, sizeof(err)), -1);
+	CHECK(strstr(err, "target prefix '/srv/images' is a system directory") != NULL);
+	settings_drop(cfg);
+}
+
 static void text(struct conf_text *t, const char *const *pairs)
 {
 	for (size_t i = 0; pairs[i]; i += 2)
@@ -248,6 +270,7 @@ int main(void)
 	settings_take_values_and_refuse_bad_ones_with_the_key();
 	a_held_snapshot_outlives_the_publication_of_the_next();
 	a_copy_owns_its_prefixes();
+	images_may_be_kept_in_system_directories();
 	a_reload_applies_run_time_settings_and_keeps_the_others();
 	turning_gc_on_or_off_needs_a_restart();
 	the_file_is_read_as_root_would_trust_it();
