@@ -148,11 +148,10 @@ void mount_points_free(struct mount_points *mp)
 	mp->n = 0;
 }
 
-/* Unmounts every mount stacked on path. Returns 0 once nothing is mounted
- * there, -1 with err set otherwise. Busy mounts are retried until
- * busy_deadline and then detached lazily. */
-/* Returns 0 when path's mounts are gone, 1 when one was detached lazily
- * (in use: it lives on until its last user lets go), -1 with err. */
+/* Unmounts every mount stacked on path. Busy mounts are retried until
+ * busy_deadline and then detached lazily. Returns 0 once nothing is
+ * mounted there, 1 when one was detached lazily (in use: it lives on
+ * until its last user lets go), -1 with err set otherwise. */
 static int unmount_all(const char *path, long long busy_deadline, char *err,
 		       size_t errlen)
 {
