@@ -273,6 +273,35 @@ uint64_t squash_mount_id(int fd, char *why, size_t len)
 	return sx.stx_mnt_id;
 }
 
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
+
+uint64_t squash_mount_unique_id(int fd)
+{
+	struct statx sx;
+
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID_UNIQUE, &sx) != 0 ||
+	    !(sx.stx_mask & STATX_MNT_ID_UNIQUE))
+		return 0;
+	return sx.stx_mnt_id;
+}
+
+static int any_layer(const char *path, void *arg)
+{
+	(void)path;
+	(void)arg;
+	return 1;
+}
+
+bool squash_mount_is_plain(const struct squash_mount_table *t, uint64_t mnt_id)
+{
+	const struct squash_mount *m = squash_mount_table_by_id(t, mnt_id);
+	char why[256];
+
+	return m && squash_mount_layers(m, any_layer, NULL, why, sizeof(why)) == 0;
+}
+
 bool squash_user_fuse_refuses(int fd, char *why, size_t len)
 {
 	uint64_t id = squash_mount_id(fd, why, len);

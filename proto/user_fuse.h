@@ -27,6 +27,17 @@
  * gives none). */
 uint64_t squash_mount_id(int fd, char *why, size_t len);
 
+/* fd's mount by its unique id (statx STATX_MNT_ID_UNIQUE, Linux 6.8 on:
+ * never given to another mount, unlike squash_mount_id's), or 0 when the
+ * kernel has none. */
+uint64_t squash_mount_unique_id(int fd);
+
+/* Whether mount mnt_id of t is judged by itself alone: in t, and neither
+ * stacked on directories (an overlay's layers, which later mounts over
+ * their paths would change) nor unknown; its verdict then holds for the
+ * mount's whole life. */
+bool squash_mount_is_plain(const struct squash_mount_table *t, uint64_t mnt_id);
+
 /* fd: any descriptor of the file (O_PATH will do). True when squashd must
  * not open it; why then gets the reason, worded to follow "image X "
  * ("is on a FUSE file system that uid N mounted; ..."). */

@@ -24,6 +24,7 @@
 struct walk {
 	struct squash_mount_table table;
 	bool have_table;
+	struct squash_fit_mounts *fit; /* NULL: none kept */
 	uint64_t judged;  /* the last mount found fit for the file itself (0: none yet) */
 	uint64_t passed;  /* the last mount only passed through (0: none yet) */
 	char *why;
@@ -54,6 +55,11 @@ static bool walkable(struct walk *w, int fd, bool final)
 		return false;
 	if (id == w->judged || (!final && id == w->passed))
 		return true;
+	uint64_t unique = w->fit ? squash_mount_unique_id(fd) : 0;
+	if (unique && squash_fit_mounts_has(w->fit, unique)) {
+		w->judged = id;
+		return true;
+	}
 	if (!w->have_table) {
 		if (squash_mount_table_read("/proc/self/mountinfo", &w->table, cause, sizeof(cause)) < 0) {
 			snprintf(w->why, w->len, "cannot be checked for a user's FUSE server (%s); squashd does "
@@ -66,6 +72,8 @@ static bool walkable(struct walk *w, int fd, bool final)
 	verdict = squash_user_fuse_verdict(&w->table, id, false, w->why, w->len);
 	if (verdict == SQUASH_FUSE_OK) {
 		w->judged = id;
+		if (unique && squash_mount_is_plain(&w->table, id))
+			squash_fit_mounts_add(w->fit, unique);
 		return true;
 	}
 	if (verdict == SQUASH_FUSE_UNKNOWN && !final) {
@@ -207,9 +215,30 @@ fail:
 	return -1;
 }
 
-int squash_open_beside_user_fuse(const char *path, bool strict, bool *last_is_link, char *why, size_t len)
+bool squash_fit_mounts_has(const struct squash_fit_mounts *f, uint64_t id)
 {
-	struct walk w = { .why = why, .len = len };
+	for (uint32_t i = 0; i < f->n && i < SQUASH_FIT_MOUNTS_MAX; i++)
+		if (f->ids[i] == id)
+			return true;
+	return false;
+}
+
+void squash_fit_mounts_add(struct squash_fit_mounts *f, uint64_t id)
+{
+	if (squash_fit_mounts_has(f, id))
+		return;
+	if (f->n < SQUASH_FIT_MOUNTS_MAX) {
+		f->ids[f->n++] = id;
+		return;
+	}
+	f->ids[f->next % SQUASH_FIT_MOUNTS_MAX] = id;
+	f->next = (f->next + 1) % SQUASH_FIT_MOUNTS_MAX;
+}
+
+int squash_open_beside_user_fuse(const char *path, bool strict, bool *last_is_link,
+				 struct squash_fit_mounts *fit, char *why, size_t len)
+{
+	struct walk w = { .fit = fit, .why = why, .len = len };
 	int fd, e;
 
 	*last_is_link = false;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,6 +24,7 @@
 #include "clock.h"
 #include "imagespec.h"
 #include "read_full.h"
+#include "user_fuse.h"
 #include "user_fuse_walk.h"
 #include "util/close_detached.h"
 #include "util/close_from.h"
@@ -52,7 +54,15 @@ struct open_status {
 	uint32_t header_len;
 	uint8_t header[SQUASH_SUPERBLOCK_SIZE];
 	char reason[1024]; /* STEP_USER_FUSE's */
+	uint32_t mount_fit; /* the image's mount is plain and fit: kept (fit_mounts) */
 };
+
+/* Mounts found fit for images, by unique id (user_fuse_walk.h): given to
+ * each opener, so that opening an image on a mount found fit before reads
+ * no mountinfo, whose length any user sets. Only the mount of an image
+ * an opener returned is added, its id taken from that descriptor here. */
+static pthread_mutex_t fit_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct squash_fit_mounts fit_mounts;
 
 static void child_send(int sock, const struct open_status *status, int fd)
 {
@@ -94,7 +104,7 @@ static void close_range_compat(unsigned first, unsigned last)
 
 /* Runs in the forked child, never returns. */
 static void __attribute__((noreturn))
-child_open(int sock, const char *path, const struct identity *id)
+child_open(int sock, const char *path, const struct identity *id, struct squash_fit_mounts *fit)
 {
 	struct open_status status = { .step = STEP_OK };
 	struct stat st;
@@ -119,7 +129,7 @@ child_open(int sock, const char *path, const struct identity *id)
 	 * cgroup (user_fuse_walk.h). */
 	bool last_is_link;
 
-	pfd = squash_open_beside_user_fuse(path, true, &last_is_link, status.reason, sizeof(status.reason));
+	pfd = squash_open_beside_user_fuse(path, true, &last_is_link, fit, status.reason, sizeof(status.reason));
 	if (pfd < 0) {
 		status.err = errno;
 		/* ELOOP also means too many links along the path; only call
@@ -137,6 +147,8 @@ child_open(int sock, const char *path, const struct identity *id)
 		status.mode = st.st_mode;
 		goto out;
 	}
+	uint64_t mount = squash_mount_unique_id(pfd);
+	status.mount_fit = mount && squash_fit_mounts_has(fit, mount);
 	/* A file on a user's FUSE mount is never opened for reading (every
 	 * close of it, here, in squashd, in a server, would send a FLUSH only
 	 * that user's server answers): the walk judged its mount already. */
@@ -164,6 +176,7 @@ out:
 struct open_request {
 	struct identity id;
 	char path[SQUASH_PATH_MAX];
+	struct squash_fit_mounts fit;
 };
 
 /* In the spawner's child: checks what it was given, then opens. */
@@ -177,9 +190,9 @@ spawned_open(int sock, const void *payload, const int *fds, size_t nfds)
 
 	memcpy(&rq, payload, sizeof(rq));
 	rq.path[sizeof(rq.path) - 1] = '\0';
-	if (rq.id.ngroups < 0 || rq.id.ngroups > IDENTITY_MAX_GROUPS)
+	if (rq.id.ngroups < 0 || rq.id.ngroups > IDENTITY_MAX_GROUPS || rq.fit.n > SQUASH_FIT_MOUNTS_MAX)
 		_exit(1); /* squashd sees EOF: died without an answer */
-	child_open(sock, rq.path, &rq.id);
+	child_open(sock, rq.path, &rq.id, &rq.fit);
 }
 
 const struct spawner_op image_open_spawner_op = { sizeof(struct open_request), spawned_open, 0, false };
@@ -194,6 +207,9 @@ static bool spawn_opener(const char *path, const struct identity *id, int answer
 		memset(rq, 0, sizeof(*rq));
 		rq->id = *id;
 		memcpy(rq->path, path, strlen(path) + 1);
+		pthread_mutex_lock(&fit_lock);
+		rq->fit = fit_mounts;
+		pthread_mutex_unlock(&fit_lock);
 		sent = spawner_request(SPAWNER_OPEN_IMAGE, rq, sizeof(*rq), answer_fd) == 0;
 	}
 	free(rq);
@@ -372,7 +388,9 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 
 			/* As the spawner's children: nothing of squashd's (close_from.h). */
 			close_all_but(keep, 1);
-			child_open(sv[1], path, id);
+			static struct squash_fit_mounts fit; /* a fresh process: ours alone */
+			fit = fit_mounts;
+			child_open(sv[1], path, id, &fit);
 		}
 	}
 	close(sv[1]);
@@ -444,6 +462,12 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 			 file_type_name(st->st_mode));
 		close_detached(fd);
 		return RESULT_USER_ERROR;
+	}
+	uint64_t mount = status.mount_fit ? squash_mount_unique_id(fd) : 0;
+	if (mount) {
+		pthread_mutex_lock(&fit_lock);
+		squash_fit_mounts_add(&fit_mounts, mount);
+		pthread_mutex_unlock(&fit_lock);
 	}
 	if (header) {
 		header->read_errno = status.header_err;

@@ -222,7 +222,7 @@ static void open_dirs(void *arg, void *answer, int fds[2])
 	 * reopened for reading: the very directory walked to. */
 	bool last_is_link;
 	char self[64];
-	int pfd = squash_open_beside_user_fuse(a->dir, false, &last_is_link, st->reason, sizeof(st->reason));
+	int pfd = squash_open_beside_user_fuse(a->dir, false, &last_is_link, NULL, st->reason, sizeof(st->reason));
 
 	if (pfd < 0) {
 		st->step = st->reason[0] ? STEP_USER_FUSE : errno == ENOTDIR ? STEP_NOT_DIR : STEP_OPEN;

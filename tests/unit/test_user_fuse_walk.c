@@ -4,18 +4,25 @@
  * repeated and trailing slashes, a procfs link; the same errors (ENOENT,
  * ENOTDIR, ELOOP for a loop), and a last component that is a link is
  * said to be one (open gives the link itself). Mounts it refuses (a user's FUSE server) are the
- * integration tests' (test_images_on_a_users_fuse_mount.py). */
+ * integration tests' (test_images_on_a_users_fuse_mount.py). Mounts found
+ * fit are remembered by unique id and then taken as fit without a look
+ * at mountinfo (Linux 6.8 on). */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit.h"
+#include "user_fuse.h"
 #include "user_fuse_walk.h"
 
 static char top[64];
@@ -29,7 +36,7 @@ static void same_as_open(const char *rel)
 	int fw, fo, ew, eo;
 
 	snprintf(path, sizeof(path), "%s/%s", top, rel);
-	fw = squash_open_beside_user_fuse(path, true, &link, why, sizeof(why));
+	fw = squash_open_beside_user_fuse(path, true, &link, NULL, why, sizeof(why));
 	ew = errno;
 	fo = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	eo = errno;
@@ -65,6 +72,95 @@ static void same_as_open(const char *rel)
 	close(fo);
 }
 
+/* A walk remembers the plain mount it found fit, and takes a mount it
+ * remembers as fit: shown with a tmpfs of another mount namespace (reached
+ * through /proc/PID/root), which mountinfo cannot tell and the walk
+ * refuses, until its unique id is among the fit ones. */
+static void fit_mounts_are_remembered_and_trusted(void)
+{
+	char path[512], why[256], dir[64] = "/tmp/test-fit-mounts.XXXXXX";
+	struct squash_fit_mounts fit = { .n = 0 };
+	bool link;
+	int fd, ready[2];
+
+	snprintf(path, sizeof(path), "%s/d/f", top);
+	fd = squash_open_beside_user_fuse(path, true, &link, &fit, why, sizeof(why));
+	CHECK(fd >= 0);
+	uint64_t here = fd >= 0 ? squash_mount_unique_id(fd) : 0;
+	if (fd >= 0)
+		close(fd);
+	if (!here) {
+		printf("# no unique mount ids (Linux 6.8 on): nothing is remembered\n");
+		CHECK_INT(fit.n, 0);
+		return;
+	}
+	CHECK_INT(fit.n, 1);
+	CHECK(squash_fit_mounts_has(&fit, here));
+	if (geteuid() != 0 || !mkdtemp(dir) || pipe(ready) < 0) {
+		printf("# not root: the other namespace's mount is not tried\n");
+		return;
+	}
+	pid_t child = fork();
+	if (child == 0) {
+		char ok = unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+			  mount("tmpfs", dir, "tmpfs", 0, "size=64k") == 0;
+		if (ok) {
+			char file[128];
+			snprintf(file, sizeof(file), "%s/image", dir);
+			FILE *f = fopen(file, "w");
+			ok = f && fputs("x", f) >= 0 && fclose(f) == 0;
+		}
+		(void)!write(ready[1], &ok, 1);
+		pause();
+		_exit(0);
+	}
+	char ok = 0;
+	close(ready[1]);
+	CHECK(child > 0 && read(ready[0], &ok, 1) == 1 && ok);
+	close(ready[0]);
+	snprintf(path, sizeof(path), "/proc/%d/root%s/image", (int)child, dir);
+	fd = squash_open_beside_user_fuse(path, true, &link, &fit, why, sizeof(why));
+	CHECK(fd < 0 && strstr(why, "mount of another mount namespace") != NULL);
+	/* The mounts on the way there: that namespace's copies of the
+	 * node's, then its tmpfs. */
+	char part[512];
+	snprintf(part, sizeof(part), "/proc/%d/root", (int)child);
+	for (const char *p = dir;; p = strchr(p + 1, '/')) {
+		size_t at = strlen(part);
+		int there;
+
+		snprintf(part + at, sizeof(part) - at, "%.*s", (int)(p ? strcspn(p + 1, "/") + 1 : 0), p ? p : "");
+		there = open(part, O_PATH | O_CLOEXEC);
+		CHECK(there >= 0);
+		squash_fit_mounts_add(&fit, there >= 0 ? squash_mount_unique_id(there) : 0);
+		if (there >= 0)
+			close(there);
+		if (!p)
+			break;
+	}
+	fd = squash_open_beside_user_fuse(path, true, &link, &fit, why, sizeof(why));
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	rmdir(dir);
+}
+
+/* The oldest remembered mount makes room for a new one. */
+static void fit_mounts_keep_the_newest(void)
+{
+	struct squash_fit_mounts fit = { .n = 0 };
+
+	for (uint64_t id = 1; id <= SQUASH_FIT_MOUNTS_MAX + 2; id++)
+		squash_fit_mounts_add(&fit, id);
+	CHECK_INT(fit.n, SQUASH_FIT_MOUNTS_MAX);
+	CHECK(!squash_fit_mounts_has(&fit, 1) && !squash_fit_mounts_has(&fit, 2));
+	CHECK(squash_fit_mounts_has(&fit, 3) && squash_fit_mounts_has(&fit, SQUASH_FIT_MOUNTS_MAX + 2));
+	squash_fit_mounts_add(&fit, 5); /* already held: nothing moves */
+	CHECK(squash_fit_mounts_has(&fit, 3));
+}
+
 int main(void)
 {
 	static const char *const paths[] = {
@@ -94,12 +190,14 @@ int main(void)
 		int fd;
 
 		CHECK_INT(chdir(top), 0);
-		fd = squash_open_beside_user_fuse("rel/f", true, &link, why, sizeof(why));
+		fd = squash_open_beside_user_fuse("rel/f", true, &link, NULL, why, sizeof(why));
 		CHECK(fd >= 0);
 		if (fd >= 0)
 			close(fd);
 		CHECK_INT(chdir("/"), 0);
 	}
+	fit_mounts_are_remembered_and_trusted();
+	fit_mounts_keep_the_newest();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", top);
 	CHECK_INT(system(cmd), 0);
 	return unit_exit_code();
