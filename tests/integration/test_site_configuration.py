@@ -97,10 +97,12 @@ srun cat /squash/rw/new.txt /squash/rw/a.txt
 def test_a_user_error_fails_the_job_and_leaves_the_node_up(cluster_site):
     c = cluster_site
     a = image(c, "gone.sqfs", JOB_FILES)
-    # Passes the check at submit; gone by the time the prolog opens it.
+    # Passes the check at submit; gone by the time the prolog opens it
+    # (held, not --begin: a begin time waits for the scheduler's pass).
     job = c.sbatch(USER1, c.write_script(c.workdir(USER1, "gone"), "cat /squash/gone/a.txt\n"),
-                   [f"--squash-image={a}", "--begin=now+3"])
+                   [f"--squash-image={a}", "--hold"])
     a.unlink()
+    run(["scontrol", "release", str(job.id)], env=c.env)
     job.wait()
     out = job.output()
     assert job.state == "FAILED", out
