@@ -122,13 +122,18 @@ static void fit_mounts_are_remembered_and_trusted(void)
 	fd = squash_open_beside_user_fuse(path, true, &link, &fit, why, sizeof(why));
 	CHECK(fd < 0 && strstr(why, "mount of another mount namespace") != NULL);
 	/* The mounts on the way there: that namespace's copies of the
-	 * node's, then its tmpfs. */
+	 * node's (its root first: a mount of its own in a test root), then
+	 * its tmpfs. */
 	char part[512];
 	snprintf(part, sizeof(part), "/proc/%d/root", (int)child);
 	for (const char *p = dir;; p = strchr(p + 1, '/')) {
 		size_t at = strlen(part);
-		int there;
+		int there = open(part, O_PATH | O_CLOEXEC);
 
+		CHECK(there >= 0);
+		squash_fit_mounts_add(&fit, there >= 0 ? squash_mount_unique_id(there) : 0);
+		if (there >= 0)
+			close(there);
 		snprintf(part + at, sizeof(part) - at, "%.*s", (int)(p ? strcspn(p + 1, "/") + 1 : 0), p ? p : "");
 		there = open(part, O_PATH | O_CLOEXEC);
 		CHECK(there >= 0);
