@@ -51,11 +51,13 @@ hungry)
 	# Once: the reader squashd starts again on the same connections serves.
 	if [ ! -e "$ctl/hungry-$(id -u)" ]; then
 		touch "$ctl/hungry-$(id -u)"
-		# Children that together outgrow reader_memory_max once the reader
-		# serves, each well below it, and the reader first in line for the
-		# OOM killer (a user may raise their own score): the kernel picks
-		# the reader (score: the limit and its size) over any one child.
-		for i in 1 2 3; do perl -e 'sleep 2; $x = "x" x {hungry}; sleep 60' & done
+		# Children that together outgrow reader_memory_max once the test has
+		# seen the reader serve (it makes hungry-go-<uid>), each well below it,
+		# and the reader first in line for the OOM killer (a user may raise
+		# their own score): the kernel picks the reader (score: the limit and
+		# its size) over any one child.
+		for i in 1 2 3; do perl -e 'for (1..600) {{ last if -e $ARGV[0]; select(undef, undef, undef, 0.1) }}
+			$x = "x" x {hungry}; sleep 60' "$ctl/hungry-go-$(id -u)" & done
 		echo 1000 > /proc/self/oom_score_adj
 	fi ;;
 esac
@@ -65,8 +67,9 @@ exec {reader} "$@"
 
 @pytest.fixture(scope="module")
 def contained(cluster):
-    """The cluster's squashd with the test reader, a low tasks limit and a
-    short request timeout; the original settings again afterwards."""
+    """The cluster's squashd with the test reader, a low tasks limit, a
+    short request timeout and no periodic gc; the original settings again
+    afterwards."""
     node = cluster.nodes[0]
     conf = cluster.dir / "squashd.conf"
     saved = conf.read_text()
@@ -78,7 +81,10 @@ def contained(cluster):
     wrapper.parent.mkdir(mode=0o755, exist_ok=True)
     wrapper.write_text(WRAPPER.format(ctl=ctl, forks=3 * TASKS_MAX, hungry=MEMORY_MAX * 2 // 5, reader=real))
     wrapper.chmod(0o755)
-    conf.write_text(re.sub(r"^squash_reader = .*$", f"squash_reader = {wrapper}", saved,
+    # The tests' jobs are unknown to slurmctld: a gc pass would release
+    # them under the test.
+    quiet = re.sub(r"^gc_interval = .*$", "gc_interval = 0", saved, flags=re.M)
+    conf.write_text(re.sub(r"^squash_reader = .*$", f"squash_reader = {wrapper}", quiet,
                            flags=re.M)
                     .replace("request_timeout = 10\n", f"request_timeout = {REQUEST_TIMEOUT}\n")
                     + f"reader_tasks_max = {TASKS_MAX}\nreader_cpu_weight = {CPU_WEIGHT}\n"
@@ -196,12 +202,17 @@ def test_a_reader_past_reader_memory_max_is_killed_in_its_cgroup_named_and_repla
     uid = uid_of(USER1)
     img = cluster.make_image(cluster.workdir(USER1, "img") / "hungry.sqfs", FILES, owner=USER1)
     (ctl / str(uid)).write_text("hungry\n")
+    # A release returns before its reader has exited.
+    wait_until(lambda: not reader_pids(uid), 10, what="USER1's earlier readers to end")
     offset = len(cluster.squashd_log())
     try:
         p = cluster.rawclient("mount", FAKE_JOB + 3, uid, f"{img}:/squash/hungry")
         assert p.returncode == 0, p.stdout + p.stderr
         (first,) = reader_pids(uid)
         assert memory_limit_file(first).read_text() == f"{MEMORY_MAX}\n"
+        # Only now the children grow: on a slow machine a timer could end the
+        # reader before the mount's answer reached the test.
+        (ctl / f"hungry-go-{uid}").write_text("")
         wait_until(lambda: "restarted as pid" in cluster.squashd_log()[offset:], 30,
                    what="the killed reader to be replaced")
         log = cluster.squashd_log()[offset:]
@@ -221,6 +232,7 @@ def test_a_reader_past_reader_memory_max_is_killed_in_its_cgroup_named_and_repla
     finally:
         (ctl / str(uid)).unlink()
         (ctl / f"hungry-{uid}").unlink(missing_ok=True)
+        (ctl / f"hungry-go-{uid}").unlink(missing_ok=True)
         cluster.rawclient("release", FAKE_JOB + 3)
 
 
