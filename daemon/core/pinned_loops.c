@@ -5,25 +5,16 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
 #include "util/log.h"
 #include "util/small_file.h"
 
-struct pinned {
-	char device[32];        /* /dev/loopN */
-	char backing[256];      /* what sysfs said it was attached to, cut */
-	char image[256];        /* the image, for the note, cut */
-	uid_t uids[MOUNT_SESSION_UIDS];
-	unsigned n_uids;
-	long long since_ms;     /* its unmount */
-};
-
 /* A leaf lock: taken under ds->lock, never the other way round. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pinned pinned[PINNED_LOOPS_MAX];
-static unsigned n_pinned;
+static struct pinned_table table;
 static long long looked_ms; /* when the devices were last looked at */
 
 /* What /dev/loopN is attached to (sysfs: no open of the device, which
@@ -40,11 +31,6 @@ static bool attached_to(const char *device, char *backing, size_t len)
 	return true;
 }
 
-static void forget(unsigned i)
-{
-	pinned[i] = pinned[--n_pinned];
-}
-
 void pinned_loops_note(const struct mount_entry *m)
 {
 	struct pinned p = { .since_ms = squash_now_ms() };
@@ -57,20 +43,12 @@ void pinned_loops_note(const struct mount_entry *m)
 	p.n_uids = m->n_session_uids;
 	memcpy(p.uids, m->session_uids, sizeof(p.uids));
 	pthread_mutex_lock(&lock);
-	for (unsigned i = 0; i < n_pinned; i++)
-		if (!strcmp(pinned[i].device, p.device))
-			forget(i--);
-	if (n_pinned == PINNED_LOOPS_MAX) {
-		unsigned first = 0;
+	const char *dropped = pinned_table_add(&table, &p);
 
-		for (unsigned i = 1; i < n_pinned; i++)
-			if (pinned[i].since_ms < pinned[first].since_ms)
-				first = i;
-		log_warning("forgetting loop device %s, still attached after its unmount: %d such devices "
-			    "are remembered at most", pinned[first].device, PINNED_LOOPS_MAX);
-		forget(first);
-	}
-	pinned[n_pinned++] = p;
+	if (dropped)
+		log_warning("%d loop devices are still attached after their unmount: forgetting the name of %s, "
+			    "the oldest of the user charged with the most, which counts against max_loop_devices "
+			    "and that user's share until squashd restarts", PINNED_LOOPS_MAX, dropped);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -84,23 +62,23 @@ static void look_again(struct daemon_state *ds)
 	long long now = squash_now_ms();
 	bool all = !looked_ms || now - looked_ms >= 1000 || now < looked_ms;
 
-	if (n_pinned == 0)
+	if (table.n == 0)
 		return;
 	if (all)
 		looked_ms = now;
-	for (unsigned i = 0; i < n_pinned; i++) {
+	for (unsigned i = 0; i < table.n; i++) {
+		const struct pinned *p = &table.e[i];
 		char backing[256];
 		bool ours = false;
 
-		if (!all && now - pinned[i].since_ms >= PINNED_LOOPS_YOUNG_MS)
+		if (!all && now - p->since_ms >= PINNED_LOOPS_YOUNG_MS)
 			continue;
 
 		for (const struct mount_entry *m = ds->registry.mounts; m && !ours; m = m->next)
-			ours = m->key.mode == SQUASH__MOUNT_MODE__KERNEL && !strcmp(m->loop_device, pinned[i].device);
-		if (ours || !attached_to(pinned[i].device, backing, sizeof(backing)) ||
-		    strcmp(backing, pinned[i].backing) != 0) {
-			log_info("loop device %s of image %s is detached now", pinned[i].device, pinned[i].image);
-			forget(i--);
+			ours = m->key.mode == SQUASH__MOUNT_MODE__KERNEL && !strcmp(m->loop_device, p->device);
+		if (ours || !attached_to(p->device, backing, sizeof(backing)) || strcmp(backing, p->backing) != 0) {
+			log_info("loop device %s of image %s is detached now", p->device, p->image);
+			pinned_table_remove(&table, i--);
 		}
 	}
 }
@@ -109,22 +87,35 @@ unsigned pinned_loops_count_locked(struct daemon_state *ds)
 {
 	pthread_mutex_lock(&lock);
 	look_again(ds);
-	unsigned n = n_pinned;
+	unsigned n = pinned_table_count(&table);
 	pthread_mutex_unlock(&lock);
 	return n;
 }
 
 unsigned pinned_loops_of_user_locked(struct daemon_state *ds, uid_t uid)
 {
-	unsigned n = 0;
-
 	pthread_mutex_lock(&lock);
 	look_again(ds);
-	for (unsigned i = 0; i < n_pinned; i++)
-		for (unsigned k = 0; k < pinned[i].n_uids; k++)
-			n += pinned[i].uids[k] == uid;
+	unsigned n = pinned_table_of_user(&table, uid);
 	pthread_mutex_unlock(&lock);
 	return n;
+}
+
+/* The note on devices forgotten by name (lock held). */
+static const char *forgotten_note(char *line, size_t len)
+{
+	size_t u = 0;
+	int w = snprintf(line, len, "%u loop device(s) still attached after their unmount are no longer named "
+			 "(squashd names %d at most); they count against max_loop_devices until squashd restarts",
+			 table.forgotten_node, PINNED_LOOPS_MAX);
+
+	u = w > 0 && (size_t)w < len ? (size_t)w : len - 1;
+	for (unsigned f = 0; f < table.n_forgotten && u + 40 < len; f++) {
+		w = snprintf(line + u, len - u, "%s%u of uid %u", f ? ", " : "; and the loop devices of users: ",
+			     table.forgotten[f].n, (unsigned)table.forgotten[f].uid);
+		u += w > 0 ? (size_t)w : 0;
+	}
+	return line;
 }
 
 void pinned_loops_notes_locked(struct daemon_state *ds, void (*say)(void *arg, const char *line), void *arg)
@@ -134,8 +125,10 @@ void pinned_loops_notes_locked(struct daemon_state *ds, void (*say)(void *arg, c
 
 	pthread_mutex_lock(&lock);
 	look_again(ds);
-	for (unsigned i = 0; i < n_pinned; i++) {
-		const struct pinned *p = &pinned[i];
+	if (table.forgotten_node)
+		say(arg, forgotten_note(line, sizeof(line)));
+	for (unsigned i = 0; i < table.n; i++) {
+		const struct pinned *p = &table.e[i];
 		size_t u = 0;
 
 		if (now - p->since_ms < PINNED_LOOPS_NOTE_MS)
@@ -160,27 +153,24 @@ void pinned_loops_notes_locked(struct daemon_state *ds, void (*say)(void *arg, c
 void pinned_loops_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg,
 			      user_budget_emit emit, void *arg)
 {
-	uid_t uids[PINNED_LOOPS_MAX * MOUNT_SESSION_UIDS];
-	unsigned counts[PINNED_LOOPS_MAX * MOUNT_SESSION_UIDS], n = 0;
+	const unsigned max = PINNED_LOOPS_MAX * MOUNT_SESSION_UIDS + PINNED_FORGOTTEN_USERS_MAX;
+	uid_t *uids = malloc(max * sizeof(*uids));
+	unsigned *counts = malloc(max * sizeof(*counts)), n;
 
 	(void)cfg;
+	if (!uids || !counts) {
+		free(uids);
+		free(counts);
+		return;
+	}
 	pthread_mutex_lock(&ds->lock);
 	pthread_mutex_lock(&lock);
 	look_again(ds);
-	for (unsigned i = 0; i < n_pinned; i++)
-		for (unsigned k = 0; k < pinned[i].n_uids; k++) {
-			unsigned j = 0;
-
-			while (j < n && uids[j] != pinned[i].uids[k])
-				j++;
-			if (j == n) {
-				uids[n] = pinned[i].uids[k];
-				counts[n++] = 0;
-			}
-			counts[j]++;
-		}
+	n = pinned_table_users(&table, uids, counts, max);
 	pthread_mutex_unlock(&lock);
 	pthread_mutex_unlock(&ds->lock);
 	for (unsigned j = 0; j < n; j++)
 		emit(arg, uids[j], "kernel mounts kept after unmount", counts[j], 0);
+	free(uids);
+	free(counts);
 }

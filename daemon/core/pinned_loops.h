@@ -11,8 +11,9 @@
  * (how such a copy is made), until the kernel detaches it, which every
  * count looks at again (at most once a second), and squashctl health says
  * so as a note. An open file of the image that outlives its job keeps the
- * device too: counted for the node only, as no session held it. Not kept
- * across a restart of squashd. */
+ * device too: counted for the node only, as no session held it. Past
+ * PINNED_LOOPS_MAX devices, the counts hold (core/pinned_table.h). Not
+ * kept across a restart of squashd. */
 #ifndef SQUASHD_PINNED_LOOPS_H
 #define SQUASHD_PINNED_LOOPS_H
 
@@ -20,10 +21,9 @@
 #include <sys/types.h>
 
 #include "core/daemon.h"
+#include "core/pinned_table.h"
 #include "core/user_budgets.h"
 
-/* Devices remembered at once: past that the one noted first is forgotten. */
-#define PINNED_LOOPS_MAX 1024
 /* Attached this long after the unmount: worth a note (the kernel may
  * detach a device a moment after its last unmount). */
 #define PINNED_LOOPS_NOTE_MS 5000

@@ -346,7 +346,9 @@ static void add_operations_view(struct request *rq, const Squash__StatusRequest 
 	/* Readers without limits: one user's could take the node's tasks. */
 	if (reader_cgroup_problem()[0])
 		add_extra(x, "%s", reader_cgroup_problem());
-	if (loop_devices_exhausted(rq->cfg, in_use, problem, sizeof(problem)))
+	/* Root's alone, as the note below: the probe may wait up to 200 ms
+	 * for a device node, which a user's status in a loop must not buy. */
+	if (req && loop_devices_exhausted(rq->cfg, in_use, problem, sizeof(problem)))
 		add_extra(x, "%s", problem);
 	/* A note, not a problem: one user's own fusermount mounts can fill
 	 * the table alone (mount_max is the node's, not per user), and a

@@ -15,8 +15,9 @@
 #include "core/daemon.h"
 #include "util/peer.h"
 
-/* The user the request in buf works for (user_queues.h): the peer, or
- * for root's requests about a job that job's user; 0 for nobody.
+/* The user the request in buf works for (user_queues.h): the user
+ * answering for the peer (peer.user), or for root's requests about a job
+ * that job's user; 0 for nobody.
  * *release: it is root's release (an epilog), which only gives back. */
 uid_t server_worked_for(struct daemon_state *ds, const struct peer *peer, const uint8_t *buf,
 			size_t len, bool *release);
