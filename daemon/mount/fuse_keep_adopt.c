@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "mount/mount_users.h"
 #include "process/reader_process.h"
 #include "mountinfo.h"
+#include "mount/mount_devs.h"
 #include "util/close_detached.h"
 #include "util/log.h"
 #include "util/mountinfo_kept.h"
@@ -79,73 +81,6 @@ static bool is_image(int fd, dev_t dev, ino_t ino)
 	return statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &stx) == 0 &&
 	       S_ISREG(stx.stx_mode) && makedev(stx.stx_dev_major, stx.stx_dev_minor) == dev &&
 	       stx.stx_ino == ino;
-}
-
-/* The devices of the mounts of a reader's mount namespace by mount id,
- * from its mountinfo (which the kernel writes without asking any file
- * system), sorted by id: parsed once per reader, not once per descriptor. */
-struct mount_dev {
-	uint64_t id;
-	dev_t dev;
-};
-
-static int by_mount_id(const void *a, const void *b)
-{
-	uint64_t x = ((const struct mount_dev *)a)->id, y = ((const struct mount_dev *)b)->id;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Mounts of one namespace looked at, at most: the kernel's fs.mount-max
- * is 100,000 by default; a reader its user moved into a namespace of
- * their own has that namespace's table, which the user fills. */
-#define MOUNT_DEVS_MAX 200000
-
-struct devs_read {
-	struct mount_dev *all;
-	size_t n, room;
-};
-
-static int add_dev(const struct squash_mount *m, void *arg)
-{
-	struct devs_read *d = arg;
-
-	if (d->n >= MOUNT_DEVS_MAX)
-		return 1;
-	if (d->n == d->room) {
-		size_t more = d->room ? d->room * 2 : 256;
-		struct mount_dev *grown = realloc(d->all, more * sizeof(*grown));
-
-		if (!grown)
-			return 1;
-		d->all = grown;
-		d->room = more;
-	}
-	d->all[d->n++] = (struct mount_dev){ m->id, makedev(m->major, m->minor) };
-	return 0;
-}
-
-/* Every mount's device in the mountinfo at path, by mount id. */
-static struct mount_dev *mount_devs(const char *path, size_t *n)
-{
-	struct devs_read d = { NULL, 0, 0 };
-	struct mount_dev *all;
-
-	(void)mountinfo_each(path, add_dev, &d);
-	all = d.all;
-	*n = d.n;
-	if (all)
-		qsort(all, *n, sizeof(*all), by_mount_id);
-	return all;
-}
-
-/* The device of mount mnt_id, 0 when not found. */
-static dev_t mount_dev(const struct mount_dev *devs, size_t n, unsigned long mnt_id)
-{
-	struct mount_dev key = { mnt_id, 0 };
-	const struct mount_dev *d = devs ? bsearch(&key, devs, n, sizeof(*devs), by_mount_id) : NULL;
-
-	return d ? d->dev : 0;
 }
 
 /* The number on the line "name:" of fdinfo text, or -1. */
@@ -316,14 +251,31 @@ static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid, u
 	}
 	if (reader_process_in_own_mount_ns(pid)) {
 		if (!a->own_devs_read) {
-			a->own_devs = mount_devs("/proc/self/mountinfo", &a->own_ndevs);
+			bool late;
+
+			/* squashd's own table, read once for everyone: users'
+			 * own mounts in it are fusermount's, at most mount_max. */
+			a->own_devs = mount_devs("/proc/self/mountinfo", &a->own_ndevs, LLONG_MAX, &late);
 			a->own_devs_read = true;
 		}
 		devs = a->own_devs;
 		ndevs = a->own_ndevs;
 	} else {
+		long long left = ADOPT_MS_PER_USER - u->ms;
+		bool late;
+
+		if (ADOPT_MS_TOTAL - a->ms < left)
+			left = ADOPT_MS_TOTAL - a->ms;
 		snprintf(dir_path, sizeof(dir_path), "/proc/%d/mountinfo", (int)pid);
-		devs = own = mount_devs(dir_path, &ndevs);
+		devs = own = mount_devs(dir_path, &ndevs, start + left, &late);
+		if (late) {
+			u->ms += squash_now_ms() - start;
+			a->ms += squash_now_ms() - start;
+			r->cut = true;
+			say_cut(a, u);
+			free(own);
+			return r;
+		}
 	}
 	snprintf(dir_path, sizeof(dir_path), "/proc/%d/fd", (int)pid);
 	dir = opendir(dir_path);

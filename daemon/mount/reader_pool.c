@@ -19,6 +19,7 @@
 #include "process/child_process.h"
 #include "process/server_spawn.h"
 #include "reader_wire.h"
+#include "util/close_detached.h"
 #include "util/log.h"
 
 /* squashd's socket buffer to each reader: SERVE_MOUNTS_MAX mounts, each a
@@ -45,8 +46,11 @@ static struct pool *pools;
 
 static void pool_free(struct pool *p)
 {
+	/* Detached: before Linux 6.16 datagrams the reader sent and squashd
+	 * never read may carry descriptors, whose last close can wait (a file
+	 * of a stopped FUSE server); the caller holds pools_lock. */
 	if (p->sock >= 0)
-		close(p->sock);
+		close_detached(p->sock);
 	if (p->pidfd >= 0)
 		close(p->pidfd);
 	pthread_mutex_destroy(&p->io);
