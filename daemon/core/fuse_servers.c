@@ -132,6 +132,29 @@ static bool restart_server_locked(struct daemon_state *ds, const struct squashd_
 	return true;
 }
 
+/* Whether m lost its server pid and is to get a new reader (lock held). */
+static bool to_restart_locked(const struct mount_entry *m, pid_t pid)
+{
+	return m->state == MOUNT_READY && m->server_pid == pid && m->keep && child_exited(m->server_pidfd);
+}
+
+/* Starts, without ds->lock, the readers that the mounts of dead server
+ * pid need to be resumed on (reader_pool_prepare); false, with why, when
+ * it could not. */
+static bool prepare_readers(struct daemon_state *ds, const struct squashd_config *cfg, pid_t pid, char *why,
+			    size_t whylen)
+{
+	struct identity owner = { 0 };
+	unsigned n = 0;
+
+	pthread_mutex_lock(&ds->lock);
+	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+		if (to_restart_locked(m, pid) && n++ == 0)
+			owner = m->keep->owner;
+	pthread_mutex_unlock(&ds->lock);
+	return n == 0 || reader_pool_prepare(&owner, config_fuse_server(cfg), n, why, whylen) == RESULT_OK;
+}
+
 static void server_exited(void *arg, pid_t pid, int status)
 {
 	struct server_watch *w = arg;
@@ -145,6 +168,11 @@ static void server_exited(void *arg, pid_t pid, int status)
 	reader_cgroup_end(w->uid, pid);
 	const struct squashd_config *cfg = settings_hold();
 	struct teardown td = TEARDOWN_INIT(cfg);
+	char why[256] = "";
+	/* The readers the restarts need are started first, without the lock
+	 * every request takes: under it, a restart only sends. */
+	bool readers = cfg && prepare_readers(ds, cfg, pid, why, sizeof(why));
+
 	pthread_mutex_lock(&ds->lock);
 	for (struct server_watch **pw = &watched; *pw; pw = &(*pw)->next)
 		if (*pw == w) {
@@ -153,17 +181,17 @@ static void server_exited(void *arg, pid_t pid, int status)
 		}
 	/* Every mount it served. One being torn down is expected to lose its
 	 * server; a lingering one nobody uses just goes; those under jobs get
-	 * a new reader (the first restart starts it, the others join it). */
+	 * a new reader (started above, by prepare_readers). */
 	unsigned restarted = 0, dead = 0, held = 0;
 	pid_t new_pid = 0;
-	char why[256] = "";
 	const char *example = NULL;
 
 	for (struct mount_entry *m = ds->registry.mounts, *next; m; m = next) {
 		next = m->next;
 		if ((m->state == MOUNT_READY || m->state == MOUNT_LINGERING) && m->server_pid == pid &&
 		    child_exited(m->server_pidfd)) {
-			if (m->state == MOUNT_READY && restart_server_locked(ds, cfg, m, &new_pid, why, sizeof(why))) {
+			if (readers && m->state == MOUNT_READY &&
+			    restart_server_locked(ds, cfg, m, &new_pid, why, sizeof(why))) {
 				restarted++;
 			} else {
 				dead++;
@@ -196,6 +224,7 @@ static void server_exited(void *arg, pid_t pid, int status)
 		daemon_save_locked(ds);
 	pthread_cond_broadcast(&ds->changed);
 	pthread_mutex_unlock(&ds->lock);
+	reader_pool_release_unused(w->uid);
 	/* The dead mounts' detaches (nothing else is queued here). */
 	teardown_dirs_run(&td, 0);
 	settings_drop(cfg);

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +12,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
 #include "mount/reader_args.h"
+#include "mount/reader_requests.h"
 #include "passed_fds.h"
 #include "process/child_process.h"
+#include "process/reader_cgroup.h"
 #include "process/server_spawn.h"
 #include "reader_wire.h"
 #include "util/close_detached.h"
@@ -33,6 +33,7 @@ struct pool {
 	int pidfd;
 	int sock;              /* -1: adopted (the previous squashd's reader) */
 	bool retired;          /* takes no new mounts; its socket is shut down */
+	bool prepared;         /* started for a restart, no mount handed to it yet */
 	unsigned mounts;       /* served now, or being handed over */
 	unsigned users;        /* threads using the entry outside pools_lock */
 	uint32_t next_id;
@@ -148,160 +149,6 @@ static struct pool *start_locked(const struct identity *id, const char *reader_p
 	return p;
 }
 
-/* One serve_request of flags with the n descriptors fds. */
-static int send_request(int sock, uint32_t id, uint32_t flags, const int *fds, size_t n)
-{
-	struct serve_request req = { .magic = SERVE_WIRE_MAGIC, .id = id, .flags = flags };
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct iovec iov = { .iov_base = &req, .iov_len = sizeof(req) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-			      .msg_control = control.buf, .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	ssize_t k;
-
-	if (n == 0 || n > 2)
-		return -1;
-	memset(&control, 0, sizeof(control));
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(n * sizeof(int));
-	memcpy(CMSG_DATA(c), fds, n * sizeof(int));
-	/* Never blocks: a reader that stopped reading is not waited for. */
-	do
-		k = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (k < 0 && errno == EINTR);
-	return k == (ssize_t)sizeof(req) ? 0 : -1;
-}
-
-/* How long a reader may stay silent before squashd kills it. */
-#define SILENT_READER_MS 1000
-
-/* Sends a union of n images (reader_wire.h: parts of SERVE_UNION_PART
- * image descriptors, the last with fuse_fd after its images). A part the
- * socket cannot take now waits for room until deadline_ms: a union of
- * 1,024 images is 5 messages carrying 1,025 descriptors. */
-static int send_union(int sock, uint32_t id, bool resume, const int *image_fds, size_t n,
-		      int fuse_fd, long long deadline_ms)
-{
-	union {
-		char buf[CMSG_SPACE((SERVE_UNION_PART + 1) * sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	int fds[SERVE_UNION_PART + 1];
-
-	if (n == 0 || n > SERVE_UNION_MAX) {
-		errno = EINVAL;
-		return -1;
-	}
-	for (size_t first = 0; first < n; first += SERVE_UNION_PART) {
-		size_t take = n - first < SERVE_UNION_PART ? n - first : SERVE_UNION_PART;
-		size_t nfds = take + (first + take == n);
-		struct serve_union_part part = { .magic = SERVE_WIRE_MAGIC, .id = id,
-						 .flags = SERVE_UNION | (resume ? SERVE_RESUME : 0),
-						 .images = (uint32_t)n, .first = (uint32_t)first };
-		struct iovec iov = { .iov_base = &part, .iov_len = sizeof(part) };
-		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-				      .msg_controllen = CMSG_SPACE(nfds * sizeof(int)) };
-		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		ssize_t k;
-
-		memcpy(fds, image_fds + first, take * sizeof(int));
-		if (nfds > take)
-			fds[take] = fuse_fd;
-		memset(&control, 0, sizeof(control));
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-		for (;;) {
-			struct pollfd pfd = { .fd = sock, .events = POLLOUT };
-			long long left;
-
-			k = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (k >= 0)
-				break;
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN)
-				return -1;
-			left = deadline_ms - squash_now_ms();
-			if (left <= 0 || poll(&pfd, 1, (int)left) <= 0) {
-				errno = ETIMEDOUT;
-				return -1;
-			}
-		}
-		if (k != (ssize_t)sizeof(part))
-			return -1;
-	}
-	return 0;
-}
-
-/* Waits for the answer to request id (p->io held). Late answers to
- * requests whose waiter gave up are skipped; the reader runs as the user,
- * so anything malformed is its failure, not squashd's. */
-static enum result await_reply(struct pool *p, uint32_t id, long long deadline_ms, char *err,
-			       size_t errlen, bool *timed_out)
-{
-	struct serve_reply r;
-	long long asked_ms = squash_now_ms();
-
-	for (;;) {
-		struct pollfd fds[2] = { { .fd = p->sock, .events = POLLIN },
-					 { .fd = p->pidfd, .events = POLLIN } };
-		long long left = deadline_ms - squash_now_ms();
-		int n = left > 0 ? poll(fds, 2, (int)left) : 0;
-		ssize_t k;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n == 0) {
-			/* Silent for a while, not just asked when the request's
-			 * time was already up: only then is it to be killed. */
-			*timed_out = squash_now_ms() - asked_ms >= SILENT_READER_MS;
-			snprintf(err, errlen, "squash-reader pid %d did not answer in time", (int)p->pid);
-			return RESULT_NODE_ERROR;
-		}
-		if (n < 0 || !(fds[0].revents & POLLIN)) {
-			snprintf(err, errlen, "squash-reader pid %d is gone", (int)p->pid);
-			return RESULT_NODE_ERROR;
-		}
-		k = recv(p->sock, &r, sizeof(r), MSG_DONTWAIT | MSG_TRUNC);
-		if (k < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (k <= 0) {
-			snprintf(err, errlen, "squash-reader pid %d is gone", (int)p->pid);
-			return RESULT_NODE_ERROR;
-		}
-		if (k != (ssize_t)sizeof(r) || r.magic != SERVE_WIRE_MAGIC) {
-			snprintf(err, errlen, "squash-reader pid %d sent a malformed answer", (int)p->pid);
-			return RESULT_NODE_ERROR;
-		}
-		if (r.id != id)
-			continue;
-		if (r.error == 0)
-			return RESULT_OK;
-		r.message[sizeof(r.message) - 1] = '\0';
-		/* Full (reader_wire.h), or out of threads: the reader's limits,
-		 * not the image's fault; a node error retires it, later mounts
-		 * get a new one. */
-		bool limit = r.error == EMFILE || r.error == EAGAIN;
-
-		if (limit)
-			snprintf(err, errlen, "squash-reader pid %d takes no more mounts: %s", (int)p->pid,
-				 r.message[0] ? r.message : "full");
-		else
-			snprintf(err, errlen, "squash-reader could not read the image: %s",
-				 r.message[0] ? r.message : "error");
-		for (char *c = err; *c; c++)
-			if ((unsigned char)*c < 0x20 || *c == 0x7f)
-				*c = '?';
-		return limit ? RESULT_NODE_ERROR : RESULT_USER_ERROR;
-	}
-}
-
 /* No more mounts go to p (pools_lock held): the reader sees the end of
  * its socket and exits once its last mount is gone. The descriptor itself
  * is closed only when nobody can be using it (pool_free). */
@@ -320,6 +167,60 @@ static void forget_locked(struct pool *p)
 	unlink_locked(p);
 	if (p->users == 0)
 		pool_free(p);
+}
+
+/* Whether p takes another mount of id's served by reader_path. */
+static bool usable_locked(const struct pool *p, const struct identity *id, const char *reader_path)
+{
+	return p->uid == id->uid && !p->retired && p->sock >= 0 && p->path && p->mounts < SERVE_MOUNTS_MAX &&
+	       strcmp(p->path, reader_path) == 0;
+}
+
+enum result reader_pool_prepare(const struct identity *id, const char *reader_path, unsigned n, char *err,
+				size_t errlen)
+{
+	unsigned room = 0;
+	enum result res = RESULT_OK;
+
+	pthread_mutex_lock(&pools_lock);
+	for (const struct pool *p = pools; p; p = p->next)
+		if (usable_locked(p, id, reader_path))
+			room += SERVE_MOUNTS_MAX - p->mounts;
+	while (room < n) {
+		struct pool *p = start_locked(id, reader_path, err, errlen);
+
+		if (!p) {
+			res = RESULT_NODE_ERROR;
+			break;
+		}
+		p->prepared = true;
+		room += SERVE_MOUNTS_MAX;
+	}
+	pthread_mutex_unlock(&pools_lock);
+	return res;
+}
+
+void reader_pool_release_unused(uid_t uid)
+{
+	pid_t ended[4];
+	unsigned n = 0;
+
+	pthread_mutex_lock(&pools_lock);
+	for (struct pool *p = pools, *next; p; p = next) {
+		next = p->next;
+		if (p->uid == uid && p->prepared && p->mounts == 0 && p->users == 0 && n < 4) {
+			/* Killed, reaped in the background; no mount's watch
+			 * ends its cgroup, so that is done here. */
+			ended[n++] = p->pid;
+			if (p->pidfd >= 0)
+				child_abandon(p->pidfd);
+			p->pidfd = -1;
+			forget_locked(p);
+		}
+	}
+	pthread_mutex_unlock(&pools_lock);
+	for (unsigned i = 0; i < n; i++)
+		reader_cgroup_end(uid, ended[i]);
 }
 
 /* What goes to the reader: one image, or a union of n (image_fds). */
@@ -368,13 +269,21 @@ static enum result serve(const struct identity *id, const char *reader_path,
 	/* A reader serves SERVE_MOUNTS_MAX mounts at most (reader_wire.h):
 	 * past that the user's next mounts start another. */
 	for (p = pools; p; p = p->next)
-		if (p->uid == id->uid && !p->retired && p->sock >= 0 && p->path &&
-		    p->mounts < SERVE_MOUNTS_MAX && strcmp(p->path, reader_path) == 0)
+		if (usable_locked(p, id, reader_path))
 			break;
+	/* A resume runs under squashd's lock, where no reader is started
+	 * (reader_pool_prepare started what it needs): one that finds none
+	 * lost it to its user, who ended it again. */
+	if (!p && resume) {
+		snprintf(err, errlen, "the reader started to take it over is gone too");
+		pthread_mutex_unlock(&pools_lock);
+		return RESULT_NODE_ERROR;
+	}
 	if (!p && !(p = start_locked(id, reader_path, err, errlen))) {
 		pthread_mutex_unlock(&pools_lock);
 		return RESULT_NODE_ERROR;
 	}
+	p->prepared = false;
 	p->mounts++;
 	p->users++;
 	req_id = ++p->next_id;
@@ -390,19 +299,19 @@ static enum result serve(const struct identity *id, const char *reader_path,
 		snprintf(err, errlen, "cannot watch squash-reader pid %d: %s", (int)p->pid,
 			 strerror(errno));
 		res = RESULT_NODE_ERROR;
-	} else if ((h->image_fds ? send_union(p->sock, req_id, resume, h->image_fds, h->n, h->fuse_fd,
+	} else if ((h->image_fds ? reader_send_union(p->sock, req_id, resume, h->image_fds, h->n, h->fuse_fd,
 					      deadline_ms)
-				 : send_request(p->sock, req_id, resume ? SERVE_RESUME : 0,
+				 : reader_send_request(p->sock, req_id, resume ? SERVE_RESUME : 0,
 						(int[]){ h->image_fd, h->fuse_fd }, 2)) < 0) {
 		snprintf(err, errlen, "cannot hand the mount to squash-reader pid %d: %s", (int)p->pid,
 			 strerror(errno));
 		res = RESULT_NODE_ERROR;
 	} else if (!resume) {
-		res = await_reply(p, req_id, deadline_ms, err, errlen, &timed_out);
+		res = reader_await_reply(p->sock, p->pidfd, p->pid, req_id, deadline_ms, err, errlen, &timed_out);
 		/* Served: its root to walk the start profile through. Only
 		 * advice, so a full socket drops it. */
 		if (res == RESULT_OK && h->root_fd >= 0)
-			(void)send_request(p->sock, req_id, SERVE_ROOT, &h->root_fd, 1);
+			(void)reader_send_request(p->sock, req_id, SERVE_ROOT, &h->root_fd, 1);
 	}
 	if (!resume)
 		pthread_mutex_unlock(&p->io);
