@@ -268,17 +268,10 @@ static struct reader_fds *walk_reader(struct fuse_keep_adoption *a, pid_t pid, u
 			left = ADOPT_MS_TOTAL - a->ms;
 		snprintf(dir_path, sizeof(dir_path), "/proc/%d/mountinfo", (int)pid);
 		devs = own = mount_devs(dir_path, &ndevs, start + left, &late);
-		if (late) {
-			u->ms += squash_now_ms() - start;
-			a->ms += squash_now_ms() - start;
-			r->cut = true;
-			say_cut(a, u);
-			free(own);
-			return r;
-		}
+		r->cut = late; /* the budget is spent: no descriptor is looked at */
 	}
 	snprintf(dir_path, sizeof(dir_path), "/proc/%d/fd", (int)pid);
-	dir = opendir(dir_path);
+	dir = r->cut ? NULL : opendir(dir_path);
 	for (struct dirent *de; dir && (de = readdir(dir));) {
 		char path[96], target[64], *end, *info;
 		long fd = strtol(de->d_name, &end, 10);

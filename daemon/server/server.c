@@ -62,17 +62,13 @@ static const struct request_kind *kind_of(const Squash__Request *req)
 	return NULL;
 }
 
-/* The user a request works for (user_queues.h): the job's for root's
- * requests about a job, else the user answering for the peer (its uid, or
- * the owner of the user namespace it runs in: a user's subordinate uids
- * share that user's request slots and descriptors, not 65,536 times). */
-static uid_t worked_for(struct daemon_state *ds, const struct peer *peer, const Squash__Request *req)
+/* The user root's request works for (user_queues.h): the job's for a
+ * request about a job, else root. */
+static uid_t worked_for(struct daemon_state *ds, const Squash__Request *req)
 {
 	uint32_t job_id, step_id = 0;
 	bool step = false;
 
-	if (peer->uid != 0)
-		return peer->user;
 	if (req->op_case == SQUASH__REQUEST__OP_MOUNT_JOB)
 		return req->mount_job->uid;
 	if (req->op_case == SQUASH__REQUEST__OP_RELEASE_JOB) {
@@ -113,13 +109,16 @@ uid_t server_worked_for(struct daemon_state *ds, const struct peer *peer, const 
 	char err[256];
 
 	*release = false;
+	/* Anyone else's works for the user answering for the peer: its uid,
+	 * or the owner of the user namespace it runs in (a user's subordinate
+	 * uids share that user's request slots and descriptors). */
 	if (peer->uid != 0)
 		return peer->user;
 	/* Root's frame is decoded once more by its worker: a few
 	 * microseconds, and nothing decoded is shared between threads. */
 	if (squash_request_decode(buf, len, &d, &status, err, sizeof(err)) < 0)
 		return 0;
-	uid_t uid = worked_for(ds, peer, d.request);
+	uid_t uid = worked_for(ds, d.request);
 	*release = d.request->op_case == SQUASH__REQUEST__OP_RELEASE_JOB;
 	squash_decoded_request_free(&d);
 	return uid;
