@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "mount/fuse_keep.h"
 #include "process/child_process.h"
 #include "process/process_watch.h"
@@ -132,10 +133,12 @@ static bool restart_server_locked(struct daemon_state *ds, const struct squashd_
 	return true;
 }
 
-/* Whether m lost its server pid and is to get a new reader (lock held). */
-static bool to_restart_locked(const struct mount_entry *m, pid_t pid)
+/* Whether m lost its server pid and is to get a new reader (lock held):
+ * not past its restart budget, for which no reader is started. */
+static bool to_restart_locked(const struct mount_entry *m, pid_t pid, long long now_ms)
 {
-	return m->state == MOUNT_READY && m->server_pid == pid && m->keep && child_exited(m->server_pidfd);
+	return m->state == MOUNT_READY && m->server_pid == pid && m->keep && child_exited(m->server_pidfd) &&
+	       fuse_keep_may_restart(m->keep, now_ms);
 }
 
 /* Starts, without ds->lock, the readers that the mounts of dead server
@@ -147,9 +150,11 @@ static bool prepare_readers(struct daemon_state *ds, const struct squashd_config
 	struct identity owner = { 0 };
 	unsigned n = 0;
 
+	long long now = squash_now_ms();
+
 	pthread_mutex_lock(&ds->lock);
 	for (const struct mount_entry *m = ds->registry.mounts; m; m = m->next)
-		if (to_restart_locked(m, pid) && n++ == 0)
+		if (to_restart_locked(m, pid, now) && n++ == 0)
 			owner = m->keep->owner;
 	pthread_mutex_unlock(&ds->lock);
 	return n == 0 || reader_pool_prepare(&owner, config_fuse_server(cfg), n, why, whylen) == RESULT_OK;

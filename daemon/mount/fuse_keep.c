@@ -57,6 +57,12 @@ void fuse_keep_free(struct fuse_keep *k)
 	free(k);
 }
 
+bool fuse_keep_may_restart(const struct fuse_keep *k, long long now_ms)
+{
+	/* A reader that keeps dying would otherwise be restarted for ever. */
+	return now_ms - k->window_start_ms > FUSE_KEEP_WINDOW_MS || k->restarts < FUSE_KEEP_RESTARTS;
+}
+
 enum result fuse_keep_restart(struct fuse_keep *k, const char *reader_path, pid_t *pid, int *pidfd,
 			      char *err, size_t errlen)
 {
@@ -67,8 +73,7 @@ enum result fuse_keep_restart(struct fuse_keep *k, const char *reader_path, pid_
 		k->window_start_ms = now;
 		k->restarts = 0;
 	}
-	/* A reader that keeps dying would otherwise be restarted for ever. */
-	if (k->restarts >= FUSE_KEEP_RESTARTS) {
+	if (!fuse_keep_may_restart(k, now)) {
 		snprintf(err, errlen, "it died %u times within %d s; not restarted again",
 			 k->restarts + 1, FUSE_KEEP_WINDOW_MS / 1000);
 		return RESULT_NODE_ERROR;

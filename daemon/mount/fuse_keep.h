@@ -8,6 +8,7 @@
 #ifndef SQUASHD_FUSE_KEEP_H
 #define SQUASHD_FUSE_KEEP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -35,6 +36,9 @@ struct fuse_keep *fuse_keep_new(int conn_fd, const int *image_fds, size_t n,
 /* Closes its descriptors: a connection whose server is gone is aborted
  * by the kernel once its last descriptor closes. NULL is fine. */
 void fuse_keep_free(struct fuse_keep *k);
+
+/* Whether k's budget allows another restart at now_ms (monotonic). */
+bool fuse_keep_may_restart(const struct fuse_keep *k, long long now_ms);
 
 /* Starts a new reader on the kept connection unless the budget is spent
  * (then RESULT_NODE_ERROR and err says so). */

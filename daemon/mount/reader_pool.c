@@ -35,6 +35,7 @@ struct pool {
 	bool retired;          /* takes no new mounts; its socket is shut down */
 	bool prepared;         /* started for a restart, no mount handed to it yet */
 	unsigned mounts;       /* served now, or being handed over */
+	unsigned reserved;     /* more held for a restart's resumes (reader_pool_prepare) */
 	unsigned users;        /* threads using the entry outside pools_lock */
 	uint32_t next_id;
 	pthread_mutex_t io;    /* one awaited answer at a time (each request is
@@ -169,24 +170,35 @@ static void forget_locked(struct pool *p)
 		pool_free(p);
 }
 
-/* Whether p takes another mount of id's served by reader_path. */
-static bool usable_locked(const struct pool *p, const struct identity *id, const char *reader_path)
+/* Whether p is id's reader_path, alive and taking mounts. */
+static bool serves_locked(const struct pool *p, const struct identity *id, const char *reader_path)
 {
-	return p->uid == id->uid && !p->retired && p->sock >= 0 && p->path && p->mounts < SERVE_MOUNTS_MAX &&
-	       strcmp(p->path, reader_path) == 0;
+	return p->uid == id->uid && !p->retired && p->sock >= 0 && p->path && strcmp(p->path, reader_path) == 0;
+}
+
+/* The mounts p takes besides those served and held for a restart. */
+static unsigned room_locked(const struct pool *p)
+{
+	unsigned taken = p->mounts + p->reserved;
+
+	return taken < SERVE_MOUNTS_MAX ? SERVE_MOUNTS_MAX - taken : 0;
 }
 
 enum result reader_pool_prepare(const struct identity *id, const char *reader_path, unsigned n, char *err,
 				size_t errlen)
 {
-	unsigned room = 0;
 	enum result res = RESULT_OK;
 
+	/* Held, not only counted: the user's own mounts meanwhile take
+	 * other room, and each resume finds its place. */
 	pthread_mutex_lock(&pools_lock);
-	for (const struct pool *p = pools; p; p = p->next)
-		if (usable_locked(p, id, reader_path))
-			room += SERVE_MOUNTS_MAX - p->mounts;
-	while (room < n) {
+	for (struct pool *p = pools; p && n > 0; p = p->next)
+		if (serves_locked(p, id, reader_path)) {
+			unsigned take = room_locked(p) < n ? room_locked(p) : n;
+			p->reserved += take;
+			n -= take;
+		}
+	while (n > 0) {
 		struct pool *p = start_locked(id, reader_path, err, errlen);
 
 		if (!p) {
@@ -194,7 +206,8 @@ enum result reader_pool_prepare(const struct identity *id, const char *reader_pa
 			break;
 		}
 		p->prepared = true;
-		room += SERVE_MOUNTS_MAX;
+		p->reserved = n < SERVE_MOUNTS_MAX ? n : SERVE_MOUNTS_MAX;
+		n -= p->reserved;
 	}
 	pthread_mutex_unlock(&pools_lock);
 	return res;
@@ -208,6 +221,8 @@ void reader_pool_release_unused(uid_t uid)
 	pthread_mutex_lock(&pools_lock);
 	for (struct pool *p = pools, *next; p; p = next) {
 		next = p->next;
+		if (p->uid == uid)
+			p->reserved = 0; /* the restart is over */
 		if (p->uid == uid && p->prepared && p->mounts == 0 && p->users == 0 && n < 4) {
 			/* Killed, reaped in the background; no mount's watch
 			 * ends its cgroup, so that is done here. */
@@ -267,9 +282,10 @@ static enum result serve(const struct identity *id, const char *reader_path,
 
 	pthread_mutex_lock(&pools_lock);
 	/* A reader serves SERVE_MOUNTS_MAX mounts at most (reader_wire.h):
-	 * past that the user's next mounts start another. */
+	 * past that the user's next mounts start another. A resume takes a
+	 * place reader_pool_prepare held for it. */
 	for (p = pools; p; p = p->next)
-		if (usable_locked(p, id, reader_path))
+		if (serves_locked(p, id, reader_path) && (resume ? p->reserved > 0 : room_locked(p) > 0))
 			break;
 	/* A resume runs under squashd's lock, where no reader is started
 	 * (reader_pool_prepare started what it needs): one that finds none
@@ -284,6 +300,8 @@ static enum result serve(const struct identity *id, const char *reader_path,
 		return RESULT_NODE_ERROR;
 	}
 	p->prepared = false;
+	if (resume)
+		p->reserved--;
 	p->mounts++;
 	p->users++;
 	req_id = ++p->next_id;

@@ -47,16 +47,17 @@ enum result reader_pool_serve_union(const struct identity *id, const char *reade
 				    long long deadline_ms, pid_t *pid, int *pidfd, char *err,
 				    size_t errlen);
 
-/* Before n mounts of id's dead reader are resumed: starts the readers
- * they need (room for SERVE_MOUNTS_MAX mounts each), without squashd's
- * lock. The resumes run under that lock, where no reader is started: a
+/* Before n mounts of id's dead reader are resumed: holds room for them
+ * in id's readers, starting those they need (SERVE_MOUNTS_MAX mounts
+ * each), without squashd's lock; each resume takes one place. The resumes run under that lock, where no reader is started: a
  * user who ends each new reader at once would otherwise have squashd
  * start readers under the lock every request takes, once per mount. */
 enum result reader_pool_prepare(const struct identity *id, const char *reader_path, unsigned n, char *err,
 				size_t errlen);
 
-/* Lets go of the readers reader_pool_prepare started for uid that were
- * handed no mount (the restart found fewer mounts to resume). */
+/* The restart is over: the places held for uid go, and the readers
+ * reader_pool_prepare started that were handed no mount (fewer mounts to
+ * resume than counted) are let go. */
 void reader_pool_release_unused(uid_t uid);
 
 /* A mount adopted after a squashd restart is served by pid (a reader the

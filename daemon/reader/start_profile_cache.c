@@ -23,6 +23,10 @@
 #include "read_full.h"
 
 #define SUPERBLOCK_BYTES 96
+/* A write's temporary file: WRITE_TMP_LEAD KEY.PID.RANDOM WRITE_TMP_TAIL,
+ * hidden, and known to the trim by its shape. */
+#define WRITE_TMP_LEAD '.'
+#define WRITE_TMP_TAIL ".tmp"
 
 int start_profile_cache_key(int fd, char key[17])
 {
@@ -164,7 +168,8 @@ int start_profile_cache_write(const char *dir, const char *key, const char *buf,
 
 		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
 			rnd = (unsigned)tries;
-		snprintf(name, sizeof(name), ".%s.%ld.%08x.tmp", key, (long)getpid(), rnd);
+		snprintf(name, sizeof(name), "%c%s.%ld.%08x%s", WRITE_TMP_LEAD, key, (long)getpid(), rnd,
+			 WRITE_TMP_TAIL);
 		if ((r = path_of(tmp, sizeof(tmp), dir, name)) < 0)
 			return r;
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -201,10 +206,10 @@ static bool is_key(const char *name)
 /* A write's temporary file: ".KEY.PID.RANDOM.tmp" (start_profile_cache_write). */
 static bool is_write_tmp(const char *name)
 {
-	size_t n = strlen(name);
+	size_t n = strlen(name), tail = strlen(WRITE_TMP_TAIL);
 	char key[17];
 
-	if (name[0] != '.' || n < 1 + 16 + 4 || strcmp(name + n - 4, ".tmp") != 0)
+	if (name[0] != WRITE_TMP_LEAD || n < 1 + 16 + tail || strcmp(name + n - tail, WRITE_TMP_TAIL) != 0)
 		return false;
 	memcpy(key, name + 1, 16);
 	key[16] = '\0';

@@ -161,12 +161,16 @@ def test_reader_that_keeps_dying_is_given_up_as_before(cluster):
         # Three restarts a minute at most; the fourth death is final.
         for i in range(4):
             old = server_of(cluster, img)["server_pid"]
+            offset = len(cluster.squashd_log())
             os.kill(old, signal.SIGKILL)
             if i < 3:  # squashd's list: its warnings about the reader have a budget
                 wait_until(lambda: server_of(cluster, img)["server_pid"] not in (old, 0), 10, 0.05,
                            "squashd to restart the reader")
         wait_until(lambda: "not restarted again" in cluster.squashd_log(), 10,
                    what="squashd to give the reader up")
+        # ... and no reader is started for a restart that will not be made.
+        started = re.findall(r"started \S+ pid \d+ for the FUSE mounts of user .*", cluster.squashd_log()[offset:])
+        assert not started, started
         # Dead, or already released: the job's reads fail at once, so the
         # job may end and its epilog drop the mount before this looks.
         wait_until(lambda: all(m["state"] == "dead" for m in cluster.list_mounts()
