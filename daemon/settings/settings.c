@@ -154,7 +154,8 @@ static const struct uint_setting {
 };
 
 /* A size in bytes with an optional K, M, G or T suffix (powers of 1024). */
-static int set_size(unsigned long long *dst, const char *value, unsigned long long max,
+/* A size from min (0, or whole KiB) to max (whole GiB). */
+static int set_size(unsigned long long *dst, const char *value, unsigned long long min, unsigned long long max,
 		    const char *key, char *err, size_t errlen)
 {
 	char *end;
@@ -168,9 +169,13 @@ static int set_size(unsigned long long *dst, const char *value, unsigned long lo
 			unit <<= 10;
 		end++;
 	}
-	if (errno || end == value || *end || value[0] == '-' || v > max / unit) {
-		snprintf(err, errlen, "%s must be a size from 0 to %lluG (a number with an optional "
-			 "K, M, G or T suffix), not '%s'", key, max >> 30, value);
+	if (errno || end == value || *end || value[0] == '-' || v > max / unit || v * unit < min) {
+		char low[32] = "0";
+
+		if (min)
+			snprintf(low, sizeof(low), "%lluK", min >> 10);
+		snprintf(err, errlen, "%s must be a size from %s to %lluG (a number with an optional "
+			 "K, M, G or T suffix), not '%s'", key, low, max >> 30, value);
 		return -1;
 	}
 	*dst = v * unit;
@@ -228,9 +233,11 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return 0;
 	}
 	if (!strcmp(key, "overlay_size"))
-		return set_size(&cfg->overlay_size, value, SQUASHD_OVERLAY_MAX, key, err, errlen);
+		return set_size(&cfg->overlay_size, value, 0, SQUASHD_OVERLAY_MAX, key, err, errlen);
 	if (!strcmp(key, "registry_bytes_per_user"))
-		return set_size(&cfg->registry_bytes_per_user, value, 1ULL << 30, key, err, errlen);
+		/* 0 would refuse every image, root's too: no bound is not on offer. */
+		return set_size(&cfg->registry_bytes_per_user, value, SQUASHD_REGISTRY_BYTES_MIN, 1ULL << 30, key,
+				err, errlen);
 	if (!strcmp(key, "base_dir"))
 		return set_path(cfg->base_dir, sizeof(cfg->base_dir), value, key, err, errlen);
 	if (!strcmp(key, "squashfuse"))
@@ -268,7 +275,7 @@ int config_set(struct squashd_config *cfg, const char *key, const char *value, c
 		return set_template(cfg->start_profile_cache, sizeof(cfg->start_profile_cache), value, key,
 				    err, errlen);
 	if (!strcmp(key, "reader_memory_max"))
-		return set_size(&cfg->reader_memory_max, value, 1ULL << 50, key, err, errlen);
+		return set_size(&cfg->reader_memory_max, value, 0, 1ULL << 50, key, err, errlen);
 	if (!strcmp(key, "kernel_fs_types"))
 		return fs_types_parse(value, &cfg->kernel_fs_types, err, errlen);
 	if (!strcmp(key, "mount_mode")) {

@@ -85,6 +85,9 @@ struct squashd_config {
  * records made each save 140 ms, at 4 MiB 40 ms (docs/security.md). */
 #define SQUASHD_REGISTRY_ENTRIES_DEFAULT 4096
 #define SQUASHD_REGISTRY_BYTES_DEFAULT (4ULL << 20)
+/* Room for a few jobs' records with long paths; 0 would refuse every
+ * image on the node, root's too. */
+#define SQUASHD_REGISTRY_BYTES_MIN (64ULL << 10)
 /* One session of max_images_per_job's default: squash-shell sessions are
  * a login node's few interactive commands, not a job's hundreds. */
 #define SQUASHD_SESSION_BINDS_DEFAULT 1024

@@ -32,6 +32,12 @@ static void settings_take_values_and_refuse_bad_ones_with_the_key(void)
 	CHECK_INT(cfg->linger_s, 120);
 	CHECK_INT(config_set(cfg, "overlay_size", "2G", err, sizeof(err)), 0);
 	CHECK(cfg->overlay_size == 2ULL << 30);
+	/* No "no bound" for the registry's bytes: 0 would refuse every image. */
+	CHECK_INT(config_set(cfg, "registry_bytes_per_user", "0", err, sizeof(err)), -1);
+	CHECK(strstr(err, "registry_bytes_per_user must be a size from 64K to 1G") != NULL);
+	CHECK_INT(config_set(cfg, "registry_bytes_per_user", "63K", err, sizeof(err)), -1);
+	CHECK_INT(config_set(cfg, "registry_bytes_per_user", "64K", err, sizeof(err)), 0);
+	CHECK(cfg->registry_bytes_per_user == 64ULL << 10);
 	CHECK_INT(config_set(cfg, "linger", "3601", err, sizeof(err)), -1);
 	CHECK_STR(err, "linger must be a number from 0 to 3600, not '3601'");
 	CHECK_INT(config_set(cfg, "mount_mode", "loop", err, sizeof(err)), -1);
