@@ -90,6 +90,10 @@ struct teardown {
 	 * same caller): a user's thread hands them to their owners' threads
 	 * (core/owner_teardown.h). */
 	void (*lowers_to)(struct daemon_state *ds, struct teardown *lowers);
+	/* The user whose own request let these go (0: none, root's): what
+	 * their teardown logs is on that user's budget, on whichever thread
+	 * it runs (a kernel mount's, nobody's, included). */
+	uint32_t log_peer;
 };
 #define TEARDOWN_INIT(settings) { .cfg = (settings), .head = NULL, .dirs = NULL, .lowers_to = NULL }
 

@@ -6,6 +6,7 @@
 #include "core/sharing.h"
 #include "process/user_executor.h"
 #include "registry/registry.h"
+#include "util/log.h"
 
 /* Kernel mounts and merges are nobody's: their teardowns log on no
  * user's budget. */
@@ -20,6 +21,10 @@ static void tear_down(void *arg)
 {
 	struct owned *o = arg;
 
+	/* A user's failed session lets go of kernel mounts too, on nobody's
+	 * thread: their lines are still that user's, who may loop it. */
+	if (o->td.log_peer)
+		log_context_peer(o->td.log_peer);
 	/* A merged mount's lowers may be other owners' (it is everyone's). */
 	o->td.lowers_to = owners_teardown;
 	sharing_teardown(o->ds, &o->td);
@@ -53,6 +58,7 @@ void owners_teardown(struct daemon_state *ds, struct teardown *td)
 	if (td->dirs) {
 		struct teardown dirs = TEARDOWN_INIT(td->cfg);
 
+		dirs.log_peer = td->log_peer;
 		dirs.dirs = td->dirs;
 		td->dirs = NULL;
 		sharing_teardown(ds, &dirs);
@@ -60,6 +66,8 @@ void owners_teardown(struct daemon_state *ds, struct teardown *td)
 	while (td->head) {
 		struct teardown mine = TEARDOWN_INIT(td->cfg);
 		struct mount_entry **tail = &mine.head;
+
+		mine.log_peer = td->log_peer;
 		uid_t owner = td->head->key.owner_uid;
 
 		/* Moves the owner's mounts from td to mine, in order. */

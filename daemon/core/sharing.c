@@ -151,6 +151,7 @@ void sharing_teardown(struct daemon_state *ds, struct teardown *td)
 	td->head = NULL;
 	/* A merged mount's lowers go after it: they are its layers. */
 	struct teardown lowers = TEARDOWN_INIT(td->cfg);
+	lowers.log_peer = td->log_peer;
 	unmount_chain(quick, timeout_ms);
 	if (quick && fuse) {
 		pthread_mutex_lock(&ds->lock);

@@ -215,6 +215,7 @@ void server_answer(struct daemon_state *ds, int fd, const struct peer *peer, con
 	 * stopped reader to exit (each up to request_timeout), which held the
 	 * user's places in max_requests_per_user that the user's epilog
 	 * release needs. */
+	td.log_peer = peer->user;
 	owners_teardown(ds, &td);
 	settings_drop(cfg);
 	log_context_clear();

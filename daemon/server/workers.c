@@ -203,6 +203,20 @@ static void request_read(void *arg, int fd, const struct peer *peer, const uint8
 		connection_close(fd);
 		return;
 	}
+	/* A process gone before squashd looked at it has no user to count its
+	 * request for (util/peer.h): served, it would work on slots of its
+	 * own, a second share for a user who connects, hands the socket to a
+	 * child and exits. A client waits for its answer; root is known by
+	 * its uid alone. */
+	if (peer->uid != 0 && peer->user == PEER_USER_GONE) {
+		log_peer_warning(peer->user, "request from uid %u pid %d refused: that process had exited "
+				 "before squashd looked at it", (unsigned)peer->uid, (int)peer->pid);
+		server_refuse(fd, peer, SQUASH__STATUS__DENIED,
+			      "the process that connected (pid %d) had exited before squashd looked at it: "
+			      "ask from the process that waits for the answer", (int)peer->pid);
+		connection_close(fd);
+		return;
+	}
 	struct parked *p = malloc(sizeof(*p) + len);
 	if (!p) {
 		log_error("out of memory reading a request from uid %u pid %d", (unsigned)peer->uid,

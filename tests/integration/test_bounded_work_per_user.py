@@ -343,6 +343,50 @@ def test_a_users_silent_connections_are_capped_and_a_burst_of_its_requests_is_se
                 p.wait()
 
 
+GONE_PEER_SCRIPT = r"""
+import os, socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+parent = os.getpid()
+if os.fork():
+    os._exit(0)  # the process that connected: gone before squashd looks
+for _ in range(1000):
+    if os.getppid() != parent:
+        break
+    time.sleep(0.01)
+print("parent gone", flush=True)
+s.send(b"SQSH" + struct.pack(">HH", 2, 1) + b"\x0a\x00")
+s.settimeout(30)
+print(repr(s.recv(200000)), flush=True)
+"""
+
+
+def test_a_request_from_a_process_gone_before_squashd_looked_is_refused(cluster):
+    """A request counts for the user of the process that connected
+    (SO_PEERCRED, and its user namespace). One whose process had exited
+    before squashd looked has no user to count for: it had request slots
+    of its own, a second share for a user who connects, hands the socket
+    to a child and exits. It is refused, saying why, to the child that
+    holds the socket."""
+    squashd = cluster.squashd_pid()
+    offset = len(cluster.squashd_log())
+    os.kill(squashd, signal.SIGSTOP)  # squashd looks only once the parent is gone
+    try:
+        p = subprocess.Popen(["runuser", "-u", USER1, "--", "python3", "-c", GONE_PEER_SCRIPT,
+                              str(cluster.socket)], stdout=subprocess.PIPE, text=True)
+        first = p.stdout.readline()
+        assert first == "parent gone\n", first
+    finally:
+        os.kill(squashd, signal.SIGCONT)
+    out = p.stdout.read()
+    p.wait(30)
+    assert "had exited before squashd looked at it" in out, out
+    wait_until(lambda: re.search(rf"request from uid {uid_of(USER1)} pid \d+ refused: that process had exited",
+                                 cluster.squashd_log()[offset:]), 10, what="the refusal in squashd's log")
+    # Others are served as before.
+    assert cluster.rawclient("garbage", user=USER2).stdout.startswith("bad-request")
+
+
 SILENT_UIDS_SCRIPT = r"""
 import os, socket, sys, time
 path, first, n, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

@@ -107,6 +107,61 @@ def test_a_users_session_loop_logs_a_bounded_count_and_others_still_log(cluster)
     assert len(ours) <= BURST + took / REFILL_S + 2, "\n".join(ours)
 
 
+def image_its_reader_cannot_open(cluster, d):
+    """A user's image whose superblock passes every check and whose inode
+    table is garbage: the squash-shell client takes it, squashd's reader
+    refuses it, after the images named before it were mounted."""
+    src = d / "unreadable.src"
+    src.mkdir(exist_ok=True)
+    (src / "f.txt").write_text("f\n")
+    img = d / "unreadable.sqfs"
+    run(["mksquashfs", src, img, "-noappend", "-quiet", "-no-progress", "-all-root"])
+    data = bytearray(img.read_bytes())
+    inode_table = int.from_bytes(data[64:72], "little")
+    for i in range(inode_table + 2, min(inode_table + 66, len(data))):
+        data[i] ^= 0x5A
+    img.write_bytes(bytes(data))
+    run(["chown", f"{USER1}:", img])
+    return img
+
+
+def test_a_users_failed_sessions_unmount_kernel_mounts_on_that_users_budget(cluster):
+    """A squash-shell request that fails lets go of what it mounted, the
+    kernel mounts of trusted images too, which are nobody's and come down
+    on nobody's thread (core/owner_teardown.c). Their lines were on no
+    budget: a user looping such requests logged a line per image per
+    request, without end. They are the user's now (struct teardown's
+    log_peer)."""
+    from test_squash_shell import shell_cmd
+    sessions, images = 12, 4
+    os.chmod(cluster.trusted, 0o755)
+    trusted = [cluster.make_image(cluster.trusted / f"logloop{i}.sqfs", {"f.txt": f"{i}\n"}, owner="root")
+               for i in range(images)]
+    d = cluster.workdir(USER1, "log-loop-failed")
+    bad = image_its_reader_cannot_open(cluster, d)
+    spec = ",".join([f"{img}:/squash/t{i}" for i, img in enumerate(trusted)] + [f"{bad}:/squash/bad"])
+    offset = len(cluster.squashd_log())
+    t = time.monotonic()
+    for _ in range(sessions):
+        p = run(["runuser", "-u", USER1, "--", *[str(x) for x in shell_cmd(cluster, spec, "--", "true")]],
+                check=False, timeout=60, cwd=d, env=cluster.env)
+        assert p.returncode != 0 and "unreadable.sqfs" in p.stderr, (p.returncode, p.stderr)
+    wait_until(lambda: not cluster.list_mounts(), 30, 0.1, "the sessions' mounts to go")
+    took = time.monotonic() - t
+    q = cluster.rawclient("garbage", user=USER2)
+    assert q.stdout.startswith("bad-request"), q.stdout
+    wait_until(lambda: re.search(rf"bad request from uid {uid_of(USER2)} pid \d+", cluster.squashd_log()[offset:]),
+               10, what="the other user's refusal in squashd's log")
+    log = cluster.squashd_log()[offset:]
+    # The kernel mounts were made (the first request's, inside the burst).
+    assert re.search(rf"mounted image {re.escape(str(trusted[0]))} at .*\(kernel", log), log[-3000:]
+    ours = [line for line in log.splitlines()
+            if (str(d) in line or str(cluster.trusted / "logloop") in line or f"uid {uid_of(USER1)}" in line)
+            and ": debug: " not in line and "were not logged" not in line]
+    print(f"{sessions} failed sessions of {images} trusted images in {took:.1f} s: {len(ours)} lines logged")
+    assert len(ours) <= BURST + took / REFILL_S + 2, "\n".join(ours)
+
+
 SUBUIDS = 150      # more than the 128 uids log_budget.h tracks at once
 RANGE = 300000     # the namespace's uid 0, outside
 
