@@ -76,6 +76,23 @@ def test_a_flood_of_one_users_bad_requests_logs_a_bounded_count_and_others_still
     assert logged + left_out == FLOOD + 1, (logged, left_out)
 
 
+def log_after_anothers_refusal(cluster, offset):
+    """squashd's log from offset on, once another user's refusal is in it
+    (logged, whatever the first user spent of their budget)."""
+    q = cluster.rawclient("garbage", user=USER2)
+    assert q.stdout.startswith("bad-request"), q.stdout
+    wait_until(lambda: re.search(rf"bad request from uid {uid_of(USER2)} pid \d+", cluster.squashd_log()[offset:]),
+               10, what="the other user's refusal in squashd's log")
+    return cluster.squashd_log()[offset:]
+
+
+def budgeted_lines(log, *marks):
+    """The info, warning and error lines of log naming one of marks (debug
+    lines are on no budget; the count of those left out is not one)."""
+    return [line for line in log.splitlines()
+            if any(m in line for m in marks) and ": debug: " not in line and "were not logged" not in line]
+
+
 def test_a_users_session_loop_logs_a_bounded_count_and_others_still_log(cluster):
     """Not only refusals: what squashd logs for a user's own requests and
     processes (a squash-shell session's mounts, its end, its unmounts on
@@ -95,14 +112,8 @@ def test_a_users_session_loop_logs_a_bounded_count_and_others_still_log(cluster)
         assert p.returncode == 0, p.stderr
     wait_until(lambda: not cluster.list_mounts(), 30, 0.1, "the sessions' mounts to go")
     took = time.monotonic() - t
-    q = cluster.rawclient("garbage", user=USER2)
-    assert q.stdout.startswith("bad-request"), q.stdout
-    wait_until(lambda: re.search(rf"bad request from uid {uid_of(USER2)} pid \d+", cluster.squashd_log()[offset:]),
-               10, what="the other user's refusal in squashd's log")
-    log = cluster.squashd_log()[offset:]
-    ours = [line for line in log.splitlines()
-            if (str(d) in line or f"uid {uid_of(USER1)}" in line) and ": debug: " not in line
-            and "were not logged" not in line]
+    log = log_after_anothers_refusal(cluster, offset)
+    ours = budgeted_lines(log, str(d), f"uid {uid_of(USER1)}")
     print(f"{sessions} sessions of {images} images in {took:.1f} s: {len(ours)} lines logged")
     assert len(ours) <= BURST + took / REFILL_S + 2, "\n".join(ours)
 
@@ -152,17 +163,11 @@ def test_a_users_failed_sessions_unmount_kernel_mounts_on_that_users_budget(clus
         assert p.returncode != 0 and "unreadable.sqfs" in p.stderr, (p.returncode, p.stderr)
     wait_until(lambda: not cluster.list_mounts(), 30, 0.1, "the sessions' mounts to go")
     took = time.monotonic() - t
-    q = cluster.rawclient("garbage", user=USER2)
-    assert q.stdout.startswith("bad-request"), q.stdout
-    wait_until(lambda: re.search(rf"bad request from uid {uid_of(USER2)} pid \d+", cluster.squashd_log()[offset:]),
-               10, what="the other user's refusal in squashd's log")
-    log = cluster.squashd_log()[offset:]
+    log = log_after_anothers_refusal(cluster, offset)
     # Every request made its kernel mounts (debug lines: on no budget).
     loops = re.findall(r": debug: mounted /dev/loop\d+ on ", log)
     assert len(loops) == sessions * images, log[-3000:]
-    ours = [line for line in log.splitlines()
-            if (str(d) in line or str(cluster.trusted / "logloop") in line or f"uid {uid}" in line)
-            and ": debug: " not in line and "were not logged" not in line]
+    ours = budgeted_lines(log, str(d), str(cluster.trusted / "logloop"), f"uid {uid}")
     print(f"{sessions} failed sessions of {images} trusted images in {took:.1f} s: {len(ours)} lines logged")
     assert len(ours) <= BURST + took / REFILL_S + 2, "\n".join(ours)
 
