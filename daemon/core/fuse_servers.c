@@ -149,7 +149,6 @@ static bool prepare_readers(struct daemon_state *ds, const struct squashd_config
 {
 	struct identity owner = { 0 };
 	unsigned n = 0;
-
 	long long now = squash_now_ms();
 
 	pthread_mutex_lock(&ds->lock);

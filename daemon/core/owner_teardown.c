@@ -66,9 +66,9 @@ void owners_teardown(struct daemon_state *ds, struct teardown *td)
 	while (td->head) {
 		struct teardown mine = TEARDOWN_INIT(td->cfg);
 		struct mount_entry **tail = &mine.head;
+		uid_t owner = td->head->key.owner_uid;
 
 		mine.log_peer = td->log_peer;
-		uid_t owner = td->head->key.owner_uid;
 
 		/* Moves the owner's mounts from td to mine, in order. */
 		for (struct mount_entry **pm = &td->head; *pm;) {

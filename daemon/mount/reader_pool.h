@@ -49,9 +49,10 @@ enum result reader_pool_serve_union(const struct identity *id, const char *reade
 
 /* Before n mounts of id's dead reader are resumed: holds room for them
  * in id's readers, starting those they need (SERVE_MOUNTS_MAX mounts
- * each), without squashd's lock; each resume takes one place. The resumes run under that lock, where no reader is started: a
- * user who ends each new reader at once would otherwise have squashd
- * start readers under the lock every request takes, once per mount. */
+ * each), without squashd's lock; each resume takes one place. The
+ * resumes run under that lock, where no reader is started: a user who
+ * ends each new reader at once would otherwise have squashd start
+ * readers under the lock every request takes, once per mount. */
 enum result reader_pool_prepare(const struct identity *id, const char *reader_path, unsigned n, char *err,
 				size_t errlen);
 

@@ -153,8 +153,8 @@ static const struct uint_setting {
 	  SQUASHD_STOPPED_READER_TIMEOUT_MAX },
 };
 
-/* A size in bytes with an optional K, M, G or T suffix (powers of 1024). */
-/* A size from min (0, or whole KiB) to max (whole GiB). */
+/* A size in bytes with an optional K, M, G or T suffix (powers of 1024),
+ * from min (0, or whole KiB) to max (whole GiB). */
 static int set_size(unsigned long long *dst, const char *value, unsigned long long min, unsigned long long max,
 		    const char *key, char *err, size_t errlen)
 {
