@@ -8,8 +8,9 @@
 
 /* peer.user of a process that was gone before it could be looked at. */
 /* Not (uid_t)-1, which is the node's own work elsewhere (kernel mounts'
- * owner): the lines of peers gone before squashd looked share one budget
- * with nothing else. */
+ * owner): the lines and silent connections of peers gone before squashd
+ * looked share one budget with nothing else; their requests are refused
+ * (server/workers.c), as they would count for no user. */
 #define PEER_USER_GONE ((uid_t)-2)
 
 struct peer {
