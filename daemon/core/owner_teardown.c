@@ -9,7 +9,7 @@
 #include "util/log.h"
 
 /* Kernel mounts and merges are nobody's: their teardowns log on no
- * user's budget. */
+ * user's budget, unless a user's own request let them go (log_peer). */
 _Static_assert(MOUNT_OWNER_ANY == USER_EXECUTOR_NOBODY, "nobody's mounts are the executor's nobody");
 
 struct owned {
