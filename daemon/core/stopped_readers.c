@@ -3,17 +3,21 @@
 #include "core/stopped_readers.h"
 
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "core/pid_rotation.h"
 #include "process/reader_process.h"
 #include "util/log.h"
 
 /* Distinct servers looked at per round: one per user with squash-reader
- * (squashfuse_ll: one per mount); any past that are not looked at. */
+ * (squashfuse_ll: one per mount). Past that, each round looks at the next
+ * SERVERS_MAX in pid order, so every server is looked at within a few
+ * rounds however many mounts any user has. */
 #define SERVERS_MAX 1024
 
 static pthread_t thread;
@@ -25,6 +29,41 @@ static struct seen {
 	long long since_ms;
 } seen[SERVERS_MAX];
 static size_t n_seen;
+
+/* This round's servers into pids (lock held): the SERVERS_MAX after
+ * *cursor of every distinct server pid (core/pid_rotation.h). The sorted
+ * list of them all is left in *all (n_all) for carry_over. */
+static size_t servers_this_round_locked(struct daemon_state *ds, pid_t *pids, size_t *cursor, pid_t **all,
+					size_t *n_all)
+{
+	size_t n = 0;
+
+	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+		n += m->server_pid > 0 && m->server_pidfd >= 0;
+	*all = NULL;
+	*n_all = 0;
+	if (n == 0 || !(*all = malloc(n * sizeof(**all))))
+		return 0;
+	for (struct mount_entry *m = ds->registry.mounts; m; m = m->next)
+		if (m->server_pid > 0 && m->server_pidfd >= 0)
+			(*all)[(*n_all)++] = m->server_pid;
+	return pid_rotation_pick(*all, n_all, cursor, pids, SERVERS_MAX);
+}
+
+/* Entries of servers that still serve but were not looked at this round,
+ * kept (up to the table's size): their time stopped goes on. */
+static void carry_over(const pid_t *pids, size_t n, const pid_t *all, size_t n_all, struct seen *next,
+		       size_t *n_next)
+{
+	for (size_t i = 0; i < n_seen && *n_next < SERVERS_MAX; i++) {
+		bool looked = false;
+
+		for (size_t j = 0; j < n && !looked; j++)
+			looked = pids[j] == seen[i].pid;
+		if (!looked && pid_rotation_has(all, n_all, seen[i].pid))
+			next[(*n_next)++] = seen[i];
+	}
+}
 
 /* Since when pid has been seen stopped (now_ms when new); 0 when the
  * table is full. */
@@ -61,25 +100,20 @@ static void *watch(void *arg)
 	struct daemon_state *ds = arg;
 	static pid_t pids[SERVERS_MAX];
 	static struct seen next[SERVERS_MAX];
+	size_t cursor = 0;
 
 	pthread_mutex_lock(&ds->lock);
 	while (!ds->stopping) {
 		const struct squashd_config *cfg = settings_hold();
 		unsigned timeout_s = cfg->stopped_reader_timeout_s;
-		size_t n = 0, n_next = 0;
+		size_t n = 0, n_next = 0, n_all = 0;
+		pid_t *all = NULL;
 
 		settings_drop(cfg);
 		/* The servers, each once (a user's squash-reader serves all
 		 * their mounts); /proc is read without the lock. */
-		for (struct mount_entry *m = ds->registry.mounts; timeout_s && m && n < SERVERS_MAX;
-		     m = m->next) {
-			bool known = m->server_pid <= 0 || m->server_pidfd < 0;
-
-			for (size_t i = 0; i < n && !known; i++)
-				known = pids[i] == m->server_pid;
-			if (!known)
-				pids[n++] = m->server_pid;
-		}
+		if (timeout_s)
+			n = servers_this_round_locked(ds, pids, &cursor, &all, &n_all);
 		pthread_mutex_unlock(&ds->lock);
 		long long now = squash_now_ms();
 		for (size_t i = 0; i < n; i++) {
@@ -92,6 +126,8 @@ static void *watch(void *arg)
 				pthread_mutex_unlock(&ds->lock);
 			}
 		}
+		carry_over(pids, n, all, n_all, next, &n_next);
+		free(all);
 		memcpy(seen, next, n_next * sizeof(next[0]));
 		n_seen = n_next;
 		pthread_mutex_lock(&ds->lock);
