@@ -32,7 +32,8 @@ static int env_option_cb(int val, const char *optarg, int remote)
 static struct spank_option env_opt = {
 	.name = "squash-env",
 	.arginfo = "[IMAGE:]NAME[,...]",
-	.usage = "Set the environments NAME that the images define (their /.squash/meta; with "
+	.usage = "Set the environments NAME that the images define (their /.squash/meta, or a uenv "
+		 "image's views in /meta/env.json; with "
 		 "IMAGE: only in the image whose target ends in IMAGE) in every task; default: each "
 		 "image's default-env; none: no environment",
 	.has_arg = 1,

@@ -82,7 +82,7 @@ static int register_option(spank_t sp)
 	snprintf(option_usage, sizeof option_usage,
 		 "Mount squashfs IMAGE read-only at TARGET in the job's steps "
 		 "(default %s/NAME, NAME = file name without .sqfs/.squashfs/.sqsh/.sfs). "
-		 "IMAGE is a file, or @NAME[/VERSION] from the site's catalog (newest "
+		 "IMAGE is a file, or @NAME[/VERSION] from the site's catalogs or your own (newest "
 		 "version when none is given). :rw makes it writable, changes discarded "
 		 "at the job's end or kept in DIR. Comma-separate several images",
 		 settings_loaded ? settings.default_target : "DEFAULT_TARGET");

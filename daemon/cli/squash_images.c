@@ -216,7 +216,10 @@ static void print_facts(const char *path, const struct stat *st, const struct sq
 	       squash_compression_name(sb->compression), sb->block_size, sb->inodes, when);
 }
 
-static int inspect(const struct squash_catalogs *c, const char *what, bool json)
+/* inspect reads the catalogs for a catalog name, and for a missing file
+ * only to say whether it names one: a FILE that is there needs none, so a
+ * hung catalog file system cannot hold it. */
+static int inspect(struct squash_catalogs *c, bool *loaded, const char *what, bool json)
 {
 	const struct squash_catalog_entry *e = NULL;
 	const struct squash_catalog *where = NULL;
@@ -246,8 +249,15 @@ static int inspect(const struct squash_catalogs *c, const char *what, bool json)
 		int open_errno = errno;
 
 		/* NAME/VERSION without its '@', the way uenv names images. */
-		if (open_errno == ENOENT && !e)
-			squash_catalog_missing_hint(c, what, hint, sizeof hint);
+		if (open_errno == ENOENT && !e) {
+			if (!*loaded && squash_catalog_name_shaped(what)) {
+				if (squash_catalogs_load(NULL, true, c))
+					squash_catalogs_free(c);
+				else
+					*loaded = true;
+			}
+			squash_catalog_missing_hint(*loaded ? c : NULL, what, hint, sizeof hint);
+		}
 		fprintf(stderr, "squash-images: %s: %s%s\n", shown, strerror(open_errno), hint);
 		return 1;
 	}
@@ -334,6 +344,7 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "activate")) {
 		if (argc - optind != 1 || pub.json || pub.catalog || pub.description) {
 			fprintf(stderr, "squash-images: activate [IMAGE:]ENV[,...]\n");
+			puts("false"); /* for the caller's eval, as every error of activate */
 			return 2;
 		}
 		return squash_images_activate(argv[optind], stdout);
@@ -346,17 +357,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "squash-images: bad command line (see squash-images --help)\n");
 		return 2;
 	}
-	if (squash_catalogs_load(NULL, true, &c)) {
-		fprintf(stderr, "squash-images: out of memory\n");
-		return 1;
+	bool file = !strcmp(cmd, "inspect") && !squash_catalog_is_ref(argv[optind]);
+	bool loaded = false;
+
+	if (!file) {
+		if (squash_catalogs_load(NULL, true, &c)) {
+			fprintf(stderr, "squash-images: out of memory\n");
+			return 1;
+		}
+		loaded = true;
 	}
-	/* inspect FILE needs no catalog: nothing to say about them then. */
-	failed = (strcmp(cmd, "inspect") || squash_catalog_is_ref(argv[optind])) &&
-		 report_problems(&c) && strcmp(cmd, "inspect");
+	failed = !file && report_problems(&c) && strcmp(cmd, "inspect");
 	if (!strcmp(cmd, "inspect"))
-		rc = inspect(&c, argv[optind], pub.json);
+		rc = inspect(&c, &loaded, argv[optind], pub.json);
 	else
 		rc = show_entries(&c, args ? argv[optind] : NULL, pub.json);
-	squash_catalogs_free(&c);
+	if (loaded)
+		squash_catalogs_free(&c);
 	return rc ? rc : failed ? 1 : 0;
 }

@@ -165,6 +165,7 @@ int squash_images_activate(const char *names, FILE *out)
 	if (!strcmp(names, SQUASH_ENV_NAMES_NONE)) {
 		fprintf(stderr, "squash-images: activate: name the environments to apply ('none' is for "
 			"--squash-env)\n");
+		fputs("false\n", out);
 		return 2;
 	}
 	if (mounts_seen(&resp, &copy, &mounts, err, sizeof err) == 0 &&

@@ -179,6 +179,19 @@ def test_admin_publishes_user_finds_inspects_and_runs_the_newest(cluster, site_c
         "squash-images: tools/1.9: No such file or directory: an image is a file; the catalog image "
         "of that name is written @tools/1.9\n"), missed.stderr
 
+    # inspect FILE opens no catalog (a hung catalog file system cannot
+    # hold it); a missing FILE shaped like NAME/VERSION reads them for the hint.
+    def catalogs_opened(what):
+        reader = cluster.for_user(USER1, BUILD / "daemon" / "reader" / "squash-reader")
+        p = cluster.as_user(USER1, ["strace", "-f", "-qq", "-e", "trace=openat,open",
+                                    "env", f"SQUASH_READER={reader}", cluster.for_user(USER1, SQUASH_IMAGES),
+                                    "inspect", what], timeout=30)
+        return "index.tsv" in p.stderr, p
+    opened, p = catalogs_opened(f"{good}/tools/1.10.sqfs")
+    assert p.returncode == 0 and not opened, p.stderr
+    opened, p = catalogs_opened("tools/1.9")
+    assert p.returncode == 1 and opened, p.stderr
+
     # find without TEXT: every image, as list (uenv image find's habit).
     everything = images(cluster, USER1, "find")
     assert everything.returncode == 0, everything.stderr

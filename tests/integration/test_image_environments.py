@@ -167,6 +167,8 @@ eval "$($IMAGES activate gnu:develop-gpu,tool:dev)"
 echo "ACTIVE M=$GNU_MODE T=$TOOL_MODE $(mytool.sh) ENVS=$SQUASH_ENVS"
 out=$($IMAGES activate nosuch)
 echo "NOSUCH rc=$? out=$out"
+out=$($IMAGES activate none)
+echo "NONE rc=$? out=$out"
 srun -n1 --squash-env=gnu:default bash -c 'echo "VIEW first=${PATH%%:*} R=$GNU_ROOT G=${GNU_GONE-unset} $(gnu-tool.sh) ENVS=$SQUASH_ENVS"'
 srun -n1 --squash-env=gnu:develop-gpu bash -c 'echo "DEV M=$GNU_MODE ENVS=$SQUASH_ENVS"'
 srun -n1 --squash-env=modules true
@@ -182,6 +184,7 @@ echo "MODULES rc=$?"
     assert ("ACTIVE M=gpu T=dev mytool from devbin "
             "ENVS=/squash/tool:default,/squash/gnu:develop-gpu,/squash/tool:dev\n") in out, out
     assert "NOSUCH rc=1 out=false\n" in out, out
+    assert "NONE rc=2 out=false\n" in out, out
     assert ("squash-images: activate=nosuch: no image here defines the environment nosuch (the "
             "images' environments: /squash/gnu (default, develop-gpu, modules), /squash/tool ") in out, out
     assert ("/squash/gnu/meta/env.json: environment modules cannot be applied: it has only an "
