@@ -26,17 +26,20 @@ struct job_end {
  * open, so the pidfd cannot name a process that reused the pid. */
 static bool is_stepd_of(pid_t pid, uint32_t job_id)
 {
-	char path[64], title[256];
+	char path[32], title[256];
 	uint32_t job, step;
-	ssize_t n;
-	int dir;
+	ssize_t n = -1;
+	int root = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC), dir = -1;
 
-	snprintf(path, sizeof path, "/proc/%d", (int)pid);
-	dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dir < 0)
-		return false;
-	n = local_steps_root_title(dir, title, sizeof title);
-	close(dir);
+	snprintf(path, sizeof path, "%d", (int)pid);
+	if (root >= 0)
+		dir = openat(root, path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir >= 0)
+		n = local_steps_root_title(root, dir, title, sizeof title);
+	if (dir >= 0)
+		close(dir);
+	if (root >= 0)
+		close(root);
 	return n > 0 && local_steps_parse_title(title, (size_t)n, &job, &step) && job == job_id;
 }
 

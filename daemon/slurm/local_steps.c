@@ -112,8 +112,28 @@ unsigned long local_steps_this_node(void)
 	return node_of(AT_FDCWD, "/proc/self/ns/uts");
 }
 
-ssize_t local_steps_root_title(int proc_dir, char *buf, size_t len)
+/* The program a process runs (its /proc exe link; no lock of the
+ * process's is taken), without the " (deleted)" of a replaced binary;
+ * false when it cannot be read. */
+static bool exe_of(int dirfd, const char *path, char *out, size_t len)
 {
+	static const char deleted[] = " (deleted)";
+	ssize_t n = readlinkat(dirfd, path, out, len - 1);
+	size_t d = sizeof(deleted) - 1;
+
+	if (n <= 0)
+		return false;
+	out[n] = '\0';
+	if ((size_t)n > d && !strcmp(out + n - d, deleted))
+		out[n - d] = '\0';
+	return true;
+}
+
+ssize_t local_steps_root_title(int proc_root, int proc_dir, char *buf, size_t len)
+{
+	char exe[PATH_MAX], parent_exe[PATH_MAX], parent[32];
+	const char *base;
+	pid_t ppid;
 	ssize_t n;
 	int fd;
 
@@ -123,8 +143,19 @@ ssize_t local_steps_root_title(int proc_dir, char *buf, size_t len)
 	 * watch. Checked first: reading a process's cmdline waits for its
 	 * memory map's lock, which a user's process can hold for ever (a read
 	 * of its own memory that a FUSE server of its own never answers); its
-	 * status does not. */
-	if (!proc_uids_are(proc_dir, 0))
+	 * status and exe link do not. A root process may become a user's
+	 * between the checks and the read, by exec: so only slurmstepd itself
+	 * is read (its program named slurmstepd...), not its children (a task
+	 * between fork and exec still runs slurmstepd, with its title), which
+	 * are the ones that become the user's; slurmstepd itself never execs. */
+	if (!proc_uids_are_with_parent(proc_dir, 0, &ppid) || !exe_of(proc_dir, "exe", exe, sizeof exe))
+		return -1;
+	/* slurmstepd, or Debian's slurmstepd-wlm behind the alternatives link. */
+	base = strrchr(exe, '/');
+	if (strncmp(base ? base + 1 : exe, "slurmstepd", 10))
+		return -1;
+	snprintf(parent, sizeof parent, "%d/exe", (int)ppid);
+	if (ppid > 0 && exe_of(proc_root, parent, parent_exe, sizeof parent_exe) && !strcmp(parent_exe, exe))
 		return -1;
 	fd = openat(proc_dir, "cmdline", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -155,7 +186,7 @@ int local_steps_scan(const char *proc_root, unsigned long uts_inode, struct loca
 		dir = openat(dirfd(proc), de->d_name, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (dir < 0)
 			continue; /* gone meanwhile */
-		n = local_steps_root_title(dir, title, sizeof title);
+		n = local_steps_root_title(dirfd(proc), dir, title, sizeof title);
 		if (n > 0 && local_steps_parse_title(title, (size_t)n, &job, &step) &&
 		    (uts_inode == 0 || node_of(dir, "ns/uts") == uts_inode) &&
 		    add(out, job, step, (pid_t)atoi(de->d_name)) != 0) {

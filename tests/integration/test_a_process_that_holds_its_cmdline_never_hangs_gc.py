@@ -11,6 +11,13 @@ and the health check hung with the first such process (found by a
 review, 2026-11-30). It now reads a process's uids first (its status
 needs none of its memory) and a command line only for root's processes
 (daemon/slurm/local_steps.c, daemon/core/job_end_watch.c).
+
+A root process may become a user's between that check and the read (a
+task of slurmstepd's between its fork and its exec, or any root process
+that drops to a user and execs), so a command line is read only of a
+process that runs slurmstepd and whose parent does not (found by a review,
+2026-12-02). The root holder below stands for such a process caught after
+the check: its program is not slurmstepd, so it is never read.
 """
 
 import os
@@ -65,7 +72,8 @@ os._exit(0)
 """
 
 
-def test_gc_and_health_pass_a_user_process_whose_cmdline_hangs(cluster):
+@pytest.mark.parametrize("owner", ["user", "root"])
+def test_gc_and_health_pass_a_process_whose_cmdline_hangs(cluster, owner):
     if cluster.multinode:
         pytest.skip("one-node layout: the holder runs in the host's namespaces")
     src = cluster.workdir(USER1, "cmdline-src")
@@ -82,8 +90,8 @@ def test_gc_and_health_pass_a_user_process_whose_cmdline_hangs(cluster):
     holder = probe = None
     try:
         assert server.stdout.readline().strip() == "ready"
-        holder = subprocess.Popen(["runuser", "-u", USER1, "--", "python3", str(script),
-                                   str(mnt / "pages"), str(marks)],
+        as_owner = ["runuser", "-u", USER1, "--"] if owner == "user" else []
+        holder = subprocess.Popen([*as_owner, "python3", str(script), str(mnt / "pages"), str(marks)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_until(lambda: (marks / "mapped").exists() or holder.poll() is not None, 30,
                    what="the holder to map the hanging file over its arguments")

@@ -57,7 +57,10 @@ static char root[] = "/tmp/test_local_steps.XXXXXX";
 
 /* A process in the fake /proc: its title, UTS namespace and real uid
  * (-1: no status file). */
-static void fake_process_as(int pid, const char *cmdline, size_t len, const char *uts, int uid)
+/* A process of the fake /proc: its title, node, uids (uid, or no status
+ * when negative), program (the exe link) and parent. */
+static void fake_process_full(int pid, const char *cmdline, size_t len, const char *uts, int uid,
+			      const char *exe, int ppid)
 {
 	char path[256];
 	int fd;
@@ -75,16 +78,27 @@ static void fake_process_as(int pid, const char *cmdline, size_t len, const char
 		perror(path);
 	if (fd >= 0)
 		close(fd);
+	snprintf(path, sizeof path, "%s/%d/exe", root, pid);
+	if (symlink(exe, path) != 0)
+		perror(path);
 	if (uid < 0)
 		return;
 	snprintf(path, sizeof path, "%s/%d/status", root, pid);
 	FILE *f = fopen(path, "w");
 
-	if (!f || fprintf(f, "Name:\tx\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t%d\t%d\t%d\t%d\n"
-			  "Gid:\t0\t0\t0\t0\n", uid, uid, uid, uid) < 0)
+	if (!f || fprintf(f, "Name:\tx\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%d\nPid:\t%d\n"
+			  "PPid:\t%d\nUid:\t%d\t%d\t%d\t%d\nGid:\t0\t0\t0\t0\n", pid, pid, ppid, uid, uid,
+			  uid, uid) < 0)
 		perror(path);
 	if (f)
 		fclose(f);
+}
+
+#define STEPD "/usr/sbin/slurmstepd"
+
+static void fake_process_as(int pid, const char *cmdline, size_t len, const char *uts, int uid)
+{
+	fake_process_full(pid, cmdline, len, uts, uid, STEPD, 1);
 }
 
 static void fake_process(int pid, const char *cmdline, size_t len, const char *uts)
@@ -115,9 +129,22 @@ static void test_scan_finds_one_nodes_steps(void)
 	/* A user's look-alikes (exec -a): not root, or no status to tell. */
 	fake_process_as(17, "slurmstepd: [8.extern]", 23, "uts:[111]", 1001);
 	fake_process_as(18, "slurmstepd: [9.extern]", 23, "uts:[111]", -1);
+	/* Root's look-alike (a program that is not slurmstepd), and a task of
+	 * job 5's step 0 between fork and exec: slurmstepd's own child, with
+	 * its title, which its exec would make the user's. Neither is read. */
+	fake_process_full(19, "slurmstepd: [10.0]", 19, "uts:[111]", 0, "/usr/bin/bash", 1);
+	fake_process_full(20, "slurmstepd: [5.0]", 18, "uts:[111]", 0, STEPD, 11);
+	/* A replaced binary still running is slurmstepd; so is Debian's name. */
+	fake_process_full(21, "slurmstepd: [11.0]", 19, "uts:[111]", 0, STEPD " (deleted)", 1);
+	fake_process_full(22, "slurmstepd: [12.0]", 19, "uts:[111]", 0, "/usr/sbin/slurmstepd-wlm", 1);
 
 	CHECK_INT(local_steps_scan(root, 111, &s), 0);
-	CHECK_INT(s.count, 4);
+	CHECK_INT(s.count, 6);
+	CHECK(!local_steps_has_job(&s, 10));
+	CHECK(local_steps_has_job(&s, 11));
+	CHECK(local_steps_has_job(&s, 12));
+	for (size_t i = 0; i < s.count; i++)
+		CHECK(s.steps[i].pid != 20);
 	CHECK(local_steps_has_job(&s, 5));
 	CHECK(local_steps_has_step(&s, 5, 0));
 	CHECK(!local_steps_has_step(&s, 5, 1));
@@ -130,7 +157,7 @@ static void test_scan_finds_one_nodes_steps(void)
 	local_steps_free(&s);
 
 	CHECK_INT(local_steps_scan(root, 0, &s), 0);
-	CHECK_INT(s.count, 5);
+	CHECK_INT(s.count, 7);
 	CHECK(local_steps_has_job(&s, 6));
 	CHECK(local_steps_job_step(&s, 6) && local_steps_job_step(&s, 6)->pid == 12);
 	local_steps_free(&s);
