@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,10 +11,36 @@
 
 #include "imagespec.h"
 #include "path_walk.h"
+#include "user_fuse.h"
+
+/* Whether fd, a component just opened below a directory on mount
+ * *mount_id, may be looked into as root; *mount_id moves to fd's mount.
+ * A FUSE file system that a user mounted (with allow_other) or that was
+ * mounted without it is not: once its server has read a request of the
+ * walk's and sits on it, not even SIGKILL ends the wait, and a task left
+ * unkillable drains the node. Only a new mount is judged (mountinfo is
+ * read then); its id comes without asking any file system. */
+static bool mount_may_be_entered(int fd, uint64_t *mount_id, const char *shown, char *err, size_t errlen)
+{
+	char why[512];
+	uint64_t id = squash_mount_id(fd, why, sizeof why);
+
+	if (id && id == *mount_id)
+		return true;
+	if (squash_user_fuse_refuses(fd, why, sizeof why)) {
+		snprintf(err, errlen, "%s is on a FUSE file system that a user mounted or that is mounted without "
+			 "allow_other: a job's task does not look into one as root (a server that never answers "
+			 "would leave the task unkillable); choose a target outside it", shown);
+		return false;
+	}
+	*mount_id = id;
+	return true;
+}
 
 /* Opens one directory below dirfd without following a symlink; shown is
- * the path up to and including name, for messages. */
-static int open_component(int dirfd, const char *name, const char *shown,
+ * the path up to and including name, for messages. With mount_id (the
+ * mount dirfd is on), a user's FUSE mount is not entered. */
+static int open_component(int dirfd, const char *name, const char *shown, uint64_t *mount_id,
 			  char *err, size_t errlen)
 {
 	struct stat st;
@@ -21,6 +48,10 @@ static int open_component(int dirfd, const char *name, const char *shown,
 
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: %s", shown, strerror(errno));
+		return -1;
+	}
+	if (mount_id && !mount_may_be_entered(fd, mount_id, shown, err, errlen)) {
+		close(fd);
 		return -1;
 	}
 	if (fstat(fd, &st) != 0) {
@@ -36,8 +67,8 @@ static int open_component(int dirfd, const char *name, const char *shown,
 	return -1;
 }
 
-int squash_path_walk(int dirfd, const char *path, size_t skip, bool create,
-		     char *err, size_t errlen)
+static int walk(int dirfd, const char *path, size_t skip, bool create, uint64_t *mount_id, char *err,
+		size_t errlen)
 {
 	char buf[SQUASH_PATH_MAX];
 	char *p, *slash;
@@ -72,7 +103,7 @@ int squash_path_walk(int dirfd, const char *path, size_t skip, bool create,
 			close(fd);
 			return -1;
 		}
-		next = open_component(fd, p, buf, err, errlen);
+		next = open_component(fd, p, buf, mount_id, err, errlen);
 		close(fd);
 		if (next < 0)
 			return -1;
@@ -84,8 +115,15 @@ int squash_path_walk(int dirfd, const char *path, size_t skip, bool create,
 	return fd;
 }
 
+int squash_path_walk(int dirfd, const char *path, size_t skip, bool create,
+		     char *err, size_t errlen)
+{
+	return walk(dirfd, path, skip, create, NULL, err, errlen);
+}
+
 int squash_path_walk_from_root(const char *path, char *err, size_t errlen)
 {
+	uint64_t mount_id;
 	int root, fd;
 
 	if (path[0] != '/') {
@@ -97,7 +135,8 @@ int squash_path_walk_from_root(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "/: %s", strerror(errno));
 		return -1;
 	}
-	fd = squash_path_walk(root, path, 1, false, err, errlen);
+	mount_id = squash_mount_id(root, err, errlen);
+	fd = walk(root, path, 1, false, &mount_id, err, errlen);
 	close(root);
 	return fd;
 }

@@ -14,7 +14,10 @@
 int squash_path_walk(int dirfd, const char *path, size_t skip, bool create,
 		     char *err, size_t errlen);
 
-/* squash_path_walk of an absolute path from /, creating nothing. */
+/* squash_path_walk of an absolute path from /, creating nothing, and
+ * entering no FUSE file system that a user mounted or that is mounted
+ * without allow_other (proto/user_fuse.h): a target outside squashd's base
+ * directory lies in directories users may mount on. */
 int squash_path_walk_from_root(const char *path, char *err, size_t errlen);
 
 #endif

@@ -363,3 +363,76 @@ def test_a_users_fuse_server_that_never_answers_a_lookup_is_never_asked(cluster)
         run(["umount", "-l", mnt], check=False)
         server.kill()
         server.wait(10)
+
+
+def test_a_target_in_a_users_fuse_mount_fails_the_job_without_looking_into_it(cluster):
+    """A target outside squashd's base directory (a site's allowed_targets
+    may list other prefixes) is walked from / as root by the job's task
+    (spank/path_walk.c). Where the walk would enter a FUSE file system a
+    user mounted with allow_other (fuse.conf's user_allow_other) and whose
+    server never answers, the task's lookup would wait for ever, not even
+    SIGKILL ending it, and the unkillable task would drain the node. The
+    walk judges each mount it enters from its mount id and mountinfo
+    first: the job fails, saying why, and the node stays up (found by a
+    review, 2026-12-02)."""
+    from test_an_exact_target_the_site_allows import allowed_targets_too
+    c = cluster
+    if c.multinode:
+        pytest.skip("one-node layout: the user's mount is made in slurmd's namespace")
+    scratch = c.dir / "scratch"
+    scratch.mkdir(mode=0o755, exist_ok=True)
+    mnt = scratch / USER1
+    mnt.mkdir(exist_ok=True)
+    pw = pwd.getpwnam(USER1)
+    os.chown(mnt, pw.pw_uid, pw.pw_gid)
+    src = c.workdir(USER1, "tgtsrc")
+    (src / "x").mkdir(exist_ok=True)
+    img = c.make_image(c.workdir(USER1, "tgtimg") / "a.sqfs", FILES, owner=USER1)
+    # Mounted as fusermount3 mounts for a user with user_allow_other, in
+    # slurmd's mount namespace (the cluster's slurmd runs in one of its own,
+    # which the host's mounts do not reach), where the job's steps start.
+    in_slurmd = ["nsenter", "-t", (c.dir / "run" / "slurmd.pid").read_text().strip(), "-m", "--"]
+    opts = f"rootmode=40000,user_id={pw.pw_uid},group_id={pw.pw_gid},allow_other"
+    mount = ("import ctypes, sys\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "if libc.mount(b'hang_fuse', sys.argv[1].encode(), b'fuse.hang', ctypes.c_ulong(1 | 2 | 4),\n"
+             "              sys.argv[2].encode()) != 0:\n"
+             "    sys.exit(f'mount: errno {ctypes.get_errno()}')\n")
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    server = None
+    try:
+        p = subprocess.run([*in_slurmd, "python3", "-c", mount, str(mnt), f"fd={fd},{opts}"], pass_fds=(fd,),
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        server = subprocess.Popen(["runuser", "-u", USER1, "--", c.for_user(USER1, HANG_FUSE), src,
+                                   f"/dev/fd/{fd}", "--hang", "lookup", "--uid", "any"],
+                                  pass_fds=(fd,), stdout=subprocess.PIPE, text=True)
+    finally:
+        os.close(fd)
+    slurmd_mounts = run([*in_slurmd, "cat", "/proc/self/mountinfo"]).stdout.splitlines()
+    minor = [line.split()[2].split(":")[1] for line in slurmd_mounts if line.split()[4] == str(mnt)][0]
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        with allowed_targets_too(c, str(scratch)):
+            d = c.workdir(USER1, "tgtjob")
+            job = c.sbatch(USER1, c.write_script(d, "echo ran\n"), [f"--squash-image={img}:{mnt}/x"], cwd=d)
+            assert not isinstance(job, subprocess.CompletedProcess), job.stderr
+            job.wait(timeout=60)
+            out = job.output()
+            assert job.state == "FAILED", (job.state, out)
+            assert "ran" not in out.split(), out
+            assert (f"{mnt} is on a FUSE file system that a user mounted or that is mounted without "
+                    "allow_other") in out, out
+            assert c.node_state() == "idle"
+    finally:
+        try:
+            with open(f"/sys/fs/fuse/connections/{minor}/abort", "w") as f:
+                f.write("1")
+        except OSError:
+            pass
+        run([*in_slurmd, "umount", "-l", mnt], check=False)
+        if server:
+            server.kill()
+            server.wait(10)
+        mnt.rmdir()
+        scratch.rmdir()
