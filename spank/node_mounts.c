@@ -94,16 +94,27 @@ int squash_node_mounts_copy(int source_ns, const Squash__Response *resp, int *tr
 	return rc;
 }
 
-/* What the task's namespace copied from the host at or below dir: the
+/* What the task's namespace copied from the host at or below dir or dir2: the
  * node-level mounts of this job and of others. The step's binds stay (they
  * are mounts of their own); without this a step would pin other jobs' FUSE
  * servers and loop devices until it ends. */
-int squash_node_mounts_detach(const char *dir, char *err, size_t errlen)
+/* Whether mount point field is dir or below it (dir NULL: no). */
+static bool at_or_below(const char *field, const char *dir)
 {
-	size_t dlen = strlen(dir), n = 0, cap = 0;
+	size_t dlen = dir ? strlen(dir) : 0;
+
+	return dir && !strncmp(field, dir, dlen) && (field[dlen] == '/' || field[dlen] == '\0');
+}
+
+int squash_node_mounts_detach(const char *dir, const char *dir2, char *err, size_t errlen)
+{
+	size_t n = 0, cap = 0;
 	char **points = NULL, *line = NULL;
 	size_t linecap = 0;
 	int left = 0;
+	/* One read for both: any user can make mountinfo long (a FUSE mount
+	 * of theirs at a long path is 16 KiB a line), and every task of every
+	 * job reads it here. */
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 
 	if (!f) {
@@ -115,7 +126,7 @@ int squash_node_mounts_detach(const char *dir, char *err, size_t errlen)
 
 		if (!field)
 			continue;
-		if (strncmp(field, dir, dlen) || (field[dlen] != '/' && field[dlen] != '\0'))
+		if (!at_or_below(field, dir) && !at_or_below(field, dir2))
 			continue;
 		if (array_reserve(&points, &cap, n + 1, sizeof(*points), 16) < 0)
 			break;

@@ -22,8 +22,8 @@ int squash_node_mounts_copy(int source_ns, const Squash__Response *resp, int *tr
 			    char *err, size_t errlen);
 
 /* Detaches, in the current mount namespace only, every mount at or below
- * dir, deepest first. Returns the number left, -1 on error (err says
- * why). */
-int squash_node_mounts_detach(const char *dir, char *err, size_t errlen);
+ * dir or dir2 (either may be NULL), deepest first, from one read of
+ * mountinfo. Returns the number left, -1 on error (err says why). */
+int squash_node_mounts_detach(const char *dir, const char *dir2, char *err, size_t errlen);
 
 #endif

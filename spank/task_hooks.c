@@ -40,15 +40,13 @@ static int attach(const struct step_kept_mounts *kept, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot make the task's mounts private: %s", strerror(errno));
 	} else if (squash_node_mounts_copy(kept->source_ns, resp, trees, err, errlen) == 0 &&
 		   squash_attach_job_mounts(resp, trees, err, errlen) == 0) {
-		rc = 0;
+		const char *mounts = resp->mount_dir && resp->mount_dir[0] == '/' ? resp->mount_dir : NULL;
+		const char *sessions = resp->sessions_dir && resp->sessions_dir[0] == '/' ?
+					       resp->sessions_dir : NULL;
+
 		/* Node-level mounts the namespace copied (other jobs' and squash-
 		 * shell sessions'): not the task's to pin. */
-		if (resp->mount_dir && resp->mount_dir[0] == '/' &&
-		    squash_node_mounts_detach(resp->mount_dir, err, errlen))
-			rc = -1;
-		else if (resp->sessions_dir && resp->sessions_dir[0] == '/' &&
-			 squash_node_mounts_detach(resp->sessions_dir, err, errlen))
-			rc = -1;
+		rc = (mounts || sessions) && squash_node_mounts_detach(mounts, sessions, err, errlen) ? -1 : 0;
 	}
 	for (size_t i = 0; i < resp->n_job_mounts; i++)
 		if (trees[i] >= 0)

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -399,6 +400,33 @@ def test_step_mounts_the_images_its_prolog_did_not(cluster):
         assert f"job {blk.job.id}: its prolog did not mount its images on this node" in slurmd_log
     # Released by the epilog like any other job's mounts.
     wait_until(lambda: not cluster.list_mounts(), 20, 0.1, "the epilog to release the job")
+
+
+def test_a_prolog_note_goes_with_its_job_whatever_the_epilog_sees(cluster):
+    """The note a prolog or a step leaves when it could not reach squashd
+    (or a step's late mount failed before asking it: DIR/prolog-unreached/
+    JOBID beside the socket, root's, in /run) is removed by the job's
+    epilog, also when the epilog sees no images in the job's environment: a
+    step may ask for images that the job's own environment does not show,
+    and a note left there stayed until a reboot, one per such job (found by
+    a review, 2026-12-02)."""
+    if cluster.multinode:
+        pytest.skip("one-node layout: the note is planted beside that node's socket")
+    d = cluster.workdir(USER1, "note")
+    job = cluster.sbatch(USER1, cluster.write_script(d, "echo ran\n"), ["--hold"], cwd=d)
+    assert isinstance(job, Job), job.stderr
+    notes = Path(cluster.socket).parent / "prolog-unreached"
+    notes.mkdir(mode=0o755, exist_ok=True)
+    note = notes / str(job.id)
+    note.write_text("planted by the test: a step's late mount failed\n")
+    try:
+        p = cluster.as_user("root", ["scontrol", "release", str(job.id)])
+        assert p.returncode == 0, p.stderr
+        job.wait()
+        assert job.state == "COMPLETED" and job.output() == "ran\n", job.output()
+        wait_until(lambda: not note.exists(), 10, 0.1, "the epilog to remove the job's note")
+    finally:
+        note.unlink(missing_ok=True)
 
 
 @OWN_FAULT_HANDLING
