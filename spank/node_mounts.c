@@ -94,10 +94,6 @@ int squash_node_mounts_copy(int source_ns, const Squash__Response *resp, int *tr
 	return rc;
 }
 
-/* What the task's namespace copied from the host at or below dir or dir2: the
- * node-level mounts of this job and of others. The step's binds stay (they
- * are mounts of their own); without this a step would pin other jobs' FUSE
- * servers and loop devices until it ends. */
 /* Whether mount point field is dir or below it (dir NULL: no). */
 static bool at_or_below(const char *field, const char *dir)
 {
@@ -106,6 +102,10 @@ static bool at_or_below(const char *field, const char *dir)
 	return dir && !strncmp(field, dir, dlen) && (field[dlen] == '/' || field[dlen] == '\0');
 }
 
+/* What the task's namespace copied from the host at or below dir or dir2:
+ * the node-level mounts of this job and of others. The step's binds stay
+ * (they are mounts of their own); without this a step would pin other
+ * jobs' FUSE servers and loop devices until it ends. */
 int squash_node_mounts_detach(const char *dir, const char *dir2, char *err, size_t errlen)
 {
 	size_t n = 0, cap = 0;

@@ -28,9 +28,10 @@ static bool mount_may_be_entered(int fd, uint64_t *mount_id, const char *shown, 
 	if (id && id == *mount_id)
 		return true;
 	if (squash_user_fuse_refuses(fd, why, sizeof why)) {
-		snprintf(err, errlen, "%s is on a FUSE file system that a user mounted or that is mounted without "
-			 "allow_other: a job's task does not look into one as root (a server that never answers "
-			 "would leave the task unkillable); choose a target outside it", shown);
+		snprintf(err, errlen, "%s is on a FUSE file system that a user mounted, one mounted without "
+			 "allow_other, or a mount that cannot be checked: a job's task does not look into one as "
+			 "root (a server that never answers would leave the task unkillable); choose a target "
+			 "outside it", shown);
 		return false;
 	}
 	*mount_id = id;

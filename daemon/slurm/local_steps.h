@@ -38,9 +38,9 @@ bool local_steps_parse_title(const char *title, size_t len, uint32_t *job_id,
 /* The title (/proc/PID/cmdline, up to len bytes) of the process whose
  * /proc directory proc_dir is (in /proc, proc_root), read only when its
  * real, effective and saved uids are 0 and it runs a program named
- * slurmstepd* (Debian's is slurmstepd-wlm) that its parent does not run (a slurmstepd's child before
- * its exec is not read: it may become the user's); -1 otherwise or when it
- * cannot be read. */
+ * slurmstepd* (Debian's is slurmstepd-wlm) that its parent does not run
+ * (a slurmstepd's child before its exec is not read: it may become the
+ * user's); -1 otherwise or when it cannot be read. */
 ssize_t local_steps_root_title(int proc_root, int proc_dir, char *buf, size_t len);
 
 /* This node: the inode of squashd's own UTS namespace (a node of the test
