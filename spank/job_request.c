@@ -300,17 +300,19 @@ int squash_job_epilog(spank_t sp, const struct squash_settings *s)
 	Squash__ReleaseJobRequest release = SQUASH__RELEASE_JOB_REQUEST__INIT;
 	Squash__Request req = SQUASH__REQUEST__INIT;
 	uint32_t job_id, uid;
-
 	/* A note goes with its job whatever the epilog sees: a step may have
 	 * left one for images that the job's own environment does not show
 	 * (a late mount's failure), and /run is not cleaned until a reboot. */
-	if (spank_get_item(sp, S_JOB_ID, &job_id) == ESPANK_SUCCESS)
+	bool noted = spank_get_item(sp, S_JOB_ID, &job_id) == ESPANK_SUCCESS;
+
+	if (noted)
 		prolog_note_remove(s, job_id);
 	if (!squash_env_job_images(true))
 		return 0;
 	if (job_identity(sp, &job_id, &uid))
 		return 0;
-	prolog_note_remove(s, job_id);
+	if (!noted) /* known from SLURM_JOB_ID only */
+		prolog_note_remove(s, job_id);
 	release.job_id = job_id;
 	req.op_case = SQUASH__REQUEST__OP_RELEASE_JOB;
 	req.release_job = &release;
