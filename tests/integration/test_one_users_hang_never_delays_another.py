@@ -36,8 +36,10 @@ squashd-wide: status, list, health, gc, reload (SIGHUP), and the release of
 the job mounted before the hangs.
 
 Found by the matrix and fixed: a plain :rw overlay over a stopped reader
-(core/overlay.c), and the image descriptors image_open.c, union_mount.c
-and core/sharing.c closed with close() on the request thread (close sends
+(core/overlay.c), and the image descriptors image_open.c, union_mount.c,
+core/sharing.c and core/holders.c (a group's repeated image, or the images
+opened before one that failed: the FLUSH column's merge-repeat and
+merge-missing rows) closed with close() on the request thread (close sends
 FUSE_FLUSH: the FLUSH column's prolog never ended); they are closed
 detached now. Found and left, in KNOWN: squash-shell's own realpath() of
 the image in the user's process (lookup, getattr, stopped: the user's own
@@ -209,6 +211,14 @@ def fire_rows(cluster, column, rows, a, b, job, fake, steps_of):
             fake.append(j)
             cells.append(Cell(column, row, rawclient(cluster, "mount", j, uid, f"{a}:/squash/m",
                                                      f"{b}:/squash/m")))
+        elif row == "merge-repeat":  # a repeated image's descriptor closes unused
+            fake.append(j)
+            cells.append(Cell(column, row, rawclient(cluster, "mount", j, uid, f"{a}:/squash/m",
+                                                     f"{b}:/squash/m", f"{a}:/squash/m")))
+        elif row == "merge-missing":  # the images opened before a missing one close
+            fake.append(j)
+            cells.append(Cell(column, row, rawclient(cluster, "mount", j, uid, f"{a}:/squash/m",
+                                                     f"{a.parent / 'missing.sqfs'}:/squash/m")))
         elif row == "step":
             cells.append(Cell(column, row, rawclient(cluster, "mount", f"{steps_of}.{j % 1000}", uid,
                                                      f"{a}:/squash/s")))
@@ -329,7 +339,8 @@ def test_every_request_ends_by_its_deadline_whatever_fuse_request_hangs(cluster,
 
 @pytest.mark.host_release_only("the hang matrix's FLUSH column: squashd's own closes")
 def test_a_hung_flush_never_holds_a_request(cluster, short_timeout):
-    run_fuse_matrix(cluster, ["flush"], ["mount", "rw", "merge", "step"], node_wide=False)
+    run_fuse_matrix(cluster, ["flush"], ["mount", "rw", "merge", "merge-repeat", "merge-missing", "step"],
+                    node_wide=False)
 
 
 @pytest.mark.host_release_only("the hang matrix's FLUSH column with a server per image: the spawner's closes")
