@@ -6,6 +6,7 @@
 #include "core/holders.h"
 #include "core/loop_devices.h"
 #include "core/merged_budget.h"
+#include "mount/image_work_left.h"
 #include "process/reader_cgroup.h"
 #include "process/reader_cgroup_usage.h"
 #include "process/server_output.h"
@@ -97,5 +98,19 @@ void reader_budget_rows(struct daemon_state *ds, const struct squashd_config *cf
 		emit(arg, out[i].uid, "reader log lines", out[i].lines, out[i].lines_burst);
 		emit(arg, out[i].uid, "reader log bytes", out[i].bytes, out[i].bytes_burst);
 	}
+	free(out);
+}
+
+void image_work_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg, user_budget_emit emit,
+			    void *arg)
+{
+	struct image_work_use *out = malloc(USERS_MAX * sizeof(*out));
+	size_t n = out ? image_work_left_each(out, USERS_MAX) : 0;
+
+	(void)ds;
+	(void)cfg;
+	for (size_t i = 0; i < n; i++)
+		emit(arg, out[i].uid, "image opens and closes left waiting", out[i].left,
+		     out[i].uid == 0 ? 0 : IMAGE_WORK_LEFT_PER_USER);
 	free(out);
 }

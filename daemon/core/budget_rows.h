@@ -2,8 +2,9 @@
  * only count and know nothing of the table: the registry
  * (registry/usage.h), the users' threads for work after a process's exit
  * (process/user_executor.h), their readers' CPU time
- * (process/reader_cgroup.h) and their readers' output to squashd's log
- * (process/server_output.h). */
+ * (process/reader_cgroup.h), their readers' output to squashd's log
+ * (process/server_output.h) and the work left on their images' file
+ * systems (mount/image_work_left.h). */
 #ifndef SQUASHD_BUDGET_ROWS_H
 #define SQUASHD_BUDGET_ROWS_H
 
@@ -27,5 +28,11 @@ void watcher_budget_rows(struct daemon_state *ds, const struct squashd_config *c
  * reader's, refilled at one line and 16 KiB a second). */
 void reader_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg, user_budget_emit emit,
 			void *arg);
+
+/* "image opens and closes left waiting": the openers and the closes of
+ * image descriptors still waiting on their file system, against
+ * IMAGE_WORK_LEFT_PER_USER (mount/image_work_left.h). */
+void image_work_budget_rows(struct daemon_state *ds, const struct squashd_config *cfg, user_budget_emit emit,
+			    void *arg);
 
 #endif

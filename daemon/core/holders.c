@@ -209,7 +209,7 @@ static enum result add_group(struct daemon_state *ds, const struct squashd_confi
 				keys[l].mode = SQUASH__MOUNT_MODE__FUSE;
 				keys[l++].owner_uid = id->uid;
 			} else {
-				close_detached(fds[k]); /* FLUSH: its server may hang */
+				close_detached(id->uid, fds[k]); /* FLUSH: its server may hang */
 			}
 		}
 		struct mount_entry *m = NULL;
@@ -243,14 +243,14 @@ static enum result add_group(struct daemon_state *ds, const struct squashd_confi
 				res = sharing_get_opened(ds, cfg, id, images[members[k]], fds[k], &keys[k], &m,
 							 err, errlen, deadline_ms);
 			else
-				close_detached(fds[k]);
+				close_detached(id->uid, fds[k]);
 			if (res == RESULT_OK)
 				res = record_image(ds, cfg, e, images[members[k]], m, err, errlen);
 		}
 		opened = 0;
 	}
 	for (size_t k = 0; k < opened; k++)
-		close_detached(fds[k]);
+		close_detached(id->uid, fds[k]);
 	free(fds);
 	free(keys);
 	free(layers);

@@ -227,11 +227,11 @@ enum result sharing_open(const struct squashd_config *cfg, const struct identity
 	if (mode == SQUASH__MOUNT_MODE__KERNEL) {
 		/* From here on only root's own descriptor: the loop device
 		 * reads the file squashd itself reached. */
-		close_detached(fd);
+		close_detached(id->uid, fd);
 		fd = kernel_fd;
 		if (fstat(fd, &st) < 0) {
 			snprintf(err, errlen, "image %s: fstat: %s", spec->image, strerror(errno));
-			close_detached(fd);
+			close_detached(id->uid, fd);
 			return RESULT_NODE_ERROR;
 		}
 	}
@@ -239,20 +239,20 @@ enum result sharing_open(const struct squashd_config *cfg, const struct identity
 		/* FUSE servers parse untrusted images; they never run as root. */
 		snprintf(err, errlen, "image %s: jobs of root may only use trusted images "
 			 "(its FUSE server would run as root)", spec->image);
-		close_detached(fd);
+		close_detached(id->uid, fd);
 		return RESULT_USER_ERROR;
 	}
 	enum squash_reader reader = mode == SQUASH__MOUNT_MODE__KERNEL ? SQUASH_READER_KERNEL
 									: SQUASH_READER_FUSE;
 	if (header.read_errno) {
 		snprintf(err, errlen, "image %s: cannot read image: %s", spec->image, strerror(header.read_errno));
-		close_detached(fd);
+		close_detached(id->uid, fd);
 		return RESULT_NODE_ERROR;
 	}
 	if (squash_superblock_check(header.bytes, header.len, (uint64_t)st.st_size, reader, NULL,
 				    why, sizeof(why)) < 0) {
 		snprintf(err, errlen, "image %s: %s", spec->image, why);
-		close_detached(fd);
+		close_detached(id->uid, fd);
 		return RESULT_USER_ERROR;
 	}
 	*key = (struct mount_key){
@@ -341,7 +341,7 @@ enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_con
 					 deadline_ms);
 	if (shared != 0) {
 		pthread_mutex_unlock(&ds->lock);
-		close_detached(fd);
+		close_detached(id->uid, fd);
 		return shared > 0 ? RESULT_OK : res;
 	}
 	/* Before the entry exists: a refusal for this user's share is no
@@ -349,21 +349,21 @@ enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_con
 	if (key.mode == SQUASH__MOUNT_MODE__KERNEL &&
 	    loop_devices_user_refuses_locked(ds, cfg, id->uid, why, sizeof(why))) {
 		pthread_mutex_unlock(&ds->lock);
-		close_detached(fd);
+		close_detached(id->uid, fd);
 		snprintf(err, errlen, "image %s: %s", spec->image, why);
 		return RESULT_USER_ERROR;
 	}
 	if (key.mode == SQUASH__MOUNT_MODE__FUSE &&
 	    user_fuse_mounts_refuses_locked(ds, cfg, id->uid, why, sizeof(why))) {
 		pthread_mutex_unlock(&ds->lock);
-		close_detached(fd);
+		close_detached(id->uid, fd);
 		snprintf(err, errlen, "image %s: %s", spec->image, why);
 		return RESULT_USER_ERROR;
 	}
 	struct mount_entry *m = registry_new_mount(&ds->registry, &key, spec->image, ds->mount_dir);
 	if (!m) {
 		pthread_mutex_unlock(&ds->lock);
-		close_detached(fd);
+		close_detached(id->uid, fd);
 		snprintf(err, errlen, "out of memory");
 		return RESULT_NODE_ERROR;
 	}
@@ -377,7 +377,7 @@ enum result sharing_get_opened(struct daemon_state *ds, const struct squashd_con
 	res = make_mount(ds, cfg, m, fd, id, deadline_ms, &server, &server_pidfd, &conn_fd, loop_dev,
 			 sizeof(loop_dev), why, sizeof(why));
 	struct fuse_keep *keep = res == RESULT_OK && conn_fd >= 0 ? fuse_keep_new(conn_fd, &fd, 1, id) : NULL;
-	close_detached(fd);
+	close_detached(id->uid, fd);
 
 	pthread_mutex_lock(&ds->lock);
 	if (res == RESULT_OK) {

@@ -53,11 +53,11 @@ static struct mount_entry *find_union(struct registry *r, const void *what)
 
 /* The images' descriptors may lie on a FUSE mount whose server hangs:
  * closing one sends FLUSH, which must not hold the request. */
-static void close_all(int *fds, size_t n)
+static void close_all(uid_t owner, int *fds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (fds[i] >= 0)
-			close_detached(fds[i]);
+			close_detached(owner, fds[i]);
 }
 
 enum result union_mount_get(struct daemon_state *ds, const struct squashd_config *cfg,
@@ -89,7 +89,7 @@ enum result union_mount_get(struct daemon_state *ds, const struct squashd_config
 	}
 	pthread_mutex_unlock(&ds->lock);
 	if (shared != 0 || !m) {
-		close_all(fds, n);
+		close_all(id->uid, fds, n);
 		if (over) {
 			snprintf(err, errlen, "merging %zu images at %s: %s", n, target, why);
 			return RESULT_USER_ERROR;
@@ -114,7 +114,7 @@ enum result union_mount_get(struct daemon_state *ds, const struct squashd_config
 	}
 	struct fuse_keep *keep = res == RESULT_OK && conn_fd >= 0 ? fuse_keep_new(conn_fd, fds, n, id)
 								  : NULL;
-	close_all(fds, n);
+	close_all(id->uid, fds, n);
 
 	pthread_mutex_lock(&ds->lock);
 	if (res == RESULT_OK) {

@@ -17,7 +17,7 @@
 static void close_images(struct fuse_keep *k)
 {
 	for (size_t i = 0; i < k->n_images; i++)
-		close_detached(k->image_fds[i]);
+		close_detached(k->owner.uid, k->image_fds[i]);
 	free(k->image_fds);
 }
 

@@ -98,7 +98,7 @@ static long long fdinfo_field(const char *info, const char *name)
 /* Gives our copy of a descriptor the reader holds of file (ino, dev) to
  * every image slot of that file still empty; closes it when none takes
  * it (or it is not that file after all). */
-static void place_image(int copy, ino_t ino, dev_t dev, const struct kept_image *images,
+static void place_image(uid_t owner, int copy, ino_t ino, dev_t dev, const struct kept_image *images,
 			int *image_fds, size_t n, size_t *found)
 {
 	int held = copy;
@@ -118,7 +118,7 @@ static void place_image(int copy, ino_t ino, dev_t dev, const struct kept_image 
 				(*found)++;
 	}
 	if (held >= 0)
-		close_detached(held);
+		close_detached(owner, held);
 }
 
 /* What the kernel says of one descriptor of a reader. */
@@ -343,7 +343,7 @@ static struct reader_fds *reader_of(struct fuse_keep_adoption *a, pid_t pid, uid
 
 /* Copies from the reader the connection's descriptor and the n images'
  * (our copies in *conn_fd and image_fds; -1 when not found). */
-static void take_descriptors(int pidfd, const struct reader_fds *r, long conn,
+static void take_descriptors(uid_t owner, int pidfd, const struct reader_fds *r, long conn,
 			     const struct kept_image *images, size_t n, int *conn_fd, int *image_fds)
 {
 	size_t found = 0;
@@ -360,7 +360,7 @@ static void take_descriptors(int pidfd, const struct reader_fds *r, long conn,
 		if (copy < 0)
 			continue;
 		if (!e->fuse)
-			place_image(copy, e->ino, e->dev, images, image_fds, n, &found);
+			place_image(owner, copy, e->ino, e->dev, images, image_fds, n, &found);
 		else if (fd_connection(copy) == conn)
 			*conn_fd = copy;
 		else
@@ -417,7 +417,7 @@ struct fuse_keep *fuse_keep_adopt(struct fuse_keep_adoption *a, int server_pidfd
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	take_descriptors(server_pidfd, r, conn, images, n, &conn_fd, image_fds);
+	take_descriptors(owner->uid, server_pidfd, r, conn, images, n, &conn_fd, image_fds);
 	for (size_t i = 0; i < n; i++)
 		missing += image_fds[i] < 0;
 	if (conn_fd < 0 || missing || n == 0) {
@@ -442,7 +442,7 @@ out:
 	/* The keep holds duplicates. */
 	for (size_t i = 0; i < n; i++)
 		if (image_fds[i] >= 0)
-			close_detached(image_fds[i]);
+			close_detached(owner->uid, image_fds[i]);
 	free(image_fds);
 	return k;
 }

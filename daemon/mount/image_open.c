@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "process/child_process.h"
+#include "mount/image_work_left.h"
 #include "process/spawner.h"
 #include "clock.h"
 #include "imagespec.h"
@@ -220,7 +221,7 @@ static bool spawn_opener(const char *path, const struct identity *id, int answer
  * descriptor (returns 0), or the spawner's pidfd of the child (returns 1,
  * *fd the pidfd). Returns 2 (errno set) when the spawner could not make
  * the child, -1 when the child died or sent something malformed. */
-static int receive_status(int sock, struct open_status *status, int *fd)
+static int receive_status(int sock, uid_t owner, struct open_status *status, int *fd)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * 4)];
@@ -251,7 +252,7 @@ static int receive_status(int sock, struct open_status *status, int *fd)
 			if (nfds++ == 0)
 				*fd = got;
 			else
-				close_detached(got);
+				close_detached(owner, got);
 		}
 	}
 	int failed = spawner_failure_errno(status, (size_t)n, nfds);
@@ -266,7 +267,7 @@ static int receive_status(int sock, struct open_status *status, int *fd)
 	if (n != (ssize_t)sizeof(*status) || (msg.msg_flags & MSG_CTRUNC) ||
 	    nfds > 1 || (status->step == STEP_OK) != (nfds == 1)) {
 		if (*fd >= 0)
-			close_detached(*fd); /* FLUSH: its server may hang */
+			close_detached(owner, *fd); /* FLUSH: its server may hang */
 		*fd = -1;
 		return -1;
 	}
@@ -341,18 +342,21 @@ static enum result describe_failure(const struct open_status *status,
 
 /* Done with the opener: ours is killed (when it failed) and reaped by
  * the watcher; the spawner's is reaped by the kernel, so it is only
- * killed when it failed. */
-static void forget_opener(bool spawned, int pidfd, bool failed)
+ * killed when it failed. Either is counted for its user until it exits
+ * (image_work_left.h): a kill does not end a request its file system
+ * holds, nor does the exit's FLUSH of its copy. */
+static void forget_opener(uid_t uid, bool spawned, int pidfd, bool failed)
 {
+	if (pidfd < 0)
+		return;
 	if (!spawned) {
+		image_work_left_opener(uid, fcntl(pidfd, F_DUPFD_CLOEXEC, 3));
 		child_abandon(pidfd);
 		return;
 	}
-	if (pidfd < 0)
-		return;
 	if (failed)
 		child_kill(pidfd);
-	close(pidfd);
+	image_work_left_opener(uid, pidfd);
 }
 
 enum result image_open_as_user(const char *path, const struct identity *id,
@@ -366,6 +370,11 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 	pid_t pid;
 
 	*fd_out = -1;
+	char why[512];
+	if (image_work_left_refuses(id->uid, why, sizeof(why))) {
+		snprintf(err, errlen, "image %s: %s", path, why);
+		return RESULT_USER_ERROR;
+	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		snprintf(err, errlen, "image %s: socketpair: %s", path,
 			 strerror(errno));
@@ -406,7 +415,7 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 			left = 0;
 		r = poll(p, p[1].fd >= 0 ? 2 : 1, (int)left);
 		if (r > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			r = receive_status(sv[0], &status, &got);
+			r = receive_status(sv[0], id->uid, &status, &got);
 			if (r == 0) {
 				fd = got;
 				break;
@@ -439,12 +448,12 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 				 path, id->name, timeout_ms / 1000.0);
 		}
 		close(sv[0]);
-		forget_opener(spawned, pidfd, true);
+		forget_opener(id->uid, spawned, pidfd, true);
 		return RESULT_NODE_ERROR;
 	}
 	close(sv[0]);
 	/* It exits right after answering. */
-	forget_opener(spawned, pidfd, false);
+	forget_opener(id->uid, spawned, pidfd, false);
 
 	if (status.step != STEP_OK)
 		return describe_failure(&status, path, id, err, errlen);
@@ -454,13 +463,13 @@ enum result image_open_as_user(const char *path, const struct identity *id,
 	struct file_identity fid;
 	if (file_identity_of(fd, &fid, st) < 0) {
 		snprintf(err, errlen, "image %s: statx: %s", path, strerror(errno));
-		close_detached(fd);
+		close_detached(id->uid, fd);
 		return RESULT_NODE_ERROR;
 	}
 	if (!S_ISREG(st->st_mode)) { /* cannot happen; never trust the peer */
 		snprintf(err, errlen, "image %s is %s, not a regular file", path,
 			 file_type_name(st->st_mode));
-		close_detached(fd);
+		close_detached(id->uid, fd);
 		return RESULT_USER_ERROR;
 	}
 	uint64_t mount = status.mount_fit ? squash_mount_unique_id(fd) : 0;

@@ -52,7 +52,7 @@ static void pool_free(struct pool *p)
 	 * never read may carry descriptors, whose last close can wait (a file
 	 * of a stopped FUSE server); the caller holds pools_lock. */
 	if (p->sock >= 0)
-		close_detached(p->sock);
+		close_detached(p->uid, p->sock);
 	if (p->pidfd >= 0)
 		close(p->pidfd);
 	pthread_mutex_destroy(&p->io);

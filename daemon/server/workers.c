@@ -384,6 +384,7 @@ int server_run(int listen_fd, struct daemon_state *ds)
 	user_budgets_add_source(watcher_budget_rows);
 	user_budgets_add_source(reader_budget_rows);
 	user_budgets_add_source(given_up_mounts_budget_rows);
+	user_budgets_add_source(image_work_budget_rows);
 	user_budgets_add_source(user_fuse_mounts_budget_rows);
 	user_budgets_add_source(kernel_prefetches_budget_rows);
 	user_budgets_add_source(pinned_loops_budget_rows);

@@ -54,6 +54,7 @@ The full matrix runs on the host release only; a small sample (a hung
 STATFS and a stopped server, prolog mount and squash-shell) runs on every
 root of the release matrix."""
 
+import json
 import os
 import re
 import signal
@@ -393,3 +394,63 @@ def test_every_request_ends_by_its_deadline_over_a_stopped_squash_reader(cluster
         resume(stopped)
         holder.release()
         cleanup(cluster, fake, [])
+
+
+# mount/image_work_left.h
+IMAGE_WORK_LEFT_PER_USER = 16
+
+
+def tasks_waiting_on_fuse():
+    """The node's tasks waiting for a FUSE answer (request_wait_answer,
+    interruptible first: S, not D)."""
+    p = subprocess.run(["ps", "-eLo", "pid,tid,stat,wchan:32,comm"], capture_output=True, text=True, timeout=5)
+    return [line for line in p.stdout.splitlines()[1:] if "request_wait_answer" in line]
+
+
+def image_work_left(cluster, user):
+    rows = json.loads(cluster.squashctl("status", "--json").stdout)["user_budgets"]
+    mine = [r for r in rows if r["uid"] == uid_of(user)]
+    return mine[0]["budgets"].get("image opens and closes left waiting") if mine else None
+
+
+@pytest.mark.host_release_only("squashd's own budget, the same on every release")
+def test_what_a_hung_flush_leaves_running_has_a_budget_per_user(cluster, short_timeout):
+    """Every mount of an image on a file system whose FLUSH hangs leaves two
+    tasks behind for good (the opener's exit and squashd's close of its
+    copy each wait for the FLUSH); a user mounting there in a loop would
+    fill the node's tasks. At IMAGE_WORK_LEFT_PER_USER the user's next
+    image is refused at once, by name; another user's mount still works;
+    when the file system answers again the budget comes back."""
+    hung = HangFuse(cluster, "flush")
+    fine = cluster.make_image(cluster.workdir(USER1, "hangbudget") / "fine.sqfs", FILES, owner=USER1)
+    other = cluster.make_image(cluster.workdir(USER2, "hangother") / "fine.sqfs", FILES, owner=USER2)
+    uid1, fake = str(uid_of(USER1)), []
+    try:
+        outcomes = []
+        for i in range(IMAGE_WORK_LEFT_PER_USER * 2):
+            fake.append(BASE_JOB + 700 + i)
+            t = time.monotonic()
+            p = cluster.rawclient("mount", fake[-1], uid1, f"{hung.image()}:/squash/h", timeout=BOUND + 5)
+            outcomes.append((time.monotonic() - t, p.returncode, p.stdout.strip()))
+        print("\n".join(f"{took:.2f} s, exit {rc}: {out[:160]}" for took, rc, out in outcomes))
+        refused = [o for o in outcomes if "earlier opens or closes of your images" in o[2]]
+        assert refused and all(o[2].startswith("user-error: ") and o[0] < 2 for o in refused), outcomes
+        assert sum(o[1] == 0 for o in outcomes) <= IMAGE_WORK_LEFT_PER_USER, outcomes
+        row = image_work_left(cluster, USER1)
+        assert row and row["used"] >= IMAGE_WORK_LEFT_PER_USER and row["limit"] == IMAGE_WORK_LEFT_PER_USER, row
+        waiting = tasks_waiting_on_fuse()
+        print("waiting on FUSE:\n" + "\n".join(waiting))
+        assert IMAGE_WORK_LEFT_PER_USER // 2 <= len(waiting) <= IMAGE_WORK_LEFT_PER_USER + 2, waiting
+        # Another user is not refused.
+        fake.append(BASE_JOB + 799)
+        p = cluster.rawclient("mount", fake[-1], uid_of(USER2), f"{other}:/squash/o")
+        assert p.returncode == 0, p.stdout + p.stderr
+        # The file system answers again (aborted): the user's opens come back.
+        hung.close()
+        wait_until(lambda: not (image_work_left(cluster, USER1) or {}).get("used"), 20,
+                   what="the opens and closes left to end")
+        fake.append(BASE_JOB + 798)
+        p = cluster.rawclient("mount", fake[-1], uid1, f"{fine}:/squash/f")
+        assert p.returncode == 0, p.stdout + p.stderr
+    finally:
+        cleanup(cluster, fake, [hung])
