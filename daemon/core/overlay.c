@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "core/given_up_mounts.h"
+#include "mount/fuse_abort.h"
 #include "process/identity.h"
 #include "util/log.h"
 #include "mount/overlay_upper.h"
@@ -69,6 +70,11 @@ static bool kill_lower_server(struct daemon_state *ds, const struct mount_entry 
 	bool killed;
 
 	pthread_mutex_lock(&ds->lock);
+	/* A server of its own (no kept connection to restart it on): the
+	 * mount ends with it, and its connection too, or a copy of the
+	 * user's would keep the child that looks at it waiting. */
+	if (!lower->keep && lower->server_pidfd >= 0)
+		fuse_abort_mount(lower->mount_point);
 	killed = lower->server_pidfd >= 0 &&
 		 syscall(SYS_pidfd_send_signal, lower->server_pidfd, SIGKILL, NULL, 0) == 0;
 	if (killed)

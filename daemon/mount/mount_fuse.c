@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "mount/mount_fuse.h"
+#include "mount/fuse_abort.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -313,6 +314,8 @@ enum result fuse_mount_image_kept(int image_fd, const char *mountpoint,
 		     : wait_ready(mountpoint, pidfd, squashfuse_path, deadline, timeout_ms,
 				  &server_gone, err, errlen);
 	if (res != RESULT_OK) {
+		/* The probe may wait on it still (fuse_abort.h). */
+		fuse_abort_mount(mountpoint);
 		if (umount2(mountpoint, MNT_DETACH) < 0 && errno != EINVAL)
 			log_warning("detaching failed FUSE mount %s: %s",
 				    mountpoint, strerror(errno));

@@ -454,3 +454,66 @@ def test_what_a_hung_flush_leaves_running_has_a_budget_per_user(cluster, short_t
         assert p.returncode == 0, p.stdout + p.stderr
     finally:
         cleanup(cluster, fake, [hung])
+
+
+# Run as the user: takes a copy of their own server's /dev/fuse descriptor
+# (pidfd_getfd; squashfuse_ll is traceable by its user) and holds it.
+HOLD_CONNECTION = r"""
+import ctypes, os, sys, time
+pid = int(sys.argv[1])
+fd = next(int(f) for f in os.listdir(f"/proc/{pid}/fd") if os.readlink(f"/proc/{pid}/fd/{f}") == "/dev/fuse")
+libc = ctypes.CDLL(None, use_errno=True)
+pidfd = os.pidfd_open(pid)
+copy = libc.syscall(438, pidfd, fd, 0)  # pidfd_getfd
+if copy < 0:
+    sys.exit(f"pidfd_getfd: {os.strerror(ctypes.get_errno())}")
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.host_release_only("squashd's own deadlines, the same on every release")
+def test_a_users_copy_of_their_servers_connection_never_keeps_squashd_waiting(cluster):
+    """With fuse_reader = squashfuse_ll each mount has a server of its own,
+    which its user may trace. A user who copies its /dev/fuse descriptor
+    and stops it: a :rw mount of the image looks at the lower root in a
+    child of squashd's, gives up, and kills the server; the copy kept the
+    connection, and the child waited on it for ever, one task per request.
+    squashd now aborts the connection of a server of its own it gives up
+    on (mount/fuse_abort.h): nothing of squashd's waits on the mount."""
+    image = cluster.make_image(cluster.workdir(USER1, "hangcopy") / "a.sqfs", FILES, owner=USER1)
+    uid1, fake, stopped, holder = str(uid_of(USER1)), [BASE_JOB + 600, BASE_JOB + 601], [], None
+    with squashd_with(cluster, f"request_timeout = {REQUEST_TIMEOUT}\nfuse_reader = squashfuse_ll\n"
+                               "overlay_size = 16M\n"):
+        try:
+            p = cluster.rawclient("mount", fake[0], uid1, f"{image}:/squash/h")
+            assert p.returncode == 0, p.stdout + p.stderr
+            servers = [pid for pid in cluster.instance_fuse_servers() if proc_uids(pid)[0] == uid_of(USER1)]
+            assert len(servers) == 1, servers
+            holder = subprocess.Popen(["runuser", "-u", USER1, "--", "python3", "-c", HOLD_CONNECTION,
+                                       str(servers[0])], stdout=subprocess.PIPE, text=True)
+            assert holder.stdout.readline().strip() == "holding"
+            os.kill(servers[0], signal.SIGSTOP)
+            stopped.append(servers[0])
+            t = time.monotonic()
+            p = cluster.rawclient("mount", fake[1], uid1, f"{image}:/squash/w:rw", timeout=BOUND + 5)
+            took = time.monotonic() - t
+            print(f"{took:.1f} s, exit {p.returncode}: {p.stdout.strip()[:300]}")
+            assert p.returncode != 0 and re.match(r"(node|user)-error: .{20,}", p.stdout), p.stdout + p.stderr
+            assert took < BOUND, took
+            # Nothing waits on the connection the user's copy keeps.
+            try:
+                wait_until(lambda: not tasks_waiting_on_fuse(), 10,
+                           what="squashd's tasks to stop waiting on the user's connection")
+            except AssertionError:
+                print("still waiting on FUSE:\n" + "\n".join(tasks_waiting_on_fuse()))
+                print("squashd log:\n" + "\n".join(cluster.squashd_log().splitlines()[-40:]))
+                raise
+        finally:
+            if holder:
+                holder.kill()
+                holder.wait()
+            resume(stopped)
+            for j in fake:
+                cluster.rawclient("release", j)
+            wait_until(lambda: not cluster.list_mounts(), 30, what="the mounts to go")
